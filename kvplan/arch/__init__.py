@@ -1,0 +1,202 @@
+"""config.json -> ModelGeometry: the registry of family parsers keyed by ``model_type``."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from kvplan.arch.base import ArchParser, ConfigReader
+from kvplan.arch.dense import (
+    ChatGlmParser,
+    FalconParser,
+    GemmaParser,
+    Gpt2Parser,
+    GptBigCodeParser,
+    LlamaParser,
+    MistralParser,
+    MixtralParser,
+    MptParser,
+    PhiParser,
+    QwenParser,
+)
+from kvplan.arch.encdec import EncoderDecoderParser, T5Parser, WhisperParser
+from kvplan.arch.hybrid import JambaParser, Mamba2Parser, MambaParser, MiniMaxParser, NemotronHParser, Qwen3NextParser
+from kvplan.arch.mla import DeepseekParser
+from kvplan.arch.windowed import Cohere2Parser, Gemma2Parser, Gemma3Parser, GptOssParser, Llama4Parser
+from kvplan.errors import ConfigError
+from kvplan.geometry import ModelGeometry
+
+PARSERS: tuple[type[ArchParser], ...] = (
+    LlamaParser, MistralParser, MixtralParser, QwenParser, PhiParser, GemmaParser, Gpt2Parser,
+    GptBigCodeParser, FalconParser, MptParser, ChatGlmParser, Gemma2Parser, Gemma3Parser, Cohere2Parser,
+    GptOssParser, Llama4Parser, DeepseekParser, MambaParser, Mamba2Parser, JambaParser, NemotronHParser,
+    Qwen3NextParser, MiniMaxParser, EncoderDecoderParser, WhisperParser, T5Parser,
+)
+
+REGISTRY: dict[str, type[ArchParser]] = {
+    model_type: parser for parser in PARSERS for model_type in parser.model_types
+}
+
+#: Keys under which multimodal / wrapper configs nest the language model's config.
+NESTED_TEXT_KEYS = ("text_config", "llm_config", "language_config")
+
+#: Wrapper model types whose nested text config may omit its own ``model_type``.
+WRAPPER_TEXT_TYPES = {
+    "llava": "llama", "llava_next": "llama", "llava_onevision": "qwen2", "vipllava": "llama",
+    "gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral", "paligemma": "gemma",
+}
+
+ENCODER_ONLY = frozenset(
+    {"bert", "roberta", "xlm-roberta", "deberta", "deberta-v2", "distilbert", "electra", "albert",
+     "modernbert", "camembert", "mpnet", "nomic_bert", "xlm"}
+)
+
+
+def supported_model_types() -> list[str]:
+    return sorted(REGISTRY)
+
+
+def apply_overrides(config: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``config`` with dotted ``key=value`` overrides applied."""
+    result = copy.deepcopy(config)
+    for key, value in overrides.items():
+        node = result
+        parts = key.split(".")
+        for part in parts[:-1]:
+            child = node.get(part)
+            if not isinstance(child, dict):
+                child = {}
+                node[part] = child
+            node = child
+        node[parts[-1]] = value
+    return result
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``key=value`` with a JSON value (``8``, ``true``, ``null``, ``[1,0]``) or a bare string."""
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError(f"--set {text!r} is not key=value", "e.g. --set num_key_value_heads=8")
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw.strip()
+    return key, value
+
+
+def parse_config(
+    config: Any,
+    *,
+    model_id: str,
+    source_name: str | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> ModelGeometry:
+    """Read a Hugging Face ``config.json`` dict into a per-layer :class:`ModelGeometry`."""
+    source_name = source_name or model_id
+    if not isinstance(config, Mapping):
+        raise ConfigError(
+            f"{source_name}: config must be a JSON object, got {type(config).__name__}",
+            "pass a Hugging Face config.json",
+        )
+    overrides = dict(overrides or {})
+    outer = dict(config)
+    nested_key = next((k for k in NESTED_TEXT_KEYS if isinstance(outer.get(k), Mapping)), None)
+    outer_type = outer.get("model_type")
+    if nested_key is not None:
+        inner_overrides = {}
+        for key, value in overrides.items():
+            if key.startswith(nested_key + "."):
+                inner_overrides[key[len(nested_key) + 1:]] = value
+            elif "." not in key:
+                inner_overrides[key] = value
+            else:
+                outer = apply_overrides(outer, {key: value})
+        effective = apply_overrides(dict(outer[nested_key]), inner_overrides)
+        prefix = nested_key + "."
+        overridden = frozenset(inner_overrides)
+    else:
+        effective = apply_overrides(outer, overrides)
+        outer = effective
+        prefix = ""
+        overridden = frozenset(overrides)
+
+    inner_type = effective.get("model_type") if nested_key else None
+    model_type = inner_type or (WRAPPER_TEXT_TYPES.get(outer_type) if nested_key else outer_type) or outer_type
+    if not isinstance(model_type, str) or not model_type:
+        model_type = None
+    if model_type in ENCODER_ONLY or outer_type in ENCODER_ONLY:
+        raise ConfigError(
+            f"{source_name}: model_type {model_type!r} is an encoder-only model; it keeps no KV cache",
+            "kvplan sizes decoder caches; pick a decoder or encoder-decoder model",
+        )
+    parser_cls = REGISTRY.get(model_type or "") or REGISTRY.get(outer_type or "") or ArchParser
+    parser = parser_cls()
+    reader = ConfigReader(
+        effective,
+        source_name=source_name,
+        prefix=prefix,
+        outer=outer,
+        defaults=parser.defaults_for(model_type or ""),
+        defaults_name=model_type or "generic",
+        overridden=overridden,
+    )
+    if parser_cls is ArchParser:
+        reader.note(
+            f"model_type {model_type!r} is not one kvplan knows; read with the generic alias rules "
+            "(check the layer table)"
+        )
+    if nested_key:
+        reader.note(f"language model read from the nested {nested_key} (model_type {model_type})")
+
+    layers = tuple(parser.build_layers(reader))
+    num_hidden_layers = parser.num_layers(reader)
+    max_context = parser.max_context(reader)
+    max_context_source = reader.provenance[-1].source if max_context is not None else None
+    encoder_len = parser.encoder_len(reader)
+    encoder_source = None
+    if encoder_len is not None:
+        encoder_source = next(p.source for p in reversed(reader.provenance) if p.field == "encoder_len")
+
+    dtype, dtype_source = _config_dtype(effective, outer, prefix, overridden)
+    architectures = outer.get("architectures") or effective.get("architectures")
+    architecture = architectures[0] if isinstance(architectures, list) and architectures else None
+    return ModelGeometry(
+        model_id=model_id,
+        model_type=str(outer_type or model_type or "unknown"),
+        family=parser.family,
+        architecture=architecture if isinstance(architecture, str) else None,
+        layers=layers,
+        num_hidden_layers=num_hidden_layers,
+        max_context_tokens=max_context,
+        max_context_source=max_context_source,
+        default_encoder_len=encoder_len,
+        default_encoder_len_source=encoder_source,
+        config_dtype=dtype,
+        config_dtype_source=dtype_source,
+        provenance=_dedupe(reader.provenance),
+        notes=tuple(reader.notes),
+    )
+
+
+def _config_dtype(
+    effective: Mapping[str, Any], outer: Mapping[str, Any], prefix: str, overridden: frozenset[str]
+) -> tuple[str | None, str | None]:
+    for key in ("torch_dtype", "dtype"):
+        value = effective.get(key)
+        if isinstance(value, str):
+            return value, f"--set {key}" if key in overridden else f"config: {prefix}{key}"
+    for key in ("torch_dtype", "dtype"):
+        value = outer.get(key)
+        if isinstance(value, str):
+            return value, f"config: {key}"
+    return None, None
+
+
+def _dedupe(items: list) -> tuple:
+    seen: dict[str, object] = {}
+    for item in items:
+        seen.setdefault(item.field, item)
+    return tuple(seen.values())

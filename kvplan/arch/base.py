@@ -1,0 +1,359 @@
+"""Reading config.json values through alias lists, with provenance and notes.
+
+A parser never invents a value silently: a key the file lacks is taken from the architecture's
+own default (as its transformers config class defines it) and noted, derived from other keys and
+noted, or reported as an error that names the field and every alias tried.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from kvplan.errors import ConfigError
+from kvplan.geometry import Provenance
+from kvplan.specs import (
+    ChunkedLocalSpec,
+    FullAttentionSpec,
+    LayerSpec,
+    MLASpec,
+    NoCacheSpec,
+    SlidingWindowSpec,
+    StateSpec,
+)
+
+#: Upper bound on any single dimension (heads, head dim, layers...), to catch absurd input.
+MAX_DIM = 1 << 24
+
+_MISSING: Any = object()
+
+FULL, SLIDING, CHUNKED, STATE, NONE = "full", "sliding", "chunked", "state", "none"
+
+#: ``layer_types`` strings (transformers and vendor spellings) -> kvplan layer kind.
+LAYER_TYPE_NAMES: dict[str, str] = {
+    "full_attention": FULL, "attention": FULL, "global_attention": FULL, "full": FULL, "global": FULL,
+    "sliding_attention": SLIDING, "sliding_window": SLIDING, "sliding": SLIDING,
+    "local_attention": SLIDING, "local": SLIDING,
+    "chunked_attention": CHUNKED,
+    "linear_attention": STATE, "mamba": STATE, "mamba2": STATE, "conv": STATE,
+    "gated_delta_net": STATE, "linear": STATE,
+    "mlp": NONE, "moe": NONE,
+}
+
+
+class ConfigReader:
+    """One config dict (already unwrapped from ``text_config``), read with provenance."""
+
+    def __init__(
+        self,
+        config: Mapping[str, Any],
+        *,
+        source_name: str,
+        prefix: str = "",
+        outer: Mapping[str, Any] | None = None,
+        defaults: Mapping[str, Any] | None = None,
+        defaults_name: str = "",
+        overridden: frozenset[str] = frozenset(),
+    ) -> None:
+        self.config = config
+        self.source_name = source_name
+        self.prefix = prefix
+        self.outer = outer or {}
+        self.defaults = dict(defaults or {})
+        self.defaults_name = defaults_name
+        self.overridden = overridden
+        self.provenance: list[Provenance] = []
+        self.notes: list[str] = []
+
+    # ---- raw access -------------------------------------------------------------------------
+    def raw(self, key: str) -> Any:
+        """The value at ``key`` (dotted for nested dicts), or _MISSING; JSON null counts as missing."""
+        node: Any = self.config
+        for part in key.split("."):
+            if not isinstance(node, Mapping) or part not in node:
+                return _MISSING
+            node = node[part]
+        return _MISSING if node is None else node
+
+    def has(self, key: str) -> bool:
+        return self.raw(key) is not _MISSING
+
+    def where(self, key: str) -> str:
+        if key in self.overridden:
+            return f"--set {key}"
+        return f"config: {self.prefix}{key}"
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+    def record(self, field: str, value: Any, source: str) -> None:
+        self.provenance.append(Provenance(field=field, value=value, source=source))
+
+    # ---- typed access -----------------------------------------------------------------------
+    def first_of(
+        self,
+        field: str,
+        aliases: Sequence[str],
+        *,
+        required: bool = True,
+        kind: str = "int",
+        use_defaults: bool = True,
+    ) -> Any:
+        """First alias present in the config, else the architecture default, else error/None."""
+        for key in aliases:
+            value = self.raw(key)
+            if value is not _MISSING:
+                value = self.check(key, value, kind)
+                self.record(field, value, self.where(key))
+                return value
+        if use_defaults:
+            for key in aliases:
+                if key in self.defaults and self.defaults[key] is not None:
+                    value = self.defaults[key]
+                    self.record(field, value, f"default of {self.defaults_name}: {key}")
+                    self.note(
+                        f"{self.prefix}{key} is not in the config; using the {self.defaults_name} "
+                        f"architecture default {key} = {value}"
+                    )
+                    return value
+        if required:
+            tried = ", ".join(self.prefix + key for key in aliases)
+            raise ConfigError(
+                f"{self.source_name}: required field {field} is missing (tried {tried})",
+                f"add it to the config, or pass --set {aliases[0]}=VALUE",
+            )
+        return None
+
+    def optional(self, field: str, aliases: Sequence[str], *, kind: str = "int") -> Any:
+        return self.first_of(field, aliases, required=False, kind=kind)
+
+    def check(self, key: str, value: Any, kind: str) -> Any:
+        where = f"{self.source_name}: {self.prefix}{key}"
+        if kind == "int":
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"{where} must be an integer, got {value!r}", "fix the config or pass --set")
+            if value <= 0:
+                raise ConfigError(f"{where} must be positive, got {value}", "fix the config or pass --set")
+            if value > MAX_DIM and key not in _LONG_KEYS:
+                raise ConfigError(f"{where} = {value:,} is absurdly large (limit {MAX_DIM:,})", "check the config")
+            if value > (1 << 40):
+                raise ConfigError(f"{where} = {value:,} is absurdly large", "check the config")
+            return value
+        if kind == "bool":
+            if not isinstance(value, bool):
+                raise ConfigError(f"{where} must be true or false, got {value!r}", "fix the config or pass --set")
+            return value
+        if kind == "str":
+            if not isinstance(value, str):
+                raise ConfigError(f"{where} must be a string, got {value!r}", "fix the config or pass --set")
+            return value
+        if kind == "list":
+            if not isinstance(value, list):
+                raise ConfigError(f"{where} must be a list, got {value!r}", "fix the config or pass --set")
+            return value
+        if kind == "any":
+            return value
+        raise AssertionError(kind)
+
+    def flag(self, key: str, default: bool) -> bool:
+        """A boolean switch, with the architecture's default when absent (noted)."""
+        value = self.raw(key)
+        if value is _MISSING:
+            value = self.defaults.get(key, default)
+            if key in self.defaults:
+                self.note(f"{self.prefix}{key} is not in the config; using the {self.defaults_name} default {value}")
+            return bool(value)
+        return self.check(key, value, "bool")
+
+
+#: Context-length fields may legitimately be huge (Llama 4: 10M).
+_LONG_KEYS = frozenset(
+    {"max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "max_seq_len",
+     "model_max_length", "n_ctx", "max_target_positions", "max_source_positions", "sliding_window",
+     "attention_chunk_size"}
+)
+
+
+class ArchParser:
+    """Generic decoder parser. Families subclass it and override only their quirks."""
+
+    family: ClassVar[str] = "generic"
+    model_types: ClassVar[tuple[str, ...]] = ()
+    #: The architecture's defaults for keys a sparse config may omit (transformers config class).
+    defaults: ClassVar[Mapping[str, Any]] = {}
+    #: Whether a ``sliding_window`` value, alone, makes every layer sliding.
+    sliding_window_applies: ClassVar[bool] = True
+
+    LAYERS: ClassVar[tuple[str, ...]] = ("num_hidden_layers", "n_layer", "n_layers", "num_layers")
+    HEADS: ClassVar[tuple[str, ...]] = ("num_attention_heads", "n_head", "n_heads", "num_heads")
+    HIDDEN: ClassVar[tuple[str, ...]] = ("hidden_size", "n_embd", "n_embed", "d_model", "model_dim", "dim")
+    KV_HEADS: ClassVar[tuple[str, ...]] = ("n_head_kv", "num_kv_heads", "num_key_value_heads")
+    HEAD_DIM: ClassVar[tuple[str, ...]] = ("head_dim", "attention_head_dim", "hidden_size_per_head", "kv_channels", "d_kv")
+    HEAD_DIM_V: ClassVar[tuple[str, ...]] = ("head_dim_v", "v_head_dim")
+    MAX_CONTEXT: ClassVar[tuple[str, ...]] = (
+        "max_position_embeddings", "n_positions", "max_sequence_length", "seq_length",
+        "max_seq_len", "model_max_length", "n_ctx",
+    )
+
+    # ---- entry point --------------------------------------------------------------------------
+    def build_layers(self, r: ConfigReader) -> list[LayerSpec]:
+        num_layers = self.num_layers(r)
+        kinds = self.layer_kinds(r, num_layers)
+        specs: list[LayerSpec] = []
+        attn: dict[str, int] | None = None
+        window: int | None = None
+        chunk: int | None = None
+        for index, kind in enumerate(kinds):
+            if kind in (FULL, SLIDING, CHUNKED):
+                if attn is None:
+                    attn = self.attention_dims(r)
+                mla = attn.get("mla")
+                if kind == FULL:
+                    specs.append(self.full_spec(attn) if not mla else self.mla_spec(attn))
+                elif kind == SLIDING:
+                    window = window or self.sliding_window(r)
+                    specs.append(self.windowed(attn, SlidingWindowSpec, sliding_window=window))
+                else:
+                    chunk = chunk or r.first_of("attention_chunk_size", ["attention_chunk_size"])
+                    specs.append(self.windowed(attn, ChunkedLocalSpec, attention_chunk_size=chunk))
+            elif kind == STATE:
+                specs.append(self.state_spec(r, index))
+            elif kind == NONE:
+                specs.append(NoCacheSpec(reason="no attention or state in this layer"))
+            else:
+                raise AssertionError(kind)
+        return specs
+
+    # ---- hooks --------------------------------------------------------------------------------
+    def defaults_for(self, model_type: str) -> Mapping[str, Any]:
+        """The architecture defaults that apply to this ``model_type``."""
+        return self.defaults
+
+    def num_layers(self, r: ConfigReader) -> int:
+        return r.first_of("num_hidden_layers", self.LAYERS)
+
+    def layer_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
+        types = r.raw("layer_types")
+        if types is not _MISSING:
+            return self.kinds_from_layer_types(r, types, num_layers)
+        return self.pattern_kinds(r, num_layers)
+
+    def kinds_from_layer_types(self, r: ConfigReader, types: Any, num_layers: int) -> list[str]:
+        r.check("layer_types", types, "list")
+        if len(types) != num_layers:
+            raise ConfigError(
+                f"{r.source_name}: {r.prefix}layer_types has {len(types)} entries but the model has {num_layers} layers",
+                "make layer_types one entry per layer",
+            )
+        kinds = []
+        for name in types:
+            if name not in LAYER_TYPE_NAMES:
+                raise ConfigError(
+                    f"{r.source_name}: unknown layer type {name!r} in {r.prefix}layer_types",
+                    f"kvplan knows: {', '.join(sorted(LAYER_TYPE_NAMES))}",
+                )
+            kinds.append(LAYER_TYPE_NAMES[name])
+        r.record("layer_types", _summarise(kinds), r.where("layer_types"))
+        return kinds
+
+    def pattern_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
+        """Which layers slide when the config has no ``layer_types``: the family's rule."""
+        if r.has("sliding_window"):
+            if r.raw("use_sliding_window") is False:
+                r.note("use_sliding_window is false: sliding_window is ignored, every layer is full attention")
+            elif self.sliding_window_applies:
+                window = r.raw("sliding_window")
+                r.note(f"sliding_window = {window} applies to every layer (no layer_types in the config)")
+                return [SLIDING] * num_layers
+            else:
+                r.note(f"sliding_window is set but the {self.family} architecture does not use it; full attention")
+        return [FULL] * num_layers
+
+    def sliding_window(self, r: ConfigReader) -> int:
+        return r.first_of("sliding_window", ["sliding_window"])
+
+    def attention_dims(self, r: ConfigReader) -> dict[str, int]:
+        heads = r.first_of("num_attention_heads", self.HEADS)
+        if r.has("kv_lora_rank"):
+            rank = r.first_of("kv_lora_rank", ["kv_lora_rank"])
+            rope = r.first_of("qk_rope_head_dim", ["qk_rope_head_dim"])
+            return {"mla": 1, "kv_lora_rank": rank, "qk_rope_head_dim": rope, "num_attention_heads": heads}
+        kv_heads = self.kv_heads(r, heads)
+        if kv_heads > heads:
+            raise ConfigError(
+                f"{r.source_name}: {kv_heads} KV heads is more than the {heads} attention heads",
+                "check num_key_value_heads / num_attention_heads",
+            )
+        if heads % kv_heads:
+            r.note(f"num_attention_heads {heads} is not a multiple of num_kv_heads {kv_heads}")
+        head_size = self.head_dim(r, heads)
+        head_size_v = r.optional("head_size_v", self.HEAD_DIM_V) or head_size
+        return {"num_kv_heads": kv_heads, "head_size": head_size, "head_size_v": head_size_v}
+
+    def kv_heads(self, r: ConfigReader, heads: int) -> int:
+        value = r.optional("num_kv_heads", self.KV_HEADS)
+        if value is not None:
+            return value
+        if r.raw("multi_query") is True:
+            r.record("num_kv_heads", 1, r.where("multi_query"))
+            r.note("multi_query is true: one KV head (MQA)")
+            return 1
+        r.record("num_kv_heads", heads, "derived: no KV-head field, so num_kv_heads = num_attention_heads (MHA)")
+        r.note(
+            f"no KV-head field (tried {', '.join(self.KV_HEADS)}): multi-head attention, "
+            f"num_kv_heads = num_attention_heads = {heads}"
+        )
+        return heads
+
+    def head_dim(self, r: ConfigReader, heads: int) -> int:
+        value = r.optional("head_dim", self.HEAD_DIM)
+        if value is not None:
+            return value
+        hidden = r.first_of("hidden_size", self.HIDDEN)
+        if hidden % heads:
+            raise ConfigError(
+                f"{r.source_name}: no head_dim field and hidden size {hidden} is not divisible by {heads} heads",
+                "pass --set head_dim=VALUE",
+            )
+        value = hidden // heads
+        r.record("head_dim", value, f"derived: hidden_size // num_attention_heads = {hidden} // {heads}")
+        r.note(f"head_dim derived as hidden_size // num_attention_heads = {hidden} // {heads} = {value}")
+        return value
+
+    def full_spec(self, attn: Mapping[str, int]) -> LayerSpec:
+        return FullAttentionSpec(
+            num_kv_heads=attn["num_kv_heads"], head_size=attn["head_size"], head_size_v=attn["head_size_v"]
+        )
+
+    def mla_spec(self, attn: Mapping[str, int]) -> LayerSpec:
+        return MLASpec(kv_lora_rank=attn["kv_lora_rank"], qk_rope_head_dim=attn["qk_rope_head_dim"])
+
+    def windowed(self, attn: Mapping[str, int], cls: type, **window: int) -> LayerSpec:
+        if attn.get("mla"):
+            raise ConfigError("windowed MLA layers are not supported", "report the model to kvplan")
+        return cls(
+            num_kv_heads=attn["num_kv_heads"], head_size=attn["head_size"], head_size_v=attn["head_size_v"], **window
+        )
+
+    def state_spec(self, r: ConfigReader, index: int) -> StateSpec:
+        raise ConfigError(
+            f"{r.source_name}: layer {index} is a recurrent/linear layer but kvplan has no state rule "
+            f"for model_type {r.raw('model_type')!r}",
+            "use a supported hybrid family (mamba, mamba2, jamba, nemotron_h, qwen3_next, minimax)",
+        )
+
+    def max_context(self, r: ConfigReader) -> int | None:
+        return r.optional("max_context_tokens", self.MAX_CONTEXT)
+
+    def encoder_len(self, r: ConfigReader) -> int | None:
+        return None
+
+
+def _summarise(kinds: Sequence[str]) -> str:
+    counts: dict[str, int] = {}
+    for kind in kinds:
+        counts[kind] = counts.get(kind, 0) + 1
+    return ", ".join(f"{n} {k}" for k, n in counts.items())

@@ -1,0 +1,91 @@
+"""Families that interleave local (sliding or chunked) and global attention layers."""
+
+from __future__ import annotations
+
+from kvplan.arch.base import CHUNKED, FULL, SLIDING, ArchParser, ConfigReader
+from kvplan.errors import ConfigError
+
+
+class Gemma2Parser(ArchParser):
+    """Gemma 2: even layers (0, 2, ...) slide, odd layers are global."""
+
+    family = "gemma2"
+    model_types = ("gemma2",)
+    defaults = {
+        "hidden_size": 2304, "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4,
+        "head_dim": 256, "max_position_embeddings": 8192, "sliding_window": 4096,
+    }
+
+    def pattern_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
+        r.note("gemma2 alternates attention: layer i slides when (i + 1) % 2 != 0 (even layers)")
+        return [SLIDING if (i + 1) % 2 else FULL for i in range(num_layers)]
+
+
+class Gemma3Parser(ArchParser):
+    """Gemma 3: ``sliding_window_pattern`` (default 6) -> 5 local layers then 1 global."""
+
+    family = "gemma3"
+    model_types = ("gemma3_text", "gemma3", "gemma3n_text")
+    defaults = {
+        "hidden_size": 2304, "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4,
+        "head_dim": 256, "max_position_embeddings": 131072, "sliding_window": 4096,
+        "sliding_window_pattern": 6,
+    }
+
+    def pattern_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
+        pattern = r.first_of("sliding_window_pattern", ["sliding_window_pattern", "_sliding_window_pattern"])
+        r.note(f"layer i is global when (i + 1) % {pattern} == 0, else sliding ({pattern - 1} local : 1 global)")
+        return [SLIDING if (i + 1) % pattern else FULL for i in range(num_layers)]
+
+
+class Cohere2Parser(Gemma3Parser):
+    """Command-R7B / Command-A: 3 sliding layers then 1 global (``sliding_window_pattern`` 4)."""
+
+    family = "cohere2"
+    model_types = ("cohere2",)
+    defaults = {"max_position_embeddings": 8192, "sliding_window": 4096, "sliding_window_pattern": 4}
+
+
+class GptOssParser(ArchParser):
+    """gpt-oss: ``layer_types`` when present, else alternating (even layers slide, window 128)."""
+
+    family = "gpt_oss"
+    model_types = ("gpt_oss",)
+    defaults = {
+        "num_hidden_layers": 36, "hidden_size": 2880, "num_attention_heads": 64, "num_key_value_heads": 8,
+        "head_dim": 64, "sliding_window": 128, "max_position_embeddings": 131072,
+    }
+
+    def pattern_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
+        r.note("no layer_types: gpt-oss alternates, even layers slide")
+        return [SLIDING if (i + 1) % 2 else FULL for i in range(num_layers)]
+
+
+class Llama4Parser(ArchParser):
+    """Llama 4: RoPE layers use chunked local attention (chunk ``attention_chunk_size``), NoPE layers are global."""
+
+    family = "llama4"
+    model_types = ("llama4_text", "llama4")
+    defaults = {
+        "hidden_size": 5120, "num_hidden_layers": 48, "num_attention_heads": 40, "num_key_value_heads": 8,
+        "head_dim": 128, "max_position_embeddings": 4096 * 32, "no_rope_layer_interval": 4,
+    }
+
+    def pattern_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
+        if not r.has("attention_chunk_size"):
+            r.note("attention_chunk_size is not set: every layer is full attention")
+            return [FULL] * num_layers
+        if r.has("no_rope_layers"):
+            flags = r.check("no_rope_layers", r.raw("no_rope_layers"), "list")
+            if len(flags) != num_layers:
+                raise ConfigError(
+                    f"{r.source_name}: no_rope_layers has {len(flags)} entries for {num_layers} layers",
+                    "make no_rope_layers one 0/1 entry per layer",
+                )
+            r.record("layer_types", "no_rope_layers", r.where("no_rope_layers"))
+            r.note("layers with no_rope_layers[i] = 1 (RoPE) use chunked attention; NoPE layers are global")
+        else:
+            interval = r.first_of("no_rope_layer_interval", ["no_rope_layer_interval"])
+            flags = [int((i + 1) % interval != 0) for i in range(num_layers)]
+            r.note(f"layer i is global (NoPE) when (i + 1) % {interval} == 0, else chunked local attention")
+        return [CHUNKED if flag else FULL for flag in flags]

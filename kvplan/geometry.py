@@ -1,0 +1,48 @@
+"""A model's cache geometry: its layers in order, plus where every value came from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvplan.specs import LayerSpec
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Provenance:
+    field: str
+    """kvplan's name for the value (``num_kv_heads``, ``sliding_window``...)."""
+    value: object
+    source: str
+    """Where it came from: ``config: text_config.num_key_value_heads``, ``default of gemma3_text``,
+    ``derived: hidden_size // num_attention_heads``, ``--set``."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelGeometry:
+    model_id: str
+    model_type: str
+    """The config's top-level ``model_type``."""
+    family: str
+    """The kvplan parser that read it (``llama``, ``gemma3``, ``generic``...)."""
+    architecture: str | None
+    layers: tuple[LayerSpec, ...]
+    """Every cache-holding entry in layer order (an encoder-decoder layer has two: self and cross)."""
+    num_hidden_layers: int
+    """Decoder layers of the model (the length of the stack, cached or not)."""
+    max_context_tokens: int | None
+    max_context_source: str | None
+    default_encoder_len: int | None
+    default_encoder_len_source: str | None
+    config_dtype: str | None
+    """The checkpoint's dtype name as written in the config, if any."""
+    config_dtype_source: str | None
+    provenance: tuple[Provenance, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def grows_with_tokens(self) -> bool:
+        return any(spec.grows_with_tokens for spec in self.layers)
+
+    @property
+    def has_cross_attention(self) -> bool:
+        return any(spec.kind == "cross_attention" for spec in self.layers)

@@ -1,0 +1,129 @@
+"""The report: a plain, versioned dict that YAML/JSON serialise and the table renders.
+
+Keys are always present (``None`` when not applicable); sizes are integer bytes; flags never
+change the shape. Breaking changes bump SCHEMA_VERSION.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from kvplan import __version__
+from kvplan.calc import Estimate, LayerGroup
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Source:
+    """Where a model config came from."""
+
+    kind: str
+    """``file``, ``bundled`` or ``hub``."""
+    location: str
+    """The file path, or the repo id for the Hub."""
+    revision: str | None = None
+
+
+def compress_indices(indices: tuple[int, ...]) -> str:
+    """``(0, 1, 2, 5, 7, 9)`` -> ``"0-2,5,7,9"``."""
+    parts: list[str] = []
+    start = prev = None
+    for index in indices:
+        if start is None:
+            start = prev = index
+        elif index == prev + 1:
+            prev = index
+        else:
+            parts.append(f"{start}-{prev}" if prev != start else str(start))
+            start = prev = index
+    if start is not None:
+        parts.append(f"{start}-{prev}" if prev != start else str(start))
+    return ",".join(parts)
+
+
+def layer_detail(group: LayerGroup) -> str:
+    spec = group.spec
+    if spec.kind == "mla":
+        return f"latent kv_lora_rank {spec.kv_lora_rank} + qk_rope_head_dim {spec.qk_rope_head_dim}"  # type: ignore[attr-defined]
+    if spec.kind == "state":
+        shapes = " + ".join(f"{name} {tuple(shape)}" for name, shape in spec.shapes)  # type: ignore[attr-defined]
+        return f"{spec.mixer}: {shapes}"  # type: ignore[attr-defined]
+    if spec.kind == "no_cache":
+        return spec.reason  # type: ignore[attr-defined]
+    return ""
+
+
+def layer_dict(group: LayerGroup) -> dict[str, Any]:
+    spec = group.spec
+    is_attention = spec.kind not in ("state", "no_cache")
+    return {
+        "kind": spec.kind,
+        "count": group.count,
+        "layer_indices": compress_indices(group.layer_indices),
+        "num_kv_heads": getattr(spec, "num_kv_heads", None) if is_attention else None,
+        "head_dim_k": getattr(spec, "head_size", None) if is_attention else None,
+        "head_dim_v": getattr(spec, "head_size_v", None) if is_attention else None,
+        "window": getattr(spec, "window", None) if is_attention else None,
+        "tokens_held": group.tokens_held if is_attention else None,
+        "bytes_per_token": group.bytes_per_token if is_attention else None,
+        "state_bytes_per_seq": group.bytes_per_seq if spec.kind == "state" else None,
+        "bytes": group.total_bytes,
+        "detail": layer_detail(group) or None,
+    }
+
+
+def estimate_report(est: Estimate, source: Source, *, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    geometry = est.geometry
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kvplan_version": __version__,
+        "command": "estimate",
+        "model": {
+            "id": geometry.model_id,
+            "model_type": geometry.model_type,
+            "family": geometry.family,
+            "architecture": geometry.architecture,
+            "source": source.kind,
+            "location": source.location,
+            "revision": source.revision,
+            "num_hidden_layers": geometry.num_hidden_layers,
+            "max_context_len": geometry.max_context_tokens,
+        },
+        "inputs": {
+            "batch": est.batch,
+            "seq_len": est.seq_len,
+            "seq_len_source": est.seq_len_source,
+            "kv_dtype": est.kv_dtype.name,
+            "kv_dtype_source": est.kv_dtype_source,
+            "state_dtype": est.state_dtype.name,
+            "encoder_len": est.encoder_len,
+            "encoder_len_source": est.encoder_len_source,
+            "overrides": dict(overrides or {}),
+        },
+        "layers": [layer_dict(group) for group in est.groups],
+        "totals": {
+            "kv_cache_bytes": est.kv_cache_bytes,
+            "bytes_per_sequence": est.bytes_per_sequence,
+            "bytes_per_token": est.bytes_per_token,
+            "state_bytes": est.state_bytes,
+            "cross_attention_bytes": est.cross_attention_bytes,
+        },
+        "provenance": [
+            {"field": p.field, "value": p.value if isinstance(p.value, (int, str, bool)) else str(p.value), "source": p.source}
+            for p in geometry.provenance
+        ],
+        "notes": list(est.notes),
+    }
+
+
+def to_json(report: dict[str, Any]) -> str:
+    return json.dumps(report, indent=2, sort_keys=False) + "\n"
+
+
+def to_yaml(report: dict[str, Any]) -> str:
+    import yaml
+
+    return yaml.safe_dump(report, sort_keys=False, allow_unicode=True, width=100)

@@ -1,0 +1,207 @@
+"""Per-layer cache specs: each layer kind owns its formula.
+
+Field names follow vLLM's ``kv_cache_interface`` (``num_kv_heads``, ``head_size``,
+``head_size_v``, ``sliding_window``) so the numbers can be compared with vLLM directly.
+Every spec answers two questions for one sequence: how many tokens it holds at a given
+length, and how many bytes that is. The calculator never branches on the spec type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from kvplan.dtypes import KvDtype
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SizingInputs:
+    """What a spec needs besides its own geometry."""
+
+    seq_len: int
+    """Tokens held per sequence (prompt + generated)."""
+    kv_dtype: KvDtype
+    """Element type of attention K/V caches."""
+    state_dtype: KvDtype
+    """Element type of recurrent states (the model's dtype: vLLM's mamba_cache_dtype=auto)."""
+    encoder_len: int
+    """Encoder positions seen by cross-attention layers."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LayerSpec:
+    kind: ClassVar[str] = "layer"
+
+    def tokens_held(self, inputs: SizingInputs) -> int:
+        """Tokens of this sequence the layer keeps at ``inputs.seq_len``."""
+        raise NotImplementedError
+
+    def bytes_per_token(self, kv_dtype: KvDtype) -> int:
+        """Bytes one cached token costs in this layer (0 for layers without a token cache)."""
+        raise NotImplementedError
+
+    def bytes_per_seq(self, inputs: SizingInputs) -> int:
+        """Bytes this layer holds for one sequence."""
+        return self.tokens_held(inputs) * self.bytes_per_token(inputs.kv_dtype)
+
+    @property
+    def grows_with_tokens(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AttentionSpec(LayerSpec):
+    num_kv_heads: int
+    head_size: int
+    """Head dim of K."""
+    head_size_v: int
+    """Head dim of V (equal to ``head_size`` for most models)."""
+
+    def bytes_per_token(self, kv_dtype: KvDtype) -> int:
+        # NOTE: K and V are separate rows, as engines store them (vLLM head_size + head_size_v).
+        return kv_dtype.bytes_for(self.num_kv_heads * self.head_size) + kv_dtype.bytes_for(
+            self.num_kv_heads * self.head_size_v
+        )
+
+    @property
+    def window(self) -> int | None:
+        return None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FullAttentionSpec(AttentionSpec):
+    kind: ClassVar[str] = "full_attention"
+
+    def tokens_held(self, inputs: SizingInputs) -> int:
+        return inputs.seq_len
+
+    @property
+    def grows_with_tokens(self) -> bool:
+        return True
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SlidingWindowSpec(AttentionSpec):
+    kind: ClassVar[str] = "sliding_window"
+    sliding_window: int
+
+    def tokens_held(self, inputs: SizingInputs) -> int:
+        return min(inputs.seq_len, self.sliding_window)
+
+    @property
+    def window(self) -> int | None:
+        return self.sliding_window
+
+    @property
+    def grows_with_tokens(self) -> bool:
+        return True
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ChunkedLocalSpec(AttentionSpec):
+    """Chunked local attention (Llama 4): a token sees only its own chunk of C tokens."""
+
+    kind: ClassVar[str] = "chunked_local"
+    attention_chunk_size: int
+
+    def tokens_held(self, inputs: SizingInputs) -> int:
+        # NOTE: the ideal cache keeps at most one chunk; engines keep more (see engine profiles).
+        return min(inputs.seq_len, self.attention_chunk_size)
+
+    @property
+    def window(self) -> int | None:
+        return self.attention_chunk_size
+
+    @property
+    def grows_with_tokens(self) -> bool:
+        return True
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CrossAttentionSpec(AttentionSpec):
+    """Decoder cross-attention: K/V of the encoder output, fixed by the encoder length."""
+
+    kind: ClassVar[str] = "cross_attention"
+
+    def tokens_held(self, inputs: SizingInputs) -> int:
+        return inputs.encoder_len
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MLASpec(LayerSpec):
+    """Multi-head latent attention: one latent row of kv_lora_rank + qk_rope_head_dim, no K/V pair."""
+
+    kind: ClassVar[str] = "mla"
+    kv_lora_rank: int
+    qk_rope_head_dim: int
+
+    @property
+    def num_kv_heads(self) -> int:
+        return 1
+
+    @property
+    def head_size(self) -> int:
+        return self.kv_lora_rank + self.qk_rope_head_dim
+
+    @property
+    def head_size_v(self) -> int:
+        return 0
+
+    @property
+    def window(self) -> int | None:
+        return None
+
+    def tokens_held(self, inputs: SizingInputs) -> int:
+        return inputs.seq_len
+
+    def bytes_per_token(self, kv_dtype: KvDtype) -> int:
+        return kv_dtype.bytes_for(self.kv_lora_rank + self.qk_rope_head_dim)
+
+    @property
+    def grows_with_tokens(self) -> bool:
+        return True
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StateSpec(LayerSpec):
+    """Recurrent state (Mamba, gated delta net, linear attention): constant per sequence."""
+
+    kind: ClassVar[str] = "state"
+    mixer: str
+    """``mamba``, ``mamba2``, ``gated_delta_net`` or ``linear_attention``."""
+    shapes: tuple[tuple[str, tuple[int, ...]], ...]
+    """Named state tensors per sequence, e.g. (("conv", (3, 8192)), ("ssm", (8192, 16)))."""
+
+    @property
+    def state_elements(self) -> int:
+        return sum(_count(shape) for _name, shape in self.shapes)
+
+    def tokens_held(self, inputs: SizingInputs) -> int:
+        return 0
+
+    def bytes_per_token(self, kv_dtype: KvDtype) -> int:
+        return 0
+
+    def bytes_per_seq(self, inputs: SizingInputs) -> int:
+        return sum(inputs.state_dtype.bytes_for(_count(shape)) for _name, shape in self.shapes)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NoCacheSpec(LayerSpec):
+    """A layer that caches nothing (MLP-only or MoE-only blocks of hybrid stacks)."""
+
+    kind: ClassVar[str] = "no_cache"
+    reason: str
+
+    def tokens_held(self, inputs: SizingInputs) -> int:
+        return 0
+
+    def bytes_per_token(self, kv_dtype: KvDtype) -> int:
+        return 0
+
+
+def _count(shape: tuple[int, ...]) -> int:
+    count = 1
+    for dim in shape:
+        count *= dim
+    return count
