@@ -11,10 +11,16 @@ from kvplan.report import SCHEMA_VERSION
 from kvplan.sources import bundled_ids, bundled_index, read_json_config
 
 
+SHORT_KIND = {
+    "full_attention": "full", "sliding_window": "swa", "chunked_local": "chunked", "cross_attention": "cross",
+    "mla": "mla", "state": "state", "no_cache": "none",
+}
+
+
 def summarise_kinds(layers: list[dict[str, Any]]) -> str:
     parts = []
     for layer in layers:
-        label = layer["kind"]
+        label = SHORT_KIND.get(layer["kind"], layer["kind"])
         if layer["window"]:
             label += f" W{layer['window']}"
         parts.append(f"{layer['count']}× {label}")

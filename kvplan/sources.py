@@ -151,17 +151,28 @@ def fetch_hub_config(repo_id: str, *, revision: str | None, token: str | None) -
         ) from None
 
     offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+    unreachable = False
+    if not offline and not _reachable(endpoint):
+        # NOTE: fail fast (no 20 s of retries) and fall back to the hub cache.
+        offline = unreachable = True
     cache_dir = os.environ.get("HF_HUB_CACHE") or (
         os.path.join(os.environ["HF_HOME"], "hub") if os.environ.get("HF_HOME") else None
     )
     label = f"{repo_id}" + (f"@{revision}" if revision else "")
+    import logging
+
+    from huggingface_hub.utils import disable_progress_bars
+
+    disable_progress_bars()
+    logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
     try:
         local = hf_hub_download(
             repo_id,
             "config.json",
             revision=revision,
             token=token or os.environ.get("HF_TOKEN") or None,
-            endpoint=os.environ.get("HF_ENDPOINT") or None,
+            endpoint=endpoint,
             cache_dir=cache_dir,
             local_files_only=offline,
             etag_timeout=float(os.environ.get("KVPLAN_HUB_TIMEOUT", "10")),
@@ -178,14 +189,15 @@ def fetch_hub_config(repo_id: str, *, revision: str | None, token: str | None) -
             f"{repo_id} was not found on the Hugging Face Hub (or it is private)",
             "check the repo id; for a private repo set HF_TOKEN or pass --token; " + _suggest(repo_id),
         ) from None
-    except hub_errors.EntryNotFoundError:
-        raise SourceError(f"{label} has no config.json", "pass a local config.json instead") from None
     except hub_errors.LocalEntryNotFoundError:
-        why = "offline mode is on (HF_HUB_OFFLINE)" if offline else "the Hub cannot be reached"
+        why = f"the Hub ({endpoint}) cannot be reached" if unreachable else "offline mode is on (HF_HUB_OFFLINE)"
         raise SourceError(
             f"{label} is not bundled, not in the Hub cache, and {why}",
-            f"use a bundled model ({', '.join(bundled_ids()[:4])}, ...: see kvplan models) or pass a local config.json",
+            f"{len(bundled_ids())} models are bundled and work offline (kvplan models lists them, e.g. "
+            "meta-llama/Llama-3.1-8B); or pass a local config.json",
         ) from None
+    except hub_errors.EntryNotFoundError:
+        raise SourceError(f"{label} has no config.json", "pass a local config.json instead") from None
     except hub_errors.HfHubHTTPError as exc:
         status = getattr(getattr(exc, "response", None), "status_code", None)
         if status in (401, 403):
@@ -200,3 +212,19 @@ def fetch_hub_config(repo_id: str, *, revision: str | None, token: str | None) -
             "check the network, or use a bundled model (kvplan models) or a local config.json",
         ) from None
     return read_json_config(Path(local), label=f"{label} config.json"), str(local)
+
+
+def _reachable(endpoint: str, timeout: float = 3.0) -> bool:
+    """Whether a TCP connection to the Hub endpoint opens within ``timeout`` seconds."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(endpoint)
+    if not parts.hostname:
+        return False
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        socket.create_connection((parts.hostname, port), timeout=timeout).close()
+    except OSError:
+        return False
+    return True

@@ -1,0 +1,89 @@
+"""A local stand-in for the Hugging Face Hub's file endpoint, on 127.0.0.1 only.
+
+It serves ``/{repo}/resolve/{revision}/config.json`` for the repos it is given and answers the
+Hub's error codes (``X-Error-Code``) for missing, gated and revision-less repos, so the Hub path
+of ``kvplan`` is tested without the internet.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+class HubStub:
+    def __init__(self, repos: dict[str, Any], *, gated: set[str] | None = None, token: str | None = None) -> None:
+        self.repos = {k: (v if isinstance(v, bytes) else json.dumps(v).encode()) for k, v in repos.items()}
+        self.gated = gated or set()
+        self.token = token
+        self.requests: list[tuple[str, str]] = []
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:  # quiet
+                pass
+
+            def do_HEAD(self) -> None:  # noqa: N802
+                stub.handle(self, body=False)
+
+            def do_GET(self) -> None:  # noqa: N802
+                stub.handle(self, body=True)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self) -> "HubStub":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def handle(self, req: BaseHTTPRequestHandler, *, body: bool) -> None:
+        self.requests.append((req.command, req.path))
+        path = req.path.split("?")[0].lstrip("/")
+        if "/resolve/" not in path:
+            return self.error(req, 404, "RepoNotFound", body)
+        repo, _, rest = path.partition("/resolve/")
+        revision, _, filename = rest.partition("/")
+        if repo in self.gated:
+            auth = req.headers.get("Authorization", "")
+            if not self.token or auth != f"Bearer {self.token}":
+                return self.error(req, 401 if not auth else 403, "GatedRepo", body)
+        if repo not in self.repos:
+            return self.error(req, 401, "RepoNotFound", body)
+        if revision not in ("main", COMMIT):
+            return self.error(req, 404, "RevisionNotFound", body)
+        if filename != "config.json":
+            return self.error(req, 404, "EntryNotFound", body)
+        data = self.repos[repo]
+        etag = hashlib.sha256(data).hexdigest()
+        req.send_response(200)
+        req.send_header("Content-Type", "application/json")
+        req.send_header("Content-Length", str(len(data)))
+        req.send_header("ETag", f'"{etag}"')
+        req.send_header("X-Repo-Commit", COMMIT)
+        req.end_headers()
+        if body:
+            req.wfile.write(data)
+
+    def error(self, req: BaseHTTPRequestHandler, status: int, code: str, body: bool) -> None:
+        payload = json.dumps({"error": code}).encode()
+        req.send_response(status)
+        req.send_header("X-Error-Code", code)
+        req.send_header("X-Error-Message", code)
+        req.send_header("Content-Type", "application/json")
+        req.send_header("Content-Length", str(len(payload)))
+        req.end_headers()
+        if body:
+            req.wfile.write(payload)

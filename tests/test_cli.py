@@ -1,0 +1,172 @@
+"""The estimate and models commands as a user runs them: every output format and exit code."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from conftest import BF16, FP16, KV, make_config
+from kvplan.cli import app
+
+
+def run(runner, *args: str):
+    return runner.invoke(app, list(args))
+
+
+def test_estimate_table_seed(runner) -> None:
+    result = run(runner, "estimate", "--model", "meta-llama/Llama-2-7b-hf", "--seq-len", "4k")
+    assert result.exit_code == 0, result.output
+    assert "2,147,483,648" in result.stdout and "2.00 GiB" in result.stdout
+    assert "full_attention" in result.stdout
+
+
+def test_estimate_issue_example(runner) -> None:
+    result = run(runner, "estimate", "--model", "meta-llama/Llama-3.1-8B", "--seq-len", "32k", "--batch", "4", "--format", "json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["totals"]["kv_cache_bytes"] == 4 * 32768 * 32 * KV * 8 * 128 * BF16  # batch, tokens, layers, K+V, heads, dim
+
+
+def test_json_report_keys(runner) -> None:
+    result = run(runner, "estimate", "-m", "llama-3.1-8b", "-s", "8192", "-f", "json")
+    report = json.loads(result.stdout)
+    for key in ("schema_version", "kvplan_version", "model", "inputs", "layers", "totals", "notes"):
+        assert key in report
+    assert report["model"]["id"] == "meta-llama/Llama-3.1-8B" and report["model"]["model_type"] == "llama"
+    assert report["inputs"] | {"batch": 1, "seq_len": 8192, "kv_dtype": "bf16"} == report["inputs"]
+    layer = report["layers"][0]
+    assert {k: layer[k] for k in ("kind", "count", "num_kv_heads", "head_dim_k", "head_dim_v", "window", "tokens_held")} == {
+        "kind": "full_attention", "count": 32, "num_kv_heads": 8, "head_dim_k": 128, "head_dim_v": 128,
+        "window": None, "tokens_held": 8192,
+    }
+    assert layer["bytes"] == report["totals"]["kv_cache_bytes"] == 1024**3
+    sources = {p["field"]: p["source"] for p in report["provenance"]}
+    assert sources["num_kv_heads"] == "config: num_key_value_heads"
+
+
+def test_yaml_is_deterministic_and_matches_json(runner) -> None:
+    args = ["estimate", "-m", "google/gemma-3-27b-it", "-s", "128k", "-b", "2"]
+    first = run(runner, *args, "--format", "yaml")
+    second = run(runner, *args, "--format", "yaml")
+    assert first.exit_code == 0, first.output
+    assert first.stdout == second.stdout
+    as_json = json.loads(run(runner, *args, "--format", "json").stdout)
+    assert yaml.safe_load(first.stdout) == as_json
+
+
+def test_default_seq_len_is_model_max(runner) -> None:
+    report = json.loads(run(runner, "estimate", "-m", "meta-llama/Llama-2-7b-hf", "-f", "json").stdout)
+    assert report["inputs"]["seq_len"] == 4096
+    assert "max_position_embeddings" in report["inputs"]["seq_len_source"]
+
+
+def test_output_file(runner, tmp_path) -> None:
+    out = tmp_path / "report.yaml"
+    result = run(runner, "estimate", "-m", "llama-2-7b-hf", "-s", "4096", "--output", str(out))
+    assert result.exit_code == 0, result.output
+    assert yaml.safe_load(out.read_text())["totals"]["kv_cache_bytes"] == 2 * 1024**3
+    out_json = tmp_path / "report.json"
+    run(runner, "estimate", "-m", "llama-2-7b-hf", "-s", "4096", "-o", str(out_json))
+    assert json.loads(out_json.read_text())["totals"]["kv_cache_bytes"] == 2 * 1024**3
+
+
+def test_kv_dtype_fp8_and_set(runner, write_config) -> None:
+    path = write_config(make_config())
+    result = run(runner, "estimate", "-m", str(path), "-s", "1k", "--kv-dtype", "fp8", "--set", "num_key_value_heads=8", "-f", "json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["totals"]["kv_cache_bytes"] == 1024 * 32 * KV * 8 * 128 * 1  # fp8: 1 byte
+    assert report["inputs"]["overrides"] == {"num_key_value_heads": 8}
+
+
+def test_notes_go_to_stderr(runner) -> None:
+    result = run(runner, "estimate", "-m", "google/gemma-3-27b-it", "-s", "4k")
+    assert "sliding_window_pattern" in result.stderr
+    assert "sliding_window_pattern" not in result.stdout
+
+
+def test_models_lists_bundled(runner) -> None:
+    result = run(runner, "models", "--format", "json")
+    assert result.exit_code == 0, result.output
+    rows = {row["id"]: row for row in json.loads(result.stdout)["models"]}
+    assert rows["meta-llama/Llama-3.1-8B"]["bytes_per_token"] == 32 * KV * 8 * 128 * BF16
+    assert rows["meta-llama/Llama-2-7b-hf"]["bytes_per_token"] == 32 * KV * 32 * 128 * FP16
+    table = run(runner, "models")
+    assert table.exit_code == 0 and "meta-llama/Llama-3.1-8B" in table.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "phrase"),
+    [
+        (["-s", "0"], "--seq-len must be a positive number of tokens"),
+        (["-s", "-5"], "--seq-len"),
+        (["-s", "4q"], "is not a token count"),
+        (["-s", "9999999T"], "is not a token count"),
+        (["-s", str(2**41)], "absurdly large"),
+        (["--kv-dtype", "fp7"], "is not a known KV dtype"),
+        (["--set", "novalue"], "is not key=value"),
+        (["--set", "num_hidden_layers=0"], "must be positive"),
+        (["--set", "num_key_value_heads=3.5"], "must be an integer"),
+        (["--encoder-len", "0"], "--encoder-len must be a positive"),
+    ],
+)
+def test_bad_flags_exit_2_one_line(runner, args: list[str], phrase: str) -> None:
+    result = run(runner, "estimate", "-m", "meta-llama/Llama-2-7b-hf", *args)
+    assert result.exit_code == 2, result.output
+    assert phrase in result.stderr
+    assert "Traceback" not in result.output
+    assert result.stderr.splitlines()[0].startswith("Error: ")
+
+
+@pytest.mark.parametrize(
+    ("content", "phrase"),
+    [
+        ("{bad json", "is not valid JSON"),
+        ("[1]", "must hold a JSON object"),
+        (json.dumps({"model_type": "custom"}), "required field num_hidden_layers is missing"),
+        (json.dumps(make_config(num_attention_heads=2**30)), "absurdly large"),
+        (json.dumps(make_config(num_hidden_layers=-1)), "must be positive"),
+        (json.dumps(make_config(torch_dtype="float3")), "not a known dtype"),
+    ],
+)
+def test_bad_configs_exit_2(runner, write_config, content: str, phrase: str) -> None:
+    result = run(runner, "estimate", "-m", str(write_config(content)), "-s", "1k")
+    assert result.exit_code == 2, result.output
+    assert phrase in result.stderr and "Traceback" not in result.output
+
+
+def test_batch_must_be_positive(runner) -> None:
+    result = run(runner, "estimate", "-m", "llama-2-7b-hf", "-b", "0")
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
+
+
+def test_unknown_model_offline(runner) -> None:
+    result = run(runner, "estimate", "-m", "acme/not-a-model")
+    assert result.exit_code == 2
+    assert "offline mode" in result.stderr and "kvplan models" in result.stderr
+
+
+def test_no_max_context_needs_seq_len(runner) -> None:
+    result = run(runner, "estimate", "-m", "bigscience/bloom-560m")
+    assert result.exit_code == 2 and "pass --seq-len" in result.stderr
+    assert run(runner, "estimate", "-m", "bigscience/bloom-560m", "-s", "2k").exit_code == 0
+
+
+def test_unexpected_exception_is_exit_101(runner, monkeypatch) -> None:
+    import kvplan.calc
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("simulated bug")
+
+    monkeypatch.setattr(kvplan.calc, "estimate", boom)
+    result = run(runner, "estimate", "-m", "llama-2-7b-hf")
+    assert result.exit_code == 101
+    assert "internal error" in result.stderr and "KVPLAN_DEBUG" in result.stderr
+
+
+def test_help_has_examples(runner) -> None:
+    result = run(runner, "estimate", "--help")
+    assert result.exit_code == 0 and "Examples" in result.stdout and "--seq-len" in result.stdout
