@@ -150,7 +150,10 @@ def fetch_hub_config(repo_id: str, *, revision: str | None, token: str | None) -
             f"{repo_id} is not bundled and huggingface_hub is not installed", "pip install huggingface-hub"
         ) from None
 
-    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    offline = any(
+        os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+        for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
     endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
     unreachable = False
     if not offline and not _reachable(endpoint):
@@ -164,7 +167,11 @@ def fetch_hub_config(repo_id: str, *, revision: str | None, token: str | None) -
 
     from huggingface_hub.utils import disable_progress_bars
 
+    from huggingface_hub import constants as hub_constants
+
     disable_progress_bars()
+    # NOTE: the library reads HF_HUB_OFFLINE once, at import; follow the environment of this call.
+    hub_constants.HF_HUB_OFFLINE = offline
     logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
     try:
         local = hf_hub_download(
