@@ -418,3 +418,14 @@ def test_every_bundled_config_parses_and_names_itself() -> None:
         assert meta["source"].startswith("https://")
         geometry = parse_config(data, model_id=meta["hub_id"])
         assert geometry.layers, path
+
+
+def test_bundled_mpt_glm4_starcoder2_olmo2() -> None:
+    mpt = geometry_of("mosaicml/mpt-7b-instruct", bundled=True)  # attn_config.attn_type multihead_attention
+    assert per_token(mpt) == 32 * KV * 32 * 128 * BF16 and mpt.max_context_tokens == 2048
+    glm = geometry_of("THUDM/glm-4-9b-chat", bundled=True)  # multi_query_group_num 2, kv_channels 128
+    assert per_token(glm) == 40 * KV * 2 * 128 * BF16 and glm.max_context_tokens == 131072
+    starcoder = geometry_of("bigcode/starcoder2-7b", bundled=True)
+    assert kinds(starcoder) == ["sliding_window"] * 32 and starcoder.layers[0].sliding_window == 4096
+    olmo = geometry_of("allenai/OLMo-2-1124-13B", bundled=True)
+    assert per_token(olmo) == 40 * KV * 40 * 128 * BF16
