@@ -4,10 +4,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvplan.dtypes import KvDtype, lookup_dtype
+from kvplan.adjust import (
+    Adjustment,
+    Deployment,
+    as_full_attention,
+    stage_of_layer,
+    validate_deployment,
+)
+from kvplan.dtypes import DEFAULT_GROUP_SIZE, KvDtype, lookup_dtype
+from kvplan.engines import EngineProfile, SizingContext, get_engine
 from kvplan.errors import ConfigError, InputError
 from kvplan.geometry import ModelGeometry
-from kvplan.specs import LayerSpec, SizingInputs
+from kvplan.specs import (
+    ChunkedLocalSpec,
+    LayerSpec,
+    SlidingWindowSpec,
+)
 
 #: Upper bound on the batch, to catch absurd input.
 MAX_BATCH = 1 << 24
@@ -31,7 +43,11 @@ class LayerGroup:
     bytes_per_seq: int
     """Bytes one sequence holds in the whole group."""
     total_bytes: int
-    """Bytes of the whole batch in the whole group."""
+    """Bytes of the whole batch in the whole group (all tensor-parallel ranks, GPU and CPU)."""
+    rank_spec: LayerSpec | None = None
+    """The spec one tensor-parallel rank holds (``None``: same as ``spec``)."""
+    layer_bytes_per_rank: int | None = None
+    """Bytes one layer of the group holds on one rank for the whole batch."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -47,11 +63,31 @@ class Estimate:
     encoder_len_source: str | None
     groups: tuple[LayerGroup, ...]
     notes: tuple[str, ...]
+    deployment: Deployment = Deployment()  # noqa: RUF009 - frozen, so one shared default is safe
+    """Engine profile and adjustments the estimate was made for (default: ideal, one GPU)."""
+    gpu_bytes_per_rank: int | None = None
+    """KV bytes on the most loaded GPU (largest pipeline stage, after offload); None = whole cache."""
+    peak_total_bytes: int | None = None
+    """Transient peak over all ranks (None = the steady cache)."""
+    cpu_bytes: int = 0
+    """KV bytes kept in host memory (``--offload``)."""
+    adjustments: tuple[Adjustment, ...] = ()
+    """Each bend of the formula, in the order applied."""
 
     @property
     def kv_cache_bytes(self) -> int:
-        """The whole cache: every layer, every sequence of the batch."""
+        """The whole cache: every layer, every sequence of the batch, every GPU (and offloaded part)."""
         return sum(group.total_bytes for group in self.groups)
+
+    @property
+    def kv_cache_bytes_per_gpu(self) -> int:
+        """KV bytes on the GPU that holds the most (the one that limits)."""
+        return self.kv_cache_bytes if self.gpu_bytes_per_rank is None else self.gpu_bytes_per_rank
+
+    @property
+    def peak_bytes(self) -> int:
+        """The largest cache held at any moment (transients included), over all ranks."""
+        return self.kv_cache_bytes if self.peak_total_bytes is None else max(self.peak_total_bytes, self.kv_cache_bytes)
 
     @property
     def bytes_per_sequence(self) -> int:
@@ -71,7 +107,9 @@ class Estimate:
         return sum(g.total_bytes for g in self.groups if g.spec.kind == "cross_attention")
 
 
-def resolve_kv_dtype(geometry: ModelGeometry, kv_dtype: str) -> tuple[KvDtype, str, KvDtype, list[str]]:
+def resolve_kv_dtype(
+    geometry: ModelGeometry, kv_dtype: str, *, group_size: int = DEFAULT_GROUP_SIZE
+) -> tuple[KvDtype, str, KvDtype, list[str]]:
     """(kv dtype, its source, state dtype, notes) for ``--kv-dtype`` (``auto`` = the config's dtype)."""
     notes: list[str] = []
     if geometry.config_dtype is not None:
@@ -93,7 +131,7 @@ def resolve_kv_dtype(geometry: ModelGeometry, kv_dtype: str) -> tuple[KvDtype, s
                 "pass --kv-dtype fp32 or bf16 to choose"
             )
         return model_dtype, f"auto: {model_source}", model_dtype, notes
-    chosen = lookup_dtype(kv_dtype)
+    chosen = lookup_dtype(kv_dtype, group_size=group_size)
     if any(spec.kind == "state" for spec in geometry.layers) and chosen != model_dtype:
         notes.append(
             f"recurrent states stay in the model dtype {model_dtype.name}; --kv-dtype {chosen.name} applies "
@@ -109,12 +147,20 @@ def estimate(
     seq_len: int | None = None,
     kv_dtype: str = "auto",
     encoder_len: int | None = None,
+    deployment: Deployment | None = None,
 ) -> Estimate:
-    """The ideal KV cache of ``batch`` sequences of ``seq_len`` tokens, layer group by group.
+    """The KV cache of ``batch`` sequences of ``seq_len`` tokens, layer group by group.
 
-    Sliding layers hold min(T, W) tokens, chunked layers min(T, C), state layers a fixed size per
-    sequence and cross-attention layers the encoder length.
+    Without ``deployment`` this is the ideal formula: sliding layers hold min(T, W) tokens,
+    chunked layers min(T, C), state layers a fixed size per sequence and cross-attention layers
+    the encoder length. A :class:`~kvplan.adjust.Deployment` adds an engine profile
+    (``engine="vllm"`` ...), tensor/pipeline parallelism, blocks, beams, prefix sharing, windows
+    off, quantization options and offload; each effect is listed in ``Estimate.adjustments``.
+    ``kv_cache_bytes`` stays the whole cache over all GPUs; ``kv_cache_bytes_per_gpu`` is the
+    largest rank's share, ``peak_bytes`` the transient peak and ``cpu_bytes`` the offloaded part.
     """
+    dep = deployment or Deployment()
+    validate_deployment(dep)
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise InputError(f"--batch must be a positive integer, got {batch!r}", "e.g. --batch 8")
     if batch > MAX_BATCH:
@@ -136,8 +182,13 @@ def estimate(
     if seq_len is not None and (isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1):
         raise InputError(f"--seq-len must be a positive integer, got {seq_len!r}", "e.g. --seq-len 4096")
 
-    dtype, dtype_source, state_dtype, dtype_notes = resolve_kv_dtype(geometry, kv_dtype)
+    dtype, dtype_source, state_dtype, dtype_notes = resolve_kv_dtype(geometry, kv_dtype, group_size=dep.quant_group_size)
     notes.extend(dtype_notes)
+    engine = get_engine(dep.engine)
+    dep = dep.with_(engine=engine.name)
+    if kv_dtype.strip().lower() == "auto" and engine.auto_dtype(state_dtype) != dtype:
+        dtype = engine.auto_dtype(state_dtype)
+        dtype_source = f"auto: {engine.title}'s default cache type {dtype.name}"
 
     enc_source = None
     if geometry.has_cross_attention:
@@ -156,10 +207,19 @@ def estimate(
         notes.append("--encoder-len is ignored: the model has no cross-attention layers")
         encoder_len = None
 
-    inputs = SizingInputs(
-        seq_len=seq_len or 0, kv_dtype=dtype, state_dtype=state_dtype, encoder_len=encoder_len or 0
-    )
-    groups = tuple(_group(geometry.layers, inputs, batch))
+    layers = tuple(as_full_attention(s) for s in geometry.layers) if dep.no_window else geometry.layers
+    notes.extend(engine.check(layers, dep, dtype))
+    if dep.max_num_seqs is not None and batch * dep.beams > dep.max_num_seqs:
+        notes.append(
+            f"{batch * dep.beams} sequences exceed --max-num-seqs {dep.max_num_seqs}: vLLM runs at most "
+            f"{dep.max_num_seqs} at once; the estimate still holds all of them"
+        )
+    sizing = _Sizing(geometry=geometry, seq_len=seq_len or 0, encoder_len=encoder_len or 0, batch=batch,
+                     model_dtype=state_dtype, state_dtype=state_dtype)
+    priced = sizing.price(dep, dtype)
+    notes.extend(priced.notes)
+    adjustments = tuple(_adjustments(sizing, dep, dtype, engine))
+    groups = priced.groups
     if seq_len is not None and geometry.max_context_tokens is not None and seq_len > geometry.max_context_tokens:
         notes.append(
             f"--seq-len {seq_len:,} is beyond the model's maximum context {geometry.max_context_tokens:,}"
@@ -176,30 +236,191 @@ def estimate(
         encoder_len_source=enc_source,
         groups=groups,
         notes=tuple(dict.fromkeys(notes)),
+        deployment=dep,
+        gpu_bytes_per_rank=priced.per_gpu_bytes,
+        peak_total_bytes=priced.peak_bytes,
+        cpu_bytes=priced.cpu_bytes,
+        adjustments=adjustments,
     )
 
 
-def _group(layers: tuple[LayerSpec, ...], inputs: SizingInputs, batch: int) -> list[LayerGroup]:
-    order: list[LayerSpec] = []
-    members: dict[LayerSpec, list[int]] = {}
-    for index, spec in enumerate(layers):
-        if spec not in members:
-            members[spec] = []
-            order.append(spec)
-        members[spec].append(index)
-    groups = []
-    for spec in order:
-        indices = tuple(members[spec])
-        per_layer_seq = spec.bytes_per_seq(inputs)
-        groups.append(
-            LayerGroup(
-                spec=spec,
-                count=len(indices),
-                layer_indices=indices,
-                tokens_held=spec.tokens_held(inputs),
-                bytes_per_token=spec.bytes_per_token(inputs.kv_dtype),
-                bytes_per_seq=per_layer_seq * len(indices),
-                total_bytes=per_layer_seq * len(indices) * batch,
-            )
+# ---- deployment pricing ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Priced:
+    groups: tuple[LayerGroup, ...]
+    total_bytes: int
+    per_gpu_bytes: int
+    cpu_bytes: int
+    peak_bytes: int
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Sizing:
+    """The fixed inputs; ``price`` sizes them for one deployment and one KV dtype."""
+
+    geometry: ModelGeometry
+    seq_len: int
+    encoder_len: int
+    batch: int
+    model_dtype: KvDtype
+    state_dtype: KvDtype
+
+    def price(self, dep: Deployment, kv_dtype: KvDtype) -> _Priced:
+        engine = get_engine(dep.engine)
+        geometry = self.geometry
+        layers = [as_full_attention(s) if dep.no_window else s for s in geometry.layers]
+        notes: list[str] = []
+        local: list[LayerSpec] = []
+        for spec in layers:
+            rank_spec, shard_notes = engine.shard(spec, dep.tp)
+            local.append(rank_spec)
+            notes.extend(shard_notes)
+        windows = [s.window for s in local if isinstance(s, (SlidingWindowSpec, ChunkedLocalSpec))]
+        ctx = SizingContext(
+            seq_len=self.seq_len, encoder_len=self.encoder_len, batch=self.batch, dep=dep, kv_dtype=kv_dtype,
+            state_dtype=self.state_dtype, model_dtype=self.model_dtype,
+            has_full=any(s.grows_with_tokens and not isinstance(s, (SlidingWindowSpec, ChunkedLocalSpec)) for s in local),
+            has_windowed=bool(windows), swa_window=max(windows) if windows else None,  # type: ignore[type-var]
         )
-    return groups
+        ctx, prep_notes = engine.prepare(local, ctx)
+        notes.extend(prep_notes)
+
+        order: list[LayerSpec] = []
+        members: dict[LayerSpec, list[int]] = {}
+        for index, spec in enumerate(layers):
+            if spec not in members:
+                members[spec] = []
+                order.append(spec)
+            members[spec].append(index)
+        seqs = self.batch * dep.beams
+        rank_bytes = [0] * len(layers)
+        costs: list[tuple[LayerSpec, int]] = []
+        groups: list[LayerGroup] = []
+        for spec in order:
+            indices = tuple(members[spec])
+            rank_spec = local[indices[0]]
+            layer_bytes = engine.layer_bytes(rank_spec, ctx)
+            for index in indices:
+                rank_bytes[index] = layer_bytes
+                costs.append((rank_spec, layer_bytes))
+            total = layer_bytes * len(indices) * dep.tp
+            groups.append(
+                LayerGroup(
+                    spec=spec,
+                    count=len(indices),
+                    layer_indices=indices,
+                    tokens_held=engine.tokens_held(rank_spec, ctx),
+                    bytes_per_token=engine.bytes_per_token(rank_spec, ctx) * dep.tp,
+                    bytes_per_seq=total // seqs,
+                    total_bytes=total,
+                    rank_spec=rank_spec,
+                    layer_bytes_per_rank=layer_bytes,
+                )
+            )
+        per_gpu, cpu_rank = self._placement(rank_bytes, dep)
+        steady_rank = sum(rank_bytes)
+        prefill_rank = engine.prefill_bytes(costs, ctx) or 0
+        peak_rank = max(steady_rank, prefill_rank) + engine.peak_extra_bytes(costs, ctx)
+        return _Priced(
+            groups=tuple(groups),
+            total_bytes=steady_rank * dep.tp,
+            per_gpu_bytes=per_gpu,
+            cpu_bytes=cpu_rank * dep.tp,
+            peak_bytes=peak_rank * dep.tp,
+            notes=tuple(notes),
+        )
+
+    def _placement(self, rank_bytes: list[int], dep: Deployment) -> tuple[int, int]:
+        """(GPU bytes of the most loaded rank, CPU bytes of one TP slice) after PP and offload."""
+        num_layers = self.geometry.num_hidden_layers
+        stage_of = stage_of_layer(num_layers, dep.pp)
+        stage_gpu = [0] * dep.pp
+        cpu = 0
+        for index, layer_bytes in enumerate(rank_bytes):
+            decoder_layer = index % num_layers if len(rank_bytes) > num_layers else index
+            on_cpu = 0
+            if dep.offload is not None:
+                if dep.offload.layers is not None:
+                    on_cpu = layer_bytes if decoder_layer < dep.offload.layers else 0
+                else:
+                    on_cpu = int(layer_bytes * (dep.offload.fraction or 0.0))
+            cpu += on_cpu
+            stage_gpu[stage_of[decoder_layer]] += layer_bytes - on_cpu
+        return max(stage_gpu), cpu
+
+
+def _adjustments(sizing: _Sizing, dep: Deployment, kv_dtype: KvDtype, engine: EngineProfile) -> list[Adjustment]:
+    """Apply the deployment one knob at a time and record each effect (before -> after)."""
+    out: list[Adjustment] = []
+    ideal = get_engine("ideal")
+    cur = Deployment(quant_group_size=dep.quant_group_size, residual_length=dep.residual_length, prompt_len=dep.prompt_len)
+    cur_dtype = ideal.auto_dtype(sizing.model_dtype)
+    priced = sizing.price(cur, cur_dtype)
+    geometry = sizing.geometry
+
+    def step(name: str, reason: str, new: Deployment, dtype: KvDtype | None = None, *, per_gpu: bool = False) -> None:
+        nonlocal cur, cur_dtype, priced
+        after = sizing.price(new, dtype or cur_dtype)
+        before_bytes = priced.per_gpu_bytes if per_gpu else priced.total_bytes
+        after_bytes = after.per_gpu_bytes if per_gpu else after.total_bytes
+        out.append(Adjustment(name=name, reason=reason, before_bytes=before_bytes, after_bytes=after_bytes))
+        cur, cur_dtype, priced = new, dtype or cur_dtype, after
+
+    if dep.no_window and any(isinstance(s, (SlidingWindowSpec, ChunkedLocalSpec)) for s in geometry.layers):
+        step("no_window", "--no-window: sliding and chunked layers hold every token, as engines do with their "
+             "hybrid allocator off (vLLM --disable-hybrid-kv-cache-manager, llama.cpp --swa-full)",
+             cur.with_(no_window=True))
+    engine_knobs: dict[str, object] = {
+        "engine": dep.engine, "max_num_batched_tokens": dep.max_num_batched_tokens, "max_num_seqs": dep.max_num_seqs,
+        "ubatch_size": dep.ubatch_size, "kv_unified": dep.kv_unified,
+        "swa_full_tokens_ratio": dep.swa_full_tokens_ratio, "max_cache_len": dep.max_cache_len,
+    }
+    if dep.engine != "ideal":
+        new = cur.with_(**engine_knobs)
+        ctx_reason = engine.summary(_summary_ctx(sizing, new, cur_dtype))
+        step(f"engine:{engine.name}", f"{ctx_reason} [{engine.source}]", new, engine.auto_dtype(sizing.model_dtype))
+    else:
+        cur = cur.with_(**engine_knobs)
+        priced = sizing.price(cur, cur_dtype)
+    if dep.block_size is not None:
+        step("block_size", f"--block-size {dep.block_size}: each sequence's tokens in each layer round up to whole "
+             f"blocks of {dep.block_size}", cur.with_(block_size=dep.block_size))
+    if kv_dtype != cur_dtype:
+        reason = f"--kv-dtype {kv_dtype.name}: {kv_dtype.description or kv_dtype.name}, {kv_dtype.bits_per_element:.4g} bits per value"
+        if engine.hf_quantized and (kv_dtype.scheme == "grouped"):
+            reason += (f"; Hugging Face QuantizedCache keeps up to --residual-length {dep.residual_length} - 1 recent "
+                       "tokens in full precision")
+        step("kv_dtype", reason, cur, kv_dtype)
+    if dep.beams > 1:
+        step("beams", f"--beams {dep.beams}: {sizing.batch} x {dep.beams} sequences each keep their own cache "
+             "(the prompt is copied per beam, as Hugging Face generate does)", cur.with_(beams=dep.beams))
+    if dep.share_prefix:
+        step("share_prefix", f"--share-prefix: the full blocks of each {dep.prompt_len}-token prompt are kept once per "
+             "request, only the generated part per beam (prefix caching)", cur.with_(share_prefix=True))
+    if dep.shared_prefix_tokens:
+        step("shared_prefix_tokens", f"--shared-prefix-tokens {dep.shared_prefix_tokens}: the full blocks of a common "
+             f"prefix are kept once for all {sizing.batch} sequences", cur.with_(shared_prefix_tokens=dep.shared_prefix_tokens))
+    if dep.tp > 1:
+        step("tensor_parallel", f"--tensor-parallel-size {dep.tp}: each rank keeps {engine.tp_rule == 'ceil' and 'cdiv' or 'max(1, '}"
+             f"H_kv / {dep.tp}{'' if engine.tp_rule == 'ceil' else ')'} KV heads, MLA latents and un-split heads are "
+             "replicated; bytes are the sum over all ranks", cur.with_(tp=dep.tp))
+    if dep.pp > 1:
+        step("pipeline_parallel", f"--pipeline-parallel-size {dep.pp}: {geometry.num_hidden_layers} layers split "
+             "over stages as vLLM get_pp_indices does; bytes are the most loaded GPU", cur.with_(pp=dep.pp), per_gpu=True)
+    if dep.offload is not None:
+        what = (f"the caches of the first {dep.offload.layers} layers" if dep.offload.layers is not None
+                else f"{dep.offload.fraction:g} of every layer's cache")
+        step("offload", f"--offload {dep.offload.describe()}: {what} kept in CPU memory; bytes are the most loaded "
+             "GPU", cur.with_(offload=dep.offload), per_gpu=True)
+    assert cur == dep, (cur, dep)
+    return out
+
+
+def _summary_ctx(sizing: _Sizing, dep: Deployment, dtype: KvDtype) -> SizingContext:
+    return SizingContext(
+        seq_len=sizing.seq_len, encoder_len=sizing.encoder_len, batch=sizing.batch, dep=dep, kv_dtype=dtype,
+        state_dtype=sizing.state_dtype, model_dtype=sizing.model_dtype, has_full=True, has_windowed=False,
+    )

@@ -53,9 +53,10 @@ SeqLenOpt = Annotated[
 KvDtypeOpt = Annotated[
     str,
     typer.Option(
-        "--kv-dtype",
-        help="KV element type, as vLLM's --kv-cache-dtype: auto (the config's dtype), fp32, fp16, bf16, "
-        "fp8 (= fp8_e4m3), fp8_e5m2, int8, q8_0, q4_0 ...",
+        "--kv-dtype", "--kv-cache-dtype",
+        help="KV element type (--kv-cache-dtype is vLLM's name): auto (the config's dtype; f16 for llama.cpp), "
+        "fp32, fp16, bf16, fp8 (= fp8_e4m3), fp8_e5m2, nvfp4, int8/int4/int2 (group scales, see "
+        "--quant-group-size), llama.cpp q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl (real block bytes).",
     ),
 ]
 EncoderLenOpt = Annotated[
@@ -71,6 +72,59 @@ OutputOpt = Annotated[
     Optional[Path],
     typer.Option("--output", "-o", help="Also write the report to FILE (yaml, or json for a .json name or --format json)."),
 ]
+
+MaxKvBytesOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--max-kv-bytes",
+        help="Budget gate: exit 1 when the KV cache (totals.kv_cache_bytes) is larger than this size, "
+        "e.g. 40GiB, 40GB or 42949672960. Exactly at the budget passes.",
+    ),
+]
+
+# ---- deployment options (issue 3): vLLM's names where the meaning matches ------------------------
+EngineOpt = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        help="Engine profile: ideal (the formula), vllm, sglang, trtllm, llama.cpp, hf-dynamic, hf-static. "
+        "Each reproduces what that engine allocates (see docs/engines.md).",
+    ),
+]
+TpOpt = Annotated[int, typer.Option("--tensor-parallel-size", "--tp", min=1, help="Tensor-parallel GPUs, as vLLM's "
+                  "--tensor-parallel-size: each keeps max(1, H_kv // tp) KV heads; MLA is replicated.")]
+PpOpt = Annotated[int, typer.Option("--pipeline-parallel-size", "--pp", min=1, help="Pipeline stages, as vLLM's "
+                  "--pipeline-parallel-size: layers split as vLLM get_pp_indices.")]
+BlockSizeOpt = Annotated[Optional[int], typer.Option("--block-size", min=1, help="Tokens per KV block, as vLLM's "
+                         "--block-size (default: the engine's; vLLM 16, 64 for MLA; TensorRT-LLM 32; SGLang page 1).")]
+BeamsOpt = Annotated[int, typer.Option("--beams", min=1, help="Beams per request: B x beams sequences each keep a cache.")]
+PromptLenOpt = Annotated[Optional[str], typer.Option("--prompt-len", help="Prompt tokens of each sequence (part of "
+                         "--seq-len); used by --share-prefix and the Hugging Face residual/prefill peaks.")]
+SharePrefixOpt = Annotated[bool, typer.Option("--share-prefix", help="Keep each prompt's full blocks once per request, "
+                           "not per beam (prefix caching). Needs --prompt-len.")]
+SharedPrefixTokensOpt = Annotated[Optional[str], typer.Option("--shared-prefix-tokens", help="Tokens of a prefix "
+                                  "(system prompt) shared by all sequences; its full blocks are kept once.")]
+NoWindowOpt = Annotated[bool, typer.Option("--no-window", help="Account sliding/chunked layers as full attention, as "
+                        "vLLM --disable-hybrid-kv-cache-manager and llama.cpp --swa-full do.")]
+QuantGroupSizeOpt = Annotated[int, typer.Option("--quant-group-size", min=1, help="Values per scale + zero point of "
+                              "int8/int4/int2 KV (transformers q_group_size).")]
+ResidualLengthOpt = Annotated[int, typer.Option("--residual-length", min=1, help="Hugging Face QuantizedCache: recent "
+                              "tokens kept in full precision (transformers residual_length).")]
+OffloadOpt = Annotated[Optional[str], typer.Option("--offload", help="KV kept in CPU memory: a fraction (0.25) of "
+                       "every GPU's cache, or layers:N (the first N layers' caches).")]
+MaxNumBatchedTokensOpt = Annotated[Optional[str], typer.Option("--max-num-batched-tokens", help="vLLM's "
+                                   "--max-num-batched-tokens (default 8192, vllm serve on >= 70 GiB GPUs): sliding "
+                                   "and chunked layers hold this much beyond the window.")]
+MaxNumSeqsOpt = Annotated[Optional[int], typer.Option("--max-num-seqs", min=1, help="vLLM's --max-num-seqs: warns "
+                          "when batch x beams exceeds it.")]
+UbatchSizeOpt = Annotated[Optional[int], typer.Option("--ubatch-size", min=1, help="llama.cpp --ubatch-size "
+                          "(n_ubatch, default 512): SWA cache slack.")]
+KvUnifiedOpt = Annotated[bool, typer.Option("--kv-unified", help="llama.cpp --kv-unified: one cell pool for all "
+                         "sequences.")]
+SwaRatioOpt = Annotated[Optional[float], typer.Option("--swa-full-tokens-ratio", help="SGLang's "
+                        "--swa-full-tokens-ratio (default 0.8): SWA pool size over full pool size.")]
+MaxCacheLenOpt = Annotated[Optional[str], typer.Option("--max-cache-len", help="hf-static max_cache_len: tokens "
+                           "preallocated per sequence (default --seq-len).")]
 
 
 @contextmanager
@@ -124,7 +178,9 @@ def emit(report: dict[str, Any], fmt: Format, output: Path | None, table: Any) -
     epilog="Examples:\n\n"
     "  kvplan estimate --model meta-llama/Llama-3.1-8B --seq-len 32k --batch 4\n\n"
     "  kvplan estimate -m llama-2-7b-hf -s 4096 --kv-dtype fp8 --format yaml\n\n"
-    "  kvplan estimate -m ./config.json --set num_key_value_heads=4 --format json",
+    "  kvplan estimate -m ./config.json --set num_key_value_heads=4 --format json\n\n"
+    "  kvplan estimate -m meta-llama/Llama-3.1-70B -s 32k --engine vllm --tp 16\n\n"
+    "  kvplan estimate -m llama-2-7b-hf -s 4096 --engine llama.cpp --kv-dtype q8_0",
 )
 def estimate(
     model: ModelOpt,
@@ -137,9 +193,31 @@ def estimate(
     token: TokenOpt = None,
     fmt: FormatOpt = Format.table,
     output: OutputOpt = None,
+    max_kv_bytes: MaxKvBytesOpt = None,
+    engine: EngineOpt = "ideal",
+    tp: TpOpt = 1,
+    pp: PpOpt = 1,
+    block_size: BlockSizeOpt = None,
+    beams: BeamsOpt = 1,
+    prompt_len: PromptLenOpt = None,
+    share_prefix: SharePrefixOpt = False,
+    shared_prefix_tokens: SharedPrefixTokensOpt = None,
+    no_window: NoWindowOpt = False,
+    quant_group_size: QuantGroupSizeOpt = 64,
+    residual_length: ResidualLengthOpt = 128,
+    offload: OffloadOpt = None,
+    max_num_batched_tokens: MaxNumBatchedTokensOpt = None,
+    max_num_seqs: MaxNumSeqsOpt = None,
+    ubatch_size: UbatchSizeOpt = None,
+    kv_unified: KvUnifiedOpt = False,
+    swa_full_tokens_ratio: SwaRatioOpt = None,
+    max_cache_len: MaxCacheLenOpt = None,
 ) -> None:
     """Size the KV cache of a model, layer group by layer group."""
     with cli_errors():
+        from kvplan.units import parse_size
+
+        budget_bytes = parse_size(max_kv_bytes, what="--max-kv-bytes") if max_kv_bytes is not None else None
         from kvplan.api import load_geometry, normalise_overrides
         from kvplan.calc import estimate as run_estimate
         from kvplan.report import estimate_report
@@ -149,9 +227,34 @@ def estimate(
         tokens = parse_tokens(seq_len) if seq_len is not None else None
         enc = parse_tokens(encoder_len, what="--encoder-len") if encoder_len is not None else None
         geometry, source = load_geometry(model, revision=revision, token=token, overrides=overrides)
-        est = run_estimate(geometry, batch=batch, seq_len=tokens, kv_dtype=kv_dtype, encoder_len=enc)
+        from kvplan.adjust import deployment_from_flags
+
+        deployment = deployment_from_flags(
+            engine=engine, tp=tp, pp=pp, block_size=block_size, beams=beams, prompt_len=prompt_len,
+            share_prefix=share_prefix, shared_prefix_tokens=shared_prefix_tokens, no_window=no_window,
+            quant_group_size=quant_group_size, residual_length=residual_length, offload=offload,
+            max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs, ubatch_size=ubatch_size,
+            kv_unified=kv_unified, swa_full_tokens_ratio=swa_full_tokens_ratio, max_cache_len=max_cache_len,
+        )
+        est = run_estimate(
+            geometry, batch=batch, seq_len=tokens, kv_dtype=kv_dtype, encoder_len=enc, deployment=deployment
+        )
         report = estimate_report(est, source, overrides=overrides)
         emit(report, fmt, output, _lazy_table("estimate_table", report) if fmt is Format.table else None)
+        _budget_gate(report, budget_bytes)
+
+
+def _budget_gate(report: dict[str, Any], budget_bytes: int | None) -> None:
+    """--max-kv-bytes: needed vs budget on stderr and exit 1 when the cache is over it."""
+    if budget_bytes is None:
+        return
+    from kvplan.checks import bytes_gate
+    from kvplan.errors import EXIT_NOT_FIT
+
+    gate = bytes_gate("--max-kv-bytes", actual_bytes=report["totals"]["kv_cache_bytes"], limit_bytes=budget_bytes)
+    if not gate.passed:
+        typer.echo(f"Budget exceeded: {gate.message}", err=True)
+        raise typer.Exit(EXIT_NOT_FIT)
 
 
 @app.command(epilog="Examples:\n\n  kvplan models\n\n  kvplan models --format json")

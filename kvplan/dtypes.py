@@ -21,6 +21,11 @@ class KvDtype:
     block_bytes: int
     """Bytes per storage block, scales included."""
     description: str = ""
+    scheme: str = "float"
+    """``float`` (plain), ``ggml`` (llama.cpp block), ``grouped`` (int with per-group scale and
+    zero point, Hugging Face quanto/HQQ style) or ``nvfp4`` (fp4 with an fp8 scale per 16 values)."""
+    bits: int = 0
+    """Bits per stored value before scales (0 for plain floats: see ``block_bytes``)."""
 
     def bytes_for(self, num_elements: int) -> int:
         """Bytes to store one row of ``num_elements`` values (whole blocks)."""
@@ -43,13 +48,24 @@ DTYPES: dict[str, KvDtype] = {
         _plain("bf16", 2, "bfloat16"),
         _plain("fp8_e4m3", 1, "float8 e4m3 (vLLM --kv-cache-dtype fp8 / fp8_e4m3)"),
         _plain("fp8_e5m2", 1, "float8 e5m2"),
-        _plain("int8", 1, "int8 values (scales not counted; see quantized types)"),
-        KvDtype(name="q8_0", block_elems=32, block_bytes=34, description="llama.cpp q8_0: 32 int8 + fp16 scale"),
-        KvDtype(name="q5_1", block_elems=32, block_bytes=24, description="llama.cpp q5_1"),
-        KvDtype(name="q5_0", block_elems=32, block_bytes=22, description="llama.cpp q5_0"),
-        KvDtype(name="q4_1", block_elems=32, block_bytes=20, description="llama.cpp q4_1"),
-        KvDtype(name="q4_0", block_elems=32, block_bytes=18, description="llama.cpp q4_0: 32 4-bit + fp16 scale"),
-        KvDtype(name="iq4_nl", block_elems=32, block_bytes=18, description="llama.cpp iq4_nl"),
+        # NOTE: ggml block sizes (ggml-common.h): 32 values per block; the fp16 scale (and the fp16
+        # min for *_1 types, the 32 high bits for q5_*) are part of the block.
+        KvDtype(name="q8_0", block_elems=32, block_bytes=34, scheme="ggml", bits=8,
+                description="llama.cpp q8_0: 32 int8 + fp16 scale"),
+        KvDtype(name="q5_1", block_elems=32, block_bytes=24, scheme="ggml", bits=5,
+                description="llama.cpp q5_1: 32 x 5 bits + fp16 scale + fp16 min"),
+        KvDtype(name="q5_0", block_elems=32, block_bytes=22, scheme="ggml", bits=5,
+                description="llama.cpp q5_0: 32 x 5 bits + fp16 scale"),
+        KvDtype(name="q4_1", block_elems=32, block_bytes=20, scheme="ggml", bits=4,
+                description="llama.cpp q4_1: 32 x 4 bits + fp16 scale + fp16 min"),
+        KvDtype(name="q4_0", block_elems=32, block_bytes=18, scheme="ggml", bits=4,
+                description="llama.cpp q4_0: 32 4-bit + fp16 scale"),
+        KvDtype(name="iq4_nl", block_elems=32, block_bytes=18, scheme="ggml", bits=4,
+                description="llama.cpp iq4_nl: 32 x 4-bit non-linear codes + fp16 scale"),
+        # NOTE: NVFP4 (vLLM FullAttentionSpec comment, TRT-LLM): per 16 values, 8 bytes of packed
+        # e2m1 plus one fp8 e4m3 block scale; the per-tensor fp32 global scale is not per token.
+        KvDtype(name="nvfp4", block_elems=16, block_bytes=9, scheme="nvfp4", bits=4,
+                description="NVFP4: 16 x fp4 e2m1 + 1 fp8 scale per 16 values"),
     )
 }
 
@@ -59,14 +75,62 @@ ALIASES: dict[str, str] = {
     "bfloat16": "bf16",
     "fp8": "fp8_e4m3", "float8_e4m3fn": "fp8_e4m3", "float8_e4m3": "fp8_e4m3", "e4m3": "fp8_e4m3",
     "float8_e5m2": "fp8_e5m2", "e5m2": "fp8_e5m2",
+    "fp4": "nvfp4", "uint4": "int4", "quanto_int4": "int4", "quanto_int2": "int2",
 }
 
 
-def lookup_dtype(name: str, *, what: str = "--kv-dtype") -> KvDtype:
-    """Resolve a dtype name (kvplan, HF ``torch_dtype`` or vLLM ``--kv-cache-dtype`` spelling)."""
+#: Integer types quantized per group of ``--quant-group-size`` values with a scale and a zero point
+#: (Hugging Face QuantizedCache with quanto/HQQ, KIVI): name -> bits per value.
+GROUPED_BITS: dict[str, int] = {"int8": 8, "int4": 4, "int2": 2}
+
+#: Default ``--quant-group-size`` (transformers QuantizedCache ``q_group_size`` default 64).
+DEFAULT_GROUP_SIZE = 64
+
+#: Bytes of one group's scale plus zero point: both in the model's 16-bit dtype (quanto, HQQ).
+GROUP_SCALE_ZERO_BYTES = 2 + 2
+
+#: Cache types llama.cpp accepts for --cache-type-k/-v (common/arg.cpp ``kv_cache_types``).
+GGML_CACHE_TYPES: tuple[str, ...] = ("fp32", "fp16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+
+#: Every name ``lookup_dtype`` accepts besides aliases.
+KNOWN_NAMES: tuple[str, ...] = (*DTYPES, *GROUPED_BITS)
+
+
+def grouped_dtype(name: str, group_size: int = DEFAULT_GROUP_SIZE) -> KvDtype:
+    """``int8``/``int4``/``int2`` with one scale and one zero point (16-bit each) per group.
+
+    A group of G values costs ``G * bits / 8 + 4`` bytes: int4 at G = 64 is 32 + 4 = 36 bytes,
+    4.5 bits per value.
+    """
+    bits = GROUPED_BITS[name]
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
+        raise InputError(f"--quant-group-size must be a positive integer, got {group_size!r}", "e.g. 32, 64 or 128")
+    if group_size * bits % 8:
+        raise InputError(
+            f"--quant-group-size {group_size} does not pack into whole bytes at {bits} bits per value",
+            f"use a multiple of {8 // bits}",
+        )
+    return KvDtype(
+        name=name,
+        block_elems=group_size,
+        block_bytes=group_size * bits // 8 + GROUP_SCALE_ZERO_BYTES,
+        scheme="grouped",
+        bits=bits,
+        description=f"{name}: {bits}-bit values, fp16 scale + fp16 zero point per {group_size} values",
+    )
+
+
+def lookup_dtype(name: str, *, what: str = "--kv-dtype", group_size: int = DEFAULT_GROUP_SIZE) -> KvDtype:
+    """Resolve a dtype name (kvplan, HF ``torch_dtype`` or vLLM ``--kv-cache-dtype`` spelling).
+
+    ``int8``, ``int4`` and ``int2`` are group-quantized: ``group_size`` values share a 16-bit scale
+    and a 16-bit zero point (``--quant-group-size``).
+    """
     key = str(name).strip().lower().removeprefix("torch.")
     key = ALIASES.get(key, key)
+    if key in GROUPED_BITS:
+        return grouped_dtype(key, group_size)
     if key not in DTYPES:
-        known = ", ".join(["auto", *DTYPES, "fp8"])
+        known = ", ".join(["auto", *KNOWN_NAMES, "fp8"])
         raise InputError(f"{what} {name!r} is not a known KV dtype", f"use one of: {known}")
     return DTYPES[key]

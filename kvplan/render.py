@@ -58,7 +58,25 @@ def estimate_table(report: dict[str, Any]) -> Group:
             f"per sequence: {format_bytes(totals['bytes_per_sequence'])}"
         ),
     ]
+    lines += _deployment_lines(report)
     return Group(table, *lines)
+
+
+def _deployment_lines(report: dict[str, Any]) -> list[Text]:
+    """Engine, per-GPU/peak/CPU totals and each adjustment (before -> after), when there are any."""
+    totals, adjustments = report["totals"], report.get("adjustments") or []
+    if not adjustments:
+        return []
+    inputs = report["inputs"]
+    lines = [Text(
+        f"engine {inputs.get('engine', 'ideal')}: per GPU {format_bytes(totals['kv_cache_bytes_per_gpu'])}, "
+        f"peak {format_bytes(totals['peak_bytes'])}, CPU {format_bytes(totals['cpu_bytes'])}"
+    )]
+    for item in adjustments:
+        lines.append(Text(
+            f"  {item['name']}: {format_bytes(item['before_bytes'])} -> {format_bytes(item['after_bytes'])}"
+        ))
+    return lines
 
 
 def notes_text(report: dict[str, Any]) -> list[str]:
@@ -101,15 +119,15 @@ def check_table(report: dict[str, Any]) -> Group:
         head = [row["name"], row["estimate"]["model"]["id"], f"{inputs['batch']} × {seq}, {inputs['kv_dtype']}",
                 format_bytes(row["kv_cache_bytes"])]
         if not row["gates"]:
-            table.add_row(*head, "-", "pass (no budget)")
+            table.add_row(*head, "none", "PASS")
         for index, gate in enumerate(row["gates"]):
             limit = gate["limit"]
             if isinstance(limit, dict):
-                budget = f"{gate['name']}: {limit['num_gpus']}× {limit['gpu']}"
+                budget = f"fits {limit['num_gpus']}× {limit['gpu']}" if limit["num_gpus"] else f"fits {limit['gpu']}"
             elif gate["name"].startswith("max_kv_bytes"):
-                budget = f"{gate['name']} ≤ {format_bytes(limit)}"
+                budget = f"{'KV/GPU' if gate['name'].endswith('per_gpu') else 'KV'} ≤ {format_bytes(limit)}"
             else:
-                budget = f"{gate['name']} ≥ {_n(limit)}"
+                budget = f"{gate['name'].removeprefix('min_')} ≥ {_n(limit)}"
             result = Text("PASS", style="green") if gate["passed"] else Text("FAIL", style="bold red")
             table.add_row(*(head if index == 0 else [""] * len(head)), budget, result)
     total = len(report["scenarios"])
@@ -141,3 +159,178 @@ def diff_table(report: dict[str, Any]) -> Group:
         lines.append(Text(f"--max-increase {report['max_increase']}: " + ("within" if report["passed"] else "EXCEEDED"),
                           style="bold" if report["passed"] else "bold red"))
     return Group(*lines)
+
+
+# ---- kvplan compare ------------------------------------------------------------------------------
+_BAR_EIGHTHS = " ▏▎▍▌▋▊▉"
+
+
+def size_bar(value: int, largest: int, width: int = 24) -> str:
+    """A horizontal bar of ``value / largest`` of ``width`` cells, in eighths of a cell."""
+    if largest <= 0 or value <= 0:
+        return ""
+    eighths = max(1, round(8 * width * value / largest))
+    full, rest = divmod(eighths, 8)
+    return "█" * full + (_BAR_EIGHTHS[rest] if rest else "")
+
+
+def compare_table(report: dict[str, Any]) -> Group:
+    """`kvplan compare`: one row per attention layout, its bytes, ratio to MHA and a bar.
+
+    With --sweep-seq one column per length (--seq-len among them) replaces layout, KV cache and
+    read/step, which stay in yaml/json, so the table fits 100 columns.
+    """
+    model, inputs, variants = report["model"], report["inputs"], report["variants"]
+    seq_len, sweep = inputs["seq_len"], inputs["sweep_seq_lens"]
+    title = (
+        f"KV cache by attention layout: {model['id']} ({inputs['num_attention_layers']} attention layers, "
+        f"{inputs['num_attention_heads']} query heads, head dim {inputs['head_dim_k']})"
+    )
+    # NOTE: exact integer bytes are in --format yaml/json; the table keeps to human units.
+    table = Table(title=title, title_justify="left")
+    table.add_column("variant", no_wrap=True)
+    lengths = sorted({*sweep, seq_len})
+    if sweep:
+        table.add_column("KV heads", justify="right")
+        for length in lengths:
+            table.add_column(f"@{_tokens_short(length)}", justify="right", no_wrap=True)
+        table.add_column(f"× MHA @{_tokens_short(seq_len)}", justify="right")
+    else:
+        table.add_column("layout", min_width=14)
+        table.add_column("KV heads", justify="right")
+        table.add_column("KV cache", justify="right")
+        table.add_column("× MHA", justify="right")
+        table.add_column("read/step", justify="right")
+    table.add_column("", no_wrap=True)
+    largest = max((v["kv_cache_bytes"] for v in variants), default=0)
+    for v in variants:
+        ratio, bar = f"{v['ratio_to_mha']:.4g}", size_bar(v["kv_cache_bytes"], largest, width=12)
+        if sweep:
+            at = {point["seq_len"]: point["kv_cache_bytes"] for point in v["sweep"]} | {seq_len: v["kv_cache_bytes"]}
+            table.add_row(v["name"], _n(v["num_kv_heads"]), *(_short_bytes(at[n]) for n in lengths), ratio, bar)
+        else:
+            table.add_row(
+                v["name"], v["description"], _n(v["num_kv_heads"]), format_bytes(v["kv_cache_bytes"]), ratio,
+                format_bytes(v["decode_read_bytes_per_step"]), bar,
+            )
+    caption = [
+        Text(
+            f"batch {inputs['batch']} × {seq_len:,} tokens, {inputs['kv_dtype']}; "
+            f"MHA = {format_bytes(report['mha_kv_cache_bytes'])}"
+            + (f"; bar: KV cache at {_tokens_short(seq_len)}" if sweep else "; read/step: KV bytes a decode step reads")
+        ),
+        Text("memory only: not model quality or measured speed", style="italic"),
+    ]
+    return Group(table, *caption)
+
+
+def _short_bytes(num_bytes: int) -> str:
+    return format_bytes(num_bytes).replace(".00 ", " ")
+
+
+def _tokens_short(num_tokens: int) -> str:
+    if num_tokens % (1024**2) == 0:
+        return f"{num_tokens // 1024**2}M"
+    if num_tokens % 1024 == 0:
+        return f"{num_tokens // 1024}k"
+    return f"{num_tokens:,}"
+
+
+def verify_table(report: dict[str, Any]) -> Group:
+    """`kvplan verify`: predicted against measured, layer by layer, then the allocator and speed lines."""
+    model, inputs, result = report["model"], report["inputs"], report["verify"]
+    title = (
+        f"verify {model['id']}: {inputs['layout']} layout on {result['device_name']}, "
+        f"{inputs['layers']} of {inputs['layers_total']} layers"
+    )
+    table = Table(title=title, title_justify="left")
+    for name, justify in (("layer", "right"), ("kind", "left"), ("KV heads", "right"), ("slots/blocks", "right"),
+                          ("predicted", "right"), ("measured", "right")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for layer in report["layers"]:
+        slots = _n(layer["cache_tokens"]) if layer["blocks_per_seq"] is None else (
+            f"{layer['peak_blocks_per_seq']}/{layer['blocks_per_seq']} blocks"
+        )
+        table.add_row(str(layer["index"]), layer["kind"], _n(layer["num_kv_heads"]), slots,
+                      _n(layer["predicted_bytes"]), _n(layer["measured_bytes"]))
+    table.add_section()
+    verdict = Text("match" if result["match"] else "MISMATCH", style="bold green" if result["match"] else "bold red")
+    table.add_row(Text("total", style="bold"), verdict, "", "", _n(result["predicted_bytes"]), _n(result["measured_bytes"]))
+    lines = [Text(
+        f"batch {inputs['batch']} x beams {inputs['beams']}, prompt {inputs['prompt_len']:,} + {inputs['gen_len']:,} "
+        f"decode steps, KV dtype {inputs['kv_dtype']}, tp {inputs['tp']}"
+    )]
+    for rank in result["ranks"] if len(result["ranks"]) > 1 else []:
+        lines.append(Text(f"rank {rank['rank']}: measured {rank['measured_bytes']:,} B, "
+                          f"predicted {rank['predicted_bytes']:,} B ({'match' if rank['match'] else 'MISMATCH'})"))
+    for key in ("allocated", "reserved"):
+        part = result[key]
+        if part["measured"] is not None:
+            err = part["relative_error"]
+            lines.append(Text(
+                f"{key}: measured {part['measured']:,} B, predicted {_n(part['predicted'])} B, "
+                f"error {err:.4%} (tolerance {part['tolerance']:.1%}), peak {_n(part['peak'])} B"
+            ))
+    if result["step_seconds"] is not None:
+        speed = f"decode step: {result['step_seconds'] * 1e3:.3f} ms"
+        if result["bandwidth_fraction"] is not None:
+            speed += f", {result['bandwidth_fraction']:.1%} of the bandwidth floor"
+        lines.append(Text(speed))
+    return Group(table, *lines)
+
+
+def capacity_table(report: dict[str, Any]) -> Group:
+    """`kvplan capacity`: budget, weights, and the capacity answers."""
+    model, inputs, weights = report["model"], report["inputs"], report["weights"]
+    budget, cap = report["budget"], report["capacity"]
+    title = (f"Capacity of {model['id']} on {inputs['gpu']} (tp {inputs['tp']}, pp {inputs['pp']}, "
+             f"{inputs['engine']}, KV {inputs['kv_dtype']})")
+    table = Table(title=title, title_justify="left", show_header=False)
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    table.add_column("detail")
+
+    def size(value: Any) -> str:
+        if value is None:
+            return "-"
+        return format_bytes(value) if value >= 0 else "-" + format_bytes(-value)
+
+    params = "-" if weights["parameters"] is None else f"{weights['parameters'] / 1e9:.2f}B params"
+    table.add_row("weights", size(weights["bytes"]), f"{params}, {weights['quantization'] or weights['dtype'] or ''}"
+                  f" ({weights['source']})")
+    if weights["vision_parameters"]:
+        table.add_row("  vision tower", size(weights["vision_bytes"]), f"{weights['vision_parameters'] / 1e9:.2f}B params")
+    table.add_row("weights per GPU", size(budget["weights_bytes_per_gpu"]), "")
+    table.add_row("reserve", size(budget["reserve_bytes"]), "activation peak + non-torch (estimate; --reserve)")
+    table.add_row(Text("KV budget per GPU", style="bold"), Text(size(budget["kv_bytes_per_gpu"]), style="bold"),
+                  budget["formula"])
+    table.add_section()
+    table.add_row("KV blocks", _n(cap["num_blocks"]), f"{cap['block_size']} tokens per block")
+    table.add_row("KV tokens", _n(cap["max_tokens"]), "as the engine reports its pool")
+    table.add_row("max concurrency", f"{cap['max_concurrency']:.2f}x",
+                  f"{cap['max_concurrent_requests']} requests of {inputs['max_model_len']:,} tokens")
+    table.add_row("max context", _n(cap["max_context_len"]), f"at batch {inputs['batch']} ({cap['max_context_limit']})")
+    table.add_row("min TP / GPUs", f"{_n(cap['min_tp'])} / {_n(cap['min_num_gpus'])}",
+                  f"for one {inputs['max_model_len']:,}-token request")
+    if cap["decode_floor_seconds"] is not None:
+        table.add_row("decode floor", f"{cap['decode_floor_seconds'] * 1000:.2f} ms/token",
+                      f"<= {cap['decode_tokens_per_s']:,.0f} tokens/s at batch {inputs['batch']} "
+                      f"({size(cap['decode_bytes_per_step'])} read per step)")
+    verdict = "fits" if cap["fits"] else "does NOT fit"
+    lines = [Text(
+        f"{inputs['batch']} x {inputs['max_model_len']:,} tokens {verdict}: needs {size(cap['kv_bytes_needed'])} of KV "
+        f"per GPU, {size(cap['kv_bytes_available'])} available",
+        style="bold" if cap["fits"] else "bold red",
+    )]
+    lines += [Text(f"  try {s}") for s in report["suggestions"]]
+    return Group(table, *lines)
+
+
+def gpus_table(report: dict[str, Any]) -> Table:
+    table = Table(title="GPU catalog", title_justify="left")
+    for name, justify in (("gpu", "left"), ("memory", "right"), ("bandwidth", "right"), ("aliases", "left")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for row in report["gpus"]:
+        table.add_row(row["name"], format_bytes(row["memory_bytes"]), f"{row['bandwidth_bytes_per_s'] / 1e9:,.0f} GB/s",
+                      ", ".join(row["aliases"]))
+    return table

@@ -102,6 +102,7 @@ def estimate_report(est: Estimate, source: Source, *, overrides: dict[str, Any] 
             "encoder_len": est.encoder_len,
             "encoder_len_source": est.encoder_len_source,
             "overrides": dict(overrides or {}),
+            **est.deployment.echo(),
         },
         "layers": [layer_dict(group) for group in est.groups],
         "totals": {
@@ -110,7 +111,11 @@ def estimate_report(est: Estimate, source: Source, *, overrides: dict[str, Any] 
             "bytes_per_token": est.bytes_per_token,
             "state_bytes": est.state_bytes,
             "cross_attention_bytes": est.cross_attention_bytes,
+            "kv_cache_bytes_per_gpu": est.kv_cache_bytes_per_gpu,
+            "peak_bytes": est.peak_bytes,
+            "cpu_bytes": est.cpu_bytes,
         },
+        "adjustments": [adjustment.to_dict() for adjustment in est.adjustments],
         "provenance": [
             {"field": p.field, "value": p.value if isinstance(p.value, (int, str, bool)) else str(p.value), "source": p.source}
             for p in geometry.provenance

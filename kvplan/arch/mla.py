@@ -17,6 +17,10 @@ class DeepseekParser(ArchParser):
         heads = r.first_of("num_attention_heads", self.HEADS)
         rank = r.first_of("kv_lora_rank", ["kv_lora_rank"])
         rope = r.first_of("qk_rope_head_dim", ["qk_rope_head_dim"])
+        # NOTE: recorded for `kvplan compare`: the MHA a latent replaces has K heads of
+        # qk_nope_head_dim + qk_rope_head_dim and V heads of v_head_dim.
+        r.optional("qk_nope_head_dim", ["qk_nope_head_dim"])
+        r.optional("v_head_dim", ["v_head_dim"])
         r.note(
             f"MLA caches one latent per token per layer: kv_lora_rank + qk_rope_head_dim = {rank} + {rope} "
             f"= {rank + rope} values, no separate K and V (vLLM MLAAttentionSpec; transformers >= 5.15)"

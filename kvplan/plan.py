@@ -1,0 +1,385 @@
+"""Plan files for `kvplan check`: read with ``yaml.safe_load``, validated field by field.
+
+A plan is a mapping with a ``scenarios:`` list (and optional ``defaults:`` merged under every
+scenario). Scenario keys mirror the CLI flags with underscores (``--seq-len`` -> ``seq_len``).
+Every mistake is an :class:`InputError` naming the file, the line, the scenario and the field;
+unknown keys and wrong types are never ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from kvplan.errors import InputError, KvplanError
+from kvplan.units import parse_size, parse_tokens
+
+#: Top-level keys of a plan file.
+PLAN_KEYS = ("scenarios", "defaults")
+
+Path_ = tuple[Any, ...]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Field:
+    """One scenario key: what it accepts and how it resolves."""
+
+    name: str
+    kind: str
+    """``inputs`` (the estimate's flags, also fed to the capacity run), ``capacity`` (capacity-only flags,
+    need ``require_fit_on``), ``budget`` (a gate), or ``meta``."""
+    types: tuple[type, ...]
+    """YAML value types accepted (bool is never an int)."""
+    expects: str
+    """How the accepted values read in an error message."""
+    resolve: Callable[[Any, str], Any] | None = None
+    """Turns the YAML value into the resolved value; raises InputError with the flag name."""
+
+
+def _positive_int(value: Any, what: str) -> int:
+    if value < 1:
+        raise InputError(f"{what} must be at least 1, got {value}")
+    return int(value)
+
+
+def _tokens(value: Any, what: str) -> int:
+    return parse_tokens(value, what=what)
+
+
+def _size(value: Any, what: str) -> int:
+    return parse_size(value, what=what)
+
+
+def _str(value: Any, what: str) -> str:
+    if not value.strip():
+        raise InputError(f"{what} must not be empty")
+    return str(value)
+
+
+def _overrides(value: Any, what: str) -> dict[str, Any]:
+    for key in value:
+        if not isinstance(key, str):
+            raise InputError(f"{what} keys must be config field names, got {key!r}")
+    return dict(value)
+
+
+def _fit_on(value: Any, what: str) -> dict[str, Any]:
+    unknown = [key for key in value if key not in ("gpu", "num_gpus")]
+    if unknown:
+        raise InputError(f"{what} has unknown key {unknown[0]!r}", "require_fit_on takes gpu and num_gpus")
+    gpu = value.get("gpu")
+    if not isinstance(gpu, str) or not gpu.strip():
+        raise InputError(f"{what}.gpu must be a GPU name, got {gpu!r}", "e.g. require_fit_on: {gpu: H100-80GB, num_gpus: 1}")
+    num_gpus = value.get("num_gpus")
+    if num_gpus is not None and (isinstance(num_gpus, bool) or not isinstance(num_gpus, int) or num_gpus < 1):
+        raise InputError(f"{what}.num_gpus must be a positive integer, got {num_gpus!r}")
+    return {"gpu": gpu, "num_gpus": num_gpus}
+
+
+def _offload(value: Any, what: str) -> str:
+    return str(value)  # 0.25 or layers:N, parsed as --offload parses it
+
+
+def _fraction(value: Any, what: str) -> float:
+    return float(value)
+
+
+_INT = (int,)
+_TEXT = (str,)
+_BOOL = (bool,)
+_INT_OR_TEXT = (int, str)
+_NUMBER = (int, float)
+
+#: Every scenario key. ``inputs`` mirror the `kvplan estimate` flags (and feed the capacity run of
+#: ``require_fit_on``); ``capacity`` keys mirror `kvplan capacity` flags and need ``require_fit_on``;
+#: budgets are the gates.
+FIELDS: dict[str, Field] = {
+    f.name: f
+    for f in (
+        Field(name="name", kind="meta", types=_TEXT, expects="a string", resolve=_str),
+        Field(name="model", kind="inputs", types=_TEXT, expects="a model id, alias or config path", resolve=_str),
+        Field(name="revision", kind="inputs", types=_TEXT, expects="a Hub revision string", resolve=_str),
+        Field(name="batch", kind="inputs", types=_INT, expects="a positive integer", resolve=_positive_int),
+        Field(name="seq_len", kind="inputs", types=_INT_OR_TEXT, expects="a token count such as 4096 or 32k",
+              resolve=_tokens),
+        Field(name="kv_dtype", kind="inputs", types=_TEXT, expects="a dtype name such as auto, bf16 or fp8",
+              resolve=_str),
+        Field(name="encoder_len", kind="inputs", types=_INT_OR_TEXT, expects="a token count such as 1500",
+              resolve=_tokens),
+        Field(name="set", kind="inputs", types=(dict,), expects="a mapping of config overrides, as --set",
+              resolve=_overrides),
+        # deployment: kvplan.adjust.deployment_from_flags, as `kvplan estimate` passes them
+        Field(name="engine", kind="inputs", types=_TEXT, expects="an engine name such as vllm or llama.cpp",
+              resolve=_str),
+        Field(name="tp", kind="inputs", types=_INT, expects="a positive integer", resolve=_positive_int),
+        Field(name="pp", kind="inputs", types=_INT, expects="a positive integer", resolve=_positive_int),
+        Field(name="block_size", kind="inputs", types=_INT, expects="a positive integer", resolve=_positive_int),
+        Field(name="beams", kind="inputs", types=_INT, expects="a positive integer", resolve=_positive_int),
+        Field(name="prompt_len", kind="inputs", types=_INT_OR_TEXT, expects="a token count such as 2k", resolve=_tokens),
+        Field(name="share_prefix", kind="inputs", types=_BOOL, expects="true or false"),
+        Field(name="shared_prefix_tokens", kind="inputs", types=_INT_OR_TEXT, expects="a token count such as 1k",
+              resolve=_tokens),
+        Field(name="no_window", kind="inputs", types=_BOOL, expects="true or false"),
+        Field(name="quant_group_size", kind="inputs", types=_INT, expects="a positive integer", resolve=_positive_int),
+        Field(name="residual_length", kind="inputs", types=_INT, expects="a positive integer", resolve=_positive_int),
+        Field(name="offload", kind="inputs", types=(int, float, str), expects="a fraction such as 0.25, or layers:N",
+              resolve=_offload),
+        Field(name="max_num_batched_tokens", kind="inputs", types=_INT_OR_TEXT, expects="a token count such as 8k",
+              resolve=_tokens),
+        Field(name="max_num_seqs", kind="inputs", types=_INT, expects="a positive integer", resolve=_positive_int),
+        Field(name="ubatch_size", kind="inputs", types=_INT, expects="a positive integer", resolve=_positive_int),
+        Field(name="kv_unified", kind="inputs", types=_BOOL, expects="true or false"),
+        Field(name="swa_full_tokens_ratio", kind="inputs", types=_NUMBER, expects="a number such as 0.8",
+              resolve=_fraction),
+        Field(name="max_cache_len", kind="inputs", types=_INT_OR_TEXT, expects="a token count such as 8k",
+              resolve=_tokens),
+        # capacity: `kvplan capacity` flags, used with require_fit_on
+        Field(name="gpu_memory_utilization", kind="capacity", types=_NUMBER, expects="a number such as 0.9",
+              resolve=_fraction),
+        Field(name="mem_fraction_static", kind="capacity", types=_NUMBER, expects="a number such as 0.88",
+              resolve=_fraction),
+        Field(name="free_gpu_memory_fraction", kind="capacity", types=_NUMBER, expects="a number such as 0.9",
+              resolve=_fraction),
+        Field(name="reserve", kind="capacity", types=_INT_OR_TEXT, expects="a size such as 2GiB", resolve=_size),
+        Field(name="kv_budget", kind="capacity", types=_INT_OR_TEXT, expects="a size such as 3.8125GiB", resolve=_size),
+        Field(name="weights_bytes", kind="capacity", types=_INT_OR_TEXT, expects="a size such as 16GB", resolve=_size),
+        Field(name="weights_from", kind="capacity", types=_TEXT, expects="auto, config or safetensors", resolve=_str),
+        # budgets
+        Field(name="max_kv_bytes", kind="budget", types=_INT_OR_TEXT, expects="a size such as 40GiB or 42949672960",
+              resolve=_size),
+        Field(name="max_kv_bytes_per_gpu", kind="budget", types=_INT_OR_TEXT, expects="a size such as 40GiB",
+              resolve=_size),
+        Field(name="require_fit_on", kind="budget", types=(dict,), expects="a mapping {gpu: NAME, num_gpus: N}",
+              resolve=_fit_on),
+        Field(name="min_concurrency", kind="budget", types=_INT, expects="a positive integer",
+              resolve=_positive_int),
+    )
+}
+
+REQUIRED = ("name", "model")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Scenario:
+    name: str
+    line: int | None
+    inputs: dict[str, Any]
+    """Resolved inputs, keyed as in FIELDS; every input key present, None when not set."""
+    budgets: dict[str, Any]
+    """Resolved budgets; every budget key present, None when not set."""
+    lines: dict[str, int] = field(default_factory=dict)
+    """Line of each key, for errors raised while running the scenario."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Plan:
+    path: str
+    scenarios: tuple[Scenario, ...]
+    base_dir: str = "."
+    """The plan file's folder: ``model: ./config.json`` paths are relative to it."""
+
+    def model_location(self, model: str) -> str:
+        """``model`` as load_geometry takes it: a local path (``./x``, ``../x``, ``*.json``) is joined
+        to the plan's folder; a Hub id or alias is left alone."""
+        import os.path
+
+        if os.path.isabs(model) or not (model.startswith(("./", "../")) or model.endswith(".json")):
+            return model
+        return os.path.normpath(os.path.join(self.base_dir, model))
+
+
+def _line_map(text: str) -> tuple[dict[Path_, int], list[tuple[Path_, int]]]:
+    """(path -> 1-based line, duplicate keys) from the YAML node tree (nothing is constructed)."""
+    import yaml
+
+    lines: dict[Path_, int] = {}
+    duplicates: list[tuple[Path_, int]] = []
+
+    def walk(node: Any, path: Path_) -> None:
+        lines.setdefault(path, node.start_mark.line + 1)
+        if isinstance(node, yaml.MappingNode):
+            seen: set[Any] = set()
+            for key_node, value_node in node.value:
+                key = key_node.value if isinstance(key_node, yaml.ScalarNode) else repr(key_node)
+                if key in seen:
+                    duplicates.append((path + (key,), key_node.start_mark.line + 1))
+                seen.add(key)
+                lines[path + (key,)] = key_node.start_mark.line + 1
+                walk(value_node, path + (key, "<value>"))
+        elif isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                walk(item, path + (index,))
+
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    if root is not None:
+        walk(root, ())
+    return lines, duplicates
+
+
+def load_plan(path: Path) -> Plan:
+    """Read and validate a plan file; raise InputError naming the line, scenario and field."""
+    import yaml
+
+    label = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read plan file {label}: {exc.strerror or exc}", "check the path") from None
+    try:
+        data = yaml.safe_load(text)
+        lines, duplicates = _line_map(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        if "constructor for the tag" in str(problem):
+            tag = str(problem).split("tag", 1)[1].strip().strip("'\"")
+            raise InputError(
+                f"{label}{where}: {_field_at(text, mark)}the YAML tag {tag!r} is not allowed in a plan file",
+                "plan files hold plain data (strings, numbers, lists, mappings); remove the tag",
+            ) from None
+        raise InputError(f"{label}{where}: not valid YAML: {problem}", "check the indentation and quoting") from None
+    if duplicates:
+        dup_path, dup_line = duplicates[0]
+        raise InputError(f"{label} line {dup_line}: key {dup_path[-1]!r} appears twice", "keep one of them")
+    plan = parse_plan(data, label=label, lines=lines)
+    return replace(plan, base_dir=str(path.parent))
+
+
+def _field_at(text: str, mark: Any) -> str:
+    """``scenario #1: 'model': `` for the key on ``mark``'s line (empty when none is found)."""
+    if mark is None:
+        return ""
+    try:
+        lines, _ = _line_map(text)
+    except Exception:  # noqa: BLE001 - best effort for an error message
+        return ""
+    keys = [path for path, line in lines.items() if line == mark.line + 1 and path and path[-1] != "<value>"
+            and not isinstance(path[-1], int)]
+    if not keys:
+        return ""
+    path = max(keys, key=len)
+    scenario = f"scenario #{path[2] + 1}: " if len(path) > 3 and path[0] == "scenarios" else ""
+    return f"{scenario}{path[-1]!r}: "
+
+
+def parse_plan(data: Any, *, label: str = "<plan>", lines: Mapping[Path_, int] | None = None) -> Plan:
+    """Validate already-loaded plan data (``lines`` maps key paths to line numbers for errors)."""
+    lines = lines or {}
+
+    def at(path: Path_) -> str:
+        line = lines.get(path)
+        return f"{label} line {line}" if line else label
+
+    if not isinstance(data, dict):
+        raise InputError(
+            f"{at(())}: a plan file must be a mapping with a 'scenarios:' list, got {_type_name(data)}",
+            "start the file with `scenarios:` followed by a list of `- name: ... model: ...` entries",
+        )
+    for key in data:
+        if key not in PLAN_KEYS:
+            raise InputError(
+                f"{at((key,))}: unknown top-level key {key!r}",
+                f"a plan file has {', '.join(repr(k) for k in PLAN_KEYS)}{_did_you_mean(key, PLAN_KEYS)}",
+            )
+    if "scenarios" not in data:
+        raise InputError(f"{label}: missing the 'scenarios:' list", "add `scenarios:` with at least one `- name: ...` entry")
+    scenarios = data["scenarios"]
+    if not isinstance(scenarios, list) or not scenarios:
+        raise InputError(
+            f"{at(('scenarios',))}: 'scenarios' must be a non-empty list, got {_type_name(scenarios)}",
+            "each entry is a mapping such as `- name: chat\\n  model: meta-llama/Llama-3.1-8B`",
+        )
+    defaults = data.get("defaults") or {}
+    if not isinstance(defaults, dict):
+        raise InputError(f"{at(('defaults',))}: 'defaults' must be a mapping, got {_type_name(defaults)}")
+    defaults_path: Path_ = ("defaults", "<value>")
+    default_values = _check_keys(defaults, "defaults", defaults_path, at, allow_name=False)
+
+    result: list[Scenario] = []
+    seen: dict[str, int] = {}
+    for index, entry in enumerate(scenarios):
+        path: Path_ = ("scenarios", "<value>", index)
+        if not isinstance(entry, dict):
+            raise InputError(
+                f"{at(path)}: scenario #{index + 1} must be a mapping, got {_type_name(entry)}",
+                "write `- name: chat` then the scenario's keys indented below it",
+            )
+        raw_name = entry.get("name")
+        who = f"scenario {raw_name!r}" if isinstance(raw_name, str) else f"scenario #{index + 1}"
+        values = _check_keys(entry, who, path, at, allow_name=True)
+        merged = {**default_values, **values}
+        for key in REQUIRED:
+            if key not in merged:
+                raise InputError(f"{at(path)}: {who} has no {key!r}", f"add `{key}: ...` to the scenario")
+        name = merged["name"]
+        needs_fit = [k for k in merged if FIELDS[k].kind == "capacity" or k == "min_concurrency"]
+        if needs_fit and "require_fit_on" not in merged:
+            raise InputError(
+                f"{at(path + (needs_fit[0],))}: {who}: {needs_fit[0]!r} only applies with require_fit_on",
+                "add require_fit_on: {gpu: H100, num_gpus: 1} (the GPUs the capacity is checked on)",
+            )
+        if name in seen:
+            raise InputError(f"{at(path + ('name',))}: scenario name {name!r} is used twice", "scenario names must be unique")
+        seen[name] = index
+        key_lines = {key: lines[path + (key,)] for key in entry if path + (key,) in lines}
+        result.append(
+            Scenario(
+                name=name,
+                line=lines.get(path),
+                inputs={k: merged.get(k) for k, f in FIELDS.items() if f.kind in ("inputs", "capacity")},
+                budgets={k: merged.get(k) for k, f in FIELDS.items() if f.kind == "budget"},
+                lines=key_lines,
+            )
+        )
+    return Plan(path=label, scenarios=tuple(result))
+
+
+def _check_keys(
+    entry: dict[Any, Any], who: str, path: Path_, at: Callable[[Path_], str], *, allow_name: bool
+) -> dict[str, Any]:
+    resolved: dict[str, Any] = {}
+    for key, value in entry.items():
+        where = at(path + (key,))
+        if key not in FIELDS or (key == "name" and not allow_name):
+            known = [k for k in FIELDS if allow_name or k != "name"]
+            raise InputError(
+                f"{where}: {who}: unknown key {key!r}",
+                _did_you_mean(key, known).strip(" ()").capitalize() or f"known keys: {', '.join(known)}",
+            )
+        spec = FIELDS[key]
+        if isinstance(value, bool) is not (bool in spec.types) or not isinstance(value, spec.types):
+            raise InputError(
+                f"{where}: {who}: {key!r} must be {spec.expects}, got {_type_name(value)} {value!r}",
+                _type_hint(spec),
+            )
+        try:
+            resolved[key] = spec.resolve(value, key) if spec.resolve else value
+        except KvplanError as exc:
+            raise InputError(f"{where}: {who}: {exc.message}", exc.hint) from None
+    return resolved
+
+
+def _type_hint(spec: Field) -> str:
+    if spec.types == _BOOL:
+        return f"write {spec.name}: true or {spec.name}: false"
+    if spec.types == _INT:
+        return f"write {spec.name}: 8 (a plain number, no quotes)"
+    return f"e.g. {spec.name}: " + {"seq_len": "32k", "encoder_len": "1500", "max_kv_bytes": "40GiB",
+                                     "max_kv_bytes_per_gpu": "40GiB", "set": "{num_key_value_heads: 8}",
+                                     "require_fit_on": "{gpu: H100-80GB, num_gpus: 1}"}.get(spec.name, "text")
+
+
+def _type_name(value: Any) -> str:
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
+            float: "a number", type(None): "nothing (null)"}.get(type(value), type(value).__name__)
+
+
+def _did_you_mean(key: Any, known: Any) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(str(key), list(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+

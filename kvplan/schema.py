@@ -1,0 +1,455 @@
+"""The JSON Schema (draft 2020-12) of every report kvplan writes.
+
+One document covers all commands: the top level checks the common header (``schema_version``,
+``kvplan_version``, ``command``) and dispatches on ``command`` to ``$defs/<command>_report``.
+
+To add a command's report: write its ``$defs`` entry in :func:`_defs` (every key listed in
+``required``, ``additionalProperties: false``, ``null`` allowed where a key may not apply) and
+add the command to :data:`REPORT_DEFS`. To add a key to an existing report: add it to that
+report's ``properties`` (``_obj`` makes every property required). A report that gains a key the
+schema does not list fails ``tests/test_schema.py``, which is the point: the schema is the
+contract CI users validate against. Breaking changes bump ``report.SCHEMA_VERSION``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kvplan.report import SCHEMA_VERSION
+
+DRAFT = "https://json-schema.org/draft/2020-12/schema"
+
+#: command -> the ``$defs`` entry describing its report.
+REPORT_DEFS: dict[str, str] = {
+    "estimate": "estimate_report",
+    "models": "models_report",
+    "check": "check_report",
+    "diff": "diff_report",
+    "compare": "compare_report",
+    "capacity": "capacity_report",
+    "gpus": "gpus_report",
+    "verify": "verify_report",
+}
+
+Schema = dict[str, Any]
+
+INT = {"type": "integer"}
+NONNEG = {"type": "integer", "minimum": 0}
+POS = {"type": "integer", "minimum": 1}
+STR = {"type": "string"}
+BOOL = {"type": "boolean"}
+NUM = {"type": "number"}
+
+
+def nullable(schema: Schema) -> Schema:
+    """``schema`` or ``null``: for keys that are always present but may not apply."""
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def ref(name: str) -> Schema:
+    return {"$ref": f"#/$defs/{name}"}
+
+
+def _obj(properties: dict[str, Schema], *, description: str | None = None) -> Schema:
+    """A closed object whose keys are all required (kvplan reports never omit a key)."""
+    schema: Schema = {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }
+    if description:
+        schema["description"] = description
+    return schema
+
+
+def _header(command: str) -> dict[str, Schema]:
+    return {
+        "schema_version": {"const": SCHEMA_VERSION},
+        "kvplan_version": STR,
+        "command": {"const": command},
+    }
+
+
+def _defs() -> dict[str, Schema]:
+    estimate_layer = _obj({
+        "kind": STR,
+        "count": POS,
+        "layer_indices": STR,
+        "num_kv_heads": nullable(NONNEG),
+        "head_dim_k": nullable(NONNEG),
+        "head_dim_v": nullable(NONNEG),
+        "window": nullable(POS),
+        "tokens_held": nullable(NONNEG),
+        "bytes_per_token": nullable(NONNEG),
+        "state_bytes_per_seq": nullable(NONNEG),
+        "bytes": NONNEG,
+        "detail": nullable(STR),
+    })
+    estimate_report = _obj(
+        {
+            **_header("estimate"),
+            "model": _obj({
+                "id": STR,
+                "model_type": STR,
+                "family": nullable(STR),
+                "architecture": nullable(STR),
+                "source": {"enum": ["file", "bundled", "hub"]},
+                "location": STR,
+                "revision": nullable(STR),
+                "num_hidden_layers": POS,
+                "max_context_len": nullable(POS),
+            }),
+            "inputs": _obj({
+                "batch": POS,
+                "seq_len": nullable(POS),
+                "seq_len_source": STR,
+                "kv_dtype": STR,
+                "kv_dtype_source": STR,
+                "state_dtype": STR,
+                "encoder_len": nullable(POS),
+                "encoder_len_source": nullable(STR),
+                "overrides": {"type": "object", "description": "--set overrides, as given"},
+                # deployment (issue 3): kvplan.adjust.Deployment, echoed as given
+                "engine": {"enum": ["ideal", "vllm", "sglang", "trtllm", "llama.cpp", "hf-dynamic", "hf-static"]},
+                "tp": POS,
+                "pp": POS,
+                "block_size": nullable(POS),
+                "beams": POS,
+                "prompt_len": nullable(POS),
+                "share_prefix": BOOL,
+                "shared_prefix_tokens": NONNEG,
+                "no_window": BOOL,
+                "quant_group_size": POS,
+                "residual_length": POS,
+                "offload": nullable(STR),
+                "max_num_batched_tokens": nullable(POS),
+                "max_num_seqs": nullable(POS),
+                "ubatch_size": nullable(POS),
+                "kv_unified": BOOL,
+                "swa_full_tokens_ratio": nullable(NUM),
+                "max_cache_len": nullable(POS),
+            }),
+            "layers": {"type": "array", "items": estimate_layer},
+            "totals": _obj({
+                "kv_cache_bytes": NONNEG,
+                "bytes_per_sequence": NONNEG,
+                "bytes_per_token": NONNEG,
+                "state_bytes": NONNEG,
+                "cross_attention_bytes": NONNEG,
+                "kv_cache_bytes_per_gpu": NONNEG,
+                "peak_bytes": NONNEG,
+                "cpu_bytes": NONNEG,
+            }),
+            "adjustments": {
+                "type": "array",
+                "items": _obj({"name": STR, "reason": STR, "before_bytes": NONNEG, "after_bytes": NONNEG}),
+            },
+            "provenance": {
+                "type": "array",
+                "items": _obj({"field": STR, "value": {"type": ["integer", "string", "boolean"]}, "source": STR}),
+            },
+            "notes": {"type": "array", "items": STR},
+        },
+        description="`kvplan estimate`: the KV cache of one model for one set of inputs.",
+    )
+    models_report = _obj(
+        {
+            **_header("models"),
+            "models": {
+                "type": "array",
+                "items": _obj({
+                    "id": STR,
+                    "alias": STR,
+                    "model_type": STR,
+                    "num_hidden_layers": POS,
+                    "num_kv_heads": nullable(NONNEG),
+                    "head_dim": nullable(NONNEG),
+                    "layers": STR,
+                    "max_context_len": nullable(POS),
+                    "kv_dtype": STR,
+                    "bytes_per_token": NONNEG,
+                    "state_bytes_per_seq": nullable(POS),
+                }),
+            },
+        },
+        description="`kvplan models`: the bundled models, one line of geometry each.",
+    )
+    gate = _obj({
+        "name": STR,
+        "limit": {"description": "the budget as written in the plan, resolved (bytes or a count)"},
+        "actual": {"description": "the computed value the budget is compared with"},
+        "passed": BOOL,
+        "message": STR,
+    })
+    check_scenario = _obj({
+        "name": STR,
+        "inputs": {"type": "object", "description": "the scenario's inputs, resolved (sizes in bytes, tokens as ints)"},
+        "budgets": {"type": "object", "description": "the scenario's budgets, resolved; null when not set"},
+        "kv_cache_bytes": NONNEG,
+        "kv_cache_bytes_per_gpu": NONNEG,
+        "passed": BOOL,
+        "gates": {"type": "array", "items": gate},
+        "estimate": ref("estimate_report"),
+        "capacity": nullable({"type": "object"}) if "capacity_report" not in REPORT_DEFS.values()
+        else nullable(ref("capacity_report")),
+    })
+    check_report = _obj(
+        {
+            **_header("check"),
+            "plan": STR,
+            "generated_at": nullable(STR),
+            "passed": BOOL,
+            "num_failed": NONNEG,
+            "scenarios": {"type": "array", "items": check_scenario},
+        },
+        description="`kvplan check`: every scenario of a plan file with its budgets.",
+    )
+    diff_scenario = _obj({
+        "name": STR,
+        "status": {"enum": ["unchanged", "changed", "added", "removed"]},
+        "old_kv_cache_bytes": nullable(NONNEG),
+        "new_kv_cache_bytes": nullable(NONNEG),
+        "change_bytes": nullable(INT),
+        "ratio": nullable(NUM),
+        "inputs_changed": {
+            "type": "array",
+            "items": _obj({"field": STR, "old": {}, "new": {}}),
+        },
+        "over_threshold": BOOL,
+    })
+    diff_report = _obj(
+        {
+            **_header("diff"),
+            "old": STR,
+            "new": STR,
+            "max_increase": nullable(STR),
+            "passed": BOOL,
+            "scenarios": {"type": "array", "items": diff_scenario},
+        },
+        description="`kvplan diff`: what changed per scenario between two reports.",
+    )
+    return {
+        "estimate_report": estimate_report,
+        "models_report": models_report,
+        "check_report": check_report,
+        "diff_report": diff_report,
+        "compare_report": _compare_def(estimate_layer),
+        **_capacity_defs(),
+        **_verify_defs(),
+    }
+
+
+def _verify_defs() -> dict[str, Schema]:
+    """`kvplan verify` (kvplan/verify_report.py ``verify_report``)."""
+    layer = _obj({
+        "index": NONNEG,
+        "kind": STR,
+        "num_kv_heads": nullable(POS),
+        "num_query_heads": nullable(POS),
+        "head_dim_k": nullable(POS),
+        "head_dim_v": nullable(POS),
+        "window": nullable(POS),
+        "cache_tokens": nullable(POS),
+        "blocks_per_seq": nullable(POS),
+        "peak_blocks_per_seq": nullable(NONNEG),
+        "predicted_bytes": NONNEG,
+        "measured_bytes": NONNEG,
+    })
+    rank = _obj({"rank": NONNEG, "predicted_bytes": NONNEG, "measured_bytes": NONNEG, "match": BOOL})
+    counter = {
+        "predicted": nullable(NONNEG),
+        "measured": nullable(INT),
+        "peak": nullable(INT),
+        "relative_error": nullable(NUM),
+        "tolerance": NUM,
+    }
+    verify = _obj({
+        "layout": {"enum": ["dynamic", "static", "paged", "sliding", "quantized"]},
+        "engine": STR,
+        "device": {"enum": ["cpu", "cuda"]},
+        "device_name": STR,
+        "torch_version": STR,
+        "transformers_version": nullable(STR),
+        "distributed_backend": nullable({"enum": ["gloo", "nccl"]}),
+        "predicted_bytes": NONNEG,
+        "measured_bytes": NONNEG,
+        "match": BOOL,
+        "ranks": {"type": "array", "items": rank, "minItems": 1},
+        "weights_shared": BOOL,
+        "weight_bytes": NONNEG,
+        "allocated": _obj(counter, description="CUDA memory_allocated() growth with only the cache alive; null on the CPU"),
+        "reserved": _obj({**counter, "judged": BOOL},
+                         description="CUDA memory_reserved() growth after empty_cache(); judged for preallocated layouts"),
+        "step_seconds": nullable(NUM),
+        "bandwidth_floor_seconds": nullable(NUM),
+        "bandwidth_fraction": nullable(NUM),
+        "passed": BOOL,
+    })
+    model = _obj({
+        "id": STR, "model_type": STR, "family": STR, "architecture": nullable(STR), "source": STR, "location": STR,
+        "revision": nullable(STR), "num_hidden_layers": POS, "max_context_len": nullable(POS),
+    })
+    inputs = _obj({
+        "layout": STR, "engine": STR, "device": STR, "layers": POS, "layers_total": POS, "batch": POS, "beams": POS,
+        "prompt_len": POS, "gen_len": NONNEG, "seq_len": POS, "max_cache_len": POS, "block_size": POS,
+        "kv_dtype": STR, "kv_dtype_source": STR, "state_dtype": STR, "quant_group_size": nullable(POS),
+        "residual_length": nullable(POS), "tp": POS, "overrides": {"type": "object"},
+    })
+    report = _obj(
+        {
+            **_header("verify"),
+            "model": model,
+            "inputs": inputs,
+            "layers": {"type": "array", "items": layer},
+            "verify": verify,
+            "notes": {"type": "array", "items": STR},
+        },
+        description="`kvplan verify`: a real decode's cache against kvplan's prediction for the same layers.",
+    )
+    return {"verify_report": report}
+
+
+def _capacity_defs() -> dict[str, Schema]:
+    """`kvplan capacity` (kvplan/capacity.py ``capacity_report``) and `kvplan gpus`."""
+    engines = {"enum": ["ideal", "vllm", "sglang", "trtllm", "llama.cpp", "hf-dynamic", "hf-static"]}
+    part = _obj({"name": STR, "parameters": NONNEG, "bytes": NONNEG, "storage": STR})
+    capacity_report = _obj({
+        **_header("capacity"),
+        "model": _obj({
+            "id": STR, "model_type": STR, "family": nullable(STR), "architecture": nullable(STR),
+            "source": {"enum": ["file", "bundled", "hub"]}, "location": STR, "revision": nullable(STR),
+            "num_hidden_layers": POS, "max_context_len": nullable(POS),
+        }),
+        "inputs": _obj({
+            "gpu": STR, "gpu_memory_bytes": POS, "gpu_bandwidth_bytes_per_s": nullable(POS),
+            "num_gpus": nullable(POS), "tp": POS, "pp": POS, "engine": engines, "kv_dtype": STR,
+            "kv_dtype_source": STR, "max_model_len": POS, "max_model_len_source": STR, "batch": POS,
+            "block_size": nullable(POS), "gpu_memory_utilization": nullable(NUM), "mem_fraction_static": nullable(NUM),
+            "free_gpu_memory_fraction": nullable(NUM), "max_num_batched_tokens": nullable(POS),
+            "reserve_bytes": nullable(NONNEG), "kv_budget_bytes": nullable(NONNEG),
+        }),
+        "weights": _obj({
+            "source": nullable({"enum": ["config", "safetensors", "--weights-bytes"]}),
+            "parameters": nullable(NONNEG), "language_parameters": nullable(NONNEG),
+            "vision_parameters": nullable(NONNEG), "active_parameters": nullable(NONNEG),
+            "bytes": nullable(NONNEG), "vision_bytes": nullable(NONNEG), "bytes_per_gpu": nullable(NONNEG),
+            "dtype": nullable(STR), "quantization": nullable(STR), "num_experts": nullable(POS),
+            "experts_per_token": nullable(POS), "parts": {"type": "array", "items": part},
+        }),
+        "budget": _obj({
+            "formula": STR, "gpu_memory_bytes": POS, "usable_bytes": NONNEG,
+            "weights_bytes_per_gpu": nullable(NONNEG), "activation_bytes": NONNEG, "non_torch_bytes": NONNEG,
+            "reserve_bytes": NONNEG,
+            "kv_bytes_per_gpu": {**INT, "description": "negative when weights and reserve exceed the memory"},
+        }),
+        "capacity": _obj({
+            "fits": BOOL, "block_size": POS, "num_blocks": NONNEG, "max_tokens": NONNEG, "max_concurrency": NUM,
+            "max_concurrent_requests": NONNEG, "max_context_len": NONNEG,
+            "max_context_limit": {"enum": ["memory", "model maximum"]}, "min_tp": nullable(POS),
+            "min_num_gpus": nullable(POS), "kv_bytes_per_request": NONNEG, "kv_bytes_needed": NONNEG,
+            "kv_bytes_available": INT, "decode_bytes_per_step": nullable(NONNEG),
+            "decode_floor_seconds": nullable(NUM), "decode_tokens_per_s": nullable(NUM),
+        }),
+        "suggestions": {"type": "array", "items": STR},
+        "notes": {"type": "array", "items": STR},
+    })
+    gpu = _obj({"name": STR, "vendor": STR, "memory_bytes": POS, "bandwidth_bytes_per_s": POS,
+                "aliases": {"type": "array", "items": STR}, "source": STR})
+    gpus_report = _obj({**_header("gpus"), "gpus": {"type": "array", "items": gpu}})
+    return {"capacity_report": capacity_report, "gpus_report": gpus_report}
+
+
+def _compare_def(layer: Schema) -> Schema:
+    """`kvplan compare`: one entry per attention layout (kvplan/compare.py ``compare_report``)."""
+    variant = _obj({
+        "name": STR,
+        "kind": {"enum": ["mha", "gqa", "mqa", "mla", "swa", "hybrid", "model"]},
+        "description": STR,
+        "num_kv_heads": nullable(POS),
+        "head_dim_k": nullable(POS),
+        "head_dim_v": nullable(POS),
+        "kv_lora_rank": nullable(POS),
+        "qk_rope_head_dim": nullable(NONNEG),
+        "window": nullable(POS),
+        "local_layers_per_global": nullable(POS),
+        "num_attention_layers": NONNEG,
+        "bytes_per_token": NONNEG,
+        "kv_cache_bytes": NONNEG,
+        "ratio_to_mha": NUM,
+        "decode_read_bytes_per_step": NONNEG,
+        "sweep": {
+            "type": "array",
+            "items": _obj({"seq_len": POS, "kv_cache_bytes": NONNEG, "ratio_to_mha": NUM}),
+        },
+        "layers": {"type": "array", "items": layer},
+    })
+    return _obj(
+        {
+            **_header("compare"),
+            "model": _obj({
+                "id": STR,
+                "model_type": STR,
+                "family": nullable(STR),
+                "architecture": nullable(STR),
+                "source": {"enum": ["file", "bundled", "hub", "dims", "seed"]},
+                "location": STR,
+                "revision": nullable(STR),
+                "num_hidden_layers": POS,
+                "max_context_len": nullable(POS),
+            }),
+            "inputs": _obj({
+                "base": STR,
+                "num_attention_layers": POS,
+                "num_attention_heads": POS,
+                "head_dim_k": POS,
+                "head_dim_v": POS,
+                "batch": POS,
+                "seq_len": POS,
+                "seq_len_source": STR,
+                "kv_dtype": STR,
+                "kv_dtype_source": STR,
+                "sweep_seq_lens": {"type": "array", "items": POS},
+                "gpu_mem_bytes": nullable(NONNEG),
+                "plot": nullable(STR),
+            }),
+            "mha_kv_cache_bytes": NONNEG,
+            "variants": {"type": "array", "items": variant},
+            "notes": {"type": "array", "items": STR},
+        },
+        description="`kvplan compare`: attention layouts side by side at one model size.",
+    )
+
+
+def report_schema() -> Schema:
+    """The JSON Schema of every kvplan report, dispatching on its ``command`` key."""
+    defs = _defs()
+    missing = set(REPORT_DEFS.values()) - set(defs)
+    assert not missing, f"REPORT_DEFS names undefined $defs: {sorted(missing)}"
+    return {
+        "$schema": DRAFT,
+        "$id": f"urn:kvplan:report:{SCHEMA_VERSION}",
+        "title": f"kvplan report, schema_version {SCHEMA_VERSION}",
+        "description": "Every report kvplan writes (--format json/yaml, --output). Sizes are integer "
+        "bytes; every key is always present, null when it does not apply.",
+        "type": "object",
+        "required": ["schema_version", "kvplan_version", "command"],
+        "properties": {
+            "schema_version": {"const": SCHEMA_VERSION},
+            "kvplan_version": STR,
+            "command": {"enum": sorted(REPORT_DEFS)},
+        },
+        "allOf": [
+            {
+                "if": {"properties": {"command": {"const": command}}, "required": ["command"]},
+                "then": ref(def_name),
+            }
+            for command, def_name in sorted(REPORT_DEFS.items())
+        ],
+        "$defs": defs,
+    }
+
+
+def schema_json() -> str:
+    return json.dumps(report_schema(), indent=2) + "\n"

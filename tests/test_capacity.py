@@ -1,0 +1,316 @@
+"""kvplan capacity: budgets per engine, blocks/tokens/concurrency/context, TP, windows, exit codes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import BF16, FP16, KV
+
+from kvplan.api import load_geometry
+from kvplan.calc import estimate
+from kvplan.capacity import (
+    VLLM_LOGIT_ROWS,
+    VLLM_NON_TORCH_BYTES,
+    CapacityInputs,
+    activation_bytes,
+    plan_capacity,
+)
+from kvplan.cli import app
+from kvplan.gpus import custom_gpu, lookup
+from kvplan.sources import load_raw_config
+from kvplan.units import GiB, MiB, cdiv
+from kvplan.weights import count_weights
+
+LLAMA8B = "meta-llama/Llama-3.1-8B"
+LLAMA8B_PER_TOKEN_LAYER = KV * 8 * 128 * BF16  # K+V * kv_heads * head_dim * bf16 = 4096
+LLAMA8B_LAYERS = 32
+LLAMA8B_WEIGHTS = 8_030_261_248 * BF16
+VLLM_BS = 16
+
+
+def plan(model: str, **inputs: object):
+    config, _source, model_id = load_raw_config(model)
+    geometry, _ = load_geometry(model)
+    try:
+        weights = count_weights(config, model_id=model_id)
+    except Exception:  # noqa: BLE001 - models kvplan cannot count are planned with --kv-budget
+        weights = None
+    inputs.setdefault("gpu", lookup("H100"))
+    return plan_capacity(geometry, weights, CapacityInputs(**inputs))  # type: ignore[arg-type]
+
+
+# ---- vLLM's published log lines (FACTS c.3, vllm#10517) ------------------------------------------
+def test_vllm_log_numbers_from_kv_budget() -> None:
+    cap = plan(LLAMA8B, engine="vllm", max_model_len=20000, kv_budget_bytes=int(3.8125 * GiB))
+    page = VLLM_BS * LLAMA8B_PER_TOKEN_LAYER * LLAMA8B_LAYERS  # one block over all layers: 2 MiB
+    assert cap.num_blocks == int(3.8125 * GiB) // page == 1952
+    assert cap.max_tokens == 1952 * VLLM_BS == 31_232
+    assert cap.max_concurrency == 1952 / cdiv(20000, VLLM_BS)
+    assert f"{cap.max_concurrency:.2f}" == "1.56"
+    assert cap.max_concurrent_requests == 1
+
+
+def test_vllm_log_numbers_at_29000_tokens() -> None:
+    budget = 1478 * VLLM_BS * LLAMA8B_PER_TOKEN_LAYER * LLAMA8B_LAYERS  # logged as 2.89 GiB
+    cap = plan(LLAMA8B, engine="vllm", max_model_len=29000, kv_budget_bytes=budget)
+    assert (cap.num_blocks, cap.max_tokens) == (1478, 23_648)
+    assert f"{cap.max_concurrency:.2f}" == "0.82"
+    assert not cap.fits and cap.max_context_len == 23_648
+    assert any("--max-model-len 23648" in s for s in cap.suggestions)
+
+
+def test_vllm_numbers_through_the_cli(runner) -> None:
+    result = runner.invoke(app, ["capacity", "-m", LLAMA8B, "--engine", "vllm", "--kv-budget", "3.8125GiB",
+                                 "--max-model-len", "20000", "--gpu", "RTX3090", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    cap = report["capacity"]
+    assert (cap["num_blocks"], cap["max_tokens"], cap["max_concurrency"]) == (1952, 31_232, 1.5616)
+    assert report["budget"]["kv_bytes_per_gpu"] == int(3.8125 * GiB)
+    assert report["weights"]["parameters"] == 8_030_261_248 and report["weights"]["bytes"] == LLAMA8B_WEIGHTS
+    for key in ("min_tp", "decode_floor_seconds", "max_context_len"):
+        assert key in cap
+
+
+# ---- budgets per engine profile --------------------------------------------------------------
+H100 = 80 * GiB
+RESERVE = 1 * GiB
+
+
+@pytest.mark.parametrize(
+    ("engine", "expected_kv"),
+    [
+        ("ideal", H100 - LLAMA8B_WEIGHTS - RESERVE),
+        ("vllm", int(H100 * 0.9) - LLAMA8B_WEIGHTS - RESERVE),
+        ("sglang", int(H100 * 0.88) - LLAMA8B_WEIGHTS - RESERVE),
+        ("trtllm", int((H100 - LLAMA8B_WEIGHTS - RESERVE) * 0.9)),
+        ("llama.cpp", H100 - LLAMA8B_WEIGHTS - RESERVE),
+        ("hf-dynamic", H100 - LLAMA8B_WEIGHTS - RESERVE),
+        ("hf-static", H100 - LLAMA8B_WEIGHTS - RESERVE),
+    ],
+)
+def test_budget_per_engine(engine: str, expected_kv: int) -> None:
+    cap = plan(LLAMA8B, engine=engine, max_model_len=8192, reserve_bytes=RESERVE)
+    assert cap.budget.kv_bytes_per_gpu == expected_kv
+    per_token = LLAMA8B_PER_TOKEN_LAYER * LLAMA8B_LAYERS
+    expected_tokens = {
+        "vllm": expected_kv // (VLLM_BS * per_token) * VLLM_BS,
+        "trtllm": expected_kv // per_token // 32 * 32,  # tokens_per_block 32
+        "llama.cpp": expected_kv // per_token // 256 * 256,  # cells pad to 256
+    }.get(engine, expected_kv // per_token)
+    assert cap.max_tokens == expected_tokens
+    assert cap.fits and cap.max_concurrent_requests == expected_kv // (8192 * per_token)
+
+
+def test_engine_fractions_are_flags() -> None:
+    vllm = plan(LLAMA8B, engine="vllm", max_model_len=8192, reserve_bytes=0, gpu_memory_utilization=0.5)
+    assert vllm.budget.kv_bytes_per_gpu == int(H100 * 0.5) - LLAMA8B_WEIGHTS
+    sglang = plan(LLAMA8B, engine="sglang", max_model_len=8192, mem_fraction_static=0.7)
+    assert sglang.budget.kv_bytes_per_gpu == int(H100 * 0.7) - LLAMA8B_WEIGHTS
+    trt = plan(LLAMA8B, engine="trtllm", max_model_len=8192, reserve_bytes=0, free_gpu_memory_fraction=0.5)
+    assert trt.budget.kv_bytes_per_gpu == int((H100 - LLAMA8B_WEIGHTS) * 0.5)
+
+
+def test_vllm_default_reserve_is_the_documented_estimate() -> None:
+    cap = plan(LLAMA8B, engine="vllm", max_model_len=8192)
+    width = 3 * 14336 + (4096 + 2 * 1024) + 2 * 4096  # gate/up/act + q,k,v + residual
+    act = 8192 * width * BF16 + VLLM_LOGIT_ROWS * 128256 * 4  # max_num_batched_tokens 8192, fp32 logits
+    assert cap.budget.activation_bytes == act
+    assert cap.budget.kv_bytes_per_gpu == int(H100 * 0.9) - LLAMA8B_WEIGHTS - act - VLLM_NON_TORCH_BYTES
+
+
+def test_vllm_estimate_near_vllm_10517() -> None:
+    """RTX 3090 (23.58 GiB), V0 profile over max_model_len tokens: vLLM logged 1952 and 1478 blocks."""
+    for tokens, logged in ((20000, 1952), (29000, 1478)):
+        cap = plan(LLAMA8B, engine="vllm", gpu=custom_gpu(int(23.58 * GiB), None), max_model_len=tokens,
+                   max_num_batched_tokens=tokens)
+        assert abs(cap.num_blocks - logged) / logged < 0.04, (tokens, cap.num_blocks)
+
+
+# ---- context and concurrency boundaries -----------------------------------------------------
+def test_max_context_fits_at_n_not_n_plus_1_ideal() -> None:
+    budget = 10 * GiB + 12345
+    cap = plan(LLAMA8B, engine="ideal", max_model_len=131072, batch=3, kv_budget_bytes=budget)
+    per_token = LLAMA8B_PER_TOKEN_LAYER * LLAMA8B_LAYERS
+    assert cap.max_context_len == budget // (3 * per_token)
+    geometry, _ = load_geometry(LLAMA8B)
+    assert estimate(geometry, batch=3, seq_len=cap.max_context_len).kv_cache_bytes <= budget
+    assert estimate(geometry, batch=3, seq_len=cap.max_context_len + 1).kv_cache_bytes > budget
+
+
+def test_max_context_vllm_counts_whole_blocks() -> None:
+    cap = plan(LLAMA8B, engine="vllm", max_model_len=20000, batch=2, kv_budget_bytes=int(3.8125 * GiB))
+    assert cap.max_context_len == 1952 // 2 * VLLM_BS  # 976 blocks each: fits at 15,616, not at 15,617
+    assert cdiv(cap.max_context_len + 1, VLLM_BS) * 2 > 1952
+
+
+def test_max_concurrent_requests_boundary_sglang() -> None:
+    per_request = 8192 * LLAMA8B_PER_TOKEN_LAYER * LLAMA8B_LAYERS
+    cap = plan(LLAMA8B, engine="sglang", max_model_len=8192, kv_budget_bytes=5 * per_request + per_request - 1)
+    assert cap.max_concurrent_requests == 5
+    cap = plan(LLAMA8B, engine="sglang", max_model_len=8192, kv_budget_bytes=6 * per_request)
+    assert cap.max_concurrent_requests == 6
+
+
+# ---- TP with KV-head replication ----------------------------------------------------------
+def test_tp_replicates_kv_heads_beyond_their_count() -> None:
+    budget = 4 * GiB
+    tp8 = plan(LLAMA8B, engine="vllm", tp=8, max_model_len=20000, kv_budget_bytes=budget)
+    tp16 = plan(LLAMA8B, engine="vllm", tp=16, max_model_len=20000, kv_budget_bytes=budget)
+    one_head = KV * 1 * 128 * BF16 * LLAMA8B_LAYERS  # 8 KV heads over 8 or 16 ranks: one head per rank
+    assert tp8.kv_bytes_per_request == tp16.kv_bytes_per_request == 20000 * one_head
+    assert tp16.num_blocks == budget // (VLLM_BS * one_head)
+    config, _, _ = load_raw_config(LLAMA8B)
+    weights = count_weights(config, model_id=LLAMA8B)
+    assert tp16.budget.weights_bytes_per_gpu == weights.bytes_per_gpu(tp=16) < weights.bytes // 8
+
+
+def test_min_tp_for_70b_at_128k() -> None:
+    cap = plan("meta-llama/Llama-3.1-70B", engine="vllm", max_model_len=131072)
+    assert not cap.fits and cap.budget.kv_bytes_per_gpu < 0  # 131 GiB of weights on one 80 GiB GPU
+    assert (cap.min_tp, cap.min_num_gpus) == (4, 4)
+    two = plan("meta-llama/Llama-3.1-70B", engine="vllm", tp=2, max_model_len=131072)
+    assert not two.fits  # 65.7 GiB of weights per GPU leave less than the 20 GiB one request needs
+    four = plan("meta-llama/Llama-3.1-70B", engine="vllm", tp=4, max_model_len=131072)
+    assert four.fits
+
+
+# ---- MoE and MLA -----------------------------------------------------------------------------
+def test_mla_latent_is_replicated_and_moe_weights_shard() -> None:
+    cap = plan("deepseek-ai/DeepSeek-V3", engine="vllm", gpu=lookup("H200"), tp=8, max_model_len=4096)
+    mla_per_token = 61 * (512 + 64) * BF16  # one latent row per layer, on every rank
+    assert cap.kv_bytes_per_request == cdiv(4096, 64) * 64 * mla_per_token  # FlashMLA blocks of 64
+    assert cap.block_size == 64
+    assert cap.weights is not None and cap.weights.num_experts == 256
+    assert cap.budget.weights_bytes_per_gpu == cap.weights.bytes_per_gpu(tp=8)
+    assert cap.fits and cap.min_tp == 8  # 673 GB of fp8 weights need eight 141 GiB GPUs
+
+
+def test_moe_decode_floor_reads_only_routed_experts() -> None:
+    cap = plan("Qwen/Qwen3-30B-A3B", engine="vllm", max_model_len=4096, batch=1, kv_budget_bytes=10 * GiB)
+    w = cap.weights
+    assert w is not None and (w.num_experts, w.experts_per_token) == (128, 8)
+    read = w.bytes - w.expert_bytes + w.expert_bytes * 8 // 128
+    assert cap.decode_bytes_per_step == read + cap.kv_bytes_needed
+    assert cap.decode_floor_seconds == pytest.approx(cap.decode_bytes_per_step / 3.35e12)
+
+
+def test_decode_floor_dense() -> None:
+    cap = plan(LLAMA8B, engine="vllm", max_model_len=8192, batch=4, kv_budget_bytes=20 * GiB)
+    step = LLAMA8B_WEIGHTS + 4 * 8192 * LLAMA8B_PER_TOKEN_LAYER * LLAMA8B_LAYERS
+    assert cap.decode_bytes_per_step == step
+    assert cap.decode_floor_seconds == step / 3_350e9
+    assert cap.decode_tokens_per_s == 4 / (step / 3_350e9)
+
+
+# ---- sliding-window and hybrid models --------------------------------------------------------
+def test_gpt_oss_concurrency_counts_window_need() -> None:
+    """12 full + 12 sliding (W 128) layers: vLLM groups 12 layers per pool; a sliding layer needs
+    cdiv(min(W - 1 + max_num_batched_tokens, T), 16) + 1 blocks, not a whole context."""
+    budget = 10 * GiB
+    cap = plan("openai/gpt-oss-20b", engine="vllm", max_model_len=32768, kv_budget_bytes=budget)
+    page = VLLM_BS * KV * 8 * 64 * FP16  # the config names no dtype: 16-bit
+    num_blocks = budget // (page * 12)
+    per_request = cdiv(32768, 16) + cdiv(min(128 - 1 + 8192, 32768), 16) + 1
+    assert cap.num_blocks == num_blocks
+    assert cap.max_concurrency == num_blocks / per_request
+    assert cap.max_concurrency > num_blocks / (2 * cdiv(32768, 16))  # not treated as full
+
+
+def test_gemma3_hybrid_groups_and_ideal_need() -> None:
+    budget = 20 * GiB
+    cap = plan("google/gemma-3-27b-it", engine="vllm", max_model_len=65536, kv_budget_bytes=budget)
+    page = VLLM_BS * KV * 16 * 128 * BF16
+    num_blocks = budget // (page * 10)  # 10 global layers set the group size; 52 sliding -> 6 groups
+    per_request = cdiv(65536, 16) + 6 * (cdiv(1024 - 1 + 8192, 16) + 1)
+    assert cap.num_blocks == num_blocks and cap.max_concurrency == num_blocks / per_request
+    ideal = plan("google/gemma-3-27b-it", engine="ideal", max_model_len=65536, kv_budget_bytes=budget)
+    per_layer = KV * 16 * 128 * BF16
+    assert ideal.kv_bytes_per_request == 10 * 65536 * per_layer + 52 * 1024 * per_layer
+
+
+def test_mamba_hybrid_with_kv_budget_and_no_weight_count() -> None:
+    cap = plan("ai21labs/Jamba-v0.1", engine="vllm", max_model_len=32768, kv_budget_bytes=8 * GiB)
+    assert cap.weights is None and cap.decode_floor_seconds is None
+    assert cap.fits and cap.max_concurrent_requests >= 1
+
+
+# ---- CLI: exit codes and output ------------------------------------------------------------
+def test_require_fit_exit_codes(runner) -> None:
+    base = ["capacity", "-m", LLAMA8B, "--gpu", "H100", "--require-fit", "--format", "json"]
+    ok = runner.invoke(app, [*base, "--max-model-len", "32k", "--batch", "4"])
+    assert ok.exit_code == 0, ok.output
+    assert json.loads(ok.stdout)["capacity"]["fits"] is True
+    over = runner.invoke(app, [*base, "--max-model-len", "128k", "--batch", "64"])
+    assert over.exit_code == 1, over.output
+    assert json.loads(over.stdout)["capacity"]["fits"] is False
+    assert "--kv-dtype fp8" in over.stderr
+    report_only = runner.invoke(app, ["capacity", "-m", LLAMA8B, "--gpu", "H100", "--max-model-len", "128k",
+                                      "--batch", "64", "--format", "json"])
+    assert report_only.exit_code == 0  # without --require-fit, not fitting is still a report
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--gpu", "H10"], [], ["--gpu", "H100", "--gpu-memory-utilization", "1.5"], ["--gpu", "H100", "--engine", "foo"],
+     ["--gpu", "H100", "--kv-budget", "lots"], ["--gpu-mem", "80GiB", "--gpu-bandwidth", "fast"]],
+)
+def test_bad_input_exits_2(runner, args: list[str]) -> None:
+    result = runner.invoke(app, ["capacity", "-m", LLAMA8B, "--require-fit", *args])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("Error: ") and "Hint: " in result.stderr and "Traceback" not in result.output
+
+
+def test_table_and_yaml(runner) -> None:
+    table = runner.invoke(app, ["capacity", "-m", LLAMA8B, "--gpu", "H100", "--max-model-len", "32k"])
+    assert table.exit_code == 0, table.output
+    for phrase in ("KV budget per GPU", "max concurrency", "decode floor", "fits"):
+        assert phrase in table.stdout
+    yaml_out = runner.invoke(app, ["capacity", "-m", LLAMA8B, "--gpu-mem", "24GiB", "--format", "yaml",
+                                   "--max-model-len", "8k", "--weights-bytes", "16GB"])
+    assert yaml_out.exit_code == 0, yaml_out.output
+    import yaml
+
+    report = yaml.safe_load(yaml_out.stdout)
+    assert report["command"] == "capacity" and report["weights"]["bytes"] == 16 * 10**9
+    assert report["capacity"]["decode_floor_seconds"] is None  # no bandwidth for a custom GPU
+    assert set(report) >= {"schema_version", "kvplan_version", "model", "inputs", "weights", "budget", "capacity", "notes"}
+
+
+def test_num_gpus_sets_tp(runner) -> None:
+    result = runner.invoke(app, ["capacity", "-m", "meta-llama/Llama-3.1-70B", "--gpu", "H100", "--num-gpus", "4",
+                                 "--max-model-len", "32k", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["inputs"]["tp"] == 4
+    too_many = runner.invoke(app, ["capacity", "-m", LLAMA8B, "--gpu", "H100", "--num-gpus", "2", "--tp", "4"])
+    assert too_many.exit_code == 2
+
+
+def test_activation_estimate_scales_with_tp() -> None:
+    config, _, _ = load_raw_config(LLAMA8B)
+    w = count_weights(config, model_id=LLAMA8B)
+    assert activation_bytes(w, tokens=1024, logit_rows=0, tp=2) == activation_bytes(w, tokens=1024, logit_rows=0, tp=1) // 2
+    assert MiB * 256 == VLLM_NON_TORCH_BYTES
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["-m", LLAMA8B, "--gpu", "H100"],
+        ["-m", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "--tp", "8", "--max-model-len", "8k"],
+        ["-m", "ai21labs/Jamba-v0.1", "--gpu-mem", "80GiB", "--kv-budget", "20GiB", "--max-model-len", "32k"],
+        ["-m", "llava-hf/llava-1.5-7b-hf", "--gpu", "L4", "--engine", "llama.cpp", "--batch", "64"],
+    ],
+)
+def test_capacity_reports_validate_against_the_schema(runner, args: list[str]) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    from kvplan.schema import report_schema
+
+    result = runner.invoke(app, ["capacity", *args, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    validator = jsonschema.Draft202012Validator(report_schema())
+    errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(json.loads(result.stdout))]
+    assert not errors, errors[:5]
+    gpus = runner.invoke(app, ["gpus", "--format", "json"])
+    assert not list(validator.iter_errors(json.loads(gpus.stdout)))
