@@ -578,12 +578,12 @@ def decode_rank(plan: VerifyPlan, device: torch.device, *, rank: int = 0, group:
         del x
         x = None
     except PoolExhausted as exc:
-        decoder = x = None
+        decoder = None
         raise KvplanError(f"{exc}: the decode needed more blocks than predicted", "this is a kvplan bug") from None
     except (RuntimeError, MemoryError) as exc:
         if not (isinstance(exc, MemoryError) or _is_oom(exc)):
             raise
-        decoder = x = None
+        decoder = None
         gc.collect()
         if cuda:
             torch.cuda.empty_cache()
@@ -682,8 +682,10 @@ def run_verify(plan: VerifyPlan, *, gpu: bool = False, seed: int = 0, progress: 
         device=device.type, device_name=name, backend=backend, torch_version=torch.__version__,
         weight_bytes=weight_bytes, ranks=ranks,
         bandwidth_bytes_per_s=(bandwidth or bandwidth_for(name)) if device.type == "cuda" else None,
-        notes=(f"the residual stream is {hidden_size(plan)} values wide (at most {MAX_HIDDEN}); "
-               "state layers run a stand-in recurrence on their real state tensors, not a Mamba scan",),
+        notes=(
+            (f"the residual stream is {hidden_size(plan)} values wide (at most {MAX_HIDDEN}); "
+             "state layers run a stand-in recurrence on their real state tensors, not a Mamba scan"),
+        ),
     )
 
 

@@ -149,7 +149,7 @@ def test_without_torch_says_how_to_install(runner, monkeypatch) -> None:
 
 def test_cli_import_does_not_import_torch() -> None:
     code = "import sys, kvplan.cli; assert 'torch' not in sys.modules"
-    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
 
 
 # ---- CUDA ------------------------------------------------------------------------------------------

@@ -103,9 +103,11 @@ def verify(
 
         overrides = normalise_overrides(set_)
         geometry, source = load_geometry(model, revision=revision, token=token, overrides=overrides)
-        options = dict(layout=layout.value, batch=batch, beams=beams, prompt_len=prompt_len, gen_len=gen_len,
-                       kv_dtype=kv_dtype, block_size=block_size, max_cache_len=max_cache_len,
-                       quant_group_size=quant_group_size, residual_length=residual_length, tp=tp)
+        options = {
+            "layout": layout.value, "batch": batch, "beams": beams, "prompt_len": prompt_len, "gen_len": gen_len,
+            "kv_dtype": kv_dtype, "block_size": block_size, "max_cache_len": max_cache_len,
+            "quant_group_size": quant_group_size, "residual_length": residual_length, "tp": tp,
+        }
         plan = plan_verify(geometry, num_layers=layers, **options)
         limit = parse_size(max_memory, what="--max-memory") if max_memory is not None else None
         from kvplan.verify import run_verify
