@@ -110,9 +110,13 @@ class Adjustment:
     reason: str
     before_bytes: int
     after_bytes: int
+    scope: str = "all_gpus"
+    """What the bytes count: ``all_gpus`` (the whole cache, every rank) or ``per_gpu`` (the most
+    loaded GPU: pipeline stages and offload change only what one GPU holds)."""
 
     def to_dict(self) -> dict[str, object]:
-        return {"name": self.name, "reason": self.reason, "before_bytes": self.before_bytes, "after_bytes": self.after_bytes}
+        return {"name": self.name, "reason": self.reason, "before_bytes": self.before_bytes,
+                "after_bytes": self.after_bytes, "scope": self.scope}
 
 
 def validate_deployment(dep: Deployment) -> None:
@@ -199,7 +203,7 @@ def shard_for_tp(spec: LayerSpec, tp: int, *, rule: str = "floor") -> tuple[Laye
         if tp > heads:
             notes.append(
                 f"--tensor-parallel-size {tp} > {heads} KV heads: each rank keeps {local} head(s), so the KV cache is "
-                f"replicated {local * tp // heads}x across ranks"
+                f"replicated {local * tp / heads:g}x across ranks ({local * tp} head copies for {heads} heads)"
             )
         elif heads % tp:
             notes.append(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 
 from kvplan.adjust import (
     Adjustment,
@@ -48,6 +49,9 @@ class LayerGroup:
     """The spec one tensor-parallel rank holds (``None``: same as ``spec``)."""
     layer_bytes_per_rank: int | None = None
     """Bytes one layer of the group holds on one rank for the whole batch."""
+    bytes_per_token_per_rank: int | None = None
+    """Bytes one cached token costs in one layer on one tensor-parallel rank (``None``: same as
+    ``bytes_per_token``, one GPU)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -69,6 +73,8 @@ class Estimate:
     """KV bytes on the most loaded GPU (largest pipeline stage, after offload); None = whole cache."""
     peak_total_bytes: int | None = None
     """Transient peak over all ranks (None = the steady cache)."""
+    peak_gpu_bytes: int | None = None
+    """Transient peak of the most loaded GPU (None = its steady bytes)."""
     cpu_bytes: int = 0
     """KV bytes kept in host memory (``--offload``)."""
     adjustments: tuple[Adjustment, ...] = ()
@@ -90,6 +96,17 @@ class Estimate:
         return self.kv_cache_bytes if self.peak_total_bytes is None else max(self.peak_total_bytes, self.kv_cache_bytes)
 
     @property
+    def peak_bytes_per_gpu(self) -> int:
+        """The most loaded GPU's steady bytes plus the engine's transient (same GPU as ``kv_cache_bytes_per_gpu``)."""
+        per_gpu = self.kv_cache_bytes_per_gpu
+        return per_gpu if self.peak_gpu_bytes is None else max(self.peak_gpu_bytes, per_gpu)
+
+    @property
+    def num_gpus(self) -> int:
+        """GPUs the cache is spread over: tensor- times pipeline-parallel size."""
+        return self.deployment.tp * self.deployment.pp
+
+    @property
     def bytes_per_sequence(self) -> int:
         return sum(group.bytes_per_seq for group in self.groups)
 
@@ -105,6 +122,23 @@ class Estimate:
     @property
     def cross_attention_bytes(self) -> int:
         return sum(g.total_bytes for g in self.groups if g.spec.kind == "cross_attention")
+
+
+def served_geometry(geometry: ModelGeometry, engine: str) -> ModelGeometry:
+    """The geometry in the dtype ``engine`` serves it in: vLLM, SGLang and TensorRT-LLM load a float32
+    checkpoint in 16 bits, and their ``--kv-cache-dtype auto`` follows the served model dtype; the
+    ideal formula and transformers keep the checkpoint's dtype."""
+    import dataclasses
+
+    from kvplan.weights import served_dtype
+
+    config = (geometry.config_dtype or "").lower().removeprefix("torch.")
+    if config not in ("float32", "float", "fp32", "float64"):
+        return geometry
+    name, why = served_dtype("float32", engine=engine)
+    if name == "float32":
+        return geometry
+    return dataclasses.replace(geometry, config_dtype=name, config_dtype_source=f"served dtype ({why})")
 
 
 def resolve_kv_dtype(
@@ -182,10 +216,14 @@ def estimate(
     if seq_len is not None and (isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1):
         raise InputError(f"--seq-len must be a positive integer, got {seq_len!r}", "e.g. --seq-len 4096")
 
+    if dep.engine != "ideal":
+        geometry = served_geometry(geometry, dep.engine)
     dtype, dtype_source, state_dtype, dtype_notes = resolve_kv_dtype(geometry, kv_dtype, group_size=dep.quant_group_size)
     notes.extend(dtype_notes)
     engine = get_engine(dep.engine)
     dep = dep.with_(engine=engine.name)
+    _check_lengths(geometry, dep, seq_len)
+    notes.extend(_ignored_knobs(dep, engine))
     if kv_dtype.strip().lower() == "auto" and engine.auto_dtype(state_dtype) != dtype:
         dtype = engine.auto_dtype(state_dtype)
         dtype_source = f"auto: {engine.title}'s default cache type {dtype.name}"
@@ -194,6 +232,11 @@ def estimate(
     if geometry.has_cross_attention:
         if encoder_len is not None:
             enc_source = "--encoder-len"
+            if geometry.default_encoder_len is not None and encoder_len > geometry.default_encoder_len:
+                notes.append(
+                    f"--encoder-len {encoder_len:,} is beyond the encoder length of the config ("
+                    f"{geometry.default_encoder_len_source} = {geometry.default_encoder_len:,})"
+                )
         elif geometry.default_encoder_len is not None:
             encoder_len = geometry.default_encoder_len
             enc_source = f"{geometry.default_encoder_len_source} = {encoder_len}"
@@ -208,6 +251,8 @@ def estimate(
         encoder_len = None
 
     layers = tuple(as_full_attention(s) for s in geometry.layers) if dep.no_window else geometry.layers
+    if dep.no_window and layers == geometry.layers:
+        notes.append("--no-window changes nothing: the model has no sliding-window or chunked layers")
     notes.extend(engine.check(layers, dep, dtype))
     if dep.max_num_seqs is not None and batch * dep.beams > dep.max_num_seqs:
         notes.append(
@@ -239,9 +284,61 @@ def estimate(
         deployment=dep,
         gpu_bytes_per_rank=priced.per_gpu_bytes,
         peak_total_bytes=priced.peak_bytes,
+        peak_gpu_bytes=priced.peak_per_gpu_bytes,
         cpu_bytes=priced.cpu_bytes,
         adjustments=adjustments,
     )
+
+
+def _check_lengths(geometry: ModelGeometry, dep: Deployment, seq_len: int | None) -> None:
+    """Token and layer counts of the deployment that contradict the sequence or the model."""
+    tokens = f"the sequence length {seq_len:,}" if seq_len is not None else "the sequence length"
+    if dep.prompt_len is not None and seq_len is not None and dep.prompt_len > seq_len:
+        raise InputError(
+            f"--prompt-len {dep.prompt_len:,} is longer than {tokens}: the prompt is part of the sequence",
+            f"use --prompt-len {seq_len} or less, or raise --seq-len",
+        )
+    if dep.shared_prefix_tokens and seq_len is not None and dep.shared_prefix_tokens > seq_len:
+        raise InputError(
+            f"--shared-prefix-tokens {dep.shared_prefix_tokens:,} is longer than {tokens}",
+            f"use --shared-prefix-tokens {seq_len} or less",
+        )
+    if dep.shared_prefix_tokens and dep.prompt_len is not None and dep.shared_prefix_tokens > dep.prompt_len:
+        raise InputError(
+            f"--shared-prefix-tokens {dep.shared_prefix_tokens:,} is longer than --prompt-len {dep.prompt_len:,}: "
+            "the shared prefix is part of each prompt",
+            f"use --shared-prefix-tokens {dep.prompt_len} or less",
+        )
+    if dep.engine == "hf-static" and dep.max_cache_len is not None and seq_len is not None and dep.max_cache_len < seq_len:
+        raise InputError(
+            f"--max-cache-len {dep.max_cache_len:,} cannot hold {tokens}: a StaticCache is preallocated "
+            "and never grows",
+            f"use --max-cache-len {seq_len} or more, or a shorter --seq-len",
+        )
+    if dep.offload is not None and dep.offload.layers is not None and dep.offload.layers > geometry.num_hidden_layers:
+        raise InputError(
+            f"--offload layers:{dep.offload.layers} is more than the model's {geometry.num_hidden_layers} layers",
+            f"use --offload layers:{geometry.num_hidden_layers} (everything) or fewer",
+        )
+
+
+#: Engine-specific knobs: Deployment field -> (the engine that reads it, its flag).
+ENGINE_KNOBS: dict[str, tuple[str, str]] = {
+    "max_num_batched_tokens": ("vllm", "--max-num-batched-tokens"),
+    "ubatch_size": ("llama.cpp", "--ubatch-size"),
+    "kv_unified": ("llama.cpp", "--kv-unified"),
+    "swa_full_tokens_ratio": ("sglang", "--swa-full-tokens-ratio"),
+    "max_cache_len": ("hf-static", "--max-cache-len"),
+}
+
+
+def _ignored_knobs(dep: Deployment, engine: EngineProfile) -> list[str]:
+    """A note for each engine-specific flag the chosen engine does not read (never silently dropped)."""
+    notes = []
+    for field, (owner, flag) in ENGINE_KNOBS.items():
+        if getattr(dep, field) not in (None, False) and engine.name != owner:
+            notes.append(f"{flag} is ignored: it applies to --engine {owner}, not {engine.name}")
+    return notes
 
 
 # ---- deployment pricing ------------------------------------------------------------------------
@@ -254,6 +351,7 @@ class _Priced:
     per_gpu_bytes: int
     cpu_bytes: int
     peak_bytes: int
+    peak_per_gpu_bytes: int
     notes: tuple[str, ...]
 
 
@@ -272,7 +370,8 @@ class _Sizing:
         engine = get_engine(dep.engine)
         geometry = self.geometry
         layers = [as_full_attention(s) if dep.no_window else s for s in geometry.layers]
-        notes: list[str] = []
+        hf_heads = next((p.value for p in geometry.provenance if p.field == "hf_cached_kv_heads"), None)
+        layers, notes = engine.cached_layers(layers, hf_cached_kv_heads=hf_heads if isinstance(hf_heads, int) else None)
         local: list[LayerSpec] = []
         for spec in layers:
             rank_spec, shard_notes = engine.shard(spec, dep.tp)
@@ -318,6 +417,7 @@ class _Sizing:
                     total_bytes=total,
                     rank_spec=rank_spec,
                     layer_bytes_per_rank=layer_bytes,
+                    bytes_per_token_per_rank=engine.bytes_per_token(rank_spec, ctx),
                 )
             )
         per_gpu, cpu_rank = self._placement(rank_bytes, dep)
@@ -330,6 +430,8 @@ class _Sizing:
             per_gpu_bytes=per_gpu,
             cpu_bytes=cpu_rank * dep.tp,
             peak_bytes=peak_rank * dep.tp,
+            # NOTE: the transient (one layer's copy, a prefill view) sits on the most loaded GPU in the worst case.
+            peak_per_gpu_bytes=per_gpu + (peak_rank - steady_rank),
             notes=tuple(notes),
         )
 
@@ -346,7 +448,8 @@ class _Sizing:
                 if dep.offload.layers is not None:
                     on_cpu = layer_bytes if decoder_layer < dep.offload.layers else 0
                 else:
-                    on_cpu = int(layer_bytes * (dep.offload.fraction or 0.0))
+                    # NOTE: exact decimal arithmetic, so 0.1 of a layer is never off by one byte.
+                    on_cpu = int(Fraction(repr(dep.offload.fraction or 0.0)) * layer_bytes)
             cpu += on_cpu
             stage_gpu[stage_of[decoder_layer]] += layer_bytes - on_cpu
         return max(stage_gpu), cpu
@@ -366,13 +469,16 @@ def _adjustments(sizing: _Sizing, dep: Deployment, kv_dtype: KvDtype, engine: En
         after = sizing.price(new, dtype or cur_dtype)
         before_bytes = priced.per_gpu_bytes if per_gpu else priced.total_bytes
         after_bytes = after.per_gpu_bytes if per_gpu else after.total_bytes
-        out.append(Adjustment(name=name, reason=reason, before_bytes=before_bytes, after_bytes=after_bytes))
+        out.append(Adjustment(name=name, reason=reason, before_bytes=before_bytes, after_bytes=after_bytes,
+                              scope="per_gpu" if per_gpu else "all_gpus"))
         cur, cur_dtype, priced = new, dtype or cur_dtype, after
 
     if dep.no_window and any(isinstance(s, (SlidingWindowSpec, ChunkedLocalSpec)) for s in geometry.layers):
         step("no_window", "--no-window: sliding and chunked layers hold every token, as engines do with their "
              "hybrid allocator off (vLLM --disable-hybrid-kv-cache-manager, llama.cpp --swa-full)",
              cur.with_(no_window=True))
+    elif dep.no_window:
+        cur = cur.with_(no_window=True)  # no windowed layer: nothing changes (estimate() adds a note)
     engine_knobs: dict[str, object] = {
         "engine": dep.engine, "max_num_batched_tokens": dep.max_num_batched_tokens, "max_num_seqs": dep.max_num_seqs,
         "ubatch_size": dep.ubatch_size, "kv_unified": dep.kv_unified,

@@ -46,7 +46,7 @@ from kvplan.errors import InputError
 from kvplan.geometry import ModelGeometry
 from kvplan.gpus import GpuSpec
 from kvplan.units import MiB, format_bytes
-from kvplan.weights import WeightsEstimate
+from kvplan.weights import DTYPE_BYTES, WeightsEstimate, serve_weights, served_dtype
 
 #: vLLM ``--gpu-memory-utilization`` default.
 VLLM_GPU_MEMORY_UTILIZATION = 0.9
@@ -84,6 +84,8 @@ class CapacityInputs:
     pp: int = 1
     num_gpus: int | None = None
     kv_dtype: str = "auto"
+    dtype: str = "auto"
+    """Weight dtype, as vLLM's ``--dtype`` (``auto`` = the engine's rule: 16 bits for float32 checkpoints)."""
     max_model_len: int | None = None
     """Tokens per request (vLLM ``--max-model-len``); None = the model's maximum context."""
     batch: int = 1
@@ -142,6 +144,8 @@ class Capacity:
     decode_floor_seconds: float | None
     decode_tokens_per_s: float | None
     suggestions: tuple[str, ...]
+    checkpoint_dtype: str | None = None
+    """The checkpoint's own dtype when the engine holds the weights in another (``weights.dtype``)."""
     notes: tuple[str, ...] = field(default=())
 
 
@@ -186,7 +190,8 @@ class _Kv:
         sizes = []
         for g in one.groups:
             kind = g.spec.kind
-            if kind in ("full_attention", "mla", "chunked_local", "cross_attention"):
+            # cross-attention holds the encoder length from the first token: it does not show the block size
+            if kind in ("full_attention", "mla", "chunked_local"):
                 sizes.append(g.tokens_held)
             elif kind == "sliding_window":
                 sizes.append(g.tokens_held // 2 if self.engine.name == "vllm" else g.tokens_held)
@@ -294,6 +299,12 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
                 f"{inputs.num_gpus} GPUs = {replicas} data-parallel replicas of tp {tp} x pp {pp}: "
                 f"the answers are per replica; total concurrency is {replicas}x"
             )
+    checkpoint_dtype = weights.dtype if weights is not None and weights.counted else None
+    if weights is not None:
+        weights, serve_note = serve_weights(weights, engine=engine.name, dtype=inputs.dtype)
+        if serve_note:
+            notes.append(serve_note)
+    geometry = _served_geometry(geometry, engine.name, inputs.dtype)
     dep = _deployment(inputs, tp)
     kv = _Kv(geometry, dep, inputs.kv_dtype)
     est_one = kv.est(1, tokens)
@@ -352,12 +363,27 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
     return Capacity(
         geometry=geometry, inputs=inputs, deployment=dep, kv_dtype_name=est_one.kv_dtype.name,
         kv_dtype_source=est_one.kv_dtype_source, max_model_len=tokens, max_model_len_source=tokens_source,
-        weights=weights, budget=budget, fits=is_fit, block_size=bs, num_blocks=num_blocks, max_tokens=max_tokens,
+        weights=weights, checkpoint_dtype=checkpoint_dtype, budget=budget, fits=is_fit, block_size=bs, num_blocks=num_blocks, max_tokens=max_tokens,
         max_concurrency=concurrency, max_concurrent_requests=requests, max_context_len=max_context,
         max_context_limit=context_limit, min_tp=min_tp, min_num_gpus=min_gpus, kv_bytes_per_request=per_request,
         kv_bytes_needed=needed, decode_bytes_per_step=decode_bytes, decode_floor_seconds=seconds,
         decode_tokens_per_s=tok_s, suggestions=suggestions, notes=tuple(dict.fromkeys(notes)),
     )
+
+
+def _served_geometry(geometry: ModelGeometry, engine: str, dtype: str) -> ModelGeometry:
+    """The geometry with the dtype the engine serves the model in, which ``--kv-dtype auto`` follows
+    (vLLM's ``kv_cache_dtype auto`` = the model dtype: bfloat16 for a float32 checkpoint)."""
+    import dataclasses
+
+    config = (geometry.config_dtype or "").lower().removeprefix("torch.")
+    explicit = dtype.strip().lower() != "auto"
+    if not config and not explicit:
+        return geometry
+    name, why = served_dtype(config or "float16", engine=engine, dtype=dtype)
+    if name == config or (not explicit and DTYPE_BYTES.get(config) == DTYPE_BYTES[name]):
+        return geometry
+    return dataclasses.replace(geometry, config_dtype=name, config_dtype_source=f"served dtype ({why})")
 
 
 def _deployment(inputs: CapacityInputs, tp: int) -> Deployment:
@@ -543,10 +569,10 @@ def capacity_report(cap: Capacity, source: object) -> dict[str, object]:
             "max_context_len": g.max_context_tokens,
         },
         "inputs": {
-            "gpu": i.gpu.name, "gpu_memory_bytes": i.gpu.memory_bytes,
+            "gpu": i.gpu.name, "gpu_memory_bytes": i.gpu.memory_bytes, "gpu_memory_source": i.gpu.memory_source or None,
             "gpu_bandwidth_bytes_per_s": i.gpu.bandwidth_bytes_per_s or None,
             "num_gpus": i.num_gpus, "tp": i.tp, "pp": i.pp, "engine": cap.deployment.engine,
-            "kv_dtype": cap.kv_dtype_name, "kv_dtype_source": cap.kv_dtype_source,
+            "kv_dtype": cap.kv_dtype_name, "kv_dtype_source": cap.kv_dtype_source, "dtype": i.dtype,
             "max_model_len": cap.max_model_len, "max_model_len_source": cap.max_model_len_source,
             "batch": i.batch, "block_size": i.block_size, "gpu_memory_utilization": i.gpu_memory_utilization,
             "mem_fraction_static": i.mem_fraction_static, "free_gpu_memory_fraction": i.free_gpu_memory_fraction,
@@ -563,6 +589,7 @@ def capacity_report(cap: Capacity, source: object) -> dict[str, object]:
             "vision_bytes": w.vision_bytes if counted else None,
             "bytes_per_gpu": b.weights_bytes_per_gpu,
             "dtype": w.dtype if counted else None,
+            "checkpoint_dtype": cap.checkpoint_dtype,
             "quantization": w.quantisation.describe() if w and w.quantisation else None,
             "num_experts": w.num_experts if w else None,
             "experts_per_token": w.experts_per_token if w else None,

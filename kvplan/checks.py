@@ -109,7 +109,7 @@ def capacity_for(inputs: dict[str, Any], *, gpu: str, num_gpus: int | None) -> d
     )
     pp = inputs.get("pp") or 1
     tp = inputs.get("tp") or (num_gpus // pp if num_gpus else 1)
-    given = _given(inputs, ("engine", "kv_dtype", "block_size", "gpu_memory_utilization", "mem_fraction_static",
+    given = _given(inputs, ("engine", "kv_dtype", "dtype", "block_size", "gpu_memory_utilization", "mem_fraction_static",
                             "free_gpu_memory_fraction", "max_num_batched_tokens"))
     capacity_inputs = CapacityInputs(
         gpu=lookup(gpu), tp=tp, pp=pp, num_gpus=num_gpus, max_model_len=inputs.get("seq_len"),
@@ -188,15 +188,39 @@ def run_scenario(scenario: Scenario, *, model: str | None = None) -> dict[str, A
     }
 
 
+#: Flag spellings in domain error messages that are not ``--`` + the scenario key with dashes.
+_FLAG_KEYS = {
+    "--tensor-parallel-size": "tp", "--pipeline-parallel-size": "pp", "--kv-cache-dtype": "kv_dtype",
+    "--max-model-len": "seq_len", "--gpu": "require_fit_on", "--set": "set",
+}
+
+
+def _key_named_in(message: str, scenario: Scenario, location: str) -> str | None:
+    """The scenario key whose flag a run-time error names (``--engine 'vlm' ...`` -> ``engine``)."""
+    import re
+
+    values = {**scenario.inputs, **scenario.budgets}
+    for flag in re.findall(r"--[a-z][a-z-]*", message):
+        key = _FLAG_KEYS.get(flag, flag[2:].replace("-", "_"))
+        if values.get(key) is not None:
+            return key
+    model = values.get("model")
+    return "model" if any(isinstance(m, str) and m in message for m in (model, location)) else None
+
+
 def check_report(plan: Plan, *, generated_at: str | None = None) -> dict[str, Any]:
     """Run every scenario; errors name the plan file, the scenario and its line."""
     rows = []
     for scenario in plan.scenarios:
+        location = plan.model_location(scenario.inputs["model"])
         try:
-            rows.append(run_scenario(scenario, model=plan.model_location(scenario.inputs["model"])))
+            rows.append(run_scenario(scenario, model=location))
         except KvplanError as exc:
-            where = f"{plan.path} line {scenario.line}" if scenario.line else plan.path
-            raise InputError(f"{where}: scenario {scenario.name!r}: {exc.message}", exc.hint) from None
+            key = _key_named_in(exc.message, scenario, location)
+            line = scenario.lines.get(key, scenario.line) if key else scenario.line
+            where = f"{plan.path} line {line}" if line else plan.path
+            field = f"{key!r}: " if key else ""
+            raise InputError(f"{where}: scenario {scenario.name!r}: {field}{exc.message}", exc.hint) from None
     failed = sum(1 for row in rows if not row["passed"])
     return {
         "schema_version": SCHEMA_VERSION,

@@ -81,6 +81,14 @@ MaxKvBytesOpt = Annotated[
         "e.g. 40GiB, 40GB or 42949672960. Exactly at the budget passes.",
     ),
 ]
+MaxKvBytesPerGpuOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--max-kv-bytes-per-gpu",
+        help="Budget gate: exit 1 when the KV cache on the most loaded GPU (totals.kv_cache_bytes_per_gpu, "
+        "after --tp/--pp/--offload) is larger than this size, e.g. 20GiB. Exactly at the budget passes.",
+    ),
+]
 
 # ---- deployment options (issue 3): vLLM's names where the meaning matches ------------------------
 EngineOpt = Annotated[
@@ -88,7 +96,7 @@ EngineOpt = Annotated[
     typer.Option(
         "--engine",
         help="Engine profile: ideal (the formula), vllm, sglang, trtllm, llama.cpp, hf-dynamic, hf-static. "
-        "Each reproduces what that engine allocates (see docs/engines.md).",
+        "Each reproduces what that engine allocates (README: 'Engine profiles and deployment adjustments').",
     ),
 ]
 TpOpt = Annotated[int, typer.Option("--tensor-parallel-size", "--tp", min=1, help="Tensor-parallel GPUs, as vLLM's "
@@ -137,6 +145,9 @@ def cli_errors() -> Iterator[None]:
         raise typer.Exit(EXIT_USAGE) from None
     except (typer.Exit, typer.Abort, KeyboardInterrupt):
         raise
+    except BrokenPipeError:
+        _quiet_broken_pipe()
+        raise typer.Exit(EXIT_BROKEN_PIPE) from None
     except Exception as exc:  # noqa: BLE001 - the error boundary
         if os.environ.get("KVPLAN_DEBUG"):
             raise
@@ -144,6 +155,19 @@ def cli_errors() -> Iterator[None]:
             raise
         _error(f"internal error: {type(exc).__name__}: {exc}", "this is a kvplan bug; rerun with KVPLAN_DEBUG=1 for the traceback")
         raise typer.Exit(EXIT_BUG) from None
+
+
+#: The reader of stdout went away (``kvplan ... | head``): exit as a shell does on SIGPIPE.
+EXIT_BROKEN_PIPE = 141
+
+
+def _quiet_broken_pipe() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 def _error(message: str, hint: str | None) -> None:
@@ -194,6 +218,7 @@ def estimate(
     fmt: FormatOpt = Format.table,
     output: OutputOpt = None,
     max_kv_bytes: MaxKvBytesOpt = None,
+    max_kv_bytes_per_gpu: MaxKvBytesPerGpuOpt = None,
     engine: EngineOpt = "ideal",
     tp: TpOpt = 1,
     pp: PpOpt = 1,
@@ -218,6 +243,9 @@ def estimate(
         from kvplan.units import parse_size
 
         budget_bytes = parse_size(max_kv_bytes, what="--max-kv-bytes") if max_kv_bytes is not None else None
+        gpu_budget_bytes = (
+            parse_size(max_kv_bytes_per_gpu, what="--max-kv-bytes-per-gpu") if max_kv_bytes_per_gpu is not None else None
+        )
         from kvplan.api import load_geometry, normalise_overrides
         from kvplan.calc import estimate as run_estimate
         from kvplan.report import estimate_report
@@ -241,19 +269,24 @@ def estimate(
         )
         report = estimate_report(est, source, overrides=overrides)
         emit(report, fmt, output, _lazy_table("estimate_table", report) if fmt is Format.table else None)
-        _budget_gate(report, budget_bytes)
+        _budget_gate(report, budget_bytes, gpu_budget_bytes)
 
 
-def _budget_gate(report: dict[str, Any], budget_bytes: int | None) -> None:
-    """--max-kv-bytes: needed vs budget on stderr and exit 1 when the cache is over it."""
-    if budget_bytes is None:
-        return
-    from kvplan.checks import bytes_gate
+def _budget_gate(report: dict[str, Any], budget_bytes: int | None, gpu_budget_bytes: int | None = None) -> None:
+    """--max-kv-bytes / --max-kv-bytes-per-gpu: needed vs budget on stderr, exit 1 when over either."""
+    from kvplan.checks import bytes_gate, kv_bytes_per_gpu
     from kvplan.errors import EXIT_NOT_FIT
 
-    gate = bytes_gate("--max-kv-bytes", actual_bytes=report["totals"]["kv_cache_bytes"], limit_bytes=budget_bytes)
-    if not gate.passed:
+    gates = []
+    if budget_bytes is not None:
+        gates.append(bytes_gate("--max-kv-bytes", actual_bytes=report["totals"]["kv_cache_bytes"], limit_bytes=budget_bytes))
+    if gpu_budget_bytes is not None:
+        gates.append(bytes_gate("--max-kv-bytes-per-gpu", actual_bytes=kv_bytes_per_gpu(report),
+                                limit_bytes=gpu_budget_bytes, what="KV cache per GPU"))
+    failed = [gate for gate in gates if not gate.passed]
+    for gate in failed:
         typer.echo(f"Budget exceeded: {gate.message}", err=True)
+    if failed:
         raise typer.Exit(EXIT_NOT_FIT)
 
 
@@ -293,6 +326,9 @@ def main() -> None:
         app()
     except SystemExit:
         raise
+    except BrokenPipeError:
+        _quiet_broken_pipe()
+        sys.exit(EXIT_BROKEN_PIPE)
     except Exception as exc:  # noqa: BLE001
         if os.environ.get("KVPLAN_DEBUG"):
             raise

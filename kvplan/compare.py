@@ -23,8 +23,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kvplan import __version__
+from kvplan.adjust import Deployment
 from kvplan.calc import Estimate, estimate
-from kvplan.errors import ConfigError, InputError
+from kvplan.errors import ConfigError, InputError, KvplanError
 from kvplan.geometry import ModelGeometry, Provenance
 from kvplan.report import SCHEMA_VERSION, Source, layer_dict
 from kvplan.specs import (
@@ -121,6 +122,11 @@ class VariantResult:
     @property
     def kv_cache_bytes(self) -> int:
         return self.estimate.kv_cache_bytes
+
+    @property
+    def kv_cache_bytes_per_gpu(self) -> int:
+        """On the GPU that holds the most (with --tp, MQA and MLA are replicated, not split)."""
+        return self.estimate.kv_cache_bytes_per_gpu
 
     @property
     def decode_read_bytes_per_step(self) -> int:
@@ -259,12 +265,29 @@ def base_from_model(geometry: ModelGeometry) -> Base:
     )
 
 
+def kept_layers_note(base: Base) -> str | None:
+    """Which layers every variant keeps as configured (cross-attention, recurrent state, no-cache)."""
+    kept: dict[str, int] = {}
+    for spec in base.geometry.layers:
+        if not isinstance(spec, _SELF_ATTENTION):
+            kept[spec.kind] = kept.get(spec.kind, 0) + 1
+    kept.pop("no_cache", None)
+    if not kept:
+        return None
+    what = ", ".join(f"{count} {kind.replace('_', '-')} layers" for kind, count in kept.items())
+    note = (
+        f"variants change the {base.num_attention_layers} self-attention layers only; {what} keep the model's "
+        "layout in every variant, so their bytes are in every total and ratios to MHA stay above the head ratio"
+    )
+    return note
+
+
 def _kinds_text(layers: Sequence[LayerSpec]) -> str:
     return ", ".join(dict.fromkeys(spec.kind for spec in layers)) or "no layers"
 
 
 # ---- variants ------------------------------------------------------------------------------------
-def parse_variant(text: str, base: Base) -> Variant:
+def parse_variant(text: str, base: Base, *, tp: int = 1) -> Variant:
     """Parse and check one variant name against ``base``; impossible layouts raise InputError."""
     raw = str(text).strip()
     kind, colon, arg = raw.lower().partition(":")
@@ -283,7 +306,7 @@ def parse_variant(text: str, base: Base) -> Variant:
             raise InputError("variant 'model' needs a --model to take the layout from", "e.g. --model meta-llama/Llama-3.1-8B")
         return Variant(kind=kind, num_kv_heads={"mha": heads, "mqa": 1}.get(kind))
     if kind == "gqa":
-        n = _int_arg(arg, raw, "gqa:N, e.g. gqa:8") if arg else DEFAULT_GQA_KV_HEADS
+        n = _int_arg(arg, raw, "gqa:N, e.g. gqa:8") if arg else default_gqa_kv_heads(heads, tp)
         if n > heads:
             raise InputError(
                 f"{raw}: {n} KV heads is more than the {heads} query heads",
@@ -323,6 +346,14 @@ def parse_variant(text: str, base: Base) -> Variant:
         )
     window = parse_tokens(window_text, what=f"{raw}: window")
     return Variant(kind="hybrid", window=window, local_per_global=_int_arg(ratio_text, raw, "hybrid:1024:5"))
+
+
+def default_gqa_kv_heads(num_attention_heads: int, tp: int = 1) -> int:
+    """Bare ``gqa``: 8 KV heads, or (when 8 does not divide the query heads, e.g. Whisper's 20 or
+    T5's 12) the largest divisor of the query heads below 8, so the default list works on any base.
+    With ``tp`` > 1 the divisor must also split over the ranks as vLLM requires (one divides the other)."""
+    divisors = [d for d in range(1, min(DEFAULT_GQA_KV_HEADS, num_attention_heads) + 1) if num_attention_heads % d == 0]
+    return max((d for d in divisors if d % tp == 0 or tp % d == 0), default=max(divisors))
 
 
 def _int_arg(text: str, raw: str, example: str, *, allow_zero: bool = False) -> int:
@@ -410,11 +441,27 @@ def compare(
     seq_len: int | None = None,
     kv_dtype: str = "auto",
     sweep_seq_lens: Sequence[int] = (),
+    deployment: Deployment | None = None,
 ) -> Comparison:
-    """Size every variant of ``base`` at one batch, length and dtype (and at each sweep length)."""
+    """Size every variant of ``base`` at one batch, length and dtype (and at each sweep length),
+    served as ``deployment`` (engine profile, --tp, --block-size; default: the ideal formula, one GPU)."""
+    dep = deployment or Deployment()
     names = list(variants) or ([*DEFAULT_VARIANTS] if not base.from_model else ["model", *DEFAULT_VARIANTS])
-    parsed = list({v.name: v for v in (parse_variant(name, base) for name in names)}.values())
+    parsed = list({v.name: v for v in (parse_variant(name, base, tp=dep.tp) for name in names)}.values())
     notes = [*base.notes]
+    heads = base.num_attention_heads
+    plain_gqa = default_gqa_kv_heads(heads, dep.tp)
+    if any(str(name).strip().lower() == "gqa" for name in names) and plain_gqa != DEFAULT_GQA_KV_HEADS:
+        why = (f"do not divide the {heads} query heads" if heads % DEFAULT_GQA_KV_HEADS or heads < DEFAULT_GQA_KV_HEADS
+               else f"do not split over --tp {dep.tp}")
+        split = f" that splits over --tp {dep.tp}" if dep.tp > 1 else ""
+        notes.append(
+            f"gqa: {DEFAULT_GQA_KV_HEADS} KV heads {why}, so plain gqa uses {plain_gqa} (the largest divisor of "
+            f"{heads} up to {DEFAULT_GQA_KV_HEADS}{split}); pick another with gqa:N"
+        )
+    kept = kept_layers_note(base)
+    if kept:
+        notes.append(kept)
     if seq_len is not None:
         seq_source = "--seq-len"
     elif not base.from_model:
@@ -422,7 +469,7 @@ def compare(
     else:
         seq_source = ""  # the model's maximum context, as estimate resolves it
     mha_variant = Variant(kind="mha", num_kv_heads=base.num_attention_heads)
-    mha = estimate(variant_geometry(base, mha_variant), batch=batch, seq_len=seq_len, kv_dtype=kv_dtype)
+    mha = estimate(variant_geometry(base, mha_variant), batch=batch, seq_len=seq_len, kv_dtype=kv_dtype, deployment=dep)
     if not seq_source:
         seq_source = mha.seq_len_source
     assert mha.seq_len is not None
@@ -432,15 +479,24 @@ def compare(
 
     def sweep_of(geometry: ModelGeometry) -> tuple[tuple[int, int], ...]:
         return tuple(
-            (length, estimate(geometry, batch=batch, seq_len=length, kv_dtype=kv_dtype).kv_cache_bytes)
+            (length, estimate(geometry, batch=batch, seq_len=length, kv_dtype=kv_dtype, deployment=dep).kv_cache_bytes)
             for length in sweep_lens
         )
 
     results = []
     for variant in parsed:
         geometry = variant_geometry(base, variant)
-        est = estimate(geometry, batch=batch, seq_len=resolved_len, kv_dtype=kv_dtype)
+        try:
+            est = estimate(geometry, batch=batch, seq_len=resolved_len, kv_dtype=kv_dtype, deployment=dep)
+        except KvplanError as exc:  # name the variant: the user may not have typed it (plain gqa, the defaults)
+            raise type(exc)(f"variant {variant.name}: {exc.message}", exc.hint) from None
         notes.extend(est.notes)
+        if variant.kind == "hybrid" and not any(isinstance(spec, FullAttentionSpec) for spec in geometry.layers
+                                                if isinstance(spec, _SELF_ATTENTION)):
+            notes.append(
+                f"{variant.name}: {base.num_attention_layers} attention layers hold no complete group of "
+                f"{variant.local_per_global} local + 1 global, so every attention layer is local"
+            )
         if variant.window is not None and variant.window >= resolved_len:
             notes.append(
                 f"{variant.name}: the window {variant.window:,} holds every one of the {resolved_len:,} tokens, "
@@ -475,11 +531,12 @@ def decode_read_bytes(est: Estimate) -> int:
 
 
 def plot_series(comparison: Comparison, *, num_points: int = 48) -> tuple[list[int], dict[str, list[int]]]:
-    """Context lengths (log-spaced, windows included so their knees show) and KV bytes per variant."""
+    """Context lengths (log-spaced, windows included so their knees show) and KV bytes per variant, on
+    the most loaded GPU (the whole cache on one GPU), so a --gpu-mem line compares like with like."""
     top = max([comparison.seq_len, 128 * 1024, *comparison.sweep_seq_lens])
     bottom = min([1024, *comparison.sweep_seq_lens, comparison.seq_len])
     lengths = {round(bottom * (top / bottom) ** (i / (num_points - 1))) for i in range(num_points)}
-    lengths.update(comparison.sweep_seq_lens)
+    lengths.update([*comparison.sweep_seq_lens, comparison.seq_len])  # the table's own points lie on the lines
     for result in comparison.variants:
         windows = (getattr(spec, "window", None) for spec in result.estimate.geometry.layers)
         lengths.update(w for w in windows if isinstance(w, int) and bottom <= w <= top)
@@ -487,7 +544,7 @@ def plot_series(comparison: Comparison, *, num_points: int = 48) -> tuple[list[i
     series = {
         result.variant.name: [
             estimate(result.estimate.geometry, batch=result.estimate.batch, seq_len=x,
-                     kv_dtype=result.estimate.kv_dtype.name).kv_cache_bytes
+                     kv_dtype=result.estimate.kv_dtype.name, deployment=result.estimate.deployment).kv_cache_bytes_per_gpu
             for x in xs
         ]
         for result in comparison.variants
@@ -521,6 +578,7 @@ def variant_dict(result: VariantResult, comparison: Comparison) -> dict[str, Any
         "num_attention_layers": len(attention),
         "bytes_per_token": est.bytes_per_token,
         "kv_cache_bytes": est.kv_cache_bytes,
+        "kv_cache_bytes_per_gpu": result.kv_cache_bytes_per_gpu,
         "ratio_to_mha": result.ratio_to_mha,
         "decode_read_bytes_per_step": result.decode_read_bytes_per_step,
         "sweep": [
@@ -566,6 +624,10 @@ def compare_report(
             "seq_len_source": comparison.seq_len_source,
             "kv_dtype": mha.kv_dtype.name,
             "kv_dtype_source": mha.kv_dtype_source,
+            "engine": mha.deployment.engine,
+            "tp": mha.deployment.tp,
+            "pp": mha.deployment.pp,
+            "block_size": mha.deployment.block_size,
             "sweep_seq_lens": list(comparison.sweep_seq_lens),
             "gpu_mem_bytes": gpu_mem_bytes,
             "plot": plot,

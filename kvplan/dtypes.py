@@ -28,7 +28,13 @@ class KvDtype:
     """Bits per stored value before scales (0 for plain floats: see ``block_bytes``)."""
 
     def bytes_for(self, num_elements: int) -> int:
-        """Bytes to store one row of ``num_elements`` values (whole blocks)."""
+        """Bytes to store one row of ``num_elements`` values (whole blocks).
+
+        Grouped integer types pack the values themselves and add one scale + zero point per
+        group, so a partial last group costs its scale, never a whole group of padding.
+        """
+        if self.scheme == "grouped":
+            return cdiv(num_elements * self.bits, 8) + cdiv(num_elements, self.block_elems) * GROUP_SCALE_ZERO_BYTES
         return cdiv(num_elements, self.block_elems) * self.block_bytes
 
     @property

@@ -8,7 +8,8 @@ One small class per engine answers, for one layer spec (already sharded for tens
 - ``peak_extra_bytes(...)`` - transient bytes above the steady cache (Hugging Face only).
 
 Use :func:`get_engine` (``ideal``, ``vllm``, ``sglang``, ``trtllm``, ``llama.cpp``, ``hf-dynamic``,
-``hf-static``). The numbers and the source versions they follow are listed in ``docs/engines.md``;
+``hf-static``). The numbers and the source versions they follow are listed in the README section
+"Engine profiles and deployment adjustments";
 ``calc.estimate(..., deployment=Deployment(engine="vllm", ...))`` is the usual entry point.
 """
 
@@ -145,6 +146,14 @@ class EngineProfile:
     def shard(self, spec: LayerSpec, tp: int) -> tuple[LayerSpec, list[str]]:
         return shard_for_tp(spec, tp, rule=self.tp_rule)
 
+    def cached_layers(self, layers: list[LayerSpec], *, hf_cached_kv_heads: int | None) -> tuple[list[LayerSpec], list[str]]:
+        """The specs as this engine caches them, before sharding (default: as the config says).
+
+        ``hf_cached_kv_heads``: heads Hugging Face transformers caches when its modeling code
+        broadcasts K/V to every query head before caching (Falcon ``new_decoder_architecture``).
+        """
+        return layers, []
+
     # ---- sizing ----------------------------------------------------------------------------
     def window_tokens(self, spec: LayerSpec, ctx: SizingContext) -> int:
         """Tokens of one sequence a windowed layer holds before block rounding."""
@@ -226,6 +235,15 @@ class VllmProfile(EngineProfile):
                 f"vLLM does not support --block-size {dep.block_size}",
                 f"vLLM's CacheConfig accepts {', '.join(map(str, VLLM_BLOCK_SIZES))}",
             )
+        for heads in sorted({s.num_kv_heads for s in layers if isinstance(s, AttentionSpec)}):
+            # NOTE: QKVParallelLinear divides KV heads over ranks (tp <= H_kv) or replicates them (tp > H_kv);
+            # both need an exact division.
+            if (dep.tp <= heads and heads % dep.tp) or (dep.tp > heads and dep.tp % heads):
+                fits = [t for t in range(1, 2 * heads + 1) if heads % t == 0 or t % heads == 0]
+                raise InputError(
+                    f"vLLM cannot split {heads} KV heads over --tensor-parallel-size {dep.tp}: one must divide the other",
+                    f"use a tensor-parallel size such as {', '.join(map(str, fits[:8]))}",
+                )
         if has_mla and dep.block_size not in (None, 64):
             notes.append(f"vLLM's MLA backends (FlashMLA) force block size 64; --block-size {dep.block_size} is overridden")
         if kv_dtype.name == "int8":
@@ -468,6 +486,21 @@ class HfDynamicProfile(EngineProfile):
             notes.append("transformers >= 5.15 caches the MLA latent; 4.x cached expanded per-head K/V (71x more for V3)")
         return notes
 
+    def cached_layers(self, layers: list[LayerSpec], *, hf_cached_kv_heads: int | None) -> tuple[list[LayerSpec], list[str]]:
+        if hf_cached_kv_heads is None:
+            return layers, []
+        broadcast = [s for s in layers if isinstance(s, AttentionSpec) and not isinstance(s, CrossAttentionSpec)
+                     and s.num_kv_heads != hf_cached_kv_heads]
+        if not broadcast:
+            return layers, []
+        heads = broadcast[0].num_kv_heads
+        # NOTE: modeling_falcon (new_decoder_architecture) broadcasts K/V to every query head before
+        # cache.update, so the cache holds num_attention_heads heads (measured, FACTS h.9).
+        out = [dataclasses.replace(s, num_kv_heads=hf_cached_kv_heads) if s in broadcast else s for s in layers]
+        note = (f"{self.title} caches K/V broadcast to all {hf_cached_kv_heads} query heads "
+                f"({hf_cached_kv_heads // heads}x the {heads} KV heads), as transformers' modeling code does")
+        return out, [note]
+
     def residual_tokens(self, ctx: SizingContext) -> int:
         """Tokens in the full-precision residual of a QuantizedCache: ``(N - 1) mod R``."""
         r = ctx.dep.residual_length
@@ -526,6 +559,14 @@ class HfDynamicProfile(EngineProfile):
                 # two full-precision copies of one layer's K and V are alive at once.
                 k, v = _kv_rows(spec, ctx.model_dtype)
                 extra = max(extra, 2 * ctx.seqs * tokens * (k + v))
+            elif ctx.kv_dtype.name == "fp8_e4m3":
+                # NOTE: Fp8QuantizedLayer.update returns the whole layer dequantized to the model dtype;
+                # each _dequantize goes through two float32 temporaries (.float(), then * scale), so while
+                # V is dequantized the returned K (s bytes per value) and 8 bytes per V value are alive.
+                n_k, n_v = (spec.kv_lora_rank, spec.qk_rope_head_dim) if isinstance(spec, MLASpec) else (
+                    spec.num_kv_heads * spec.head_size, spec.num_kv_heads * spec.head_size_v)
+                s = ctx.model_dtype.block_bytes
+                extra = max(extra, ctx.seqs * tokens * max(8 * n_k, s * n_k + 8 * n_v))
             else:
                 # NOTE: torch.cat allocates the grown K (then V) of one layer while the old one is alive;
                 # beam reordering (index_select) does the same.

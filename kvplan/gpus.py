@@ -23,13 +23,15 @@ _VENDOR_WORDS = ("nvidia", "geforce", "tesla", "amd", "instinct", "apple")
 class GpuSpec:
     name: str
     memory_bytes: int
-    """Marketed capacity read as GiB (engines see slightly less)."""
+    """Total memory as torch.cuda reports it (less than the marketed size; see ``memory_source``)."""
     bandwidth_bytes_per_s: int
     """Peak memory bandwidth, decimal bytes per second as published."""
     vendor: str = ""
     aliases: tuple[str, ...] = ()
     source: str = ""
-    """Where the figures come from (vendor datasheet)."""
+    """Where the published figures (bandwidth, marketed memory) come from: the vendor datasheet."""
+    memory_source: str = ""
+    """Where ``memory_bytes`` comes from (an engine log, PyTorch's out-of-memory message, an estimate)."""
 
 
 def normalise_name(name: str) -> str:
@@ -62,6 +64,7 @@ def _spec(entry: Any) -> GpuSpec:
             vendor=str(entry.get("vendor", "")),
             aliases=tuple(str(a) for a in entry.get("aliases") or ()),
             source=str(entry.get("source", "")),
+            memory_source=str(entry.get("memory_source", "")),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"kvplan/data/gpus.yaml: bad entry {entry!r} ({exc})", "reinstall kvplan") from None
@@ -100,7 +103,8 @@ def custom_gpu(memory_bytes: int, bandwidth_bytes_per_s: int | None, *, name: st
     """A GPU given by ``--gpu-mem`` / ``--gpu-bandwidth`` (bandwidth 0 = unknown)."""
     if memory_bytes <= 0:
         raise InputError(f"--gpu-mem must be positive, got {memory_bytes}", "e.g. --gpu-mem 80GiB")
-    return GpuSpec(name=name, memory_bytes=memory_bytes, bandwidth_bytes_per_s=bandwidth_bytes_per_s or 0)
+    return GpuSpec(name=name, memory_bytes=memory_bytes, bandwidth_bytes_per_s=bandwidth_bytes_per_s or 0,
+                   memory_source="--gpu-mem")
 
 
 def parse_bandwidth(text: str) -> int:

@@ -146,6 +146,8 @@ FIELDS: dict[str, Field] = {
         Field(name="kv_budget", kind="capacity", types=_INT_OR_TEXT, expects="a size such as 3.8125GiB", resolve=_size),
         Field(name="weights_bytes", kind="capacity", types=_INT_OR_TEXT, expects="a size such as 16GB", resolve=_size),
         Field(name="weights_from", kind="capacity", types=_TEXT, expects="auto, config or safetensors", resolve=_str),
+        Field(name="dtype", kind="capacity", types=_TEXT, expects="a weight dtype: auto, bfloat16, float16 or float32",
+              resolve=_str),
         # budgets
         Field(name="max_kv_bytes", kind="budget", types=_INT_OR_TEXT, expects="a size such as 40GiB or 42949672960",
               resolve=_size),
@@ -352,7 +354,8 @@ def _check_keys(
         spec = FIELDS[key]
         if isinstance(value, bool) is not (bool in spec.types) or not isinstance(value, spec.types):
             raise InputError(
-                f"{where}: {who}: {key!r} must be {spec.expects}, got {_type_name(value)} {value!r}",
+                f"{where}: {who}: {key!r} must be {spec.expects}, got {_type_name(value)}"
+                + ("" if value is None else f" {value!r}"),
                 _type_hint(spec),
             )
         try:

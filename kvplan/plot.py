@@ -29,6 +29,7 @@ def write_plot(
     *,
     title: str,
     gpu_mem_bytes: int | None = None,
+    ylabel: str = "KV cache (batch total)",
 ) -> None:
     """One line per variant (GiB against tokens, log x), plus a dashed line at ``gpu_mem_bytes``."""
     check_plot_path(path)
@@ -51,7 +52,7 @@ def write_plot(
     axes.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: _tokens_label(x)))
     axes.yaxis.set_major_formatter(FuncFormatter(lambda y, _pos: format_bytes(int(y)).replace(".00", "")))
     axes.set_xlabel("context length (tokens per sequence)")
-    axes.set_ylabel("KV cache (batch total)")
+    axes.set_ylabel(ylabel)
     axes.set_title(title)
     axes.grid(True, which="major", alpha=0.3)
     axes.legend()

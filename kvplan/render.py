@@ -21,6 +21,9 @@ def _n(value: Any) -> str:
 
 def estimate_table(report: dict[str, Any]) -> Group:
     model, inputs, totals = report["model"], report["inputs"], report["totals"]
+    tp, pp = inputs.get("tp", 1), inputs.get("pp", 1)
+    gpus = tp * pp
+    # NOTE: with more than one GPU the line under the table says which numbers are one rank's.
     title = f"KV cache of {model['id']} ({model['model_type']})"
     table = Table(title=title, title_justify="left", show_lines=False)
     table.add_column("kind")
@@ -38,14 +41,17 @@ def estimate_table(report: dict[str, Any]) -> Group:
             format_bytes(layer["bytes_per_token"]) if layer["bytes_per_token"] else
             (f"{format_bytes(layer['state_bytes_per_seq'] // layer['count'])}/seq/layer" if layer["state_bytes_per_seq"] else "-")
         )
+        heads = _n(layer["num_kv_heads"])
+        if tp > 1 and layer.get("num_kv_heads_per_gpu") is not None:
+            heads += f" ({layer['num_kv_heads_per_gpu']}/GPU)"
         table.add_row(
-            layer["kind"], _n(layer["count"]), _n(layer["num_kv_heads"]), dims, _n(layer["window"]),
+            layer["kind"], _n(layer["count"]), heads, dims, _n(layer["window"]),
             _n(layer["tokens_held"]), per_token, _n(layer["bytes"]), format_bytes(layer["bytes"]),
         )
     table.add_section()
     table.add_row(
-        Text("total", style="bold"), _n(sum(layer["count"] for layer in report["layers"])), "", "", "", "", "",
-        Text(_n(totals["kv_cache_bytes"]), style="bold"), Text(format_bytes(totals["kv_cache_bytes"]), style="bold"),
+        Text("total", style="bold"), _n(sum(layer["count"] for layer in report["layers"])), "", "", "", "",
+        "", Text(_n(totals["kv_cache_bytes"]), style="bold"), Text(format_bytes(totals["kv_cache_bytes"]), style="bold"),
     )
     seq = "-" if inputs["seq_len"] is None else f"{inputs['seq_len']:,}"
     lines = [
@@ -54,27 +60,45 @@ def estimate_table(report: dict[str, Any]) -> Group:
             + (f", encoder length {inputs['encoder_len']:,}" if inputs["encoder_len"] else "")
         ),
         Text(
-            f"per token: {format_bytes(totals['bytes_per_token'])} ({totals['bytes_per_token']:,} B over all layers); "
+            f"per token: {format_bytes(totals['bytes_per_token'])} ({totals['bytes_per_token']:,} B over all layers"
+            + (f" and all {tp} tensor-parallel ranks" if tp > 1 else "") + "); "
             f"per sequence: {format_bytes(totals['bytes_per_sequence'])}"
         ),
     ]
+    if gpus > 1:
+        lines.insert(0, Text(
+            f"{gpus} GPUs (tp {tp} × pp {pp}): KV heads = model (per GPU); per token, bytes and size = all GPUs"
+        ))
     lines += _deployment_lines(report)
     return Group(table, *lines)
 
 
 def _deployment_lines(report: dict[str, Any]) -> list[Text]:
-    """Engine, per-GPU/peak/CPU totals and each adjustment (before -> after), when there are any."""
-    totals, adjustments = report["totals"], report.get("adjustments") or []
-    if not adjustments:
+    """GPU split, per-GPU/all-GPU steady and peak bytes, CPU bytes and each adjustment (before -> after)."""
+    totals, adjustments, inputs = report["totals"], report.get("adjustments") or [], report["inputs"]
+    tp, pp = inputs.get("tp", 1), inputs.get("pp", 1)
+    peaks = totals["peak_bytes"] != totals["kv_cache_bytes"]
+    if not adjustments and not peaks:
         return []
-    inputs = report["inputs"]
-    lines = [Text(
-        f"engine {inputs.get('engine', 'ideal')}: per GPU {format_bytes(totals['kv_cache_bytes_per_gpu'])}, "
-        f"peak {format_bytes(totals['peak_bytes'])}, CPU {format_bytes(totals['cpu_bytes'])}"
-    )]
-    for item in adjustments:
+    lines: list[Text] = []
+    engine = inputs.get("engine", "ideal")
+    if tp * pp > 1 or totals["cpu_bytes"]:
         lines.append(Text(
-            f"  {item['name']}: {format_bytes(item['before_bytes'])} -> {format_bytes(item['after_bytes'])}"
+            f"engine {engine}, {tp * pp} GPU(s): the largest GPU holds "
+            f"{format_bytes(totals['kv_cache_bytes_per_gpu'])}, all GPUs {format_bytes(totals['kv_cache_bytes'])}"
+            + (f" (CPU {format_bytes(totals['cpu_bytes'])} offloaded)" if totals["cpu_bytes"] else "")
+        ))
+    else:
+        lines.append(Text(f"engine {engine}: {format_bytes(totals['kv_cache_bytes'])} on one GPU"))
+    if peaks:
+        lines.append(Text(
+            f"peak (transient): {format_bytes(totals['peak_bytes_per_gpu'])} on the largest GPU"
+            + (f", {format_bytes(totals['peak_bytes'])} all GPUs" if tp * pp > 1 else "")
+        ))
+    for item in adjustments:
+        scope = " (largest GPU)" if item.get("scope") == "per_gpu" else (" (all GPUs)" if tp * pp > 1 else "")
+        lines.append(Text(
+            f"  {item['name']}: {format_bytes(item['before_bytes'])} -> {format_bytes(item['after_bytes'])}{scope}"
         ))
     return lines
 
@@ -112,28 +136,49 @@ def check_table(report: dict[str, Any]) -> Group:
     table = Table(title=f"kvplan check {report['plan']}", title_justify="left")
     for name, justify in (("scenario", "left"), ("model", "left"), ("batch × tokens, dtype", "right"),
                           ("KV cache", "right"), ("budget", "left"), ("result", "left")):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+        # NOTE: cells fold on narrow terminals rather than being cut: a scenario name is what CI users grep for.
+        table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
     for row in report["scenarios"]:
         inputs = row["estimate"]["inputs"]
         seq = "-" if inputs["seq_len"] is None else f"{inputs['seq_len']:,}"
-        head = [row["name"], row["estimate"]["model"]["id"], f"{inputs['batch']} × {seq}, {inputs['kv_dtype']}",
-                format_bytes(row["kv_cache_bytes"])]
+        serving = "" if inputs["engine"] == "ideal" else f", {inputs['engine']}"
+        serving += f" tp{inputs['tp']}" if inputs["tp"] > 1 else ""
+        serving += f" pp{inputs['pp']}" if inputs["pp"] > 1 else ""
+        head = [row["name"], row["estimate"]["model"]["id"],
+                f"{inputs['batch']} × {seq}, {inputs['kv_dtype']}{serving}", format_bytes(row["kv_cache_bytes"])]
         if not row["gates"]:
             table.add_row(*head, "none", "PASS")
         for index, gate in enumerate(row["gates"]):
-            limit = gate["limit"]
+            limit, actual = gate["limit"], gate["actual"]
             if isinstance(limit, dict):
                 budget = f"fits {limit['num_gpus']}× {limit['gpu']}" if limit["num_gpus"] else f"fits {limit['gpu']}"
-            elif gate["name"].startswith("max_kv_bytes"):
-                budget = f"{'KV/GPU' if gate['name'].endswith('per_gpu') else 'KV'} ≤ {format_bytes(limit)}"
+                budget += f", {format_bytes(actual)}/GPU"
+            elif gate["name"] == "max_kv_bytes_per_gpu":
+                budget = f"KV/GPU {format_bytes(actual)} ≤ {format_bytes(limit)}"
+            elif gate["name"] == "max_kv_bytes":
+                budget = f"KV ≤ {format_bytes(limit)}"
             else:
-                budget = f"{gate['name'].removeprefix('min_')} ≥ {_n(limit)}"
+                budget = f"{gate['name'].removeprefix('min_')} {_n(actual)} ≥ {_n(limit)}"
             result = Text("PASS", style="green") if gate["passed"] else Text("FAIL", style="bold red")
             table.add_row(*(head if index == 0 else [""] * len(head)), budget, result)
     total = len(report["scenarios"])
     summary = (f"{total} scenario(s), all within budget" if report["passed"]
                else f"{report['num_failed']} of {total} scenario(s) over budget")
     return Group(table, Text(summary, style="bold" if report["passed"] else "bold red"))
+
+
+#: Plan keys whose resolved values are integer bytes (shown in human units in tables only).
+_SIZE_KEYS = ("max_kv_bytes", "max_kv_bytes_per_gpu", "reserve", "kv_budget", "weights_bytes")
+
+
+def _input_value(field: str, value: Any) -> str:
+    if value is None:
+        return "unset"
+    if isinstance(value, int) and not isinstance(value, bool) and (field in _SIZE_KEYS or field.endswith("_bytes")):
+        return format_bytes(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
 
 
 def diff_table(report: dict[str, Any]) -> Group:
@@ -145,7 +190,10 @@ def diff_table(report: dict[str, Any]) -> Group:
     for row in report["scenarios"]:
         change = row["change_bytes"]
         change_text = "-" if change is None else ("+" if change > 0 else "-" if change < 0 else "") + format_bytes(abs(change))
-        inputs = "; ".join(f"{c['field']}: {c['old']} → {c['new']}" for c in row["inputs_changed"]) or "-"
+        inputs = "; ".join(
+            f"{c['field']}: {_input_value(c['field'], c['old'])} → {_input_value(c['field'], c['new'])}"
+            for c in row["inputs_changed"]
+        ) or "-"
         status = Text(row["status"] + (" (over --max-increase)" if row["over_threshold"] else ""),
                       style="bold red" if row["over_threshold"] else "")
         table.add_row(
@@ -154,7 +202,7 @@ def diff_table(report: dict[str, Any]) -> Group:
             "-" if row["new_kv_cache_bytes"] is None else format_bytes(row["new_kv_cache_bytes"]),
             change_text, "-" if row["ratio"] is None else f"{row['ratio']:.3f}×", inputs,
         )
-    lines = [table]
+    lines: list[Table | Text] = [table]
     if report["max_increase"] is not None:
         lines.append(Text(f"--max-increase {report['max_increase']}: " + ("within" if report["passed"] else "EXCEEDED"),
                           style="bold" if report["passed"] else "bold red"))
@@ -190,6 +238,7 @@ def compare_table(report: dict[str, Any]) -> Group:
     table = Table(title=title, title_justify="left")
     table.add_column("variant", no_wrap=True)
     lengths = sorted({*sweep, seq_len})
+    per_gpu = inputs["tp"] * inputs["pp"] > 1
     if sweep:
         table.add_column("KV heads", justify="right")
         for length in lengths:
@@ -199,6 +248,8 @@ def compare_table(report: dict[str, Any]) -> Group:
         table.add_column("layout", min_width=14)
         table.add_column("KV heads", justify="right")
         table.add_column("KV cache", justify="right")
+        if per_gpu:
+            table.add_column("per GPU", justify="right")
         table.add_column("× MHA", justify="right")
         table.add_column("read/step", justify="right")
     table.add_column("", no_wrap=True)
@@ -209,14 +260,17 @@ def compare_table(report: dict[str, Any]) -> Group:
             at = {point["seq_len"]: point["kv_cache_bytes"] for point in v["sweep"]} | {seq_len: v["kv_cache_bytes"]}
             table.add_row(v["name"], _n(v["num_kv_heads"]), *(_short_bytes(at[n]) for n in lengths), ratio, bar)
         else:
+            gpu_cell = [format_bytes(v["kv_cache_bytes_per_gpu"])] if per_gpu else []
             table.add_row(
-                v["name"], v["description"], _n(v["num_kv_heads"]), format_bytes(v["kv_cache_bytes"]), ratio,
-                format_bytes(v["decode_read_bytes_per_step"]), bar,
+                v["name"], v["description"], _n(v["num_kv_heads"]), format_bytes(v["kv_cache_bytes"]), *gpu_cell,
+                ratio, format_bytes(v["decode_read_bytes_per_step"]), bar,
             )
     caption = [
         Text(
             f"batch {inputs['batch']} × {seq_len:,} tokens, {inputs['kv_dtype']}; "
-            f"MHA = {format_bytes(report['mha_kv_cache_bytes'])}"
+            + (f"engine {inputs['engine']}; " if inputs["engine"] != "ideal" else "")
+            + (f"tp {inputs['tp']} × pp {inputs['pp']} (KV cache: all GPUs); " if per_gpu else "")
+            + f"MHA = {format_bytes(report['mha_kv_cache_bytes'])}"
             + (f"; bar: KV cache at {_tokens_short(seq_len)}" if sweep else "; read/step: KV bytes a decode step reads")
         ),
         Text("memory only: not model quality or measured speed", style="italic"),
@@ -242,6 +296,7 @@ def verify_table(report: dict[str, Any]) -> Group:
     title = (
         f"verify {model['id']}: {inputs['layout']} layout on {result['device_name']}, "
         f"{inputs['layers']} of {inputs['layers_total']} layers"
+        + (f", transformers {result['transformers_version']}" if result.get("engine") == "transformers" else "")
     )
     table = Table(title=title, title_justify="left")
     for name, justify in (("layer", "right"), ("kind", "left"), ("KV heads", "right"), ("slots/blocks", "right"),
@@ -296,8 +351,11 @@ def capacity_table(report: dict[str, Any]) -> Group:
         return format_bytes(value) if value >= 0 else "-" + format_bytes(-value)
 
     params = "-" if weights["parameters"] is None else f"{weights['parameters'] / 1e9:.2f}B params"
-    table.add_row("weights", size(weights["bytes"]), f"{params}, {weights['quantization'] or weights['dtype'] or ''}"
-                  f" ({weights['source']})")
+    table.add_row("GPU memory", size(inputs["gpu_memory_bytes"]), inputs.get("gpu_memory_source") or "")
+    held = weights["quantization"] or weights["dtype"] or ""
+    if weights.get("checkpoint_dtype") and weights["checkpoint_dtype"] != weights["dtype"]:
+        held += f" (checkpoint {weights['checkpoint_dtype']})"
+    table.add_row("weights", size(weights["bytes"]), f"{params}, {held} ({weights['source']})")
     if weights["vision_parameters"]:
         table.add_row("  vision tower", size(weights["vision_bytes"]), f"{weights['vision_parameters'] / 1e9:.2f}B params")
     table.add_row("weights per GPU", size(budget["weights_bytes_per_gpu"]), "")

@@ -64,11 +64,16 @@ def layer_dict(group: LayerGroup) -> dict[str, Any]:
         "count": group.count,
         "layer_indices": compress_indices(group.layer_indices),
         "num_kv_heads": getattr(spec, "num_kv_heads", None) if is_attention else None,
+        "num_kv_heads_per_gpu": getattr(group.rank_spec or spec, "num_kv_heads", None) if is_attention else None,
         "head_dim_k": getattr(spec, "head_size", None) if is_attention else None,
         "head_dim_v": getattr(spec, "head_size_v", None) if is_attention else None,
         "window": getattr(spec, "window", None) if is_attention else None,
         "tokens_held": group.tokens_held if is_attention else None,
         "bytes_per_token": group.bytes_per_token if is_attention else None,
+        "bytes_per_token_per_gpu": (
+            (group.bytes_per_token if group.bytes_per_token_per_rank is None else group.bytes_per_token_per_rank)
+            if is_attention else None
+        ),
         "state_bytes_per_seq": group.bytes_per_seq if spec.kind == "state" else None,
         "bytes": group.total_bytes,
         "detail": layer_detail(group) or None,
@@ -113,6 +118,7 @@ def estimate_report(est: Estimate, source: Source, *, overrides: dict[str, Any] 
             "cross_attention_bytes": est.cross_attention_bytes,
             "kv_cache_bytes_per_gpu": est.kv_cache_bytes_per_gpu,
             "peak_bytes": est.peak_bytes,
+            "peak_bytes_per_gpu": est.peak_bytes_per_gpu,
             "cpu_bytes": est.cpu_bytes,
         },
         "adjustments": [adjustment.to_dict() for adjustment in est.adjustments],

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from kvplan.engines import ENGINES as _ENGINE_PROFILES
 from kvplan.report import SCHEMA_VERSION
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
@@ -40,6 +41,8 @@ POS = {"type": "integer", "minimum": 1}
 STR = {"type": "string"}
 BOOL = {"type": "boolean"}
 NUM = {"type": "number"}
+#: Every engine profile (kvplan.engines.ENGINES), so a new profile cannot be missed here.
+ENGINES = {"enum": list(_ENGINE_PROFILES)}
 
 
 def nullable(schema: Schema) -> Schema:
@@ -77,14 +80,16 @@ def _defs() -> dict[str, Schema]:
         "kind": STR,
         "count": POS,
         "layer_indices": STR,
-        "num_kv_heads": nullable(NONNEG),
+        "num_kv_heads": {**nullable(NONNEG), "description": "KV heads of the model (as the engine caches them)"},
+        "num_kv_heads_per_gpu": {**nullable(NONNEG), "description": "KV heads one tensor-parallel rank keeps"},
         "head_dim_k": nullable(NONNEG),
         "head_dim_v": nullable(NONNEG),
         "window": nullable(POS),
-        "tokens_held": nullable(NONNEG),
-        "bytes_per_token": nullable(NONNEG),
+        "tokens_held": {**nullable(NONNEG), "description": "tokens one sequence keeps in each layer"},
+        "bytes_per_token": {**nullable(NONNEG), "description": "one token in one layer, summed over all TP ranks"},
+        "bytes_per_token_per_gpu": {**nullable(NONNEG), "description": "one token in one layer on one TP rank"},
         "state_bytes_per_seq": nullable(NONNEG),
-        "bytes": NONNEG,
+        "bytes": {**NONNEG, "description": "the whole group, whole batch, all GPUs (and offloaded bytes)"},
         "detail": nullable(STR),
     })
     estimate_report = _obj(
@@ -112,7 +117,7 @@ def _defs() -> dict[str, Schema]:
                 "encoder_len_source": nullable(STR),
                 "overrides": {"type": "object", "description": "--set overrides, as given"},
                 # deployment (issue 3): kvplan.adjust.Deployment, echoed as given
-                "engine": {"enum": ["ideal", "vllm", "sglang", "trtllm", "llama.cpp", "hf-dynamic", "hf-static"]},
+                "engine": ENGINES,
                 "tp": POS,
                 "pp": POS,
                 "block_size": nullable(POS),
@@ -133,18 +138,21 @@ def _defs() -> dict[str, Schema]:
             }),
             "layers": {"type": "array", "items": estimate_layer},
             "totals": _obj({
-                "kv_cache_bytes": NONNEG,
+                "kv_cache_bytes": {**NONNEG, "description": "the whole cache: every layer, sequence and GPU, CPU part included"},
                 "bytes_per_sequence": NONNEG,
                 "bytes_per_token": NONNEG,
                 "state_bytes": NONNEG,
                 "cross_attention_bytes": NONNEG,
-                "kv_cache_bytes_per_gpu": NONNEG,
-                "peak_bytes": NONNEG,
-                "cpu_bytes": NONNEG,
+                "kv_cache_bytes_per_gpu": {**NONNEG, "description": "the most loaded GPU (largest rank), on the GPU"},
+                "peak_bytes": {**NONNEG, "description": "transient peak, all GPUs (>= kv_cache_bytes)"},
+                "peak_bytes_per_gpu": {**NONNEG, "description": "transient peak of the most loaded GPU"},
+                "cpu_bytes": {**NONNEG, "description": "bytes offloaded to host memory, all ranks"},
             }),
             "adjustments": {
                 "type": "array",
-                "items": _obj({"name": STR, "reason": STR, "before_bytes": NONNEG, "after_bytes": NONNEG}),
+                "items": _obj({"name": STR, "reason": STR, "before_bytes": NONNEG, "after_bytes": NONNEG,
+                               "scope": {"enum": ["all_gpus", "per_gpu"],
+                                         "description": "all_gpus: the whole cache; per_gpu: the most loaded GPU"}}),
             },
             "provenance": {
                 "type": "array",
@@ -313,7 +321,7 @@ def _verify_defs() -> dict[str, Schema]:
 
 def _capacity_defs() -> dict[str, Schema]:
     """`kvplan capacity` (kvplan/capacity.py ``capacity_report``) and `kvplan gpus`."""
-    engines = {"enum": ["ideal", "vllm", "sglang", "trtllm", "llama.cpp", "hf-dynamic", "hf-static"]}
+    engines = ENGINES
     part = _obj({"name": STR, "parameters": NONNEG, "bytes": NONNEG, "storage": STR})
     capacity_report = _obj({
         **_header("capacity"),
@@ -323,9 +331,10 @@ def _capacity_defs() -> dict[str, Schema]:
             "num_hidden_layers": POS, "max_context_len": nullable(POS),
         }),
         "inputs": _obj({
-            "gpu": STR, "gpu_memory_bytes": POS, "gpu_bandwidth_bytes_per_s": nullable(POS),
+            "gpu": STR, "gpu_memory_bytes": POS, "gpu_memory_source": nullable(STR),
+            "gpu_bandwidth_bytes_per_s": nullable(POS),
             "num_gpus": nullable(POS), "tp": POS, "pp": POS, "engine": engines, "kv_dtype": STR,
-            "kv_dtype_source": STR, "max_model_len": POS, "max_model_len_source": STR, "batch": POS,
+            "kv_dtype_source": STR, "dtype": STR, "max_model_len": POS, "max_model_len_source": STR, "batch": POS,
             "block_size": nullable(POS), "gpu_memory_utilization": nullable(NUM), "mem_fraction_static": nullable(NUM),
             "free_gpu_memory_fraction": nullable(NUM), "max_num_batched_tokens": nullable(POS),
             "reserve_bytes": nullable(NONNEG), "kv_budget_bytes": nullable(NONNEG),
@@ -335,7 +344,8 @@ def _capacity_defs() -> dict[str, Schema]:
             "parameters": nullable(NONNEG), "language_parameters": nullable(NONNEG),
             "vision_parameters": nullable(NONNEG), "active_parameters": nullable(NONNEG),
             "bytes": nullable(NONNEG), "vision_bytes": nullable(NONNEG), "bytes_per_gpu": nullable(NONNEG),
-            "dtype": nullable(STR), "quantization": nullable(STR), "num_experts": nullable(POS),
+            "dtype": nullable(STR), "checkpoint_dtype": nullable(STR), "quantization": nullable(STR),
+            "num_experts": nullable(POS),
             "experts_per_token": nullable(POS), "parts": {"type": "array", "items": part},
         }),
         "budget": _obj({
@@ -356,7 +366,7 @@ def _capacity_defs() -> dict[str, Schema]:
         "notes": {"type": "array", "items": STR},
     })
     gpu = _obj({"name": STR, "vendor": STR, "memory_bytes": POS, "bandwidth_bytes_per_s": POS,
-                "aliases": {"type": "array", "items": STR}, "source": STR})
+                "aliases": {"type": "array", "items": STR}, "source": STR, "memory_source": STR})
     gpus_report = _obj({**_header("gpus"), "gpus": {"type": "array", "items": gpu}})
     return {"capacity_report": capacity_report, "gpus_report": gpus_report}
 
@@ -377,6 +387,7 @@ def _compare_def(layer: Schema) -> Schema:
         "num_attention_layers": NONNEG,
         "bytes_per_token": NONNEG,
         "kv_cache_bytes": NONNEG,
+        "kv_cache_bytes_per_gpu": {**NONNEG, "description": "on the most loaded GPU; equals kv_cache_bytes on one GPU"},
         "ratio_to_mha": NUM,
         "decode_read_bytes_per_step": NONNEG,
         "sweep": {
@@ -410,6 +421,10 @@ def _compare_def(layer: Schema) -> Schema:
                 "seq_len_source": STR,
                 "kv_dtype": STR,
                 "kv_dtype_source": STR,
+                "engine": ENGINES,
+                "tp": POS,
+                "pp": POS,
+                "block_size": nullable(POS),
                 "sweep_seq_lens": {"type": "array", "items": POS},
                 "gpu_mem_bytes": nullable(NONNEG),
                 "plot": nullable(STR),

@@ -94,27 +94,33 @@ class LayerCache:
 
 
 class DynamicLayer(LayerCache):
-    """Grow by torch.cat; windowed layers keep the last W - 1 tokens, compacted."""
+    """Grow by torch.cat, like Hugging Face DynamicCache. A windowed layer keeps its last W - 1 tokens
+    as a view of the concatenation (DynamicSlidingWindowLayer), so the W-token storage stays alive;
+    with beams, the reorder after every step (index_select, as generate's beam search does) copies
+    the kept tokens into compact tensors."""
+
+    def _keep(self, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Keep ``k``/``v`` (positions self.start ..) cropped to the last W - 1 tokens, then reorder beams."""
+        if self.window is not None and k.shape[2] > self.window - 1:
+            drop = k.shape[2] - (self.window - 1)
+            k, v = k[:, :, drop:], v[:, :, drop:]
+            self.start += drop
+        if self.plan.beams > 1:
+            beams = torch.arange(self.rows, device=self.device).view(self.plan.batch, self.plan.beams)
+            order = beams.roll(1, dims=1).flatten()  # a real reorder within each sequence's beams
+            k, v = k.index_select(0, order), v.index_select(0, order)
+        self.k, self.v = k, v
 
     def prefill(self, k: torch.Tensor, v: torch.Tensor) -> None:
-        start = self.keep_from(k.shape[2] - 1)
-        self.start = start
-        self.k = _fresh(k[:, :, start:], self.dtype)
-        self.v = _fresh(v[:, :, start:], self.dtype)
+        self.start = 0
+        self._keep(_fresh(k, self.dtype), _fresh(v, self.dtype))
 
     def step(self, k, v, t):
-        self.k = torch.cat([self.k, k.to(self.dtype)], dim=2)
-        self.v = torch.cat([self.v, v.to(self.dtype)], dim=2)
-        pos = torch.arange(self.start, self.start + self.k.shape[2], device=self.device)
-        return self.k.to(self.compute), self.v.to(self.compute), pos
-
-    def after_step(self, t: int) -> None:
-        start = self.keep_from(t)
-        if start > self.start:
-            drop = start - self.start
-            self.k = _fresh(self.k[:, :, drop:], self.dtype)
-            self.v = _fresh(self.v[:, :, drop:], self.dtype)
-            self.start = start
+        full_k = torch.cat([self.k, k.to(self.dtype)], dim=2)
+        full_v = torch.cat([self.v, v.to(self.dtype)], dim=2)
+        pos = torch.arange(self.start, self.start + full_k.shape[2], device=self.device)
+        self._keep(full_k, full_v)
+        return full_k.to(self.compute), full_v.to(self.compute), pos
 
     def tensors(self):
         return [self.k, self.v]
@@ -306,9 +312,8 @@ class StateLayer:
     recurrence (a shift of the conv window and a decayed accumulate), not a Mamba scan."""
 
     def __init__(self, layer: LayerPlan, plan: VerifyPlan, device: torch.device) -> None:
-        dtype = TORCH_DTYPES[plan.state_dtype.name]
-        self.states = {name: torch.zeros((plan.rows, *shape), dtype=dtype, device=device)
-                       for name, shape in layer.state_shapes}
+        self.states = {name: torch.zeros((plan.rows, *shape), dtype=TORCH_DTYPES[dtype], device=device)
+                       for name, shape, dtype in layer.state_shapes}
 
     def update(self, x: torch.Tensor) -> torch.Tensor:
         drive = torch.tanh(x.float().mean(dim=(1, 2)))  # [R]
@@ -679,7 +684,7 @@ def run_verify(plan: VerifyPlan, *, gpu: bool = False, seed: int = 0, progress: 
         backend = "nccl" if gpu else "gloo"
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     return VerifyMeasurement(
-        device=device.type, device_name=name, backend=backend, torch_version=torch.__version__,
+        device=device.type, device_name=name, backend=backend, torch_version=str(torch.__version__),
         weight_bytes=weight_bytes, ranks=ranks,
         bandwidth_bytes_per_s=(bandwidth or bandwidth_for(name)) if device.type == "cuda" else None,
         notes=(

@@ -13,8 +13,11 @@ back, so every layer has seen ``T = P + G`` tokens at the end (Hugging Face ``ge
 Layouts (R = batch * beams rows, h KV heads of this rank, d_k/d_v head dims, s bytes/element):
 
 - ``dynamic``   grow by concatenation (Hugging Face DynamicCache): full and MLA layers hold T
-                tokens; sliding/chunked layers keep the last ``W - 1`` tokens (the next token
-                attends to itself plus W - 1 earlier ones), compacted.
+                tokens; sliding/chunked layers keep the last ``W - 1`` tokens as a *view* of the
+                concatenation, as transformers' DynamicSlidingWindowLayer does, so their storage
+                is ``min(T, W)`` tokens (the whole prompt right after a prefill, ``--gen-len 0``);
+                with ``--beams`` the per-step beam reorder (index_select) compacts it to
+                ``min(T, W - 1)`` (FACTS h.5). This is kvplan's ``hf-dynamic`` engine profile.
 - ``static``    preallocated to ``M = --max-cache-len`` (default T) tokens (StaticCache); windowed
                 layers get a ring buffer of ``min(W, M)`` tokens.
 - ``sliding``   like static, but every windowed layer gets a ring buffer of exactly ``W`` tokens.
@@ -28,7 +31,10 @@ Layouts (R = batch * beams rows, h KV heads of this rank, d_k/d_v head dims, s b
 
 MLA layers cache the latent like transformers >= 5.15: a "K" of ``kv_lora_rank`` and a "V" of
 ``qk_rope_head_dim`` values, one head. State layers hold their per-sequence state tensors in
-the model dtype in every layout.
+the model dtype, with one exception: in the Hugging Face layouts (``dynamic``, ``static``,
+``quantized``) a Mamba-1 layer holds the whole ``d_conv`` conv window and a float32 ssm state,
+as transformers does (FACTS h.11, the ``hf-dynamic`` profile); ``paged`` and ``sliding`` keep
+vLLM's ``d_conv - 1`` window in the model dtype.
 """
 
 from __future__ import annotations
@@ -38,7 +44,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kvplan.calc import resolve_kv_dtype
-from kvplan.dtypes import KvDtype
+from kvplan.dtypes import KvDtype, lookup_dtype
+from kvplan.engines import get_engine
 from kvplan.errors import InputError
 from kvplan.geometry import ModelGeometry
 from kvplan.specs import (
@@ -96,7 +103,8 @@ class LayerPlan:
     """Token slots per row: tokens held (dynamic), preallocated slots (static/sliding), 0 (paged)."""
     blocks_per_seq: int
     """Paged layout: blocks of --block-size this layer needs per sequence at its peak."""
-    state_shapes: tuple[tuple[str, tuple[int, ...]], ...]
+    state_shapes: tuple[tuple[str, tuple[int, ...], str], ...]
+    """State layers: (name, shape per sequence, kvplan dtype name) of each state tensor."""
     tensors: tuple[PlannedTensor, ...]
 
     @property
@@ -240,14 +248,34 @@ def plan_verify(
         dtype_name = dtype.name
 
     hq_total = query_heads(geo)
+    specs = list(geo.layers)
+    if layout in HF_LAYOUTS:
+        # NOTE: the specs as transformers caches them (Falcon new_decoder_architecture broadcasts K/V to
+        # every query head before caching), the same rule as the hf-dynamic/hf-static engine profiles.
+        hf_heads = next((p.value for p in geo.provenance if p.field == "hf_cached_kv_heads"), None)
+        specs, hf_notes = get_engine("hf-dynamic").cached_layers(
+            specs, hf_cached_kv_heads=hf_heads if isinstance(hf_heads, int) else None
+        )
+        notes.extend(hf_notes)
     layers = tuple(
         _plan_layer(
-            index, spec, layout=layout, rows=batch * beams, prompt=prompt_len, seq=seq_tokens, max_cache=max_cache,
+            index, spec, layout=layout, rows=batch * beams, batch=batch, prompt=prompt_len, seq=seq_tokens, max_cache=max_cache,
             block_size=block_size, dtype=dtype, state_dtype=state_dtype, quant_bits=quant_bits,
             group=quant_group_size, residual=residual_length, tp=tp, hq_total=hq_total, gen=gen_len,
         )
-        for index, spec in enumerate(geo.layers)
+        for index, spec in enumerate(specs)
     )
+    if layout == "dynamic" and any(layer.window is not None for layer in layers):
+        notes.append(
+            "dynamic: sliding/chunked layers keep their last W - 1 tokens as a view of the concatenation, as "
+            "transformers' DynamicSlidingWindowLayer does, so each holds min(T, W) tokens of storage "
+            "(the whole prompt after a prefill alone; W - 1 with --beams, whose reorder copies the view)"
+        )
+    if layout in HF_LAYOUTS and any(getattr(layer.spec, "mixer", None) in HF_FP32_STATE_MIXERS for layer in layers):
+        notes.append(
+            f"{layout}: Mamba and gated-delta-net layers hold the whole conv window and a float32 recurrent state, "
+            "as transformers does on the CPU"
+        )
     if tp > 1:
         notes.append(
             f"--tp {tp}: each rank holds max(1, H_kv // {tp}) KV heads (replicated when fewer heads than ranks), "
@@ -272,7 +300,7 @@ def shard_heads(heads: int, tp: int, what: str) -> int:
 
 
 def _plan_layer(
-    index: int, spec: LayerSpec, *, layout: str, rows: int, prompt: int, seq: int, gen: int, max_cache: int,
+    index: int, spec: LayerSpec, *, layout: str, rows: int, batch: int, prompt: int, seq: int, gen: int, max_cache: int,
     block_size: int, dtype: KvDtype, state_dtype: KvDtype, quant_bits: int | None, group: int, residual: int,
     tp: int, hq_total: int,
 ) -> LayerPlan:
@@ -281,11 +309,14 @@ def _plan_layer(
         return LayerPlan(**base, num_kv_heads=0, num_query_heads=0, head_size=0, head_size_v=0, window=None, chunk=None,
                          cache_tokens=0, blocks_per_seq=0, state_shapes=(), tensors=())
     if isinstance(spec, StateSpec):
-        shapes = tuple((name, _shard_state(name, shape, tp, index)) for name, shape in spec.shapes)
+        shapes = tuple(
+            (name, _shard_state(name, shape, tp, index), dtype_name)
+            for name, shape, dtype_name in _state_tensors(spec, layout, state_dtype)
+        )
         tensors = tuple(
-            PlannedTensor(layer=index, name=name, shape=(rows, *shape), dtype=state_dtype.name,
-                          nbytes=rows * state_dtype.bytes_for(_count(shape)))
-            for name, shape in shapes
+            PlannedTensor(layer=index, name=name, shape=(rows, *shape), dtype=dtype_name,
+                          nbytes=rows * lookup_dtype(dtype_name).bytes_for(_count(shape)))
+            for name, shape, dtype_name in shapes
         )
         return LayerPlan(**base, num_kv_heads=0, num_query_heads=0, head_size=0, head_size_v=0, window=None, chunk=None,
                          cache_tokens=0, blocks_per_seq=0, state_shapes=shapes, tensors=tensors)
@@ -315,7 +346,14 @@ def _plan_layer(
         )
 
     if layout == "dynamic":
-        tokens = seq if window is None else min(seq, window - 1)
+        if window is None:
+            tokens = seq
+        elif rows > batch:
+            tokens = min(seq, window - 1)  # the beam reorder copies the W - 1 kept tokens
+        elif gen == 0:
+            tokens = prompt  # the kept view holds the whole prefill concatenation alive
+        else:
+            tokens = min(seq, window)  # W - 1 kept tokens, a view of the W-token concatenation
         return LayerPlan(**base, **layer, cache_tokens=tokens, blocks_per_seq=0, tensors=kv(tokens))
     if layout in ("static", "sliding"):
         if window is None:
@@ -363,6 +401,23 @@ def _plan_layer(
             tensors.append(PlannedTensor(layer=index, name=f"{name}_residual", shape=(rows, heads, residual_tokens, d),
                                          dtype=dtype.name, nbytes=dtype.bytes_for(rows * heads * residual_tokens * d)))
     return LayerPlan(**base, **layer, cache_tokens=seq, blocks_per_seq=0, tensors=tuple(tensors))
+
+
+#: Layouts that follow Hugging Face transformers' caches (the hf-dynamic / hf-static profiles).
+HF_LAYOUTS = ("dynamic", "static", "quantized")
+#: State mixers whose transformers cache keeps the whole conv window and a float32 state (CPU path).
+HF_FP32_STATE_MIXERS = ("mamba", "gated_delta_net")
+
+
+def _state_tensors(spec: StateSpec, layout: str, state_dtype: KvDtype) -> list[tuple[str, tuple[int, ...], str]]:
+    """(name, shape, dtype) of a state layer's tensors per sequence in ``layout``."""
+    if layout in HF_LAYOUTS and spec.mixer in HF_FP32_STATE_MIXERS:
+        shapes = dict(spec.shapes)
+        kernel_minus_1, channels = shapes["conv"]
+        # NOTE: transformers keeps the whole conv window and a float32 ssm/recurrent state (FACTS h.11 for
+        # Mamba; measured the same for Qwen3-Next's gated delta net with transformers 5.24 on the CPU).
+        return [("conv", (kernel_minus_1 + 1, channels), state_dtype.name), ("ssm", shapes["ssm"], "fp32")]
+    return [(name, shape, state_dtype.name) for name, shape in spec.shapes]
 
 
 def window_blocks_peak(prompt: int, seq: int, window: int, block_size: int) -> int:

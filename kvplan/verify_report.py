@@ -54,6 +54,12 @@ class VerifyMeasurement:
     engine: str = "kvplan"
     transformers_version: str | None = None
     notes: tuple[str, ...] = ()
+    weights_shared: bool = True
+    """kvplan's decode shares weights between layers of one shape; transformers builds every layer."""
+    profile: str | None = None
+    """``--engine transformers``: the engine profile the measurement is judged against (hf-dynamic, hf-static)."""
+    profile_bytes: int | None = None
+    """That profile's prediction (``kvplan estimate --engine ...``) for the same inputs."""
 
 
 def verify_report(
@@ -65,7 +71,7 @@ def verify_report(
 ) -> dict[str, Any]:
     """The report dict; ``report["verify"]["passed"]`` says whether every judged check held."""
     geometry = plan.geometry
-    predicted = plan.predicted_bytes
+    predicted = plan.predicted_bytes if measurement.profile_bytes is None else measurement.profile_bytes
     ranks = []
     for rank in measurement.ranks:
         blocks_ok = all(
@@ -93,10 +99,20 @@ def verify_report(
         fraction = floor / first.step_seconds
 
     notes = list(plan.notes)
-    notes.append(
-        "weights are random and shared by every layer of the same shape (they do not affect the cache): "
-        f"{measurement.weight_bytes:,} bytes per rank"
-    )
+    if measurement.weights_shared:
+        notes.append(
+            "weights are random and shared by every layer of the same shape (they do not affect the cache): "
+            f"{measurement.weight_bytes:,} bytes per rank"
+        )
+    else:
+        notes.append(f"weights are random, one set per layer: {measurement.weight_bytes:,} bytes")
+    if measurement.profile is not None:
+        same = "equals" if measurement.profile_bytes == plan.predicted_bytes else "DIFFERS FROM"
+        notes.append(
+            f"predicted by kvplan's {measurement.profile} engine profile (kvplan estimate --engine "
+            f"{measurement.profile}): {measurement.profile_bytes:,} bytes, which {same} the {plan.layout} layout's "
+            f"per-layer plan ({plan.predicted_bytes:,} bytes)"
+        )
     if plan.layout == "paged":
         notes.append(
             "paged: the pools are sized from the prediction; the check is that the block tables' peak use "
@@ -177,7 +193,7 @@ def verify_report(
             "measured_bytes": first.measured_bytes,
             "match": match,
             "ranks": ranks,
-            "weights_shared": True,
+            "weights_shared": measurement.weights_shared,
             "weight_bytes": measurement.weight_bytes,
             "allocated": {
                 "predicted": alloc.allocated_bytes if alloc else None,

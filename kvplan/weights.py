@@ -63,6 +63,24 @@ WEIGHT_DEFAULTS: dict[str, dict[str, Any]] = {
     "opt": {"tie_word_embeddings": True}, "bloom": {"tie_word_embeddings": True},
     "falcon": {"tie_word_embeddings": True}, "mamba": {"tie_word_embeddings": True},
     "falcon_mamba": {"tie_word_embeddings": False},
+    # JambaConfig, Qwen3NextConfig, NemotronHConfig, MiniMaxConfig, ChatGLMConfig, T5Config, MT5Config,
+    # WhisperConfig, Starcoder2Config and MptConfig defaults for the keys weight counting reads.
+    "jamba": {"tie_word_embeddings": False, "expert_layer_period": 2, "expert_layer_offset": 1, "num_experts": 16,
+              "num_experts_per_tok": 2, "mamba_conv_bias": True, "mamba_proj_bias": False},
+    "qwen3_next": {"tie_word_embeddings": False, "shared_expert_intermediate_size": 512, "num_experts": 512,
+                   "moe_intermediate_size": 512, "num_experts_per_tok": 10, "decoder_sparse_step": 1},
+    "nemotron_h": {"tie_word_embeddings": False, "use_conv_bias": True, "use_bias": False, "mlp_bias": False,
+                   "attention_bias": False},
+    "minimax": {"tie_word_embeddings": False}, "minimax_m1": {"tie_word_embeddings": False},
+    "minimax_text_01": {"tie_word_embeddings": False},
+    "chatglm": {"tie_word_embeddings": False, "add_qkv_bias": False, "add_bias_linear": False,
+                "post_layer_norm": True, "multi_query_attention": False},
+    "t5": {"tie_word_embeddings": True, "feed_forward_proj": "relu", "relative_attention_num_buckets": 32},
+    "mt5": {"tie_word_embeddings": False, "feed_forward_proj": "gated-gelu", "relative_attention_num_buckets": 32},
+    "whisper": {"tie_word_embeddings": True, "num_mel_bins": 80, "max_source_positions": 1500,
+                "max_target_positions": 448},
+    "starcoder2": {"tie_word_embeddings": True, "use_bias": True},
+    "mpt": {"tie_word_embeddings": True, "no_bias": True},
 }
 
 #: Families counted as a pre-norm decoder with gated (SwiGLU/GeGLU) MLPs.
@@ -282,6 +300,10 @@ def count_weights(config: Mapping[str, Any], *, model_id: str) -> WeightsEstimat
         (parts, shape), experts, top_k = _classic_decoder(r, model_type), None, None
     elif model_type in _STATE:
         (parts, shape), experts, top_k = _mamba(r), None, None
+    elif model_type in _MOE_HYBRID:
+        parts, experts, top_k, shape = _MOE_HYBRID[model_type](r)
+    elif model_type in _OTHER:
+        (parts, shape), experts, top_k = _OTHER[model_type](r), None, None
     else:
         raise ConfigError(
             f"{model_id}: kvplan cannot count the weights of model_type {model_type!r} from its config",
@@ -510,7 +532,7 @@ def _moe_layout(
     if model_type in ("mixtral", "gpt_oss"):
         experts = r.first_of("num_experts", ("num_local_experts", "num_experts"))
         return list(range(layers)), experts, top_k, intermediate, None
-    if model_type in ("qwen2_moe", "qwen3_moe"):
+    if model_type in ("qwen2_moe", "qwen3_moe", "qwen3_next"):
         experts = r.first_of("num_experts", ("num_experts",))
         size = r.first_of("moe_intermediate_size", ("moe_intermediate_size",))
         step = r.optional("decoder_sparse_step", ("decoder_sparse_step",)) or 1
@@ -784,3 +806,441 @@ def resolve_weights(
                                 note=f"weight bytes from the Hub's safetensors metadata ({dtypes} elements); "
                                 f"counted from config: {counted.counted_bytes:,}"), notes
     return counted, notes
+
+
+# ---- hybrid-state, GLM, encoder-decoder and other families -------------------------------------
+def _gqa_attention(hidden: int, heads: int, kv_heads: int, head_dim: int, layers: int, *,
+                   q_factor: int = 1) -> list[Matrix]:
+    """q (x q_factor for gated attention), k, v and o projections of ``layers`` attention layers."""
+    q, kv = heads * head_dim, kv_heads * head_dim
+    return [Matrix(in_features=hidden, out_features=q * q_factor, count=layers),
+            Matrix(in_features=hidden, out_features=kv, count=2 * layers),
+            Matrix(in_features=q, out_features=hidden, count=layers)]
+
+
+def _kv_heads(r: ConfigReader, heads: int, aliases: tuple[str, ...] = ("num_key_value_heads", "num_kv_heads")) -> int:
+    kv = r.first_of("num_kv_heads", aliases, required=False)
+    if kv is None:
+        r.note(f"no KV-head field: num_key_value_heads = num_attention_heads = {heads}")
+        return heads
+    return int(kv)
+
+
+def _experts_parts(hidden: int, expert_size: int, experts: int, n_moe: int, *, gated: bool = True,
+                   shared_size: int | None = None, shared_gate: bool = False, router_bias: bool = False) -> list[WeightPart]:
+    """Every expert resident (gated: gate/up/down; else up/down), optional shared expert, the router."""
+    per_expert = 2 if gated else 1
+    parts = [WeightPart(name="experts", matrices=(
+        Matrix(in_features=hidden, out_features=expert_size, count=per_expert * experts * n_moe),
+        Matrix(in_features=expert_size, out_features=hidden, count=experts * n_moe)))]
+    if shared_size:
+        parts.append(WeightPart(name="shared_experts", matrices=(
+            Matrix(in_features=hidden, out_features=shared_size, count=per_expert * n_moe),
+            Matrix(in_features=shared_size, out_features=hidden, count=n_moe)),
+            other_parameters=hidden * n_moe if shared_gate else 0))
+    parts.append(WeightPart(name="router", matrices=(Matrix(in_features=hidden, out_features=experts, count=n_moe),),
+                            other_parameters=experts * n_moe if router_bias else 0, tp_sharded=False))
+    return parts
+
+
+def _bool(r: ConfigReader, key: str, default: bool) -> bool:
+    value = r.raw(key)
+    if isinstance(value, bool):
+        return value
+    default = bool(r.defaults.get(key, default))
+    r.note(f"{r.prefix}{key} is not in the config; the {r.defaults_name} default is {str(default).lower()}")
+    return default
+
+
+def _mamba1_mixer(r: ConfigReader, hidden: int, count: int, *, d_inner: int, d_state: int, d_conv: int,
+                  dt_rank: int, conv_bias: bool, proj_bias: bool, inner_norms: int = 0) -> WeightPart:
+    """Mamba-1 mixers: in_proj, conv1d, x_proj, dt_proj, A_log, D, out_proj (+ Jamba's dt/B/C norms)."""
+    matrices = (Matrix(in_features=hidden, out_features=2 * d_inner, count=count),
+                Matrix(in_features=d_inner, out_features=dt_rank + 2 * d_state, count=count),
+                Matrix(in_features=dt_rank, out_features=d_inner, count=count),
+                Matrix(in_features=d_inner, out_features=hidden, count=count))
+    vectors = d_inner * d_conv + (d_inner if conv_bias else 0) + d_inner + d_inner * d_state + d_inner
+    vectors += (2 * d_inner + hidden) if proj_bias else 0
+    vectors += inner_norms
+    return WeightPart(name="mamba", matrices=matrices, other_parameters=vectors * count)
+
+
+def _jamba(r: ConfigReader) -> tuple[list[WeightPart], int, int | None, dict[str, int]]:
+    """Jamba: attention in layers i % attn_layer_period == attn_layer_offset, Mamba-1 elsewhere; MoE MLP
+    in layers i % expert_layer_period == expert_layer_offset, a dense MLP elsewhere."""
+    hidden = _hidden(r)
+    layers = r.first_of("num_hidden_layers", ("num_hidden_layers",))
+    heads = r.first_of("num_attention_heads", ("num_attention_heads",))
+    kv_heads = _kv_heads(r, heads)
+    head_dim = hidden // heads
+    period = r.first_of("attn_layer_period", ("attn_layer_period",))
+    offset = r.first_of("attn_layer_offset", ("attn_layer_offset",))
+    e_period = r.first_of("expert_layer_period", ("expert_layer_period",))
+    e_offset = r.first_of("expert_layer_offset", ("expert_layer_offset",))
+    n_attn = sum(1 for i in range(layers) if i % period == offset)
+    n_moe = sum(1 for i in range(layers) if i % e_period == e_offset)
+    d_inner = r.first_of("mamba_expand", ("mamba_expand",)) * hidden
+    d_state = r.first_of("mamba_d_state", ("mamba_d_state",))
+    d_conv = r.first_of("mamba_d_conv", ("mamba_d_conv",))
+    rank = r.raw("mamba_dt_rank")
+    dt_rank = rank if isinstance(rank, int) and not isinstance(rank, bool) else math.ceil(hidden / 16)
+    if not isinstance(rank, int):
+        r.note(f"mamba_dt_rank auto = ceil(hidden_size / 16) = {dt_rank}")
+    intermediate = r.first_of("intermediate_size", ("intermediate_size",))
+    experts = r.first_of("num_experts", ("num_experts",))
+    top_k = r.optional("num_experts_per_tok", ("num_experts_per_tok",))
+    parts = _embeddings(r, hidden)
+    parts.append(WeightPart(name="attention", matrices=tuple(_gqa_attention(hidden, heads, kv_heads, head_dim, n_attn))))
+    parts.append(_mamba1_mixer(r, hidden, layers - n_attn, d_inner=d_inner, d_state=d_state, d_conv=d_conv,
+                               dt_rank=dt_rank, conv_bias=_bool(r, "mamba_conv_bias", True),
+                               proj_bias=_bool(r, "mamba_proj_bias", False), inner_norms=dt_rank + 2 * d_state))
+    if layers - n_moe:
+        parts.append(WeightPart(name="mlp", matrices=(
+            Matrix(in_features=hidden, out_features=intermediate, count=2 * (layers - n_moe)),
+            Matrix(in_features=intermediate, out_features=hidden, count=layers - n_moe))))
+    parts += _experts_parts(hidden, intermediate, experts, n_moe)
+    parts.append(WeightPart(name="norms", other_parameters=(2 * layers + 1) * hidden, tp_sharded=False))
+    r.note(f"Jamba: {n_attn} attention and {layers - n_attn} Mamba layers; {experts} experts in {n_moe} of {layers} "
+           "layers, all resident")
+    shape = {"hidden_size": hidden, "mlp_width": max(intermediate, (top_k or 1) * intermediate),
+             "qkv_width": max((heads + 2 * kv_heads) * head_dim, 2 * d_inner), "vocab_size": _vocab(r)}
+    return parts, experts, top_k, shape
+
+
+def _qwen3_next(r: ConfigReader) -> tuple[list[WeightPart], int | None, int | None, dict[str, int]]:
+    """Qwen3-Next: gated full attention every full_attention_interval-th layer (q_proj doubled for the
+    output gate, q/k norms), Gated DeltaNet elsewhere, MoE MLPs with a gated shared expert."""
+    hidden = _hidden(r)
+    layers = r.first_of("num_hidden_layers", ("num_hidden_layers",))
+    heads = r.first_of("num_attention_heads", ("num_attention_heads",))
+    kv_heads = _kv_heads(r, heads)
+    head_dim = r.first_of("head_dim", ("head_dim",))
+    interval = r.first_of("full_attention_interval", ("full_attention_interval",))
+    types = r.raw("layer_types")
+    if isinstance(types, list) and len(types) == layers:
+        n_full = sum(1 for t in types if t in ("full_attention", "attention"))
+    else:
+        n_full = sum(1 for i in range(layers) if (i + 1) % interval == 0)
+    n_linear = layers - n_full
+    hk = r.first_of("linear_num_key_heads", ("linear_num_key_heads",))
+    hv = r.first_of("linear_num_value_heads", ("linear_num_value_heads",))
+    dk = r.first_of("linear_key_head_dim", ("linear_key_head_dim",))
+    dv = r.first_of("linear_value_head_dim", ("linear_value_head_dim",))
+    conv = r.first_of("linear_conv_kernel_dim", ("linear_conv_kernel_dim",))
+    key_dim, value_dim = hk * dk, hv * dv
+    parts = _embeddings(r, hidden)
+    attention = _gqa_attention(hidden, heads, kv_heads, head_dim, n_full, q_factor=2)
+    attention += [Matrix(in_features=hidden, out_features=2 * key_dim + 2 * value_dim, count=n_linear),  # in_proj_qkvz
+                  Matrix(in_features=hidden, out_features=2 * hv, count=n_linear),  # in_proj_ba
+                  Matrix(in_features=value_dim, out_features=hidden, count=n_linear)]  # out_proj
+    # q/k norms of the full layers; conv1d, dt_bias, A_log and the gated norm of the DeltaNet layers
+    other = 2 * head_dim * n_full + ((2 * key_dim + value_dim) * conv + 2 * hv + dv) * n_linear
+    parts.append(WeightPart(name="attention", matrices=tuple(attention), other_parameters=other))
+    intermediate = r.first_of("intermediate_size", ("intermediate_size",))
+    moe, experts, top_k, expert_size, shared = _moe_layout(r, "qwen3_next", layers, intermediate)
+    if len(moe) < layers:
+        parts.append(WeightPart(name="mlp", matrices=(
+            Matrix(in_features=hidden, out_features=intermediate, count=2 * (layers - len(moe))),
+            Matrix(in_features=intermediate, out_features=hidden, count=layers - len(moe)))))
+    if moe:
+        assert experts is not None and expert_size is not None
+        parts += _experts_parts(hidden, expert_size, experts, len(moe), shared_size=shared, shared_gate=True)
+    parts.append(WeightPart(name="norms", other_parameters=(2 * layers + 1) * hidden, tp_sharded=False))
+    r.note(f"Qwen3-Next: {n_full} gated full-attention and {n_linear} Gated DeltaNet layers; {experts} experts "
+           "per MoE layer, all resident; the multi-token-prediction layer is not counted")
+    shape = {"hidden_size": hidden, "mlp_width": (top_k or 1) * (expert_size or intermediate) + (shared or 0),
+             "qkv_width": 2 * key_dim + 2 * value_dim, "vocab_size": _vocab(r)}
+    return parts, experts if moe else None, top_k if moe else None, shape
+
+
+def _nemotron_h(r: ConfigReader) -> tuple[list[WeightPart], int | None, int | None, dict[str, int]]:
+    """Nemotron-H: one mixer per block from hybrid_override_pattern: M = Mamba-2, * = attention,
+    - = MLP (up/down, squared ReLU), E = MoE; each block has one RMSNorm."""
+    hidden = _hidden(r)
+    layers = r.first_of("num_hidden_layers", ("num_hidden_layers",))
+    pattern = r.first_of("hybrid_override_pattern", ("hybrid_override_pattern",), kind="str")
+    if len(pattern) != layers or set(pattern) - set("M*-E"):
+        raise ConfigError(f"{r.source_name}: hybrid_override_pattern {pattern!r} does not describe {layers} layers",
+                          "use one of M, *, -, E per layer")
+    n_m, n_a, n_mlp, n_e = (pattern.count(s) for s in "M*-E")
+    heads = r.first_of("num_attention_heads", ("num_attention_heads",))
+    kv_heads = _kv_heads(r, heads)
+    head_dim = r.optional("head_dim", ("attention_head_dim", "head_dim")) or hidden // heads
+    parts = _embeddings(r, hidden)
+    attn_bias = (heads + 2 * kv_heads) * head_dim + hidden if _bool(r, "attention_bias", False) else 0
+    parts.append(WeightPart(name="attention", matrices=tuple(_gqa_attention(hidden, heads, kv_heads, head_dim, n_a)),
+                            other_parameters=attn_bias * n_a))
+    qkv_width = (heads + 2 * kv_heads) * head_dim
+    if n_m:
+        n_heads = r.first_of("mamba_num_heads", ("mamba_num_heads",))
+        d_head = r.first_of("mamba_head_dim", ("mamba_head_dim",))
+        groups = r.first_of("n_groups", ("n_groups",))
+        d_state = r.first_of("ssm_state_size", ("ssm_state_size", "state_size"))
+        conv = r.first_of("conv_kernel", ("conv_kernel",))
+        d_inner = n_heads * d_head
+        conv_dim = d_inner + 2 * groups * d_state
+        in_out = 2 * d_inner + 2 * groups * d_state + n_heads
+        vectors = conv_dim * conv + (conv_dim if _bool(r, "use_conv_bias", True) else 0) + 3 * n_heads + d_inner
+        if _bool(r, "use_bias", False):
+            vectors += in_out + hidden
+        parts.append(WeightPart(name="mamba", matrices=(
+            Matrix(in_features=hidden, out_features=in_out, count=n_m),
+            Matrix(in_features=d_inner, out_features=hidden, count=n_m)), other_parameters=vectors * n_m))
+        qkv_width = max(qkv_width, in_out)
+    intermediate = r.first_of("intermediate_size", ("intermediate_size",)) if n_mlp else 0
+    if n_mlp:
+        bias = (intermediate + hidden) * n_mlp if _bool(r, "mlp_bias", False) else 0
+        parts.append(WeightPart(name="mlp", matrices=(
+            Matrix(in_features=hidden, out_features=intermediate, count=n_mlp),
+            Matrix(in_features=intermediate, out_features=hidden, count=n_mlp)), other_parameters=bias))
+    experts = top_k = None
+    width = intermediate
+    if n_e:
+        experts = r.first_of("num_experts", ("n_routed_experts", "num_experts"))
+        top_k = r.optional("num_experts_per_tok", ("num_experts_per_tok",))
+        size = r.first_of("moe_intermediate_size", ("moe_intermediate_size",))
+        shared = r.optional("moe_shared_expert_intermediate_size", ("moe_shared_expert_intermediate_size",))
+        parts += _experts_parts(hidden, size, experts, n_e, gated=False, shared_size=shared, router_bias=True)
+        width = max(width, (top_k or 1) * size + (shared or 0))
+    parts.append(WeightPart(name="norms", other_parameters=(layers + 1) * hidden, tp_sharded=False))
+    r.note(f"Nemotron-H: {n_m} Mamba-2, {n_a} attention, {n_mlp} MLP and {n_e} MoE blocks")
+    return parts, experts, top_k, {"hidden_size": hidden, "mlp_width": width, "qkv_width": qkv_width,
+                                   "vocab_size": _vocab(r)}
+
+
+def _minimax(r: ConfigReader) -> tuple[list[WeightPart], int, int | None, dict[str, int]]:
+    """MiniMax-01/M1: lightning attention (qkv, output gate, out_proj, norm) where attn_type_list is 0,
+    softmax GQA attention where it is 1; MoE MLP in every layer."""
+    hidden = _hidden(r)
+    layers = r.first_of("num_hidden_layers", ("num_hidden_layers",))
+    heads = r.first_of("num_attention_heads", ("num_attention_heads",))
+    kv_heads = _kv_heads(r, heads)
+    head_dim = r.optional("head_dim", ("head_dim",)) or hidden // heads
+    flags = r.first_of("attn_type_list", ("attn_type_list",), kind="list")
+    if len(flags) != layers:
+        raise ConfigError(f"{r.source_name}: attn_type_list has {len(flags)} entries for {layers} layers",
+                          "one 0 (lightning) or 1 (softmax) per layer")
+    n_soft = sum(1 for f in flags if f == 1)
+    n_lin = layers - n_soft
+    inner = heads * head_dim
+    attention = _gqa_attention(hidden, heads, kv_heads, head_dim, n_soft)
+    attention += [Matrix(in_features=hidden, out_features=3 * inner, count=n_lin),  # qkv_proj
+                  Matrix(in_features=hidden, out_features=inner, count=n_lin),  # output_gate
+                  Matrix(in_features=inner, out_features=hidden, count=n_lin)]  # out_proj
+    parts = _embeddings(r, hidden)
+    parts.append(WeightPart(name="attention", matrices=tuple(attention), other_parameters=inner * n_lin))
+    experts = r.first_of("num_experts", ("num_local_experts", "num_experts"))
+    top_k = r.optional("num_experts_per_tok", ("num_experts_per_tok",))
+    size = r.first_of("intermediate_size", ("intermediate_size",))
+    shared = r.raw("shared_intermediate_size")
+    shared = shared if isinstance(shared, int) and shared > 0 else None
+    parts += _experts_parts(hidden, size, experts, layers, shared_size=shared)
+    parts.append(WeightPart(name="norms", other_parameters=(2 * layers + 1) * hidden, tp_sharded=False))
+    r.note(f"MiniMax: {n_lin} lightning-attention and {n_soft} softmax-attention layers; {experts} experts per layer, "
+           "all resident")
+    return parts, experts, top_k, {"hidden_size": hidden, "mlp_width": (top_k or 1) * size + (shared or 0),
+                                   "qkv_width": 4 * inner, "vocab_size": _vocab(r)}
+
+
+def _chatglm(r: ConfigReader) -> tuple[list[WeightPart], dict[str, int]]:
+    """ChatGLM2/3 and GLM-4 (remote code): fused query_key_value with multi-query groups, SwiGLU MLP."""
+    hidden = _hidden(r)
+    layers = r.first_of("num_hidden_layers", ("num_layers", "num_hidden_layers"))
+    heads = r.first_of("num_attention_heads", ("num_attention_heads",))
+    head_dim = r.optional("kv_channels", ("kv_channels",)) or hidden // heads
+    groups = heads
+    if _bool(r, "multi_query_attention", False):
+        groups = r.first_of("multi_query_group_num", ("multi_query_group_num",))
+    q, kv = heads * head_dim, groups * head_dim
+    ffn = r.first_of("intermediate_size", ("ffn_hidden_size",))
+    linear_bias = _bool(r, "add_bias_linear", False)
+    qkv_bias = _bool(r, "add_qkv_bias", False) or linear_bias
+    parts = _embeddings(r, hidden)
+    parts.append(WeightPart(name="attention", matrices=(
+        Matrix(in_features=hidden, out_features=q + 2 * kv, count=layers),
+        Matrix(in_features=q, out_features=hidden, count=layers)),
+        other_parameters=((q + 2 * kv) if qkv_bias else 0) * layers + (hidden * layers if linear_bias else 0)))
+    parts.append(WeightPart(name="mlp", matrices=(
+        Matrix(in_features=hidden, out_features=2 * ffn, count=layers),
+        Matrix(in_features=ffn, out_features=hidden, count=layers)),
+        other_parameters=(2 * ffn + hidden) * layers if linear_bias else 0))
+    final = 1 if _bool(r, "post_layer_norm", True) else 0
+    parts.append(WeightPart(name="norms", other_parameters=(2 * layers + final) * hidden, tp_sharded=False))
+    return parts, {"hidden_size": hidden, "mlp_width": ffn, "qkv_width": q + 2 * kv, "vocab_size": _vocab(r)}
+
+
+def _starcoder2(r: ConfigReader) -> tuple[list[WeightPart], dict[str, int]]:
+    """StarCoder2: GQA attention and a c_fc/c_proj MLP, with biases (use_bias), LayerNorms with bias."""
+    hidden = _hidden(r)
+    layers = r.first_of("num_hidden_layers", ("num_hidden_layers",))
+    heads = r.first_of("num_attention_heads", ("num_attention_heads",))
+    kv_heads = _kv_heads(r, heads)
+    head_dim = hidden // heads
+    inner = r.first_of("intermediate_size", ("intermediate_size",))
+    bias = _bool(r, "use_bias", True)
+    q, kv = heads * head_dim, kv_heads * head_dim
+    parts = _embeddings(r, hidden)
+    parts.append(WeightPart(name="attention", matrices=tuple(_gqa_attention(hidden, heads, kv_heads, head_dim, layers)),
+                            other_parameters=(q + 2 * kv + hidden) * layers if bias else 0))
+    parts.append(WeightPart(name="mlp", matrices=(
+        Matrix(in_features=hidden, out_features=inner, count=layers),
+        Matrix(in_features=inner, out_features=hidden, count=layers)),
+        other_parameters=(inner + hidden) * layers if bias else 0))
+    parts.append(WeightPart(name="norms", other_parameters=(2 * layers + 1) * 2 * hidden, tp_sharded=False))
+    return parts, {"hidden_size": hidden, "mlp_width": inner, "qkv_width": q + 2 * kv, "vocab_size": _vocab(r)}
+
+
+def _mpt(r: ConfigReader) -> tuple[list[WeightPart], dict[str, int]]:
+    """MPT: fused Wqkv (attn_config.kv_n_heads for GQA), up/down MLP of expansion_ratio x d_model, ALiBi
+    (no position embeddings, as transformers' MptModel), LayerNorms without bias when no_bias."""
+    hidden = _hidden(r)
+    layers = r.first_of("num_hidden_layers", ("n_layers",))
+    heads = r.first_of("num_attention_heads", ("n_heads",))
+    head_dim = hidden // heads
+    kv_heads = r.optional("num_kv_heads", ("attn_config.kv_n_heads",)) or heads
+    ratio = r.raw("expansion_ratio")
+    if not isinstance(ratio, (int, float)) or isinstance(ratio, bool):
+        ratio = 4
+        r.note("expansion_ratio is not in the config; the MPT default is 4")
+    inner = int(ratio * hidden)
+    bias = not _bool(r, "no_bias", True)
+    qkv = hidden + 2 * kv_heads * head_dim
+    parts = _embeddings(r, hidden)
+    parts.append(WeightPart(name="attention", matrices=(
+        Matrix(in_features=hidden, out_features=qkv, count=layers),
+        Matrix(in_features=hidden, out_features=hidden, count=layers)),
+        other_parameters=(qkv + hidden) * layers if bias else 0))
+    parts.append(WeightPart(name="mlp", matrices=(
+        Matrix(in_features=hidden, out_features=inner, count=layers),
+        Matrix(in_features=inner, out_features=hidden, count=layers)),
+        other_parameters=(inner + hidden) * layers if bias else 0))
+    ln = 2 * hidden if bias else hidden
+    parts.append(WeightPart(name="norms", other_parameters=(2 * layers + 1) * ln, tp_sharded=False))
+    return parts, {"hidden_size": hidden, "mlp_width": inner, "qkv_width": qkv, "vocab_size": _vocab(r)}
+
+
+def _t5(r: ConfigReader) -> tuple[list[WeightPart], dict[str, int]]:
+    """T5 family: encoder and decoder stacks (decoder layers add cross-attention), bias-free projections,
+    RMS LayerNorms, relative position buckets in the first layer of each stack, one shared embedding."""
+    d_model = _hidden(r)
+    heads = r.first_of("num_attention_heads", ("num_heads",))
+    d_kv = r.first_of("head_dim", ("d_kv",))
+    d_ff = r.first_of("intermediate_size", ("d_ff",))
+    enc = r.first_of("num_encoder_layers", ("num_layers",))
+    dec = r.optional("num_decoder_layers", ("num_decoder_layers",)) or enc
+    proj = r.raw("feed_forward_proj")
+    if not isinstance(proj, str):
+        proj = str(r.defaults.get("feed_forward_proj", "relu"))
+        r.note(f"feed_forward_proj is not in the config; the {r.defaults_name} default is {proj}")
+    gated = proj.startswith("gated")
+    buckets = r.optional("relative_attention_num_buckets", ("relative_attention_num_buckets",)) or 32
+    inner = heads * d_kv
+    attn_blocks = enc + 2 * dec  # encoder self, decoder self, decoder cross
+    parts = _embeddings(r, d_model)
+    parts.append(WeightPart(name="attention", matrices=(
+        Matrix(in_features=d_model, out_features=inner, count=3 * attn_blocks),
+        Matrix(in_features=inner, out_features=d_model, count=attn_blocks)),
+        other_parameters=2 * buckets * heads))
+    parts.append(WeightPart(name="mlp", matrices=(
+        Matrix(in_features=d_model, out_features=d_ff, count=(2 if gated else 1) * (enc + dec)),
+        Matrix(in_features=d_ff, out_features=d_model, count=enc + dec))))
+    parts.append(WeightPart(name="norms", other_parameters=(2 * enc + 3 * dec + 2) * d_model, tp_sharded=False))
+    r.note(f"encoder-decoder: {enc} encoder and {dec} decoder layers counted; the encoder stays resident")
+    return parts, {"hidden_size": d_model, "mlp_width": d_ff * (2 if gated else 1), "qkv_width": 3 * inner,
+                   "vocab_size": _vocab(r)}
+
+
+def _whisper(r: ConfigReader) -> tuple[list[WeightPart], dict[str, int]]:
+    """Whisper: conv front end and learned positions, encoder and decoder layers (q, v, o with bias; k
+    without), LayerNorms with bias, decoder cross-attention, proj_out tied to the token embedding."""
+    d = _hidden(r)
+    enc = r.first_of("encoder_layers", ("encoder_layers",))
+    dec = r.first_of("decoder_layers", ("decoder_layers",))
+    enc_ffn = r.first_of("encoder_ffn_dim", ("encoder_ffn_dim",))
+    dec_ffn = r.first_of("decoder_ffn_dim", ("decoder_ffn_dim",))
+    mels = r.first_of("num_mel_bins", ("num_mel_bins",))
+    src = r.first_of("max_source_positions", ("max_source_positions",))
+    tgt = r.first_of("max_target_positions", ("max_target_positions",))
+    attn_blocks = enc + 2 * dec
+    parts = _embeddings(r, d)
+    parts.append(WeightPart(name="position_embeddings", other_parameters=(src + tgt) * d))
+    parts.append(WeightPart(name="conv", other_parameters=mels * d * 3 + d + d * d * 3 + d))
+    parts.append(WeightPart(name="attention", matrices=(Matrix(in_features=d, out_features=d, count=4 * attn_blocks),),
+                            other_parameters=3 * d * attn_blocks))
+    parts.append(WeightPart(name="mlp", matrices=(
+        Matrix(in_features=d, out_features=enc_ffn, count=enc), Matrix(in_features=enc_ffn, out_features=d, count=enc),
+        Matrix(in_features=d, out_features=dec_ffn, count=dec), Matrix(in_features=dec_ffn, out_features=d, count=dec)),
+        other_parameters=(enc_ffn + d) * enc + (dec_ffn + d) * dec))
+    parts.append(WeightPart(name="norms", other_parameters=(2 * enc + 3 * dec + 2) * 2 * d, tp_sharded=False))
+    r.note(f"encoder-decoder: {enc} encoder and {dec} decoder layers counted; the encoder stays resident")
+    return parts, {"hidden_size": d, "mlp_width": dec_ffn, "qkv_width": 3 * d, "vocab_size": _vocab(r)}
+
+
+#: Families with their own counter that may have experts: (parts, experts, experts per token, shape).
+_MOE_HYBRID: dict[str, Callable[[ConfigReader], tuple[list[WeightPart], int | None, int | None, dict[str, int]]]] = {
+    "jamba": _jamba, "qwen3_next": _qwen3_next, "nemotron_h": _nemotron_h,
+    "minimax": _minimax, "minimax_m1": _minimax, "minimax_text_01": _minimax,
+}
+#: Dense families with their own counter: (parts, shape).
+_OTHER: dict[str, Callable[[ConfigReader], tuple[list[WeightPart], dict[str, int]]]] = {
+    "chatglm": _chatglm, "t5": _t5, "mt5": _t5, "whisper": _whisper, "starcoder2": _starcoder2, "mpt": _mpt,
+}
+
+
+# ---- the dtype an engine serves the weights in -----------------------------------------------
+#: ``--dtype`` spellings (vLLM's ``--dtype`` choices and torch names) -> kvplan's dtype name.
+SERVE_DTYPES: dict[str, str] = {
+    "half": "float16", "float16": "float16", "fp16": "float16",
+    "bfloat16": "bfloat16", "bf16": "bfloat16",
+    "float": "float32", "float32": "float32", "fp32": "float32",
+}
+#: Engines that load a checkpoint in its own dtype (transformers 5 ``from_pretrained(dtype="auto")``);
+#: every other engine's ``--dtype auto`` serves float32 checkpoints in 16 bits.
+CHECKPOINT_DTYPE_ENGINES = frozenset({"hf-dynamic", "hf-static"})
+
+
+def served_dtype(weights_dtype: str, *, engine: str, dtype: str = "auto") -> tuple[str, str]:
+    """(dtype the engine holds unquantised weights in, why), for ``--dtype`` (``auto`` = the engine's rule).
+
+    NOTE: vLLM's and SGLang's ``--dtype auto`` load a float32 checkpoint in 16 bits (bfloat16 where the
+    GPU supports it, else float16: ``_get_and_verify_dtype``); TensorRT-LLM's ``dtype="auto"`` does the
+    same and llama.cpp's converter writes 16-bit GGUF by default. transformers 5 keeps the checkpoint's
+    dtype (``dtype="auto"``), so the hf-* profiles hold float32 weights in 4 bytes.
+    """
+    key = str(dtype).strip().lower().removeprefix("torch.")
+    if key != "auto":
+        if key not in SERVE_DTYPES:
+            raise InputError(f"--dtype {dtype!r} is not a weight dtype",
+                             "use auto, bfloat16, float16 (half) or float32 (float), as vLLM's --dtype")
+        return SERVE_DTYPES[key], f"--dtype {dtype}"
+    if weights_dtype in ("float32", "float64") and engine not in CHECKPOINT_DTYPE_ENGINES:
+        return "bfloat16", (f"{engine} --dtype auto serves a {weights_dtype} checkpoint in 16 bits "
+                            "(bfloat16; float16 on GPUs without bf16); pass --dtype float32 to keep 4 bytes")
+    return weights_dtype, "the checkpoint's dtype" + (f" ({engine} loads it as stored)" if engine in
+                                                       CHECKPOINT_DTYPE_ENGINES else "")
+
+
+def serve_weights(weights: WeightsEstimate, *, engine: str, dtype: str = "auto") -> tuple[WeightsEstimate, str | None]:
+    """The weights as ``engine`` holds them in memory, and a note when that differs from the checkpoint.
+
+    Quantised matrices keep their format; plain tensors take the served dtype. Exact bytes from the Hub's
+    safetensors metadata are scaled by the same ratio; ``--weights-bytes`` is taken as given.
+    """
+    if not weights.counted:
+        if dtype.strip().lower() != "auto":
+            return weights, f"--dtype {dtype} ignored: the weights were given as bytes (--weights-bytes)"
+        return weights, None
+    name, why = served_dtype(weights.dtype, engine=engine, dtype=dtype)
+    new_bytes = DTYPE_BYTES[name]
+    if name == weights.dtype or (new_bytes == weights.dtype_bytes and dtype.strip().lower() == "auto"):
+        return weights, None
+    parts = tuple(_store(dataclasses.replace(p, bytes=0, storage=""), new_bytes, weights.quantisation)
+                  for p in weights.parts)
+    counted = sum(p.bytes for p in parts)
+    override = weights.bytes_override
+    if override is not None and weights.source == "safetensors" and weights.counted_bytes:
+        override = override * counted // weights.counted_bytes
+    note = (f"weights held in {name} ({new_bytes} bytes per value) although the checkpoint is {weights.dtype}: {why}"
+            + ("; --weights-bytes taken as given" if weights.source == "--weights-bytes" else ""))
+    return dataclasses.replace(weights, parts=parts, dtype=name, dtype_bytes=new_bytes, bytes_override=override,
+                               notes=(*weights.notes, note)), note

@@ -387,6 +387,7 @@ def test_set_reaches_nested_text_config() -> None:
         ({"num_attention_heads": 10**9}, "absurdly large"),
         ({"num_key_value_heads": 64}, "more than the 32 attention heads"),
         ({"hidden_size": 4097}, "not divisible"),
+        ({"num_key_value_heads": 5}, "not a multiple of 5 KV heads"),
         ({"layer_types": ["full_attention"] * 3}, "layer_types has 3 entries"),
         ({"layer_types": ["warp_attention"] * 32}, "unknown layer type"),
     ],
@@ -429,3 +430,26 @@ def test_bundled_mpt_glm4_starcoder2_olmo2() -> None:
     assert kinds(starcoder) == ["sliding_window"] * 32 and starcoder.layers[0].sliding_window == 4096
     olmo = geometry_of("allenai/OLMo-2-1124-13B", bundled=True)
     assert per_token(olmo) == 40 * KV * 40 * 128 * BF16
+
+
+def test_cohere2_three_local_one_global() -> None:
+    # Command-R7B-style config: 3 sliding layers then 1 global (sliding_window_pattern 4).
+    config = make_config(model_type="cohere2", num_hidden_layers=32, num_key_value_heads=8,
+                         sliding_window=4096, sliding_window_pattern=4, max_position_embeddings=8192)
+    geometry = parse_config(config, model_id="c2")
+    assert kinds(geometry) == ["sliding_window", "sliding_window", "sliding_window", "full_attention"] * 8
+    est = estimate(geometry, seq_len=8192, kv_dtype="bf16")
+    assert est.kv_cache_bytes == (24 * 4096 + 8 * 8192) * KV * 8 * 128 * BF16
+
+
+def test_generic_sliding_window_applies_to_every_layer_and_is_noted() -> None:
+    geometry = parse_config(make_config(model_type="new_llm", sliding_window=1024), model_id="n")
+    assert kinds(geometry) == ["sliding_window"] * 32
+    assert any("sliding_window = 1024 applies to every layer" in n for n in geometry.notes)
+
+
+def test_qwen2_vl_top_level_text_fields() -> None:
+    config = make_config(model_type="qwen2_vl", num_hidden_layers=28, num_attention_heads=28, num_key_value_heads=4,
+                         hidden_size=3584, sliding_window=32768, use_sliding_window=False, max_window_layers=28)
+    geometry = parse_config(config, model_id="qvl")
+    assert geometry.family == "qwen" and kinds(geometry) == ["full_attention"] * 28

@@ -69,12 +69,17 @@ def test_vllm_numbers_through_the_cli(runner) -> None:
     assert (cap["num_blocks"], cap["max_tokens"], cap["max_concurrency"]) == (1952, 31_232, 1.5616)
     assert report["budget"]["kv_bytes_per_gpu"] == int(3.8125 * GiB)
     assert report["weights"]["parameters"] == 8_030_261_248 and report["weights"]["bytes"] == LLAMA8B_WEIGHTS
-    for key in ("min_tp", "decode_floor_seconds", "max_context_len"):
-        assert key in cap
+    assert report["inputs"]["gpu_memory_bytes"] == round(23.58 * GiB) and "10517" in report["inputs"]["gpu_memory_source"]
+    for dotted in ("capacity.num_blocks", "capacity.max_tokens", "capacity.max_concurrency", "capacity.max_context_len",
+                   "capacity.min_tp", "capacity.decode_floor_seconds", "weights.bytes", "weights.parameters",
+                   "budget.kv_bytes_per_gpu"):
+        section, key = dotted.split(".")
+        assert report[section][key] is not None, dotted  # every answer the issue names is filled in
+    assert cap["min_tp"] == 1 and cap["decode_floor_seconds"] > 0
 
 
 # ---- budgets per engine profile --------------------------------------------------------------
-H100 = 80 * GiB
+H100 = round(79.11 * GiB)  # an H100 80GB as torch.cuda reports it (kvplan/data/gpus.yaml)
 RESERVE = 1 * GiB
 
 
@@ -230,13 +235,42 @@ def test_gemma3_hybrid_groups_and_ideal_need() -> None:
     assert ideal.kv_bytes_per_request == 10 * 65536 * per_layer + 52 * 1024 * per_layer
 
 
-def test_mamba_hybrid_with_kv_budget_and_no_weight_count() -> None:
+def test_mamba_hybrid_weights_counted_and_state_per_request() -> None:
     cap = plan("ai21labs/Jamba-v0.1", engine="vllm", max_model_len=32768, kv_budget_bytes=8 * GiB)
-    assert cap.weights is None and cap.decode_floor_seconds is None
+    assert cap.weights is not None and cap.weights.num_experts == 16 and cap.decode_floor_seconds is not None
     assert cap.fits and cap.max_concurrent_requests >= 1
+    ideal = plan("ai21labs/Jamba-v0.1", engine="ideal", max_model_len=32768, kv_budget_bytes=8 * GiB)
+    d_inner, d_conv, d_state = 2 * 4096, 4, 16
+    state = (d_conv - 1) * d_inner * FP16 + d_inner * d_state * FP16  # conv + ssm per Mamba layer, 16-bit
+    assert ideal.kv_bytes_per_request == 4 * 32768 * KV * 8 * 128 * FP16 + 28 * state  # 4 attention layers grow
 
 
-# ---- CLI: exit codes and output ------------------------------------------------------------
+def test_whisper_cross_attention_blocks_do_not_set_the_block_size() -> None:
+    budget = 4 * GiB
+    cap = plan("openai/whisper-large-v3", engine="vllm", kv_budget_bytes=budget)
+    page = VLLM_BS * KV * 20 * 64 * FP16  # decoder self and cross layers share one page size
+    assert cap.block_size == VLLM_BS and cap.num_blocks == budget // (page * 32)
+    per_request = cdiv(448, VLLM_BS) + cdiv(1500, VLLM_BS)  # self-attention to 448 tokens + 1500 encoder tokens
+    assert cap.max_concurrency == cap.num_blocks / per_request
+
+
+def test_float32_checkpoint_is_served_and_cached_in_16_bits() -> None:
+    """gemma-2-9b ships float32: vLLM's --dtype auto loads bf16 weights and its KV auto follows them;
+    transformers keeps float32 weights and cache; --dtype float32 restores 4 bytes for vLLM."""
+    per_token = 42 * KV * 8 * 256  # layers, K+V, kv heads, head_dim (elements; the window is not reached)
+    vllm = plan("google/gemma-2-9b", engine="ideal", max_model_len=4000, kv_budget_bytes=GiB)
+    assert (vllm.kv_dtype_name, vllm.kv_bytes_per_request) == ("bf16", 4000 * per_token * BF16)
+    assert vllm.weights is not None and vllm.weights.bytes == vllm.weights.parameters * BF16
+    assert vllm.checkpoint_dtype == "float32" and "served dtype" in vllm.kv_dtype_source
+    hf = plan("google/gemma-2-9b", engine="hf-dynamic", max_model_len=4000, kv_budget_bytes=GiB)
+    assert (hf.kv_dtype_name, hf.kv_bytes_per_request) == ("fp32", 4000 * per_token * 4)
+    assert hf.weights is not None and hf.weights.bytes == hf.weights.parameters * 4
+    forced = plan("google/gemma-2-9b", engine="ideal", max_model_len=4000, kv_budget_bytes=GiB, dtype="float32")
+    assert forced.kv_dtype_name == "fp32" and forced.weights is not None
+    assert forced.weights.bytes == forced.weights.parameters * 4
+
+
+# ---- CLI: exit codes and output ------------------------------------------------------------# ---- CLI: exit codes and output ------------------------------------------------------------
 def test_require_fit_exit_codes(runner) -> None:
     base = ["capacity", "-m", LLAMA8B, "--gpu", "H100", "--require-fit", "--format", "json"]
     ok = runner.invoke(app, [*base, "--max-model-len", "32k", "--batch", "4"])
@@ -254,7 +288,8 @@ def test_require_fit_exit_codes(runner) -> None:
 @pytest.mark.parametrize(
     "args",
     [["--gpu", "H10"], [], ["--gpu", "H100", "--gpu-memory-utilization", "1.5"], ["--gpu", "H100", "--engine", "foo"],
-     ["--gpu", "H100", "--kv-budget", "lots"], ["--gpu-mem", "80GiB", "--gpu-bandwidth", "fast"]],
+     ["--gpu", "H100", "--kv-budget", "lots"], ["--gpu-mem", "80GiB", "--gpu-bandwidth", "fast"],
+     ["--gpu", "H100", "--dtype", "int3"], ["--gpu", "H100", "--max-model-len", "0"], ["--gpu-mem", "0GiB"]],
 )
 def test_bad_input_exits_2(runner, args: list[str]) -> None:
     result = runner.invoke(app, ["capacity", "-m", LLAMA8B, "--require-fit", *args])

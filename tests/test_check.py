@@ -211,7 +211,7 @@ BAD_PLANS = {
     ),
     "missing model file": (  # NOTE: a local path, so the test never reaches the Hub client
         "scenarios:\n  - name: chat\n    model: ./no-such-dir/config.json\n",
-        "line 2: scenario 'chat':", None,
+        "line 3: scenario 'chat': 'model': no such file", None,
     ),
     "bad value at run time": (
         "scenarios:\n  - name: chat\n    model: meta-llama/Llama-3.1-8B\n    kv_dtype: fp7\n",
@@ -223,7 +223,7 @@ BAD_PLANS = {
     ),
     "bad deployment value at run time": (
         "scenarios:\n  - name: chat\n    model: meta-llama/Llama-3.1-8B\n    engine: vllm-turbo\n",
-        "line 2: scenario 'chat':", None,
+        "line 4: scenario 'chat': 'engine': --engine 'vllm-turbo'", None,
     ),
     "capacity key without require_fit_on": (
         "scenarios:\n  - name: chat\n    model: meta-llama/Llama-3.1-8B\n    gpu_memory_utilization: 0.8\n",
@@ -334,3 +334,101 @@ def test_estimate_bad_budget_is_exit_2(runner):
     result = runner.invoke(app, ["estimate", "-m", LLAMA, "--max-kv-bytes", "forty gigs"])
     assert result.exit_code == 2, result.output
     assert "Error: --max-kv-bytes 'forty gigs' is not a size" in result.stderr
+
+
+# ---- scenario keys mirror the CLI ---------------------------------------------------------------------
+def _params(command: str) -> set[str]:
+    import inspect
+
+    (callback,) = [c.callback for c in app.registered_commands if (c.name or c.callback.__name__) == command]
+    return set(inspect.signature(callback).parameters)
+
+
+#: Flags with no scenario key of the same name, and why.
+NOT_SCENARIO_KEYS = {
+    "set_": "the key is `set`",
+    "token": "secrets stay out of plan files (HF_TOKEN)",
+    "fmt": "output", "output": "output",
+    "gpu": "require_fit_on.gpu", "num_gpus": "require_fit_on.num_gpus", "require_fit": "require_fit_on",
+    "max_model_len": "seq_len is capacity's --max-model-len",
+    "gpu_mem": "catalog GPUs only", "gpu_bandwidth": "speed is not budgeted",
+}
+
+
+def test_every_estimate_and_capacity_flag_has_a_scenario_key():
+    from kvplan.plan import FIELDS
+
+    for command in ("estimate", "capacity"):
+        missing = _params(command) - set(FIELDS) - set(NOT_SCENARIO_KEYS)
+        assert not missing, f"`kvplan {command}` flags with no plan key: {sorted(missing)}"
+
+
+def test_every_scenario_key_mirrors_a_flag():
+    from kvplan.plan import FIELDS
+
+    flags = _params("estimate") | _params("capacity")
+    own = {"name", "set", "require_fit_on", "min_concurrency"}  # plan-only keys
+    assert set(FIELDS) - flags == own
+    assert {"max_kv_bytes", "max_kv_bytes_per_gpu"} <= flags  # both budgets are flags on estimate too
+
+
+# ---- run-time errors point at the field ---------------------------------------------------------------
+@pytest.mark.parametrize(("key", "value", "phrase"), [
+    ("engine", "vlm", "'engine': --engine 'vlm' is not a known engine profile"),
+    ("kv_dtype", "fp7", "'kv_dtype': --kv-dtype 'fp7' is not a known KV dtype"),
+    ("offload", 1.5, "'offload': --offload fraction must be between 0 and 1"),
+    ("model", "nope/nope", "'model': nope/nope is not bundled"),
+])
+def test_run_time_error_names_the_field_and_its_line(runner, tmp_path, key, value, phrase):
+    plan = tmp_path / "kvplan.yaml"
+    scenario = {"name": "a", "model": LLAMA, "seq_len": 4096, key: value}
+    plan.write_text(yaml.safe_dump({"scenarios": [scenario]}, sort_keys=False))
+    line = 2 + list(scenario).index(key)  # `scenarios:` on line 1, `- name: a` on line 2
+    result = run_check(runner, plan)
+    assert result.exit_code == 2, result.output
+    assert f"kvplan.yaml line {line}: scenario 'a': {phrase}" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_null_value_message(runner, tmp_path):
+    plan = tmp_path / "kvplan.yaml"
+    plan.write_text("scenarios:\n  - name: a\n    model: meta-llama/Llama-3.1-8B\n    batch:\n")
+    result = run_check(runner, plan)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines()[0].endswith("line 4: scenario 'a': 'batch' must be a positive integer, got nothing (null)")
+
+
+def test_table_shows_the_per_gpu_need(runner, tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # one line per row
+    # 4 requests of 4096 tokens on vLLM with tp 4: 2 of the 8 KV heads per rank.
+    per_gpu = KV * 32 * (8 // 4) * 128 * BF16 * 4096 * 4
+    result = run_check(runner, write_plan(tmp_path, [llama(engine="vllm", tp=4, max_kv_bytes_per_gpu=per_gpu)]))
+    assert result.exit_code == 0, result.output
+    assert "KV/GPU 512.00 MiB ≤ 512.00 MiB" in result.stdout
+    assert "4 × 4,096, bf16, vllm tp4" in result.stdout
+
+
+# ---- estimate --max-kv-bytes-per-gpu --------------------------------------------------------------------
+@pytest.mark.parametrize(("budget", "code"), [
+    (KV * 32 * (8 // 4) * 128 * BF16 * 4096 * 4, 0),      # exactly the busiest GPU's need (tp 4: 2 heads each)
+    (KV * 32 * (8 // 4) * 128 * BF16 * 4096 * 4 - 1, 1),  # one byte short
+])
+def test_estimate_max_kv_bytes_per_gpu(runner, budget, code):
+    args = ["estimate", "-m", LLAMA, "-s", "4096", "-b", "4", "--engine", "vllm", "--tp", "4",
+            "--max-kv-bytes-per-gpu", str(budget), "--max-kv-bytes", "2GiB", "-f", "json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == code, result.output
+    assert json.loads(result.stdout)["totals"]["kv_cache_bytes_per_gpu"] == KV * 32 * 2 * 128 * BF16 * 4096 * 4
+    if code:
+        assert result.stderr == (
+            "Budget exceeded: KV cache per GPU needs 512.00 MiB (536,870,912 bytes), over the --max-kv-bytes-per-gpu "
+            "budget 512.00 MiB (536,870,911 bytes) by 1 B (1 bytes)\n"
+        )  # the whole-cache budget (2 GiB, exactly the need) holds, so only the per-GPU gate is reported
+    else:
+        assert "Budget exceeded" not in result.stderr
+
+
+def test_estimate_bad_per_gpu_budget_is_exit_2(runner):
+    result = runner.invoke(app, ["estimate", "-m", LLAMA, "--max-kv-bytes-per-gpu", "lots"])
+    assert result.exit_code == 2, result.output
+    assert "Error: --max-kv-bytes-per-gpu 'lots' is not a size" in result.stderr

@@ -170,3 +170,17 @@ def test_unexpected_exception_is_exit_101(runner, monkeypatch) -> None:
 def test_help_has_examples(runner) -> None:
     result = run(runner, "estimate", "--help")
     assert result.exit_code == 0 and "Examples" in result.stdout and "--seq-len" in result.stdout
+
+
+def test_engine_serves_float32_checkpoint_in_16_bits(runner) -> None:
+    # gemma-2-9b's config says float32: the ideal formula keeps it, vLLM serves and caches bf16.
+    ideal = json.loads(run(runner, "estimate", "-m", "google/gemma-2-9b", "-s", "8k", "-f", "json").stdout)
+    vllm = json.loads(run(runner, "estimate", "-m", "google/gemma-2-9b", "-s", "8k", "--engine", "vllm", "-f", "json").stdout)
+    layers, kv_heads, head_dim, fp32, bf16 = 21, 8, 256, 4, 2  # 21 sliding (W 4096) + 21 full layers
+    assert ideal["inputs"]["kv_dtype"] == "fp32"
+    assert ideal["totals"]["kv_cache_bytes"] == layers * (4096 + 8192) * KV * kv_heads * head_dim * fp32
+    assert vllm["inputs"]["kv_dtype"] == "bf16" and "served dtype" in vllm["inputs"]["kv_dtype_source"]
+    block, max_batched = 16, 8192  # vLLM block size, max_num_batched_tokens
+    full_blocks = 8192 // block
+    sliding_blocks = -(-min(4096 - 1 + max_batched, 8192) // block) + 1  # cdiv(min(W - 1 + M, T), bs) + 1
+    assert vllm["totals"]["kv_cache_bytes"] == layers * (full_blocks + sliding_blocks) * block * KV * kv_heads * head_dim * bf16

@@ -99,7 +99,8 @@ def test_report_matches_schema(runner) -> None:
     jsonschema = pytest.importorskip("jsonschema")
     schema = pytest.importorskip("kvplan.schema")
     gemma = ["-m", "google/gemma-3-27b-it", "-s", "8k", "model", "hybrid:1k:5", "mla", "--sweep-seq", "1k,32k"]
-    for args in (["mha", "gqa", "mqa"], gemma):
+    served = ["-m", "openai/whisper-large-v3", "--engine", "vllm", "--tp", "2", "--block-size", "32", "--sweep-seq", "1k"]
+    for args in (["mha", "gqa", "mqa"], gemma, served):
         jsonschema.validate(report_of(runner, *args), schema.report_schema())
 
 
@@ -281,3 +282,102 @@ def test_compare_imports_no_matplotlib_without_plot() -> None:
 def test_help_has_examples(runner) -> None:
     result = run(runner, "--help")
     assert result.exit_code == 0 and "Examples" in result.stdout and "hybrid:W:R" in result.stdout
+
+
+# ---- every kind of base: defaults that work, layers kept as configured, deployment flags -------------
+def test_plain_gqa_falls_back_to_a_divisor_on_whisper(runner) -> None:
+    # Whisper large-v3: 32 decoder layers, 20 heads of dim 64, fp16, 448 tokens; 32 cross-attention
+    # layers over 1,500 encoder positions keep their 20 heads in every variant.
+    report = report_of(runner, "-m", "openai/whisper-large-v3")  # no variants: model mha gqa mqa
+    variants = by_name(report)
+    assert list(variants) == ["model", "mha", "gqa:5", "mqa"]  # 8 does not divide 20: the largest divisor below 8
+    cross = 32 * 1500 * KV * 20 * 64 * FP16  # layers * encoder positions * K+V * heads * head dim * fp16
+    assert variants["gqa:5"]["kv_cache_bytes"] == 32 * 448 * KV * 5 * 64 * FP16 + cross
+    assert variants["mha"]["kv_cache_bytes"] == variants["model"]["kv_cache_bytes"] == 32 * 448 * KV * 20 * 64 * FP16 + cross
+    assert variants["mqa"]["kv_cache_bytes"] == 32 * 448 * KV * 1 * 64 * FP16 + cross
+    notes = " ".join(report["notes"])
+    assert "plain gqa uses 5" in notes
+    assert "32 cross-attention layers keep the model's layout in every variant" in notes
+
+
+@pytest.mark.parametrize(("heads", "expected"), [(32, 8), (20, 5), (12, 6), (14, 7), (25, 5), (8, 8), (4, 4), (1, 1)])
+def test_plain_gqa_kv_heads(heads: int, expected: int) -> None:
+    assert parse_variant("gqa", base_from_dims(heads=heads)).num_kv_heads == expected
+
+
+@pytest.mark.parametrize(("heads", "tp", "expected"), [(20, 1, 5), (20, 2, 4), (20, 4, 4), (12, 4, 4), (32, 16, 8)])
+def test_plain_gqa_splits_over_tp(heads: int, tp: int, expected: int) -> None:
+    # vLLM needs the KV heads and --tp to divide one another: 5 heads cannot go on 2 ranks.
+    assert parse_variant("gqa", base_from_dims(heads=heads), tp=tp).num_kv_heads == expected
+
+
+def test_explicit_gqa_8_on_whisper_is_still_rejected(runner) -> None:
+    result = run(runner, "-m", "openai/whisper-large-v3", "gqa:8")
+    assert result.exit_code == 2, result.output
+    assert "Error: gqa:8: 8 KV heads do not divide the 20 query heads" in result.stderr
+
+
+def test_state_layers_are_named_as_kept(runner) -> None:
+    report = report_of(runner, "-m", "ai21labs/Jamba-v0.1", "mha", "-s", "4k")
+    assert any("28 state layers keep the model's layout" in note for note in report["notes"])
+    assert not any("keep the model's layout" in note for note in report_of(runner, "mha")["notes"])
+
+
+def test_hybrid_without_a_global_layer_is_noted() -> None:
+    base = base_from_dims(layers=4)
+    comparison = compare(base, ["hybrid:1k:5"], seq_len=8192)
+    assert comparison.variants[0].kv_cache_bytes == 4 * 1024 * KV * HEADS * DIM * FP16  # all 4 layers local
+    assert any("every attention layer is local" in note for note in comparison.notes)
+
+
+def test_engine_and_tp_replicate_mqa_and_mla(runner) -> None:
+    # Llama-3.1-70B: 80 layers, 64 query heads of dim 128, bf16, on vLLM with 8 tensor-parallel GPUs.
+    # MQA's single KV head and MLA's latent are replicated on all 8 ranks; GQA's 8 heads split 1 per rank.
+    tokens, tp = 32768, 8
+    report = report_of(runner, "-m", "meta-llama/Llama-3.1-70B", "mha", "gqa", "mqa", "mla", "-s", "32k",
+                       "--engine", "vllm", "--tp", str(tp))
+    variants = by_name(report)
+    assert (report["inputs"]["engine"], report["inputs"]["tp"], report["inputs"]["pp"]) == ("vllm", tp, 1)
+    per_rank_head = 80 * tokens * KV * 1 * 128 * BF16  # one KV head per rank
+    assert variants["mha"]["kv_cache_bytes_per_gpu"] == 80 * tokens * KV * (64 // tp) * 128 * BF16
+    assert variants["gqa:8"]["kv_cache_bytes_per_gpu"] == variants["mqa"]["kv_cache_bytes_per_gpu"] == per_rank_head
+    assert variants["gqa:8"]["kv_cache_bytes"] == variants["mqa"]["kv_cache_bytes"] == per_rank_head * tp
+    assert variants["mla:512+64"]["kv_cache_bytes_per_gpu"] == 80 * tokens * (512 + 64) * BF16
+    assert variants["mla:512+64"]["kv_cache_bytes"] == 80 * tokens * (512 + 64) * BF16 * tp
+    assert variants["mqa"]["ratio_to_mha"] == 1 / 8  # replicated: no better than gqa:8 under tp 8
+    table = run(runner, "-m", "meta-llama/Llama-3.1-70B", "mha", "mqa", "-s", "32k", "--engine", "vllm", "--tp", "8")
+    assert "per GPU" in table.stdout and "engine vllm; tp 8 × pp 1" in table.stdout
+
+
+def test_ideal_single_gpu_has_no_per_gpu_column(runner) -> None:
+    result = run(runner)
+    assert result.exit_code == 0, result.output
+    assert "per GPU" not in result.stdout
+    report = report_of(runner)
+    assert all(v["kv_cache_bytes_per_gpu"] == v["kv_cache_bytes"] for v in report["variants"])
+    assert (report["inputs"]["engine"], report["inputs"]["tp"], report["inputs"]["block_size"]) == ("ideal", 1, None)
+
+
+def test_engine_block_rounding_applies_to_every_variant(runner) -> None:
+    # vLLM pages of 16 tokens: 1000 tokens hold 63 blocks = 1008 token slots per layer.
+    report = report_of(runner, "mha", "mqa", "-s", "1000", "--engine", "vllm")
+    assert by_name(report)["mqa"]["kv_cache_bytes"] == LAYERS * 1008 * KV * 1 * DIM * FP16
+
+
+def test_deployment_error_names_the_variant(runner) -> None:
+    result = run(runner, "-m", "openai/whisper-large-v3", "mha", "gqa:5", "--engine", "vllm", "--tp", "4")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("Error: variant gqa:5: vLLM cannot split 5 KV heads")
+
+
+def test_plot_series_is_per_gpu_under_tp() -> None:
+    from kvplan.adjust import deployment_from_flags
+    from kvplan.compare import plot_series
+
+    base = base_from_dims()
+    comparison = compare(base, ["mha", "mqa"], deployment=deployment_from_flags(engine="vllm", tp=8))
+    xs, series = plot_series(comparison)
+    at = xs.index(TOKENS)
+    # the line a --gpu-mem is drawn against: one rank's share (MHA: 32 / 8 heads; MQA: its one head, replicated)
+    assert series["mha"][at] == LAYERS * TOKENS * KV * (HEADS // 8) * DIM * FP16
+    assert series["mqa"][at] == LAYERS * TOKENS * KV * 1 * DIM * FP16

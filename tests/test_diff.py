@@ -71,6 +71,24 @@ def test_diff_table(runner, before_after):
     assert "+512.00 MiB" in result.stdout  # 131072 B/token * 4096 tokens * 1 more sequence
     assert "1.250×" in result.stdout
     assert "batch: 4 → 5" in result.stdout
+    assert "max_kv_bytes: unset → 4.00 GiB" in result.stdout  # sizes in human units in the table only
+    assert "4294967296" not in result.stdout
+
+
+def test_model_change_is_reported(runner, tmp_path, monkeypatch):
+    # Llama-3.1-8B (8 KV heads) -> Llama-2-7b (32 KV heads, fp16): 4x the bytes per token.
+    old = check_report(runner, tmp_path, "old", [chat(4)])
+    new = check_report(runner, tmp_path, "new", [chat(4, model="meta-llama/Llama-2-7b-hf")])
+    result = runner.invoke(app, ["diff", str(old), str(new), "-f", "json", "--max-increase", "300%"])
+    assert result.exit_code == 0, result.output  # +300% exactly
+    (row,) = json.loads(result.stdout)["scenarios"]
+    assert row["new_kv_cache_bytes"] == KV * 32 * 32 * 128 * 2 * SEQ * 4  # K+V * layers * kv heads * dim * fp16
+    assert (row["status"], row["ratio"]) == ("changed", 4.0)
+    assert row["inputs_changed"] == [{"field": "model", "old": LLAMA, "new": "meta-llama/Llama-2-7b-hf"}]
+    assert runner.invoke(app, ["diff", str(old), str(new), "--max-increase", "299.99%"]).exit_code == 1
+    monkeypatch.setenv("COLUMNS", "200")
+    table = runner.invoke(app, ["diff", str(old), str(new)])
+    assert f"model: {LLAMA} → meta-llama/Llama-2-7b-hf" in table.stdout
 
 
 @pytest.mark.parametrize(("threshold", "code"), [

@@ -71,3 +71,10 @@ def test_unknown_dtype_lists_the_new_types() -> None:
 
 def test_llama_cpp_cache_types_all_resolve() -> None:
     assert [lookup_dtype(name).name for name in GGML_CACHE_TYPES] == list(GGML_CACHE_TYPES)
+
+
+@pytest.mark.parametrize(("group", "groups"), [(96, 11), (1024, 1), (2048, 1)])
+def test_a_partial_last_group_costs_its_scale_not_a_whole_group(group: int, groups: int) -> None:
+    # NOTE: 1024 values at 4 bits are 512 bytes whatever the group size; each started group adds
+    # an fp16 scale and an fp16 zero point (cdiv(1024, 96) = 11, cdiv(1024, 2048) = 1).
+    assert lookup_dtype("int4", group_size=group).bytes_for(ROW) == ROW * 4 // 8 + groups * (2 + 2)

@@ -242,6 +242,9 @@ def test_hf_quantized_cache_fp8_has_one_scale_per_tensor() -> None:
     seq = 4096
     est = run("meta-llama__Llama-3.1-8B", "hf-dynamic", seq_len=seq, kv_dtype="fp8")
     assert est.kv_cache_bytes == 32 * KV * (seq * 8 * 128 * 1 + 4)
+    # NOTE: update() returns the layer dequantized to bf16; dequantizing V goes through two float32
+    # temporaries while the returned K is alive: 2 + 4 + 4 bytes per value of one layer's K/V row.
+    assert est.peak_bytes == est.kv_cache_bytes + seq * 8 * 128 * (BF16 + FP32 + FP32)
 
 
 def test_hf_quantized_cache_refuses_sliding_models() -> None:
@@ -283,3 +286,79 @@ def test_cli_engine_contradiction_is_exit_2(runner, tmp_path) -> None:
     assert result.exit_code == 2
     assert "Error: llama.cpp does not support --kv-dtype fp8_e4m3" in result.output
     assert "Hint:" in result.output
+
+
+# ---- review fixes --------------------------------------------------------------------------------------
+def test_falcon_40b_hf_caches_k_v_broadcast_to_every_query_head() -> None:
+    # NOTE: FACTS h.9: modeling_falcon (new_decoder_architecture) caches 128 heads, not the 8 KV groups.
+    seq = 2048
+    gqa = 60 * seq * KV * 8 * 64 * BF16  # layers, tokens, K+V, kv heads, head dim (8192 // 128), bf16
+    broadcast = 60 * seq * KV * 128 * 64 * BF16  # num_attention_heads
+    assert run("tiiuae__falcon-40b", "vllm", seq_len=seq).kv_cache_bytes == gqa
+    assert run("tiiuae__falcon-40b", "ideal", seq_len=seq).kv_cache_bytes == gqa
+    for engine in ("hf-dynamic", "hf-static"):
+        est = run("tiiuae__falcon-40b", engine, seq_len=seq)
+        assert est.kv_cache_bytes == broadcast == 16 * gqa
+        assert est.groups[0].spec.num_kv_heads == 128
+        assert any("broadcast to all 128 query heads" in note for note in est.notes)
+    # NOTE: the measured case of FACTS h.9: B=1, T=23, L=2 -> 1,507,328 B.
+    g = parse_config({**json.loads((REPO_ROOT / "model_configs" / "tiiuae__falcon-40b.json").read_text()),
+                      "num_hidden_layers": 2}, model_id="falcon-40b-2l")
+    measured = estimate(g, seq_len=23, deployment=Deployment(engine="hf-dynamic"))
+    assert measured.kv_cache_bytes == 23 * 2 * KV * 128 * 64 * BF16 == 1507328
+    # NOTE: multi_query Falcon-7B caches one head in every engine.
+    assert run("tiiuae__falcon-7b", "hf-dynamic", seq_len=seq).kv_cache_bytes == 32 * seq * KV * 1 * 64 * BF16
+
+
+@pytest.mark.parametrize(("tp", "ok"), [(1, True), (2, True), (8, True), (16, True), (3, False), (12, False), (24, True)])
+def test_vllm_refuses_tp_sizes_that_do_not_divide_the_kv_heads(tp: int, ok: bool) -> None:
+    seq = 4096
+    if ok:
+        est = run("meta-llama__Llama-3.1-8B", "vllm", seq_len=seq, tp=tp)
+        assert est.kv_cache_bytes_per_gpu == 32 * seq * KV * max(1, 8 // tp) * 128 * BF16
+    else:
+        with pytest.raises(InputError, match=f"vLLM cannot split 8 KV heads over --tensor-parallel-size {tp}"):
+            run("meta-llama__Llama-3.1-8B", "vllm", seq_len=seq, tp=tp)
+
+
+def test_peak_per_gpu_is_the_largest_ranks_steady_bytes_plus_the_transient() -> None:
+    seq = 4096
+    one_k = seq * 8 * 128 * BF16  # the torch.cat copy of one layer's K
+    est = run("meta-llama__Llama-3.1-8B", "hf-dynamic", seq_len=seq)
+    assert (est.peak_bytes, est.peak_bytes_per_gpu) == (est.kv_cache_bytes + one_k, est.kv_cache_bytes + one_k)
+    tp2 = run("meta-llama__Llama-3.1-8B", "hf-dynamic", seq_len=seq, tp=2)
+    assert tp2.kv_cache_bytes_per_gpu == est.kv_cache_bytes // 2
+    assert tp2.peak_bytes_per_gpu == est.kv_cache_bytes // 2 + one_k // 2
+    assert tp2.peak_bytes == est.kv_cache_bytes + one_k
+    steady = run("meta-llama__Llama-3.1-8B", "vllm", seq_len=seq, tp=2)
+    assert steady.peak_bytes_per_gpu == steady.kv_cache_bytes_per_gpu and steady.peak_bytes == steady.kv_cache_bytes
+
+
+def test_cli_table_under_tp_says_which_numbers_are_per_gpu(runner, tmp_path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(shared_config("meta-llama__Llama-3.1-70B")))
+    result = runner.invoke(app, ["estimate", "-m", str(path), "-s", "32k", "--engine", "vllm", "--tp", "16"],
+                           env={"COLUMNS": "120"})
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "8 (1/GPU)" in out  # model heads, and what one rank keeps
+    assert "16 GPUs (tp 16 × pp 1): KV heads = model (per GPU); per token, bytes and size = all GPUs" in out
+    assert "the largest GPU holds 1.25 GiB, all GPUs 20.00 GiB" in out  # 80 * 32768 * 2 * 1 * 128 * 2 per rank
+    assert "tensor_parallel: 10.00 GiB -> 20.00 GiB (all GPUs)" in out
+    report = json.loads(runner.invoke(app, ["estimate", "-m", str(path), "-s", "32k", "--engine", "vllm", "--tp", "16",
+                                            "--format", "json"]).stdout)
+    layer = report["layers"][0]
+    assert (layer["num_kv_heads"], layer["num_kv_heads_per_gpu"]) == (8, 1)
+    assert layer["bytes_per_token_per_gpu"] == KV * 1 * 128 * BF16
+    assert layer["bytes_per_token"] == 16 * KV * 1 * 128 * BF16  # summed over the 16 ranks
+    assert report["totals"]["peak_bytes_per_gpu"] == report["totals"]["kv_cache_bytes_per_gpu"] == 80 * 32768 * 512
+
+
+def test_cli_no_window_on_a_dense_model_is_exit_0(runner, tmp_path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(shared_config("meta-llama__Llama-3.1-8B")))
+    result = runner.invoke(app, ["estimate", "-m", str(path), "-s", "4k", "--no-window", "--engine", "vllm"])
+    assert result.exit_code == 0, result.output
+    bad = runner.invoke(app, ["estimate", "-m", str(path), "-s", "4k", "--prompt-len", "5000"])
+    assert bad.exit_code == 2
+    assert "Error: --prompt-len 5,000 is longer than the sequence length 4,096" in bad.output and "Hint:" in bad.output

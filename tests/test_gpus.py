@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -33,13 +34,28 @@ def test_lookup_names_and_aliases(name: str, expected: str) -> None:
 
 @pytest.mark.parametrize(
     ("name", "memory_gib", "bandwidth_gb_s"),
-    [("H100", 80, 3350), ("H200", 141, 4800), ("A100-40GB", 40, 1555), ("RTX-4090", 24, 1008),
-     ("RTX-3090", 24, 936), ("RTX-5090", 32, 1792), ("L4", 24, 300), ("MI300X", 192, 5300), ("T4", 16, 320)],
+    # memory as torch.cuda reports it (marketed 80GB -> 79.11 GiB ...), bandwidth as published
+    [("H100", 79.11, 3350), ("H200", 139.80, 4800), ("B200", 178.35, 8000), ("A100-40GB", 39.59, 1555),
+     ("A100-80GB", 79.15, 2039), ("RTX-4090", 23.65, 1008), ("RTX-3090", 23.58, 936), ("RTX-5090", 31.36, 1792),
+     ("L4", 22.05, 300), ("L40S", 44.39, 864), ("A10G", 22.19, 600), ("MI300X", 191.98, 5300), ("T4", 14.74, 320),
+     ("V100", 15.77, 900)],
 )
-def test_published_figures(name: str, memory_gib: int, bandwidth_gb_s: int) -> None:
+def test_reported_memory_and_published_bandwidth(name: str, memory_gib: float, bandwidth_gb_s: int) -> None:
     gpu = lookup(name)
-    assert gpu.memory_bytes == memory_gib * GiB
+    assert gpu.memory_bytes == round(memory_gib * GiB)
     assert gpu.bandwidth_bytes_per_s == bandwidth_gb_s * GB_S
+
+
+def test_reported_memory_is_below_the_marketed_size() -> None:
+    """Every NVIDIA/AMD card shows less than its marketed capacity read as GiB; Apple entries are the
+    75% of unified memory Metal lets the GPU wire."""
+    for gpu in load_catalog():
+        marketed = int(re.search(r"(\d+)GB", gpu.name).group(1)) if re.search(r"(\d+)GB", gpu.name) else None
+        assert gpu.memory_source, gpu.name
+        if gpu.vendor == "apple":
+            assert marketed is not None and gpu.memory_bytes == marketed * GiB * 3 // 4, gpu.name
+        elif marketed is not None:
+            assert 0.97 * marketed * GiB < gpu.memory_bytes < marketed * GiB, gpu.name
 
 
 def test_typo_suggests_close_names() -> None:
@@ -72,5 +88,6 @@ def test_gpus_command_json(runner) -> None:
     result = runner.invoke(app, ["gpus", "--format", "json"])
     assert result.exit_code == 0, result.output
     rows = {row["name"]: row for row in json.loads(result.stdout)["gpus"]}
-    assert rows["H200-141GB"]["memory_bytes"] == 141 * GiB
+    assert rows["H200-141GB"]["memory_bytes"] == round(139.80 * GiB)  # torch's total for an H200 141GB
+    assert "139.80" in rows["H200-141GB"]["memory_source"]
     assert "RTX4090" in rows["RTX-4090"]["aliases"]

@@ -62,6 +62,37 @@ def test_estimate_reports_validate(runner, validator, tmp_path, model, args, fmt
     assert_valid(validator, printed)
 
 
+def _engines() -> list[str]:
+    from kvplan.engines import ENGINES
+
+    return list(ENGINES)
+
+
+#: One model per layer kind: dense GQA, sliding + full, chunked + full, MLA, mamba hybrid, encoder-decoder.
+ENGINE_MODELS = ["meta-llama/Llama-3.1-8B", "google/gemma-3-12b-it", "meta-llama/Llama-4-Scout-17B-16E-Instruct",
+                 "deepseek-ai/DeepSeek-V3", "ai21labs/Jamba-v0.1", "openai/whisper-large-v3"]
+
+
+@pytest.mark.parametrize("engine", _engines())
+def test_estimate_reports_of_every_engine_validate(runner, validator, engine):
+    # llama.cpp splits layers across devices (--pp), the others KV heads (--tp)
+    split = ["--pp", "2"] if engine == "llama.cpp" else ["--tp", "2"]
+    for model in ENGINE_MODELS:
+        result = runner.invoke(app, ["estimate", "-m", model, "-s", "8k", "-b", "2", "--engine", engine, *split, "-f", "json"])
+        assert result.exit_code == 0, f"{model}: {result.output}"
+        report = json.loads(result.stdout)
+        assert report["inputs"]["engine"] == engine
+        assert_valid(validator, report)
+
+
+def test_schema_engine_enum_is_the_engine_registry():
+    from kvplan.engines import ENGINES
+
+    schema = report_schema()
+    assert schema["$defs"]["estimate_report"]["properties"]["inputs"]["properties"]["engine"]["enum"] == list(ENGINES)
+    assert schema["$defs"]["compare_report"]["properties"]["inputs"]["properties"]["engine"]["enum"] == list(ENGINES)
+
+
 def test_estimate_table_run_writes_valid_yaml(runner, validator, tmp_path):
     out = tmp_path / "report.yaml"
     result = runner.invoke(app, ["estimate", "-m", "Qwen/Qwen3-8B", "-s", "4k", "--output", str(out)])

@@ -69,7 +69,12 @@ def test_measured_numbers_as_arithmetic(runner) -> None:
     assert report["verify"]["measured_bytes"] == rows * layers * KV * heads * dim * tokens * BF16
     sliding = run_verify(runner, "-m", SLIDING, "--layers", "2", "--prompt-len", "130", "--gen-len", "6")
     window, per_token = 128, KV * 8 * 64 * FP16
-    assert [layer["measured_bytes"] for layer in sliding["layers"]] == [(window - 1) * per_token, 136 * per_token]
+    # the sliding layer keeps W - 1 tokens as a view of the W-token concatenation: W of storage (FACTS h.5)
+    assert [layer["measured_bytes"] for layer in sliding["layers"]] == [window * per_token, 136 * per_token]
+    beams = run_verify(runner, "-m", SLIDING, "--layers", "1", "--beams", "2", "--prompt-len", "130", "--gen-len", "2")
+    assert beams["verify"]["measured_bytes"] == 2 * (window - 1) * per_token  # the beam reorder compacts the view
+    prefill = run_verify(runner, "-m", SLIDING, "--layers", "1", "--prompt-len", "130", "--gen-len", "0")
+    assert prefill["verify"]["measured_bytes"] == 130 * per_token  # the view keeps the whole prompt alive
 
 
 def test_fp8_cache(runner) -> None:

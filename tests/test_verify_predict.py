@@ -94,7 +94,16 @@ def test_windowed_layers_per_layout() -> None:
     per_token = KV * 8 * 64 * FP16
     seq = prompt + gen
     dynamic = plan_verify(g, layout="dynamic", num_layers=2, prompt_len=prompt, gen_len=gen)
-    assert [layer.nbytes for layer in dynamic.layers] == [(window - 1) * per_token, seq * per_token]
+    # W - 1 kept tokens are a view of the W-token concatenation: storage W (FACTS h.5)
+    assert [layer.nbytes for layer in dynamic.layers] == [window * per_token, seq * per_token]
+    beams = plan_verify(g, layout="dynamic", num_layers=1, prompt_len=prompt, gen_len=gen, beams=2)
+    assert beams.predicted_bytes == 2 * (window - 1) * per_token  # the beam reorder copies the W - 1 kept tokens
+    prefill_only = plan_verify(g, layout="dynamic", num_layers=1, prompt_len=prompt, gen_len=0)
+    assert prefill_only.predicted_bytes == prompt * per_token  # the view keeps the whole prompt alive
+    short = plan_verify(g, layout="dynamic", num_layers=1, prompt_len=window - 10, gen_len=9)  # T = W - 1
+    assert short.predicted_bytes == (window - 1) * per_token
+    edge = plan_verify(g, layout="dynamic", num_layers=1, prompt_len=window - 10, gen_len=11)  # T = W + 1
+    assert edge.predicted_bytes == window * per_token
     static = plan_verify(g, layout="static", num_layers=2, prompt_len=prompt, gen_len=gen)
     assert [layer.nbytes for layer in static.layers] == [window * per_token, seq * per_token]
     # a short request: static rings hold min(W, M), the sliding layout always W
@@ -148,10 +157,20 @@ def test_tp_shards_heads_and_replicates_mla() -> None:
     assert mla.predicted_bytes == 1 * (512 + 64) * 12 * BF16  # the latent is whole on every rank
 
 
-def test_state_layers_hold_their_shapes() -> None:
-    plan = plan_verify(geo("ai21labs/Jamba-v0.1"), num_layers=5, prompt_len=10, gen_len=2, batch=2)
+@pytest.mark.parametrize("layout", ["paged", "sliding"])
+def test_state_layers_vllm_layouts(layout: str) -> None:
+    plan = plan_verify(geo("ai21labs/Jamba-v0.1"), layout=layout, num_layers=5, prompt_len=10, gen_len=2, batch=2)
     d_inner, d_conv, d_state = 2 * 4096, 4, 16
-    state = (d_conv - 1) * d_inner * FP16 + d_inner * d_state * FP16  # config has no dtype: fp16
+    state = (d_conv - 1) * d_inner * FP16 + d_inner * d_state * FP16  # vLLM: d_conv - 1, model dtype (fp16)
+    attention = plan.layers[4].nbytes
+    assert plan.predicted_bytes == 2 * 4 * state + attention
+
+
+@pytest.mark.parametrize("layout", ["dynamic", "static"])
+def test_state_layers_hf_layouts(layout: str) -> None:
+    plan = plan_verify(geo("ai21labs/Jamba-v0.1"), layout=layout, num_layers=5, prompt_len=10, gen_len=2, batch=2)
+    d_inner, d_conv, d_state, fp32 = 2 * 4096, 4, 16, 4
+    state = d_conv * d_inner * FP16 + d_inner * d_state * fp32  # transformers: whole window, fp32 ssm (FACTS h.11)
     attention = KV * 8 * 128 * 12 * FP16
     assert plan.predicted_bytes == 2 * (4 * state + attention)
 
@@ -201,6 +220,10 @@ def _engine_bytes(plan, kv_dtype: str = "auto", **deployment) -> int:
         ("deepseek-ai/DeepSeek-V2-Lite", "paged", {"batch": 2, "block_size": 64}, {"engine": "vllm", "block_size": 64}, "auto"),
         (GPT_OSS, "static", {"batch": 2, "max_cache_len": 300}, {"engine": "hf-static", "max_cache_len": 300}, "auto"),
         (GPT_OSS, "dynamic", {"batch": 2, "beams": 2}, {"engine": "hf-dynamic", "beams": 2}, "auto"),
+        (GPT_OSS, "dynamic", {"batch": 2}, {"engine": "hf-dynamic"}, "auto"),
+        ("ai21labs/Jamba-v0.1", "dynamic", {"batch": 2}, {"engine": "hf-dynamic"}, "auto"),
+        ("ai21labs/Jamba-v0.1", "static", {"batch": 2, "max_cache_len": 40},
+         {"engine": "hf-static", "max_cache_len": 40}, "auto"),
     ],
 )
 def test_prediction_equals_the_engine_profile(model, layout, plan_kw, engine_kw, kv) -> None:
@@ -210,10 +233,6 @@ def test_prediction_equals_the_engine_profile(model, layout, plan_kw, engine_kw,
 
 
 def test_where_the_decode_differs_from_the_engine_profiles() -> None:
-    # Hugging Face keeps a sliding layer as a view of the W-token concatenation (storage W, FACTS h.5);
-    # kvplan's dynamic layout compacts to the W - 1 tokens the next step needs: one token per row less.
-    plan = plan_verify(geo(GPT_OSS), layout="dynamic", num_layers=1, batch=2, prompt_len=130, gen_len=7)
-    assert _engine_bytes(plan, engine="hf-dynamic") - plan.predicted_bytes == 2 * 1 * KV * 8 * 64 * FP16
     # vLLM keeps max_num_batched_tokens of slack for sliding layers; the decode's pool holds the live window only.
     paged = plan_verify(geo(GPT_OSS), layout="paged", num_layers=1, batch=2, prompt_len=130, gen_len=7)
     assert _engine_bytes(paged, engine="vllm", block_size=16) > paged.predicted_bytes

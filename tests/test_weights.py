@@ -9,7 +9,13 @@ from conftest import make_config
 
 from kvplan.errors import ConfigError, InputError, SourceError
 from kvplan.sources import bundled_index, read_json_config
-from kvplan.weights import count_weights, resolve_weights, weights_from_safetensors
+from kvplan.weights import (
+    count_weights,
+    resolve_weights,
+    serve_weights,
+    weights_from_safetensors,
+    with_exact_bytes,
+)
 
 
 def bundled(hub_id: str) -> dict:
@@ -51,6 +57,18 @@ PUBLISHED = [
     ("bigscience/bloom-560m", 559e6),
     ("llava-hf/llava-1.5-7b-hf", 7.06e9),
     ("state-spaces/mamba-2.8b-hf", 2.77e9),
+    # hybrid-state, GLM, encoder-decoder and other families with their own counters
+    ("ai21labs/Jamba-v0.1", 51.6e9),  # "52B total, 12B active" (Jamba paper); the Hub lists 51.6B
+    ("Qwen/Qwen3-Next-80B-A3B-Instruct", 80e9),  # "80B in total and 3B activated" (model card)
+    ("nvidia/Nemotron-H-56B-Base-8K", 56e9),
+    ("MiniMaxAI/MiniMax-M1-40k", 456e9),  # "456 billion parameters, 45.9B activated" (model card)
+    ("THUDM/chatglm3-6b", 6.24e9),
+    ("THUDM/glm-4-9b-chat", 9.40e9),
+    ("google-t5/t5-base", 222.9e6),
+    ("openai/whisper-large-v3", 1.5435e9),  # the Hub lists 1,543,490,560
+    ("bigcode/starcoder2-7b", 7.17e9),
+    ("mosaicml/mpt-7b-instruct", 6.65e9),
+    ("openai-community/gpt2-xl", 1.56e9),
 ]
 
 
@@ -153,12 +171,12 @@ def test_unknown_quant_method_and_model_type_ask_for_weights_bytes() -> None:
     with pytest.raises(ConfigError) as info:
         count_weights(small_llama(quant_method="exl9"), model_id="t")
     assert "--weights-bytes" in (info.value.hint or "")
+    unknown = make_config(model_type="rwkv", hidden_size=256, num_hidden_layers=2)
     with pytest.raises(ConfigError):
-        count_weights(bundled("ai21labs/Jamba-v0.1"), model_id="jamba")
-    w, _notes = resolve_weights(bundled("ai21labs/Jamba-v0.1"), model_id="jamba", source_kind="bundled",
-                                weights_bytes=100 * 10**9)
+        count_weights(unknown, model_id="rwkv")
+    w, _notes = resolve_weights(unknown, model_id="rwkv", source_kind="bundled", weights_bytes=100 * 10**9)
     assert w is not None and w.bytes == 100 * 10**9 and not w.counted
-    w, notes = resolve_weights(bundled("ai21labs/Jamba-v0.1"), model_id="jamba", source_kind="bundled", required=False)
+    w, notes = resolve_weights(unknown, model_id="rwkv", source_kind="bundled", required=False)
     assert w is None and "not counted" in notes[0]
 
 
@@ -205,3 +223,102 @@ def test_safetensors_failure_falls_back_or_errors() -> None:
     assert w is not None and w.source == "config"  # HF_HUB_OFFLINE=1 in tests: not even tried
     with pytest.raises(InputError):
         resolve_weights(bundled("meta-llama/Llama-3.1-8B"), model_id="x", source_kind="bundled", weights_from="safetensors")
+
+
+# ---- families with their own counters: exact arithmetic ------------------------------------------
+def test_t5_base_exact() -> None:
+    w = count_weights(bundled("google-t5/t5-base"), model_id="t5")
+    d, d_ff, heads, d_kv, layers, vocab, buckets = 768, 3072, 12, 64, 12, 32128, 32
+    attention = (layers + 2 * layers) * 4 * d * heads * d_kv  # enc self + dec self + dec cross: q, k, v, o
+    mlp = 2 * layers * 2 * d * d_ff  # wi, wo in encoder and decoder (relu: not gated)
+    norms = (2 * layers + 3 * layers + 2) * d  # RMS norms per sub-layer + the two final norms
+    rel_bias = 2 * buckets * heads  # first layer of each stack
+    assert w.parameters == vocab * d + attention + mlp + norms + rel_bias == 222_903_552  # the Hub's count
+
+
+def test_whisper_large_v3_exact_with_128_mel_bins() -> None:
+    config = bundled("openai/whisper-large-v3") | {"num_mel_bins": 128}
+    w = count_weights(config, model_id="whisper")
+    d, ffn, layers, vocab, mels = 1280, 5120, 32, 51866, 128
+    attn = 4 * d * d + 3 * d  # q, k, v, o; biases on q, v, o
+    mlp = d * ffn + ffn + ffn * d + d
+    encoder = layers * (attn + mlp + 2 * 2 * d) + 2 * d  # two LayerNorms (w + b) per layer, final norm
+    decoder = layers * (2 * attn + mlp + 3 * 2 * d) + 2 * d  # self + cross attention, three LayerNorms
+    front = mels * d * 3 + d + d * d * 3 + d + 1500 * d  # conv1, conv2, encoder positions
+    embeddings = vocab * d + 448 * d  # tokens (tied with proj_out) and decoder positions
+    assert w.parameters == encoder + decoder + front + embeddings == 1_543_490_560  # the Hub's count
+    default = count_weights(bundled("openai/whisper-large-v3"), model_id="whisper")
+    assert w.parameters - default.parameters == (128 - 80) * d * 3  # WhisperConfig default num_mel_bins 80, noted
+    assert any("num_mel_bins" in n for n in default.notes)
+
+
+def test_jamba_mamba_attention_and_experts() -> None:
+    w = count_weights(bundled("ai21labs/Jamba-v0.1"), model_id="jamba")
+    h, d_inner, d_state, d_conv, dt_rank, inter = 4096, 2 * 4096, 16, 4, 4096 // 16, 14336
+    mamba = next(p for p in w.parts if p.name == "mamba")
+    per_layer = (h * 2 * d_inner + d_inner * (dt_rank + 2 * d_state) + dt_rank * d_inner + d_inner * h  # projections
+                 + d_inner * d_conv + d_inner + d_inner + d_inner * d_state + d_inner  # conv w+b, dt bias, A_log, D
+                 + dt_rank + 2 * d_state)  # dt, B and C RMS norms
+    assert mamba.parameters == 28 * per_layer  # 32 layers, attention in 4 (i % 8 == 4)
+    attention = next(p for p in w.parts if p.name == "attention")
+    assert attention.parameters == 4 * (2 * h * h + 2 * h * 8 * 128)
+    experts = next(p for p in w.parts if p.name == "experts")
+    assert experts.parameters == 16 * 16 * 3 * h * inter  # 16 MoE layers (i % 2 == 1) x 16 experts, all resident
+    assert (w.num_experts, w.experts_per_token) == (16, 2)
+
+
+def test_qwen3_next_gated_attention_and_delta_net() -> None:
+    w = count_weights(bundled("Qwen/Qwen3-Next-80B-A3B-Instruct"), model_id="q3n")
+    h, heads, kv_heads, d = 2048, 16, 2, 256
+    hk, hv, dk, dv, conv = 16, 32, 128, 128, 4
+    full = 12 * (h * 2 * heads * d + 2 * h * kv_heads * d + heads * d * h + 2 * d)  # q doubled for the gate; q/k norms
+    key_dim, value_dim = hk * dk, hv * dv
+    delta = 36 * (h * (2 * key_dim + 2 * value_dim) + h * 2 * hv + value_dim * h  # in_proj_qkvz, in_proj_ba, out_proj
+                  + (2 * key_dim + value_dim) * conv + 2 * hv + dv)  # conv1d, dt_bias + A_log, gated norm
+    attention = next(p for p in w.parts if p.name == "attention")
+    assert attention.parameters == full + delta
+    shared = next(p for p in w.parts if p.name == "shared_experts")
+    assert shared.parameters == 48 * (3 * h * 512 + h)  # Qwen3NextConfig default shared expert 512 (noted), + gate
+    assert any("shared_expert_intermediate_size" in n for n in w.notes)
+
+
+def test_chatglm_multi_query_groups() -> None:
+    w = count_weights(bundled("THUDM/chatglm3-6b"), model_id="glm")
+    h, layers, q, kv, ffn, vocab = 4096, 28, 32 * 128, 2 * 128, 13696, 65024
+    per_layer = h * (q + 2 * kv) + q * h + h * 2 * ffn + ffn * h + 2 * h  # qkv, dense, SwiGLU, two RMS norms
+    assert w.parameters == layers * per_layer + h + 2 * vocab * h  # final norm, embedding + output_layer
+
+
+# ---- the dtype the engine holds the weights in ----------------------------------------------------
+def test_float32_checkpoint_served_in_16_bits_except_by_transformers() -> None:
+    w = count_weights(bundled("google/gemma-2-9b"), model_id="g")  # torch_dtype float32
+    assert (w.dtype, w.bytes) == ("float32", w.parameters * 4)
+    for engine in ("vllm", "sglang", "trtllm", "llama.cpp", "ideal"):
+        served, note = serve_weights(w, engine=engine)
+        assert (served.dtype, served.bytes) == ("bfloat16", w.parameters * 2), engine
+        assert note and "--dtype float32" in note
+    for engine in ("hf-dynamic", "hf-static"):
+        served, note = serve_weights(w, engine=engine)
+        assert served.bytes == w.parameters * 4 and note is None
+    forced, note = serve_weights(w, engine="vllm", dtype="float32")
+    assert forced.bytes == w.parameters * 4 and note is None
+    half, _ = serve_weights(count_weights(bundled("meta-llama/Llama-3.1-8B"), model_id="l"), engine="hf-dynamic",
+                            dtype="float")
+    assert half.bytes == 8_030_261_248 * 4  # --dtype float on a bf16 checkpoint
+    with pytest.raises(InputError):
+        serve_weights(w, engine="vllm", dtype="int3")
+
+
+def test_served_dtype_keeps_quantised_matrices_and_scales_safetensors_bytes() -> None:
+    oss = count_weights(bundled("openai/gpt-oss-20b"), model_id="oss")
+    served, _ = serve_weights(oss, engine="vllm", dtype="float32")
+    experts = next(p for p in oss.parts if p.name == "experts")
+    experts32 = next(p for p in served.parts if p.name == "experts")
+    assert experts32.bytes - experts.bytes == experts.other_parameters * 2  # only the bf16 biases grow
+    w = count_weights(bundled("google/gemma-2-9b"), model_id="g")
+    exact = with_exact_bytes(w, w.counted_bytes + 1000, source="safetensors")
+    served, _ = serve_weights(exact, engine="vllm")
+    assert served.bytes == (w.counted_bytes + 1000) * (w.parameters * 2) // (w.parameters * 4)
+    given = with_exact_bytes(w, 10**10, source="--weights-bytes")
+    served, note = serve_weights(given, engine="vllm")
+    assert served.bytes == 10**10 and note and "taken as given" in note

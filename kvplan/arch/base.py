@@ -288,7 +288,10 @@ class ArchParser:
                 "check num_key_value_heads / num_attention_heads",
             )
         if heads % kv_heads:
-            r.note(f"num_attention_heads {heads} is not a multiple of num_kv_heads {kv_heads}")
+            raise ConfigError(
+                f"{r.source_name}: {heads} attention heads are not a multiple of {kv_heads} KV heads",
+                "grouped-query attention needs num_attention_heads divisible by num_key_value_heads",
+            )
         head_size = self.head_dim(r, heads)
         head_size_v = r.optional("head_size_v", self.HEAD_DIM_V) or head_size
         return {"num_kv_heads": kv_heads, "head_size": head_size, "head_size_v": head_size_v}

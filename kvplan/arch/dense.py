@@ -50,7 +50,8 @@ class QwenParser(ArchParser):
     """Qwen2/2.5/3 (+MoE): windows only when ``use_sliding_window``, only for layers >= max_window_layers."""
 
     family = "qwen"
-    model_types = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_5_vl_text", "qwen2_vl_text", "qwen3_vl_text")
+    model_types = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_vl", "qwen2_5_vl", "qwen2_5_vl_text",
+                   "qwen2_vl_text", "qwen3_vl_text", "qwen3_vl_moe_text")
     defaults = {"use_sliding_window": False, "max_window_layers": 28, "max_position_embeddings": 32768}
 
     def pattern_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
@@ -132,6 +133,9 @@ class FalconParser(ArchParser):
                 "new_decoder_architecture: counted with num_kv_heads groups as vLLM caches them "
                 "(transformers 5.x caches K/V broadcast to every query head, num_attention_heads / num_kv_heads times more)"
             )
+            # NOTE: read by the hf-dynamic/hf-static engine profiles (modeling_falcon broadcast_to before caching).
+            r.record("hf_cached_kv_heads", heads,
+                     "transformers modeling_falcon: new_decoder_architecture broadcasts K/V to num_attention_heads")
             return value
         multi_query = r.raw("multi_query")
         if multi_query is True:

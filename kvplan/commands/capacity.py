@@ -51,6 +51,9 @@ WeightsFromOpt = Annotated[str, typer.Option("--weights-from", help="auto (Hub s
                            "when online, else config.json), config, or safetensors.")]
 TpOptional = Annotated[int | None, typer.Option("--tensor-parallel-size", "--tp", min=1, help="Tensor-parallel "
                        "GPUs, as vLLM's --tensor-parallel-size (default 1, or --num-gpus / --pp).")]
+DtypeOpt = Annotated[str, typer.Option("--dtype", help="Weight dtype, as vLLM's --dtype: auto (the engine's rule: "
+                    "vLLM, SGLang, TensorRT-LLM and llama.cpp serve float32 checkpoints in 16 bits, transformers "
+                    "keeps them), bfloat16, float16 (half) or float32 (float).")]
 RequireFitOpt = Annotated[bool, typer.Option("--require-fit", help="Exit 1 when --batch requests of --max-model-len "
                           "tokens do not fit (0 when they do; 2 for bad input), for CI.")]
 
@@ -72,6 +75,7 @@ def capacity(
     pp: PpOpt = 1,
     engine: EngineOpt = "vllm",
     kv_dtype: KvDtypeOpt = "auto",
+    dtype: DtypeOpt = "auto",
     max_model_len: MaxModelLenOpt = None,
     batch: BatchOpt = 1,
     gpu_memory_utilization: UtilOpt = None,
@@ -110,7 +114,7 @@ def capacity(
         )
         inputs = CapacityInputs(
             gpu=gpu_spec, engine=engine, tp=tp if tp is not None else max(1, (num_gpus or 1) // pp),
-            pp=pp, num_gpus=num_gpus, kv_dtype=kv_dtype,
+            pp=pp, num_gpus=num_gpus, kv_dtype=kv_dtype, dtype=dtype,
             max_model_len=parse_tokens(max_model_len, what="--max-model-len") if max_model_len else None,
             batch=batch, block_size=block_size, gpu_memory_utilization=gpu_memory_utilization,
             mem_fraction_static=mem_fraction_static, free_gpu_memory_fraction=free_gpu_memory_fraction,
@@ -136,7 +140,7 @@ def resolve_gpu(gpu, gpu_mem, gpu_bandwidth, lookup, custom_gpu, parse_size, par
     if gpu is not None:
         spec = lookup(gpu)
         if gpu_mem is not None:
-            spec = dataclasses.replace(spec, memory_bytes=parse_size(gpu_mem, what="--gpu-mem"))
+            spec = dataclasses.replace(spec, memory_bytes=parse_size(gpu_mem, what="--gpu-mem"), memory_source="--gpu-mem")
         if bandwidth is not None:
             spec = dataclasses.replace(spec, bandwidth_bytes_per_s=bandwidth)
         return spec
@@ -157,7 +161,8 @@ def gpus(fmt: FormatOpt = Format.table) -> None:
             "schema_version": SCHEMA_VERSION, "kvplan_version": __version__, "command": "gpus",
             "gpus": [
                 {"name": g.name, "vendor": g.vendor, "memory_bytes": g.memory_bytes,
-                 "bandwidth_bytes_per_s": g.bandwidth_bytes_per_s, "aliases": list(g.aliases), "source": g.source}
+                 "bandwidth_bytes_per_s": g.bandwidth_bytes_per_s, "aliases": list(g.aliases), "source": g.source,
+                 "memory_source": g.memory_source}
                 for g in load_catalog()
             ],
         }

@@ -9,14 +9,18 @@ import typer
 
 from kvplan.cli import (
     BatchOpt,
+    BlockSizeOpt,
+    EngineOpt,
     Format,
     FormatOpt,
     KvDtypeOpt,
     ModelOpt,
     OutputOpt,
+    PpOpt,
     RevisionOpt,
     SeqLenOpt,
     TokenOpt,
+    TpOpt,
     app,
     cli_errors,
     emit,
@@ -36,6 +40,7 @@ def _dim(flag: str, help_text: str) -> typer.models.OptionInfo:
     "  kvplan compare model mha gqa mla --model deepseek-ai/DeepSeek-V3 --seq-len 32k --format yaml\n\n"
     "  kvplan compare mha gqa swa:4k --layers 80 --heads 64 --head-dim 128 --sweep-seq 1k,4k,32k,128k\n\n"
     "  kvplan compare mha gqa mqa mla swa:4k --plot kv.png --gpu-mem 80GiB\n\n"
+    "  kvplan compare mha gqa mqa mla --model meta-llama/Llama-3.1-70B -s 32k --engine vllm --tp 8\n\n"
     "Variants: mha, gqa (8 KV heads) or gqa:N, mqa, mla (512+64) or mla:RANK+ROPE, swa:W (every layer "
     "windowed), hybrid:W:R (R local layers per global one, as Gemma 3), model (the --model as configured).",
 )
@@ -52,6 +57,10 @@ def compare(
     batch: BatchOpt = 1,
     seq_len: SeqLenOpt = None,
     kv_dtype: KvDtypeOpt = "auto",
+    engine: EngineOpt = "ideal",
+    tp: TpOpt = 1,
+    pp: PpOpt = 1,
+    block_size: BlockSizeOpt = None,
     sweep_seq: Annotated[
         Optional[str],
         typer.Option("--sweep-seq", help="Also size every variant at these lengths: 1k,4k,32k,128k (one column each)."),
@@ -97,7 +106,11 @@ def compare(
             base = base_from_model(geometry)
         else:
             base = base_from_dims(**dims)
-        comparison = run_compare(base, variants or (), batch=batch, seq_len=tokens, kv_dtype=kv_dtype, sweep_seq_lens=sweep)
+        from kvplan.adjust import deployment_from_flags
+
+        deployment = deployment_from_flags(engine=engine, tp=tp, pp=pp, block_size=block_size)
+        comparison = run_compare(base, variants or (), batch=batch, seq_len=tokens, kv_dtype=kv_dtype,
+                                 sweep_seq_lens=sweep, deployment=deployment)
         report = compare_report(comparison, source, gpu_mem_bytes=gpu_mem_bytes, plot=str(plot) if plot else None)
         if gpu_mem_bytes is not None and plot is None:
             report["notes"].append("--gpu-mem only draws a line on --plot; it does not change the sizes")
@@ -106,7 +119,11 @@ def compare(
 
             xs, series = plot_series(comparison)
             title = f"KV cache of {report['model']['id']}, batch {batch}, {report['inputs']['kv_dtype']}"
-            write_plot(plot, xs, series, title=title, gpu_mem_bytes=gpu_mem_bytes)
+            per_gpu = tp * pp > 1
+            if per_gpu:
+                title += f", {engine} tp {tp} × pp {pp}"
+            write_plot(plot, xs, series, title=title, gpu_mem_bytes=gpu_mem_bytes,
+                       ylabel="KV cache per GPU (the most loaded one)" if per_gpu else "KV cache (batch total)")
         table = None
         if fmt is Format.table:
             from kvplan.render import compare_table

@@ -28,6 +28,11 @@ from kvplan.cli import (
 from kvplan.errors import EXIT_NOT_FIT, InputError
 
 
+class Engine(str, Enum):
+    kvplan = "kvplan"
+    transformers = "transformers"
+
+
 class Layout(str, Enum):
     dynamic = "dynamic"
     static = "static"
@@ -41,7 +46,8 @@ class Layout(str, Enum):
     "  kvplan verify -m meta-llama/Llama-3.2-1B --layers 2 --prompt-len 32 --gen-len 8\n\n"
     "  kvplan verify -m openai/gpt-oss-20b --layers 2 --layout paged --block-size 16 --format yaml\n\n"
     "  kvplan verify -m Qwen/Qwen3-0.6B --layers 4 --layout quantized --kv-dtype int4\n\n"
-    "  kvplan verify -m meta-llama/Llama-3.1-8B --layout static --prompt-len 4096 --gpu --tp 2",
+    "  kvplan verify -m meta-llama/Llama-3.1-8B --layout static --prompt-len 4096 --gpu --tp 2\n\n"
+    "  kvplan verify -m mistralai/Mistral-7B-v0.1 --layers 2 --engine transformers",
 )
 def verify(
     model: ModelOpt,
@@ -73,6 +79,12 @@ def verify(
         typer.Option("--tensor-parallel-size", "--tp", min=1,
                      help="Ranks of torch.distributed (gloo on the CPU, nccl with --gpu), as vLLM's -tp."),
     ] = 1,
+    engine: Annotated[
+        Engine,
+        typer.Option("--engine", help="kvplan: kvplan's own decode. transformers: build the Hugging Face model "
+                     "(random weights), generate() and measure its cache against the hf-dynamic/hf-static profile "
+                     "(pip install 'kvplan[transformers]')."),
+    ] = Engine.kvplan,
     gpu: Annotated[bool, typer.Option("--gpu", help="Decode on CUDA and measure the caching allocator.")] = False,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the random weights and inputs.")] = 0,
     max_memory: Annotated[
@@ -101,6 +113,9 @@ def verify(
         from kvplan.verify_predict import plan_verify
         from kvplan.verify_report import verify_report
 
+        if engine is Engine.transformers and importlib.util.find_spec("transformers") is None:
+            raise InputError("--engine transformers needs the transformers package, which is not installed",
+                             "pip install 'kvplan[transformers]' (or pip install transformers)")
         overrides = normalise_overrides(set_)
         geometry, source = load_geometry(model, revision=revision, token=token, overrides=overrides)
         options = {
@@ -110,13 +125,21 @@ def verify(
         }
         plan = plan_verify(geometry, num_layers=layers, **options)
         limit = parse_size(max_memory, what="--max-memory") if max_memory is not None else None
-        from kvplan.verify import run_verify
+        if bandwidth is not None and not bandwidth > 0:
+            raise InputError(f"--bandwidth must be a positive number of GB/s, got {bandwidth:g}", "e.g. --bandwidth 4800")
+        if engine is Engine.transformers:
+            from kvplan.verify_hf import cross_check
 
-        measurement = run_verify(
-            plan, gpu=gpu, seed=seed, progress=progress, max_memory=limit,
-            bandwidth=int(bandwidth * 1e9) if bandwidth else None,
-            replan=lambda n: plan_verify(geometry, num_layers=n, **options),
-        )
+            measurement = cross_check(plan, model, revision=revision, token=token, overrides=overrides, gpu=gpu,
+                                      seed=seed, progress=progress, max_memory=limit)
+        else:
+            from kvplan.verify import run_verify
+
+            measurement = run_verify(
+                plan, gpu=gpu, seed=seed, progress=progress, max_memory=limit,
+                bandwidth=int(bandwidth * 1e9) if bandwidth else None,
+                replan=lambda n: plan_verify(geometry, num_layers=n, **options),
+            )
         report = verify_report(plan, measurement, source, overrides=overrides)
         table = None
         if fmt is Format.table:
