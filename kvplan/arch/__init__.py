@@ -22,9 +22,28 @@ from kvplan.arch.dense import (
     QwenParser,
 )
 from kvplan.arch.encdec import EncoderDecoderParser, T5Parser, WhisperParser
-from kvplan.arch.hybrid import JambaParser, Mamba2Parser, MambaParser, MiniMaxParser, NemotronHParser, Qwen3NextParser
+from kvplan.arch.hybrid import (
+    BambaParser,
+    FalconH1Parser,
+    GraniteMoeHybridParser,
+    JambaParser,
+    Lfm2Parser,
+    Mamba2Parser,
+    MambaParser,
+    MiniMaxParser,
+    NemotronHParser,
+    Qwen3NextParser,
+)
 from kvplan.arch.mla import DeepseekParser
-from kvplan.arch.windowed import Cohere2Parser, Gemma2Parser, Gemma3Parser, GptOssParser, Llama4Parser
+from kvplan.arch.multimodal import MllamaParser
+from kvplan.arch.windowed import (
+    Cohere2Parser,
+    Exaone4Parser,
+    Gemma2Parser,
+    Gemma3Parser,
+    GptOssParser,
+    Llama4Parser,
+)
 from kvplan.errors import ConfigError
 from kvplan.geometry import ModelGeometry
 
@@ -32,7 +51,8 @@ PARSERS: tuple[type[ArchParser], ...] = (
     LlamaParser, MistralParser, MixtralParser, QwenParser, PhiParser, GemmaParser, Gpt2Parser,
     GptBigCodeParser, FalconParser, MptParser, ChatGlmParser, Gemma2Parser, Gemma3Parser, Cohere2Parser,
     GptOssParser, Llama4Parser, DeepseekParser, MambaParser, Mamba2Parser, JambaParser, NemotronHParser,
-    Qwen3NextParser, MiniMaxParser, EncoderDecoderParser, WhisperParser, T5Parser,
+    Qwen3NextParser, MiniMaxParser, FalconH1Parser, GraniteMoeHybridParser, BambaParser, Lfm2Parser,
+    EncoderDecoderParser, WhisperParser, T5Parser, MllamaParser, Exaone4Parser,
 )
 
 REGISTRY: dict[str, type[ArchParser]] = {
@@ -46,6 +66,7 @@ NESTED_TEXT_KEYS = ("text_config", "llm_config", "language_config")
 WRAPPER_TEXT_TYPES = {
     "llava": "llama", "llava_next": "llama", "llava_onevision": "qwen2", "vipllava": "llama",
     "gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral", "paligemma": "gemma",
+    "mllama": "mllama_text_model",
 }
 
 ENCODER_ONLY = frozenset(

@@ -241,22 +241,24 @@ class ArchParser:
             return self.kinds_from_layer_types(r, types, num_layers)
         return self.pattern_kinds(r, num_layers)
 
-    def kinds_from_layer_types(self, r: ConfigReader, types: Any, num_layers: int) -> list[str]:
-        r.check("layer_types", types, "list")
+    def kinds_from_layer_types(
+        self, r: ConfigReader, types: Any, num_layers: int, *, key: str = "layer_types"
+    ) -> list[str]:
+        r.check(key, types, "list")
         if len(types) != num_layers:
             raise ConfigError(
-                f"{r.source_name}: {r.prefix}layer_types has {len(types)} entries but the model has {num_layers} layers",
-                "make layer_types one entry per layer",
+                f"{r.source_name}: {r.prefix}{key} has {len(types)} entries but the model has {num_layers} layers",
+                f"make {key} one entry per layer",
             )
         kinds = []
         for name in types:
-            if name not in LAYER_TYPE_NAMES:
+            if not isinstance(name, str) or name not in LAYER_TYPE_NAMES:
                 raise ConfigError(
-                    f"{r.source_name}: unknown layer type {name!r} in {r.prefix}layer_types",
+                    f"{r.source_name}: unknown layer type {name!r} in {r.prefix}{key}",
                     f"kvplan knows: {', '.join(sorted(LAYER_TYPE_NAMES))}",
                 )
             kinds.append(LAYER_TYPE_NAMES[name])
-        r.record("layer_types", _summarise(kinds), r.where("layer_types"))
+        r.record("layer_types", _summarise(kinds), r.where(key))
         return kinds
 
     def pattern_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
@@ -345,7 +347,8 @@ class ArchParser:
         raise ConfigError(
             f"{r.source_name}: layer {index} is a recurrent/linear layer but kvplan has no state rule "
             f"for model_type {r.raw('model_type')!r}",
-            "use a supported hybrid family (mamba, mamba2, jamba, nemotron_h, qwen3_next, minimax)",
+            "use a supported hybrid family (mamba, mamba2, jamba, nemotron_h, qwen3_next, minimax, falcon_h1, "
+            "granitemoehybrid, bamba, lfm2)",
         )
 
     def max_context(self, r: ConfigReader) -> int | None:
@@ -353,6 +356,18 @@ class ArchParser:
 
     def encoder_len(self, r: ConfigReader) -> int | None:
         return None
+
+
+def layer_indices(r: ConfigReader, key: str, value: Any, num_layers: int) -> frozenset[int]:
+    """A config list of 0-based layer indices (``attn_layer_indices``, ``cross_attention_layers``), checked."""
+    r.check(key, value, "list")
+    bad = [i for i in value if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < num_layers]
+    if bad:
+        raise ConfigError(
+            f"{r.source_name}: {r.prefix}{key} holds {bad[0]!r}, not a layer index in 0..{num_layers - 1}",
+            f"make {key} a list of 0-based layer indices below num_hidden_layers ({num_layers})",
+        )
+    return frozenset(value)
 
 
 def _summarise(kinds: Sequence[str]) -> str:

@@ -1,17 +1,23 @@
-"""Models whose layers keep a fixed recurrent state: Mamba, Mamba-2, Jamba, Nemotron-H, Qwen3-Next, MiniMax.
+"""Models whose layers keep a fixed recurrent state: Mamba, Mamba-2, Jamba, Nemotron-H, Qwen3-Next, MiniMax,
+Falcon-H1, Granite 4.0 hybrid, Bamba and LFM2.
 
 State shapes follow the engines (vLLM ``mamba_utils``): per sequence and layer,
 Mamba-1: conv (d_conv - 1, d_inner), ssm (d_inner, d_state);
 Mamba-2: conv (d_conv - 1, d_inner + 2 * n_groups * d_state), ssm (n_heads, head_dim, d_state);
+short convolution (LFM2): conv (L_cache - 1, channels);
 gated delta net: conv (d_conv - 1, 2 * H_k * d_k + H_v * d_v), ssm (H_v, d_k, d_v);
 linear (lightning) attention: (heads, head_dim, head_dim).
 """
 
 from __future__ import annotations
 
-from kvplan.arch.base import FULL, NONE, STATE, ArchParser, ConfigReader
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kvplan.arch.base import FULL, NONE, STATE, ArchParser, ConfigReader, layer_indices
 from kvplan.errors import ConfigError
-from kvplan.specs import StateSpec
+from kvplan.specs import LayerSpec, StateSpec
 
 
 def mamba1_state(d_inner: int, d_conv: int, d_state: int) -> StateSpec:
@@ -170,3 +176,209 @@ class MiniMaxParser(ArchParser):
         heads = r.first_of("num_attention_heads", self.HEADS)
         head_dim = self.head_dim(r, heads)
         return StateSpec(mixer="linear_attention", shapes=(("kv_state", (heads, head_dim, head_dim)),))
+
+
+# ---- Mamba-2 hybrids with ``mamba_*`` fields (Falcon-H1, Granite 4.0 hybrid, Bamba) ------------------
+@dataclass(frozen=True, slots=True)
+class Mamba2Keys:
+    """Where one family keeps its Mamba-2 fields (alias lists, first present wins)."""
+
+    n_heads: tuple[str, ...] = ("mamba_n_heads",)
+    head_dim: tuple[str, ...] = ("mamba_d_head",)
+    n_groups: tuple[str, ...] = ("mamba_n_groups",)
+    d_state: tuple[str, ...] = ("mamba_d_state",)
+    d_conv: tuple[str, ...] = ("mamba_d_conv",)
+    expand: tuple[str, ...] = ("mamba_expand",)
+    d_inner: tuple[str, ...] = ()
+    """An explicit inner width (Falcon-H1 ``mamba_d_ssm``); without one it is ``expand * hidden_size``."""
+
+
+#: The ``mamba_*`` defaults that BambaConfig, GraniteMoeHybridConfig and FalconH1Config share.
+MAMBA2_DEFAULTS: Mapping[str, Any] = {
+    "mamba_n_heads": 128, "mamba_d_head": "auto", "mamba_n_groups": 1, "mamba_d_state": 256, "mamba_d_conv": 4,
+    "mamba_expand": 2,
+}
+
+
+def read_mamba2_state(r: ConfigReader, keys: Mamba2Keys, hidden: Sequence[str]) -> StateSpec:
+    """One Mamba-2 layer's state from ``keys``; ``mamba_d_head`` "auto" is ``d_inner // n_heads``.
+
+    vLLM sizes the conv state with the inner width and the ssm state with ``n_heads * head_dim``;
+    the transformers config classes require the two to agree, and so does kvplan.
+    """
+    d_inner = None
+    if keys.d_inner:
+        key = keys.d_inner[0]
+        explicit_null = not any(r.has(k) for k in keys.d_inner) and key in r.config and r.config[key] is None
+        if explicit_null:
+            r.note(f"{r.prefix}{key} is null: the Mamba inner width is {keys.expand[0]} * hidden_size")
+        else:
+            d_inner = r.first_of("mamba_d_inner", keys.d_inner)
+    if d_inner is None:
+        expand = r.first_of("mamba_expand", keys.expand)
+        width = r.first_of("hidden_size", hidden)
+        d_inner = expand * width
+        r.record("mamba_d_inner", d_inner, f"derived: {keys.expand[0]} * hidden_size = {expand} * {width}")
+    n_heads = r.first_of("mamba_n_heads", keys.n_heads)
+    head_dim = _mamba2_head_dim(r, keys.head_dim, d_inner, n_heads)
+    if n_heads * head_dim != d_inner:
+        raise ConfigError(
+            f"{r.source_name}: Mamba heads {n_heads} x head dim {head_dim} = {n_heads * head_dim} does not match "
+            f"the Mamba inner width {d_inner}",
+            f"check {keys.n_heads[0]}, {keys.head_dim[0]} and the inner width (as the transformers config class does)",
+        )
+    return mamba2_state(
+        n_heads,
+        head_dim,
+        r.first_of("mamba_n_groups", keys.n_groups),
+        r.first_of("mamba_d_conv", keys.d_conv),
+        r.first_of("mamba_d_state", keys.d_state),
+    )
+
+
+def _mamba2_head_dim(r: ConfigReader, aliases: Sequence[str], d_inner: int, n_heads: int) -> int:
+    key = next((k for k in aliases if r.has(k)), None)
+    if key is not None and r.raw(key) != "auto":
+        value = r.check(key, r.raw(key), "int")
+        r.record("mamba_head_dim", value, r.where(key))
+        return value
+    if d_inner % n_heads:
+        raise ConfigError(
+            f"{r.source_name}: the Mamba inner width {d_inner} is not divisible by {n_heads} Mamba heads",
+            f"set {aliases[0]} or check {aliases[0].replace('d_head', 'n_heads')}",
+        )
+    value = d_inner // n_heads
+    why = f"{r.prefix}{aliases[0]} is \"auto\"" if key is not None else (
+        f"{r.prefix}{aliases[0]} is not in the config; the {r.defaults_name} default is \"auto\""
+    )
+    r.record("mamba_head_dim", value, f"derived: inner width // mamba heads = {d_inner} // {n_heads}")
+    r.note(f"{why}: Mamba head dim = inner width // heads = {d_inner} // {n_heads} = {value}")
+    return value
+
+
+class FalconH1Parser(ArchParser):
+    """Falcon-H1: a parallel hybrid, every decoder layer runs attention and a Mamba-2 mixer side by side.
+
+    Each layer therefore holds a K/V cache and a Mamba state. The specs list the attention caches of
+    layers 0..N-1, then their states, so entry ``i`` belongs to decoder layer ``i % N``.
+    """
+
+    family = "falcon_h1"
+    model_types = ("falcon_h1",)
+    defaults = {
+        "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "max_position_embeddings": 8192, "mamba_d_ssm": 1024, **MAMBA2_DEFAULTS,
+    }
+    MAMBA = Mamba2Keys(d_inner=("mamba_d_ssm",))
+
+    def build_layers(self, r: ConfigReader) -> list[LayerSpec]:
+        num_layers = self.num_layers(r)
+        attention = self.full_spec(self.attention_dims(r))
+        state = self.state_spec(r, 0)
+        r.note(
+            "falcon_h1 is a parallel hybrid: every decoder layer has an attention K/V cache and a Mamba-2 state"
+        )
+        return [attention] * num_layers + [state] * num_layers
+
+    def state_spec(self, r: ConfigReader, index: int) -> StateSpec:
+        return read_mamba2_state(r, self.MAMBA, self.HIDDEN)
+
+
+class GraniteMoeHybridParser(ArchParser):
+    """IBM Granite 4.0 hybrid: ``layer_types`` of "mamba" (Mamba-2) and "attention"; all Mamba when absent."""
+
+    family = "granitemoehybrid"
+    model_types = ("granitemoehybrid",)
+    defaults = {
+        "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "max_position_embeddings": 2048,
+        **MAMBA2_DEFAULTS,
+    }
+    MAMBA = Mamba2Keys()
+    _NAMES = frozenset({"mamba", "attention"})
+
+    def layer_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
+        for key in ("layer_types", "layers_block_type"):
+            if r.has(key):
+                types = r.check(key, r.raw(key), "list")
+                unknown = [name for name in types if name not in self._NAMES]
+                if unknown:
+                    raise ConfigError(
+                        f"{r.source_name}: unknown layer type {unknown[0]!r} in {r.prefix}{key}",
+                        'granitemoehybrid layers are "mamba" or "attention"',
+                    )
+                return self.kinds_from_layer_types(r, types, num_layers, key=key)
+        r.note("layer_types is not in the config: the granitemoehybrid default makes every layer a Mamba-2 layer")
+        return [STATE] * num_layers
+
+    def state_spec(self, r: ConfigReader, index: int) -> StateSpec:
+        return read_mamba2_state(r, self.MAMBA, self.HIDDEN)
+
+
+class BambaParser(ArchParser):
+    """Bamba: attention at ``attn_layer_indices``, Mamba-2 everywhere else."""
+
+    family = "bamba"
+    model_types = ("bamba",)
+    defaults = {
+        "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "max_position_embeddings": 262144, **MAMBA2_DEFAULTS,
+    }
+    MAMBA = Mamba2Keys()
+
+    def layer_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
+        if not r.has("attn_layer_indices"):
+            r.note("attn_layer_indices is not in the config: the bamba default makes every layer a Mamba-2 layer")
+            return [STATE] * num_layers
+        attention = layer_indices(r, "attn_layer_indices", r.raw("attn_layer_indices"), num_layers)
+        r.record("layer_types", f"attention at {sorted(attention)}", r.where("attn_layer_indices"))
+        r.note(f"attention layers are attn_layer_indices {sorted(attention)}; the others keep a Mamba-2 state")
+        return [FULL if i in attention else STATE for i in range(num_layers)]
+
+    def state_spec(self, r: ConfigReader, index: int) -> StateSpec:
+        return read_mamba2_state(r, self.MAMBA, self.HIDDEN)
+
+
+class Lfm2Parser(ArchParser):
+    """Liquid LFM2 (+MoE): ``layer_types`` of "conv" (gated short convolution) and "full_attention".
+
+    A conv layer keeps the last ``conv_L_cache - 1`` inputs of its ``hidden_size``-wide convolution
+    (vLLM ``short_conv_state_shape``). LFM2 configs may instead list ``full_attn_idxs``.
+    """
+
+    family = "lfm2"
+    model_types = ("lfm2", "lfm2_moe")
+    defaults = {
+        "hidden_size": 2560, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "max_position_embeddings": 128000, "conv_L_cache": 3,
+    }
+    MOE_DEFAULTS: Mapping[str, Any] = {
+        "hidden_size": 2048, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "max_position_embeddings": 128000, "conv_L_cache": 3,
+    }
+
+    def defaults_for(self, model_type: str) -> Mapping[str, Any]:
+        return self.MOE_DEFAULTS if model_type == "lfm2_moe" else self.defaults
+
+    def layer_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
+        if r.has("layer_types"):
+            return super().layer_kinds(r, num_layers)
+        if r.has("full_attn_idxs"):
+            attention = layer_indices(r, "full_attn_idxs", r.raw("full_attn_idxs"), num_layers)
+            r.record("layer_types", f"attention at {sorted(attention)}", r.where("full_attn_idxs"))
+            r.note(f"attention layers are full_attn_idxs {sorted(attention)}; the others are short convolutions")
+            return [FULL if i in attention else STATE for i in range(num_layers)]
+        if r.defaults_name == "lfm2":
+            r.note("neither layer_types nor full_attn_idxs is in the config: the lfm2 default makes every layer attention")
+            return [FULL] * num_layers
+        raise ConfigError(
+            f"{r.source_name}: required field layer_types is missing (tried {r.prefix}layer_types, "
+            f"{r.prefix}full_attn_idxs)",
+            'add layer_types: one "conv" or "full_attention" per layer',
+        )
+
+    def state_spec(self, r: ConfigReader, index: int) -> StateSpec:
+        channels = r.first_of("conv_channels", ["conv_dim", "hidden_size"])
+        l_cache = r.first_of("conv_L_cache", ["conv_L_cache"])
+        if l_cache < 2:
+            raise ConfigError(f"{r.source_name}: conv_L_cache must be at least 2, got {l_cache}", "fix the config")
+        return StateSpec(mixer="short_conv", shapes=(("conv", (l_cache - 1, channels)),))
