@@ -274,6 +274,8 @@ def estimate(
 
 def _budget_gate(report: dict[str, Any], budget_bytes: int | None, gpu_budget_bytes: int | None = None) -> None:
     """--max-kv-bytes / --max-kv-bytes-per-gpu: needed vs budget on stderr, exit 1 when over either."""
+    if budget_bytes is None and gpu_budget_bytes is None:
+        return
     from kvplan.checks import bytes_gate, kv_bytes_per_gpu
     from kvplan.errors import EXIT_NOT_FIT
 

@@ -580,8 +580,7 @@ def decode_rank(plan: VerifyPlan, device: torch.device, *, rank: int = 0, group:
                 advance()
         caches = decoder.caches
         decoder.weights.clear()
-        del x
-        x = None
+        del x  # only the cache stays alive for the allocator readings
     except PoolExhausted as exc:
         decoder = None
         raise KvplanError(f"{exc}: the decode needed more blocks than predicted", "this is a kvplan bug") from None

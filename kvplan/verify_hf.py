@@ -24,7 +24,15 @@ from typing import Any
 import torch
 
 from kvplan.errors import InputError, KvplanError
-from kvplan.verify import MEMORY_FRACTION, TORCH_DTYPES, VerifyOOM, _is_oom, _progress, available_bytes, storage_bytes
+from kvplan.verify import (
+    MEMORY_FRACTION,
+    TORCH_DTYPES,
+    VerifyOOM,
+    _is_oom,
+    _progress,
+    available_bytes,
+    storage_bytes,
+)
 from kvplan.verify_predict import VerifyPlan
 from kvplan.verify_report import RankMeasurement, VerifyMeasurement
 
@@ -92,12 +100,13 @@ def prepare_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], plan: V
     text = dict(config[nested]) if nested else config
 
     total = plan.num_layers_total
-    for key in LAYER_COUNT_KEYS:
-        if text.get(key) == total:
-            text[key] = plan.num_layers
+    counted = [key for key in LAYER_COUNT_KEYS if text.get(key) == total]
+    for key in counted or ["num_hidden_layers"]:  # a sparse text_config leaves it to the class default
+        text[key] = plan.num_layers
     for key, value in list(text.items()):
-        if isinstance(value, list) and len(value) == total and plan.num_layers < total:
-            text[key] = value[: plan.num_layers]  # per-layer lists: layer_types, no_rope_layers...
+        per_layer = isinstance(value, list) or (isinstance(value, str) and "pattern" in key)
+        if per_layer and len(value) == total and plan.num_layers < total:
+            text[key] = value[: plan.num_layers]  # layer_types, no_rope_layers, hybrid_override_pattern...
 
     def build(candidate: dict[str, Any]) -> dict[str, Any]:
         if nested is None:
@@ -120,6 +129,8 @@ def prepare_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], plan: V
             text[key] = 0
         elif key.endswith("_token_id") and isinstance(value, list):
             text[key] = [0]
+    for key in ("pad_token_id", "bos_token_id", "eos_token_id"):
+        text.setdefault(key, 0)  # class defaults (Phi-3: 32000) would point outside the small vocabulary
     for key in WIDTH_KEYS:
         value = text.get(key)
         if isinstance(value, int) and value > SMALL_WIDTH:
@@ -166,7 +177,12 @@ def run_transformers(plan: VerifyPlan, config: dict[str, Any], shrunk: list[str]
     """Build the Hugging Face model from ``config`` with random weights, generate, measure its cache."""
     try:
         import transformers
-        from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig, StaticCache
+        from transformers import (
+            AutoConfig,
+            AutoModelForCausalLM,
+            GenerationConfig,
+            StaticCache,
+        )
     except ImportError:
         raise InputError("--engine transformers needs the transformers package",
                          "pip install 'kvplan[transformers]'") from None
@@ -215,14 +231,22 @@ def run_transformers(plan: VerifyPlan, config: dict[str, Any], shrunk: list[str]
         )
         kwargs: dict[str, Any] = {"attention_mask": torch.ones_like(ids)}
         if plan.layout == "static":
-            kwargs["cache"] = StaticCache(config=model.config, max_cache_len=plan.max_cache_tokens)
+            # NOTE: past_key_values works from 5.15 on (5.24 prefers cache= and warns, silenced below).
+            kwargs["past_key_values"] = StaticCache(config=model.config, max_cache_len=plan.max_cache_tokens)
         with _progress(progress and plan.beams == 1, plan) as advance, torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # transformers' deprecation notices are not kvplan's output
             if progress and plan.beams == 1:
                 kwargs["streamer"] = _Streamer(advance)
             out = model.generate(ids, generation_config=generation, **kwargs)
-        cache = getattr(out, "cache", None) or out.past_key_values
+        cache = getattr(out, "cache", None)
+        cache = out.past_key_values if cache is None else cache
         generated = out.sequences.shape[1] - plan.prompt_tokens
+    except (ValueError, NotImplementedError) as exc:
+        raise InputError(
+            f"transformers {transformers.__version__} refused to generate with this config: "
+            f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+            "try another --layers or --layout, or drop --engine transformers to verify with kvplan's own decode",
+        ) from None
     except (RuntimeError, MemoryError) as exc:
         if not (isinstance(exc, MemoryError) or _is_oom(exc)):
             raise
@@ -232,11 +256,11 @@ def run_transformers(plan: VerifyPlan, config: dict[str, Any], shrunk: list[str]
             "try a smaller --layers or --batch; the memory was freed",
         ) from None
     layer_bytes = measure_cache(cache)
-    notes = [
+    notes = [(
         f"--engine transformers: {type(model).__name__} built from the config with random weights "
         f"(transformers {transformers.__version__}), generate(max_new_tokens={new_tokens}) holds prompt + "
-        f"{new_tokens} - 1 tokens; measured: the storages of its {type(cache).__name__}",
-    ]
+        f"{new_tokens} - 1 tokens; measured: the storages of its {type(cache).__name__}"
+    )]
     if shrunk:
         notes.append("shrunk (never cached, the parsed cache geometry is unchanged): " + ", ".join(shrunk))
     if generated != new_tokens:

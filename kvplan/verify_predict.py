@@ -106,6 +106,9 @@ class LayerPlan:
     state_shapes: tuple[tuple[str, tuple[int, ...], str], ...]
     """State layers: (name, shape per sequence, kvplan dtype name) of each state tensor."""
     tensors: tuple[PlannedTensor, ...]
+    aux_tensors: tuple[PlannedTensor, ...] = ()
+    """Bookkeeping the layout allocates with the cache (static/sliding: the int64 position of each slot):
+    not cache bytes, but live blocks the CUDA allocator counts, in allocation order after ``tensors``."""
 
     @property
     def nbytes(self) -> int:
@@ -155,6 +158,11 @@ class VerifyPlan:
     def predicted_bytes(self) -> int:
         """Cache bytes of one rank (every rank holds the same shapes)."""
         return sum(layer.nbytes for layer in self.layers)
+
+    @property
+    def allocation_sizes(self) -> tuple[int, ...]:
+        """Bytes of every tensor the layout allocates, cache and bookkeeping, in the decode's order."""
+        return tuple(t.nbytes for layer in self.layers for t in (*layer.tensors, *layer.aux_tensors))
 
 
 def truncate(geometry: ModelGeometry, num_layers: int | None) -> ModelGeometry:
@@ -273,7 +281,7 @@ def plan_verify(
         )
     if layout in HF_LAYOUTS and any(getattr(layer.spec, "mixer", None) in HF_FP32_STATE_MIXERS for layer in layers):
         notes.append(
-            f"{layout}: Mamba and gated-delta-net layers hold the whole conv window and a float32 recurrent state, "
+            f"{layout}: Mamba, Mamba-2 and gated-delta-net layers hold the whole conv window and a float32 recurrent state, "
             "as transformers does on the CPU"
         )
     if tp > 1:
@@ -360,7 +368,9 @@ def _plan_layer(
             slots = max_cache
         else:
             slots = min(window, max_cache) if layout == "static" else window
-        return LayerPlan(**base, **layer, cache_tokens=slots, blocks_per_seq=0, tensors=kv(slots))
+        positions = PlannedTensor(layer=index, name="slot_pos", shape=(slots,), dtype="int64", nbytes=8 * slots)
+        return LayerPlan(**base, **layer, cache_tokens=slots, blocks_per_seq=0, tensors=kv(slots),
+                         aux_tensors=(positions,))
     if layout == "paged":
         blocks = cdiv(seq, block_size) if window is None else window_blocks_peak(prompt, seq, window, block_size)
         num_blocks = rows * blocks
@@ -406,7 +416,7 @@ def _plan_layer(
 #: Layouts that follow Hugging Face transformers' caches (the hf-dynamic / hf-static profiles).
 HF_LAYOUTS = ("dynamic", "static", "quantized")
 #: State mixers whose transformers cache keeps the whole conv window and a float32 state (CPU path).
-HF_FP32_STATE_MIXERS = ("mamba", "gated_delta_net")
+HF_FP32_STATE_MIXERS = ("mamba", "mamba2", "gated_delta_net")
 
 
 def _state_tensors(spec: StateSpec, layout: str, state_dtype: KvDtype) -> list[tuple[str, tuple[int, ...], str]]:
@@ -415,7 +425,7 @@ def _state_tensors(spec: StateSpec, layout: str, state_dtype: KvDtype) -> list[t
         shapes = dict(spec.shapes)
         kernel_minus_1, channels = shapes["conv"]
         # NOTE: transformers keeps the whole conv window and a float32 ssm/recurrent state (FACTS h.11 for
-        # Mamba; measured the same for Qwen3-Next's gated delta net with transformers 5.24 on the CPU).
+        # Mamba; measured the same for Nemotron-H Mamba-2 and Qwen3-Next gated delta net layers, transformers 5.24, CPU).
         return [("conv", (kernel_minus_1 + 1, channels), state_dtype.name), ("ssm", shapes["ssm"], "fp32")]
     return [(name, shape, state_dtype.name) for name, shape in spec.shapes]
 

@@ -362,3 +362,16 @@ def test_cli_no_window_on_a_dense_model_is_exit_0(runner, tmp_path) -> None:
     bad = runner.invoke(app, ["estimate", "-m", str(path), "-s", "4k", "--prompt-len", "5000"])
     assert bad.exit_code == 2
     assert "Error: --prompt-len 5,000 is longer than the sequence length 4,096" in bad.output and "Hint:" in bad.output
+
+
+def test_hf_dynamic_gated_delta_net_state_keeps_conv_window_and_fp32_state() -> None:
+    from kvplan.adjust import Deployment
+    from kvplan.api import load_geometry
+    from kvplan.calc import estimate
+
+    geometry, _ = load_geometry("Qwen/Qwen3-Next-80B-A3B-Instruct")
+    est = estimate(geometry, seq_len=16, kv_dtype="bf16", deployment=Deployment(engine="hf-dynamic"))
+    hk, hv, dk, dv, d_conv, fp16, fp32 = 16, 32, 128, 128, 4, 2, 4  # no torch_dtype in the config: 16-bit
+    conv = d_conv * (2 * hk * dk + hv * dv) * fp16  # the whole conv window, not d_conv - 1
+    ssm = hv * dk * dv * fp32  # the recurrent state is float32 on the CPU path
+    assert est.state_bytes == 36 * (conv + ssm)  # 36 gated-delta-net layers

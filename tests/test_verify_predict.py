@@ -64,6 +64,45 @@ def test_unsplit_tail_counts_as_allocated() -> None:
     assert (pred.allocated_bytes, pred.reserved_bytes) == (12 * MiB, 12 * MiB)
 
 
+# Measured by `benchmarks/gpu_verify.sh` on one H200 (torch CUDA build, kvplan verify --gpu), 2026-11:
+# torch.cuda.memory_allocated / memory_reserved growth with only the cache alive, byte for byte.
+H200_MEASURED = [
+    ("meta-llama/Llama-2-7b-hf", {"layout": "static", "prompt_len": 4095, "gen_len": 1}, 2_148_532_224, 2_149_580_800),
+    ("meta-llama/Llama-2-7b-hf", {"layout": "static", "prompt_len": 999, "gen_len": 1}, 524_550_144, 673_185_792),
+    ("meta-llama/Llama-3.1-8B", {"num_layers": 8, "layout": "static", "batch": 8, "prompt_len": 2000, "gen_len": 48},
+     537_001_984, 538_968_064),
+    ("meta-llama/Llama-3.1-8B", {"num_layers": 8, "layout": "paged", "batch": 8, "prompt_len": 2000, "gen_len": 48},
+     536_870_912, 536_870_912),
+    ("meta-llama/Llama-3.1-8B", {"num_layers": 8, "layout": "sliding", "batch": 8, "prompt_len": 2000, "gen_len": 48},
+     537_001_984, 538_968_064),
+    ("meta-llama/Llama-3.1-8B",
+     {"num_layers": 8, "layout": "static", "kv_dtype": "fp8", "batch": 8, "prompt_len": 2000, "gen_len": 48},
+     268_566_528, 270_532_608),
+    ("meta-llama/Llama-3.1-8B", {"layout": "static", "batch": 16, "prompt_len": 4000, "gen_len": 96},
+     8_590_983_168, 8_592_031_744),
+    ("openai/gpt-oss-20b", {"num_layers": 8, "layout": "sliding", "batch": 8, "prompt_len": 1000, "gen_len": 48},
+     77_109_248, 94_371_840),
+    ("ai21labs/Jamba-v0.1", {"num_layers": 9, "layout": "static", "batch": 4, "prompt_len": 1000, "gen_len": 32},
+     35_791_360, 46_137_344),
+    ("deepseek-ai/DeepSeek-V2-Lite",
+     {"num_layers": 8, "layout": "paged", "block_size": 64, "batch": 8, "prompt_len": 2000, "gen_len": 48},
+     150_994_944, 150_994_944),
+]
+
+
+@pytest.mark.parametrize(("model", "kw", "allocated", "reserved"), H200_MEASURED)
+def test_allocator_replay_equals_the_h200_measurement(model: str, kw: dict, allocated: int, reserved: int) -> None:
+    pred = predict_allocator(plan_verify(geo(model), **kw).allocation_sizes)
+    assert (pred.allocated_bytes, pred.reserved_bytes) == (allocated, reserved)
+
+
+def test_static_rings_count_their_slot_positions() -> None:
+    plan = plan_verify(geo(LLAMA_1B), layout="static", num_layers=2, prompt_len=10, gen_len=2)
+    slots = 10 + 2
+    assert plan.allocation_sizes == (KV * 8 * 64 * slots * BF16 // 2,) * 2 + (slots * 8,) + (8 * 64 * slots * BF16,) * 2 + (slots * 8,)
+    assert plan.predicted_bytes == 2 * KV * 8 * 64 * slots * BF16  # positions are bookkeeping, not cache
+
+
 def test_small_tensors_share_2_mib_segments() -> None:
     pred = predict_allocator([1000] * 4)  # each rounds to 1024
     assert (pred.allocated_bytes, pred.reserved_bytes, pred.segments) == (4 * 1024, 2 * MiB, 1)
