@@ -554,7 +554,7 @@ def _suggest(kv: _Kv, inputs: CapacityInputs, tokens: int, max_context: int, req
 def capacity_report(cap: Capacity, source: object) -> dict[str, object]:
     """The ``kvplan capacity`` report: keys always present, sizes in integer bytes."""
     from kvplan import __version__
-    from kvplan.report import SCHEMA_VERSION
+    from kvplan.report import SCHEMA_VERSION, model_dict
 
     g, i, b, w = cap.geometry, cap.inputs, cap.budget, cap.weights
     counted = w is not None and w.counted
@@ -562,12 +562,8 @@ def capacity_report(cap: Capacity, source: object) -> dict[str, object]:
         "schema_version": SCHEMA_VERSION,
         "kvplan_version": __version__,
         "command": "capacity",
-        "model": {
-            "id": g.model_id, "model_type": g.model_type, "family": g.family, "architecture": g.architecture,
-            "source": getattr(source, "kind", None), "location": getattr(source, "location", None),
-            "revision": getattr(source, "revision", None), "num_hidden_layers": g.num_hidden_layers,
-            "max_context_len": g.max_context_tokens,
-        },
+        "model": model_dict(g, source=getattr(source, "kind", None), location=getattr(source, "location", None),
+                            revision=getattr(source, "revision", None)),
         "inputs": {
             "gpu": i.gpu.name, "gpu_memory_bytes": i.gpu.memory_bytes, "gpu_memory_source": i.gpu.memory_source or None,
             "gpu_bandwidth_bytes_per_s": i.gpu.bandwidth_bytes_per_s or None,

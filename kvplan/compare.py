@@ -27,7 +27,7 @@ from kvplan.adjust import Deployment
 from kvplan.calc import Estimate, estimate
 from kvplan.errors import ConfigError, InputError, KvplanError
 from kvplan.geometry import ModelGeometry, Provenance
-from kvplan.report import SCHEMA_VERSION, Source, layer_dict
+from kvplan.report import SCHEMA_VERSION, Source, layer_dict, model_dict
 from kvplan.specs import (
     AttentionSpec,
     ChunkedLocalSpec,
@@ -602,17 +602,12 @@ def compare_report(
         "schema_version": SCHEMA_VERSION,
         "kvplan_version": __version__,
         "command": "compare",
-        "model": {
-            "id": geometry.model_id,
-            "model_type": geometry.model_type,
-            "family": geometry.family,
-            "architecture": geometry.architecture,
-            "source": source.kind if source else ("dims" if base.source_label.startswith("--") else "seed"),
-            "location": source.location if source else base.source_label,
-            "revision": source.revision if source else None,
-            "num_hidden_layers": geometry.num_hidden_layers,
-            "max_context_len": geometry.max_context_tokens,
-        },
+        "model": model_dict(
+            geometry,
+            source=source.kind if source else ("dims" if base.source_label.startswith("--") else "seed"),
+            location=source.location if source else base.source_label,
+            revision=source.revision if source else None,
+        ),
         "inputs": {
             "base": base.source_label,
             "num_attention_layers": base.num_attention_layers,

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvplan import __version__
+from kvplan.geometry import ModelGeometry
 from kvplan.calc import Estimate, LayerGroup
 
 SCHEMA_VERSION = 1
@@ -80,23 +81,35 @@ def layer_dict(group: LayerGroup) -> dict[str, Any]:
     }
 
 
+def model_dict(
+    geometry: ModelGeometry,
+    *,
+    source: str | None,
+    location: str | None,
+    revision: str | None = None,
+    num_hidden_layers: int | None = None,
+) -> dict[str, Any]:
+    """The report's ``model`` block, shared by every command."""
+    return {
+        "id": geometry.model_id,
+        "model_type": geometry.model_type,
+        "family": geometry.family,
+        "architecture": geometry.architecture,
+        "source": source,
+        "location": location,
+        "revision": revision,
+        "num_hidden_layers": geometry.num_hidden_layers if num_hidden_layers is None else num_hidden_layers,
+        "max_context_len": geometry.max_context_tokens,
+    }
+
+
 def estimate_report(est: Estimate, source: Source, *, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     geometry = est.geometry
     return {
         "schema_version": SCHEMA_VERSION,
         "kvplan_version": __version__,
         "command": "estimate",
-        "model": {
-            "id": geometry.model_id,
-            "model_type": geometry.model_type,
-            "family": geometry.family,
-            "architecture": geometry.architecture,
-            "source": source.kind,
-            "location": source.location,
-            "revision": source.revision,
-            "num_hidden_layers": geometry.num_hidden_layers,
-            "max_context_len": geometry.max_context_tokens,
-        },
+        "model": model_dict(geometry, source=source.kind, location=source.location, revision=source.revision),
         "inputs": {
             "batch": est.batch,
             "seq_len": est.seq_len,

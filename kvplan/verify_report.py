@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvplan import __version__
-from kvplan.report import SCHEMA_VERSION, Source
+from kvplan.report import SCHEMA_VERSION, Source, model_dict
 from kvplan.verify_predict import (
     ALLOCATED_TOLERANCE,
     RESERVED_TOLERANCE,
@@ -146,17 +146,8 @@ def verify_report(
         "schema_version": SCHEMA_VERSION,
         "kvplan_version": __version__,
         "command": "verify",
-        "model": {
-            "id": geometry.model_id,
-            "model_type": geometry.model_type,
-            "family": geometry.family,
-            "architecture": geometry.architecture,
-            "source": source.kind,
-            "location": source.location,
-            "revision": source.revision,
-            "num_hidden_layers": plan.num_layers_total,
-            "max_context_len": geometry.max_context_tokens,
-        },
+        "model": model_dict(geometry, source=source.kind, location=source.location, revision=source.revision,
+                            num_hidden_layers=plan.num_layers_total),
         "inputs": {
             "layout": plan.layout,
             "engine": measurement.engine,
