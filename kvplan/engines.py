@@ -190,7 +190,7 @@ class EngineProfile:
         """Bytes of one sequence's recurrent state in one layer."""
         if ctx.state_page_bytes is not None:
             return ctx.state_page_bytes
-        return sum(ctx.state_dtype.bytes_for(math.prod(shape)) for _name, shape in spec.shapes)
+        return sum(spec.tensor_bytes(name, shape, ctx.state_dtype) for name, shape in spec.shapes)
 
     def layer_bytes(self, spec: LayerSpec, ctx: SizingContext) -> int:
         """Bytes of one layer on one rank for the whole batch."""

@@ -171,6 +171,11 @@ class StateSpec(LayerSpec):
     """``mamba``, ``mamba2``, ``gated_delta_net`` or ``linear_attention``."""
     shapes: tuple[tuple[str, tuple[int, ...]], ...]
     """Named state tensors per sequence, e.g. (("conv", (3, 8192)), ("ssm", (8192, 16)))."""
+    fp32_tensors: tuple[str, ...] = ()
+    """Tensors the engine keeps in float32 whatever the state dtype (vLLM ``kda_state_dtype``: the recurrent state)."""
+
+    def tensor_bytes(self, name: str, shape: tuple[int, ...], state_dtype: KvDtype) -> int:
+        return 4 * _count(shape) if name in self.fp32_tensors else state_dtype.bytes_for(_count(shape))
 
     @property
     def state_elements(self) -> int:
@@ -183,7 +188,7 @@ class StateSpec(LayerSpec):
         return 0
 
     def bytes_per_seq(self, inputs: SizingInputs) -> int:
-        return sum(inputs.state_dtype.bytes_for(_count(shape)) for _name, shape in self.shapes)
+        return sum(self.tensor_bytes(name, shape, inputs.state_dtype) for name, shape in self.shapes)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -453,3 +453,34 @@ def test_qwen2_vl_top_level_text_fields() -> None:
                          hidden_size=3584, sliding_window=32768, use_sliding_window=False, max_window_layers=28)
     geometry = parse_config(config, model_id="qvl")
     assert geometry.family == "qwen" and kinds(geometry) == ["full_attention"] * 28
+
+
+def test_cross_layer_attention_shares_kv() -> None:
+    # Hunyuan-Large style: use_cla with cla_share_factor 2 -> every other layer keeps a cache.
+    config = make_config(model_type="hunyuan", num_hidden_layers=8, num_key_value_heads=8,
+                         use_cla=True, cla_share_factor=2)
+    geometry = parse_config(config, model_id="h")
+    assert kinds(geometry) == ["full_attention", "no_cache"] * 4
+    assert per_token(geometry) == 4 * KV * 8 * 128 * BF16  # 4 caching layers
+
+
+def test_unknown_type_with_hybrid_layout_markers_is_refused() -> None:
+    config = make_config(model_type="zamba_like", layers_block_type=["mamba", "hybrid"] * 16)
+    with pytest.raises(ConfigError, match="layers_block_type"):
+        parse_config(config, model_id="z")
+
+
+def test_top_level_dtype_wins_over_text_config() -> None:
+    config = {"model_type": "llava_next", "torch_dtype": "float16",
+              "text_config": {**make_config(model_type="mistral"), "torch_dtype": "bfloat16"}}
+    geometry = parse_config(config, model_id="l")
+    assert (geometry.config_dtype, geometry.config_dtype_source) == ("float16", "config: torch_dtype")
+    geometry = parse_config(config, model_id="l", overrides={"torch_dtype": "float32"})
+    assert (geometry.config_dtype, geometry.config_dtype_source) == ("float32", "--set torch_dtype")
+
+
+def test_deepseek_v32_indexer_is_noted_as_not_counted() -> None:
+    config = {**shared_config("deepseek-ai__DeepSeek-V3"), "model_type": "deepseek_v32", "index_head_dim": 128}
+    geometry = parse_config(config, model_id="v32")
+    assert set(kinds(geometry)) == {"mla"}
+    assert any("indexer" in n and "128 + 4" not in n and "132 bytes" in n for n in geometry.notes)

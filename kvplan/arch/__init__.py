@@ -10,6 +10,7 @@ from typing import Any
 from kvplan.arch.base import ArchParser, ConfigReader
 from kvplan.arch.dense import (
     ChatGlmParser,
+    DbrxParser,
     FalconParser,
     GemmaParser,
     Gpt2Parser,
@@ -18,6 +19,7 @@ from kvplan.arch.dense import (
     MistralParser,
     MixtralParser,
     MptParser,
+    NemotronNasParser,
     PhiParser,
     QwenParser,
 )
@@ -27,6 +29,7 @@ from kvplan.arch.hybrid import (
     FalconH1Parser,
     GraniteMoeHybridParser,
     JambaParser,
+    KimiLinearParser,
     Lfm2Parser,
     Mamba2Parser,
     MambaParser,
@@ -40,19 +43,22 @@ from kvplan.arch.windowed import (
     Cohere2Parser,
     Exaone4Parser,
     Gemma2Parser,
+    Gemma3nParser,
     Gemma3Parser,
     GptOssParser,
     Llama4Parser,
 )
 from kvplan.errors import ConfigError
 from kvplan.geometry import ModelGeometry
+from kvplan.specs import LayerSpec, NoCacheSpec
 
 PARSERS: tuple[type[ArchParser], ...] = (
     LlamaParser, MistralParser, MixtralParser, QwenParser, PhiParser, GemmaParser, Gpt2Parser,
     GptBigCodeParser, FalconParser, MptParser, ChatGlmParser, Gemma2Parser, Gemma3Parser, Cohere2Parser,
     GptOssParser, Llama4Parser, DeepseekParser, MambaParser, Mamba2Parser, JambaParser, NemotronHParser,
     Qwen3NextParser, MiniMaxParser, FalconH1Parser, GraniteMoeHybridParser, BambaParser, Lfm2Parser,
-    EncoderDecoderParser, WhisperParser, T5Parser, MllamaParser, Exaone4Parser,
+    EncoderDecoderParser, WhisperParser, T5Parser, MllamaParser, Exaone4Parser, DbrxParser, NemotronNasParser,
+    Gemma3nParser, KimiLinearParser,
 )
 
 REGISTRY: dict[str, type[ArchParser]] = {
@@ -65,7 +71,7 @@ NESTED_TEXT_KEYS = ("text_config", "llm_config", "language_config")
 #: Wrapper model types whose nested text config may omit its own ``model_type``.
 WRAPPER_TEXT_TYPES = {
     "llava": "llama", "llava_next": "llama", "llava_onevision": "qwen2", "vipllava": "llama",
-    "gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral", "paligemma": "gemma",
+    "gemma3": "gemma3_text", "gemma3n": "gemma3n_text", "llama4": "llama4_text", "mistral3": "mistral", "paligemma": "gemma",
     "mllama": "mllama_text_model",
 }
 
@@ -73,6 +79,32 @@ ENCODER_ONLY = frozenset(
     {"bert", "roberta", "xlm-roberta", "deberta", "deberta-v2", "distilbert", "electra", "albert",
      "modernbert", "camembert", "mpnet", "nomic_bert", "xlm"}
 )
+
+
+#: Keys that describe a hybrid or irregular layer layout; the generic rules refuse configs that have them.
+HYBRID_MARKERS = (
+    "layers_block_type", "hybrid_layer_ids", "hybrid_override_pattern", "block_configs", "attn_layer_indices",
+    "attn_type_list", "linear_attn_config", "kv_sharing_modes", "num_kv_shared_layers",
+)
+
+
+def share_cross_layer_kv(reader: ConfigReader, layers: tuple[LayerSpec, ...]) -> tuple[LayerSpec, ...]:
+    """Cross-layer attention (Hunyuan ``use_cla``): layer i reuses the K/V of layer i - i % cla_share_factor,
+    so only every ``cla_share_factor``-th layer keeps a cache."""
+    if reader.raw("use_cla") is not True:
+        return layers
+    factor = reader.first_of("cla_share_factor", ["cla_share_factor"])
+    if factor == 1:
+        return layers
+    reader.note(
+        f"use_cla: layers share K/V in groups of cla_share_factor = {factor}; only layers i % {factor} == 0 "
+        "keep a cache"
+    )
+    return tuple(
+        spec if index % factor == 0 or spec.kind in ("state", "no_cache")
+        else NoCacheSpec(reason=f"reuses the K/V of layer {index - index % factor} (cross-layer attention)")
+        for index, spec in enumerate(layers)
+    )
 
 
 def supported_model_types() -> list[str]:
@@ -165,6 +197,13 @@ def parse_config(
         overridden=overridden,
     )
     if parser_cls is ArchParser:
+        markers = [key for key in HYBRID_MARKERS if reader.has(key)]
+        if markers:
+            raise ConfigError(
+                f"{source_name}: model_type {model_type!r} is not one kvplan knows, and its config has "
+                f"{', '.join(markers)}: a layer layout the generic rules cannot read",
+                "report the model to kvplan; meanwhile describe it with a known model_type via --set",
+            )
         reader.note(
             f"model_type {model_type!r} is not one kvplan knows; read with the generic alias rules "
             "(check the layer table)"
@@ -172,7 +211,7 @@ def parse_config(
     if nested_key:
         reader.note(f"language model read from the nested {nested_key} (model_type {model_type})")
 
-    layers = tuple(parser.build_layers(reader))
+    layers = share_cross_layer_kv(reader, tuple(parser.build_layers(reader)))
     num_hidden_layers = parser.num_layers(reader)
     max_context = parser.max_context(reader)
     max_context_source = reader.provenance[-1].source if max_context is not None else None
@@ -205,14 +244,20 @@ def parse_config(
 def _config_dtype(
     effective: Mapping[str, Any], outer: Mapping[str, Any], prefix: str, overridden: frozenset[str]
 ) -> tuple[str | None, str | None]:
+    # NOTE: a --set on the text config wins; then the top-level dtype (what vLLM and transformers load a
+    # composite model in), then the nested text config's.
     for key in ("torch_dtype", "dtype"):
         value = effective.get(key)
-        if isinstance(value, str):
-            return value, f"--set {key}" if key in overridden else f"config: {prefix}{key}"
+        if key in overridden and isinstance(value, str):
+            return value, f"--set {key}"
     for key in ("torch_dtype", "dtype"):
         value = outer.get(key)
         if isinstance(value, str):
             return value, f"config: {key}"
+    for key in ("torch_dtype", "dtype"):
+        value = effective.get(key)
+        if isinstance(value, str):
+            return value, f"config: {prefix}{key}"
     return None, None
 
 

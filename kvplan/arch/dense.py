@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any, ClassVar, Mapping
 
 from kvplan.arch.base import ArchParser, ConfigReader, FULL, SLIDING
+from kvplan.errors import ConfigError
+from kvplan.specs import FullAttentionSpec, LayerSpec, NoCacheSpec, SlidingWindowSpec
 
 
 class LlamaParser(ArchParser):
@@ -16,7 +18,8 @@ class LlamaParser(ArchParser):
     model_types = ("llama", "internlm2", "internlm3", "baichuan", "stablelm", "olmo", "olmo2", "olmo3",
                    "cohere", "glm", "glm4", "glm4_moe", "granite", "granitemoe", "exaone", "deepseek",
                    "yi", "aquila", "mistral_nemo", "arcee", "smollm3", "ernie4_5", "ernie4_5_moe",
-                   "hunyuan_v1_dense", "seed_oss", "apertus", "minimax_m2", "dbrx_text", "nemotron",
+                   "hunyuan_v1_dense", "hunyuan_v1_moe", "hunyuan", "seed_oss", "apertus", "minimax_m2", "dbrx_text", "nemotron",
+                   "olmoe", "arctic", "glm4_moe_lite", "ministral3", "phi3small", "granite_moe",
                    "persimmon", "qwen", "orion", "xverse")
     defaults: ClassVar[Mapping[str, Any]] = {
         "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
@@ -51,7 +54,7 @@ class QwenParser(ArchParser):
 
     family = "qwen"
     model_types = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_vl", "qwen2_5_vl", "qwen2_5_vl_text",
-                   "qwen2_vl_text", "qwen3_vl_text", "qwen3_vl_moe_text")
+                   "qwen2_vl_text", "qwen3_vl", "qwen3_vl_moe", "qwen3_vl_text", "qwen3_vl_moe_text")
     defaults = {"use_sliding_window": False, "max_window_layers": 28, "max_position_embeddings": 32768}
 
     def pattern_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
@@ -193,3 +196,79 @@ class ChatGlmParser(ArchParser):
     def head_dim(self, r: ConfigReader, heads: int) -> int:
         value = r.optional("head_dim", ["kv_channels", "head_dim"])
         return value if value is not None else super().head_dim(r, heads)
+
+
+class DbrxParser(ArchParser):
+    """DBRX: ``d_model`` / ``n_heads`` / ``n_layers`` / ``max_seq_len``; KV heads in ``attn_config.kv_n_heads``."""
+
+    family = "dbrx"
+    model_types = ("dbrx",)
+    #: DbrxConfig defaults (DbrxAttentionConfig: kv_n_heads = 1).
+    defaults = {"d_model": 2048, "n_heads": 16, "n_layers": 24, "max_seq_len": 2048, "attn_config.kv_n_heads": 1}
+    MAX_CONTEXT = ("max_seq_len", "max_position_embeddings")
+
+    def kv_heads(self, r: ConfigReader, heads: int) -> int:
+        return r.first_of("num_kv_heads", ["attn_config.kv_n_heads", *self.KV_HEADS])
+
+
+class NemotronNasParser(ArchParser):
+    """Nemotron NAS / DeciLM (Llama-3.x-Nemotron-51B/49B/253B): one ``block_configs`` entry per layer.
+
+    A layer's attention is absent when ``attention.no_op`` or ``attention.replace_with_linear`` is true
+    (no cache); otherwise it has ``num_attention_heads // attention.n_heads_in_group`` KV heads
+    (vLLM ``nemotron_nas``; DeciLMConfig). ``num_key_value_heads`` is not used by these checkpoints.
+    """
+
+    family = "nemotron_nas"
+    model_types = ("nemotron-nas",)
+
+    def build_layers(self, r: ConfigReader) -> list[LayerSpec]:
+        num_layers = self.num_layers(r)
+        blocks = r.first_of("block_configs", ["block_configs"], kind="list")
+        if len(blocks) != num_layers:
+            raise ConfigError(
+                f"{r.source_name}: {r.prefix}block_configs has {len(blocks)} entries but the model has {num_layers} layers",
+                "make block_configs one entry per layer",
+            )
+        heads = r.first_of("num_attention_heads", self.HEADS)
+        head_size = self.head_dim(r, heads)
+        specs: list[LayerSpec] = []
+        for index, block in enumerate(blocks):
+            attention = block.get("attention") if isinstance(block, Mapping) else None
+            if not isinstance(attention, Mapping):
+                raise ConfigError(
+                    f"{r.source_name}: {r.prefix}block_configs[{index}].attention is missing",
+                    "each block_configs entry needs an attention object",
+                )
+            if attention.get("no_op") is True or attention.get("replace_with_linear") is True:
+                specs.append(NoCacheSpec(reason="attention is a no-op or a linear layer in this block"))
+                continue
+            key = f"block_configs[{index}].attention.n_heads_in_group"
+            group = attention.get("n_heads_in_group")
+            if isinstance(group, float) and group.is_integer():
+                group = int(group)
+            if isinstance(group, bool) or not isinstance(group, int) or group <= 0:
+                raise ConfigError(
+                    f"{r.source_name}: {r.prefix}{key} must be a positive integer, got {group!r}",
+                    "an attention block needs n_heads_in_group (or no_op / replace_with_linear true)",
+                )
+            if heads % group:
+                raise ConfigError(
+                    f"{r.source_name}: {heads} attention heads are not a multiple of {r.prefix}{key} = {group}",
+                    "check num_attention_heads and n_heads_in_group",
+                )
+            kv = heads // group
+            window = attention.get("window_length")
+            if isinstance(window, int) and not isinstance(window, bool) and window > 0:
+                specs.append(SlidingWindowSpec(num_kv_heads=kv, head_size=head_size, head_size_v=head_size,
+                                               sliding_window=window))
+            else:
+                specs.append(FullAttentionSpec(num_kv_heads=kv, head_size=head_size, head_size_v=head_size))
+        attn = [s for s in specs if not isinstance(s, NoCacheSpec)]
+        r.record("layer_types", f"{len(attn)} attention, {num_layers - len(attn)} without attention",
+                 r.where("block_configs"))
+        r.note(
+            "block_configs: KV heads per layer = num_attention_heads // attention.n_heads_in_group; "
+            f"{num_layers - len(attn)} layer(s) with attention no_op / replace_with_linear cache nothing"
+        )
+        return specs

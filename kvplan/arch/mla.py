@@ -7,7 +7,8 @@ from kvplan.arch.base import ArchParser, ConfigReader
 
 class DeepseekParser(ArchParser):
     family = "deepseek_mla"
-    model_types = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "kimi_vl", "deepseek_vl_v2")
+    model_types = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "kimi_k25", "kimi_vl", "deepseek_vl_v2",
+                   "glm_moe_dsa")
     defaults = {"kv_lora_rank": 512, "qk_rope_head_dim": 64}
 
     def attention_dims(self, r: ConfigReader) -> dict[str, int]:
@@ -21,6 +22,12 @@ class DeepseekParser(ArchParser):
         # qk_nope_head_dim + qk_rope_head_dim and V heads of v_head_dim.
         r.optional("qk_nope_head_dim", ["qk_nope_head_dim"])
         r.optional("v_head_dim", ["v_head_dim"])
+        if r.has("index_head_dim"):
+            index_dim = r.first_of("index_head_dim", ["index_head_dim"])
+            r.note(
+                f"not counted: the sparse-attention indexer's key cache (index_head_dim {index_dim} in fp8 plus "
+                f"its scales, about {index_dim + 4 * -(-index_dim // 128)} bytes per token per layer in vLLM)"
+            )
         r.note(
             f"MLA caches one latent per token per layer: kv_lora_rank + qk_rope_head_dim = {rank} + {rope} "
             f"= {rank + rope} values, no separate K and V (vLLM MLAAttentionSpec; transformers >= 5.15)"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kvplan.arch.base import CHUNKED, FULL, SLIDING, ArchParser, ConfigReader
 from kvplan.errors import ConfigError
+from kvplan.specs import LayerSpec, NoCacheSpec
 
 
 class Gemma2Parser(ArchParser):
@@ -25,7 +26,7 @@ class Gemma3Parser(ArchParser):
     """Gemma 3: ``sliding_window_pattern`` (default 6) -> 5 local layers then 1 global."""
 
     family = "gemma3"
-    model_types = ("gemma3_text", "gemma3", "gemma3n_text")
+    model_types = ("gemma3_text", "gemma3")
     defaults = {
         "hidden_size": 2304, "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4,
         "head_dim": 256, "max_position_embeddings": 131072, "sliding_window": 4096,
@@ -36,6 +37,47 @@ class Gemma3Parser(ArchParser):
         pattern = r.first_of("sliding_window_pattern", ["sliding_window_pattern", "_sliding_window_pattern"])
         r.note(f"layer i is global when (i + 1) % {pattern} == 0, else sliding ({pattern - 1} local : 1 global)")
         return [SLIDING if (i + 1) % pattern else FULL for i in range(num_layers)]
+
+
+class Gemma3nParser(ArchParser):
+    """Gemma 3n: 4 local layers then 1 global; the last ``num_kv_shared_layers`` layers reuse earlier K/V.
+
+    Gemma3nTextConfig builds ``layer_types`` as layer i global when (i + 1) % 5 == 0. Layers from
+    ``num_hidden_layers - num_kv_shared_layers`` on read the cache of the last earlier layer of the
+    same type and store none of their own (vLLM ``kv_sharing_target_layer_name``; transformers
+    DynamicCache drops them: ``layer_types[:-num_kv_shared_layers]``).
+    """
+
+    family = "gemma3n"
+    model_types = ("gemma3n_text", "gemma3n")
+    #: Gemma3nTextConfig defaults.
+    defaults = {
+        "hidden_size": 2048, "num_hidden_layers": 35, "num_attention_heads": 8, "num_key_value_heads": 2,
+        "head_dim": 256, "max_position_embeddings": 32768, "sliding_window": 512, "num_kv_shared_layers": 15,
+    }
+
+    def pattern_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
+        r.note("no layer_types: gemma3n makes layer i global when (i + 1) % 5 == 0, else sliding (4 local : 1 global)")
+        return [SLIDING if (i + 1) % 5 else FULL for i in range(num_layers)]
+
+    def build_layers(self, r: ConfigReader) -> list[LayerSpec]:
+        specs = super().build_layers(r)
+        raw = r.raw("num_kv_shared_layers")
+        shared = 0 if raw == 0 else r.first_of("num_kv_shared_layers", ["num_kv_shared_layers"])
+        if shared >= len(specs):
+            raise ConfigError(
+                f"{r.source_name}: {r.prefix}num_kv_shared_layers = {shared} leaves no layer with its own cache "
+                f"({len(specs)} layers)",
+                "num_kv_shared_layers must be below num_hidden_layers",
+            )
+        if shared:
+            first = len(specs) - shared
+            r.note(
+                f"num_kv_shared_layers = {shared}: layers {first}-{len(specs) - 1} reuse the K/V of earlier layers "
+                "and cache nothing of their own"
+            )
+            specs[first:] = [NoCacheSpec(reason="reuses the K/V cache of an earlier layer (num_kv_shared_layers)")] * shared
+        return specs
 
 
 class Cohere2Parser(Gemma3Parser):
