@@ -12,6 +12,6 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from kvplan.api import estimate, load_geometry  # noqa: E402
+from kvplan.api import estimate, load_geometry
 
 __all__ = ["__version__", "estimate", "load_geometry"]

@@ -510,7 +510,7 @@ def _adjustments(sizing: _Sizing, dep: Deployment, kv_dtype: KvDtype, engine: En
         step("shared_prefix_tokens", f"--shared-prefix-tokens {dep.shared_prefix_tokens}: the full blocks of a common "
              f"prefix are kept once for all {sizing.batch} sequences", cur.with_(shared_prefix_tokens=dep.shared_prefix_tokens))
     if dep.tp > 1:
-        step("tensor_parallel", f"--tensor-parallel-size {dep.tp}: each rank keeps {engine.tp_rule == 'ceil' and 'cdiv' or 'max(1, '}"
+        step("tensor_parallel", f"--tensor-parallel-size {dep.tp}: each rank keeps {(engine.tp_rule == 'ceil' and 'cdiv') or 'max(1, '}"
              f"H_kv / {dep.tp}{'' if engine.tp_rule == 'ceil' else ')'} KV heads, MLA latents and un-split heads are "
              "replicated; bytes are the sum over all ranks", cur.with_(tp=dep.tp))
     if dep.pp > 1:

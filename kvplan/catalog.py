@@ -10,7 +10,6 @@ from kvplan.calc import estimate
 from kvplan.report import SCHEMA_VERSION
 from kvplan.sources import bundled_ids, bundled_index, read_json_config
 
-
 SHORT_KIND = {
     "full_attention": "full", "sliding_window": "swa", "chunked_local": "chunked", "cross_attention": "cross",
     "mla": "mla", "state": "state", "no_cache": "none",

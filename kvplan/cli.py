@@ -148,7 +148,7 @@ def cli_errors() -> Iterator[None]:
     except BrokenPipeError:
         _quiet_broken_pipe()
         raise typer.Exit(EXIT_BROKEN_PIPE) from None
-    except Exception as exc:  # noqa: BLE001 - the error boundary
+    except Exception as exc:
         if os.environ.get("KVPLAN_DEBUG"):
             raise
         if type(exc).__module__.startswith("click"):
@@ -331,7 +331,7 @@ def main() -> None:
     except BrokenPipeError:
         _quiet_broken_pipe()
         sys.exit(EXIT_BROKEN_PIPE)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         if os.environ.get("KVPLAN_DEBUG"):
             raise
         _error(f"internal error: {type(exc).__name__}: {exc}", "this is a kvplan bug; rerun with KVPLAN_DEBUG=1")

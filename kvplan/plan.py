@@ -256,7 +256,7 @@ def _field_at(text: str, mark: Any) -> str:
         return ""
     try:
         lines, _ = _line_map(text)
-    except Exception:  # noqa: BLE001 - best effort for an error message
+    except Exception:
         return ""
     keys = [path for path, line in lines.items() if line == mark.line + 1 and path and path[-1] != "<value>"
             and not isinstance(path[-1], int)]

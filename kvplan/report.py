@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvplan import __version__
-from kvplan.geometry import ModelGeometry
 from kvplan.calc import Estimate, LayerGroup
+from kvplan.geometry import ModelGeometry
 
 SCHEMA_VERSION = 1
 

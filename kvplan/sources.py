@@ -117,7 +117,7 @@ def load_raw_config(
             f"--model {model!r} is neither a file, a bundled model nor a Hub repo id",
             _suggest(model),
         )
-    data, location = fetch_hub_config(model, revision=revision, token=token)
+    data, _location = fetch_hub_config(model, revision=revision, token=token)
     return data, Source(kind="hub", location=model, revision=revision), model
 
 
@@ -143,8 +143,8 @@ def fetch_hub_config(repo_id: str, *, revision: str | None, token: str | None) -
     """config.json of a Hub repo (config only, through the hub cache). Honours HF_ENDPOINT,
     HF_TOKEN, HF_HUB_OFFLINE and HF_HUB_CACHE / HF_HOME as read at call time."""
     try:
-        from huggingface_hub import hf_hub_download
         from huggingface_hub import errors as hub_errors
+        from huggingface_hub import hf_hub_download
     except ImportError:  # pragma: no cover - a dependency
         raise SourceError(
             f"{repo_id} is not bundled and huggingface_hub is not installed", "pip install huggingface-hub"
@@ -165,9 +165,8 @@ def fetch_hub_config(repo_id: str, *, revision: str | None, token: str | None) -
     label = f"{repo_id}" + (f"@{revision}" if revision else "")
     import logging
 
-    from huggingface_hub.utils import disable_progress_bars
-
     from huggingface_hub import constants as hub_constants
+    from huggingface_hub.utils import disable_progress_bars
 
     disable_progress_bars()
     # NOTE: the library reads HF_HUB_OFFLINE once, at import; follow the environment of this call.

@@ -365,7 +365,7 @@ def weights_from_safetensors(
             raise SourceError("huggingface_hub is not installed", "pip install huggingface-hub") from None
     try:
         metadata = fetch(repo_id, revision=revision, token=token)
-    except Exception as exc:  # noqa: BLE001 - any hub failure becomes one line
+    except Exception as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise SourceError(
             f"{repo_id}: could not read safetensors metadata from the Hub: {first}",

@@ -28,10 +28,10 @@ class HubStub:
             def log_message(self, *args: Any) -> None:  # quiet
                 pass
 
-            def do_HEAD(self) -> None:  # noqa: N802
+            def do_HEAD(self) -> None:
                 stub.handle(self, body=False)
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 stub.handle(self, body=True)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -41,7 +41,7 @@ class HubStub:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}"
 
-    def __enter__(self) -> "HubStub":
+    def __enter__(self) -> HubStub:
         self.thread.start()
         return self
 

@@ -9,11 +9,12 @@ import json
 
 import pytest
 
-from conftest import BF16, FP16, KV, make_config, shared_config
 from kvplan.arch import parse_config
 from kvplan.calc import estimate
 from kvplan.errors import ConfigError
 from kvplan.sources import bundled_index, read_json_config
+
+from conftest import BF16, FP16, KV, make_config, shared_config
 
 
 def geometry_of(name: str, *, bundled: bool = False, **overrides):

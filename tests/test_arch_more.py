@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
-from conftest import BF16, KV
 from kvplan.arch import parse_config
 from kvplan.calc import estimate
 from kvplan.cli import app
 from kvplan.errors import ConfigError
+
+from conftest import BF16, KV
 
 
 def parse(config: dict[str, Any], **overrides: Any):

@@ -9,11 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import BF16, FP32, KV
 
 from kvplan.arch import parse_config
 from kvplan.calc import estimate
 from kvplan.errors import ConfigError
+
+from conftest import BF16, FP32, KV
 
 
 def parse(config: dict[str, Any], **overrides: Any):

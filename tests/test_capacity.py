@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import BF16, FP16, KV
 
 from kvplan.api import load_geometry
 from kvplan.calc import estimate
@@ -22,6 +21,8 @@ from kvplan.sources import load_raw_config
 from kvplan.units import GiB, MiB, cdiv
 from kvplan.weights import count_weights
 
+from conftest import BF16, FP16, KV
+
 LLAMA8B = "meta-llama/Llama-3.1-8B"
 LLAMA8B_PER_TOKEN_LAYER = KV * 8 * 128 * BF16  # K+V * kv_heads * head_dim * bf16 = 4096
 LLAMA8B_LAYERS = 32
@@ -34,7 +35,7 @@ def plan(model: str, **inputs: object):
     geometry, _ = load_geometry(model)
     try:
         weights = count_weights(config, model_id=model_id)
-    except Exception:  # noqa: BLE001 - models kvplan cannot count are planned with --kv-budget
+    except Exception:
         weights = None
     inputs.setdefault("gpu", lookup("H100"))
     return plan_capacity(geometry, weights, CapacityInputs(**inputs))  # type: ignore[arg-type]

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import BF16, FP8, KV, REPO_ROOT, make_config
 from kvplan.cli import app
+
+from conftest import BF16, FP8, KV, REPO_ROOT, make_config
 
 # NOTE: meta-llama/Llama-3.1-8B (bundled): 32 layers, 8 KV heads, head_size 128, bf16.
 LLAMA = "meta-llama/Llama-3.1-8B"

@@ -7,8 +7,9 @@ import json
 import pytest
 import yaml
 
-from conftest import BF16, FP16, KV, make_config
 from kvplan.cli import app
+
+from conftest import BF16, FP16, KV, make_config
 
 
 def run(runner, *args: str):

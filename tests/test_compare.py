@@ -8,11 +8,12 @@ import sys
 
 import pytest
 import yaml
-from conftest import BF16, FP8, FP16, KV
 
 from kvplan.cli import app
 from kvplan.compare import base_from_dims, base_from_model, compare, parse_variant, variant_geometry
 from kvplan.errors import ConfigError, InputError
+
+from conftest import BF16, FP8, FP16, KV
 
 GiB, MiB = 1024**3, 1024**2
 # NOTE: the seed articles' model: 32 layers, 32 query heads of dim 128, fp16, 4096 tokens.

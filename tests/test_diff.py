@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import BF16, KV
 from kvplan.cli import app
 from kvplan.diff import parse_threshold
+
+from conftest import BF16, KV
 
 LLAMA = "meta-llama/Llama-3.1-8B"
 LLAMA_PER_TOKEN = KV * 32 * 8 * 128 * BF16  # K+V * layers * kv_heads * head_size * bf16

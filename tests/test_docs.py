@@ -10,9 +10,10 @@ import sys
 
 import pytest
 
-from conftest import REPO_ROOT
 from kvplan.cli import app
 from kvplan.sources import bundled_ids
+
+from conftest import REPO_ROOT
 
 README = REPO_ROOT / "README.md"
 

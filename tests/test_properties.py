@@ -5,9 +5,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import make_config
 from kvplan.arch import parse_config
 from kvplan.calc import estimate
+
+from conftest import make_config
 
 tokens = st.integers(min_value=1, max_value=1 << 20)
 batches = st.integers(min_value=1, max_value=256)

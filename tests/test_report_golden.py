@@ -9,8 +9,9 @@ import json
 
 import pytest
 
-from conftest import GOLDEN_DIR
 from kvplan.cli import app
+
+from conftest import GOLDEN_DIR
 
 SCENARIOS = {
     "meta-llama__Llama-3.1-8B__8k": ["-m", "meta-llama/Llama-3.1-8B", "-s", "8k"],

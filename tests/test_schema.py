@@ -9,10 +9,11 @@ import jsonschema
 import pytest
 import yaml
 
-from conftest import REPO_ROOT
 from kvplan.cli import app
 from kvplan.report import SCHEMA_VERSION
 from kvplan.schema import DRAFT, REPORT_DEFS, report_schema, schema_json
+
+from conftest import REPO_ROOT
 
 # One bundled model per layer kind: dense GQA, sliding window, MLA, mamba hybrid, encoder-decoder, pure SSM.
 MODELS = [

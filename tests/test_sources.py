@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_config
-from hubstub import COMMIT, HubStub
 from kvplan.errors import ConfigError, SourceError
 from kvplan.sources import bundled_ids, load_raw_config
+
+from conftest import make_config
+from hubstub import COMMIT, HubStub
 
 TINY = make_config(num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=256)
 

@@ -10,11 +10,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from conftest import BF16, FP16, KV
-
 from kvplan.cli import app
 from kvplan.errors import EXIT_NOT_FIT, EXIT_USAGE
 from kvplan.units import MiB
+
+from conftest import BF16, FP16, KV
 
 GQA = "meta-llama/Llama-3.2-1B"  # 8 KV heads x 64, bf16
 MLA = "deepseek-ai/DeepSeek-V2-Lite"  # latent 512 + rope 64, bf16

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from conftest import BF16, FP16, KV
 
 from kvplan.api import load_geometry
 from kvplan.calc import estimate
@@ -17,6 +16,8 @@ from kvplan.verify_predict import (
     segment_size,
     window_blocks_peak,
 )
+
+from conftest import BF16, FP16, KV
 
 LLAMA_1B = "meta-llama/Llama-3.2-1B"  # 16 layers, 32 query heads, 8 KV heads, head_dim 64, bf16
 GPT_OSS = "openai/gpt-oss-20b"  # alternating sliding (W 128) / full, 8 KV heads, head_dim 64

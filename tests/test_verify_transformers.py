@@ -10,10 +10,10 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from conftest import BF16, FP16, KV
-
 from kvplan.cli import app
 from kvplan.errors import EXIT_USAGE
+
+from conftest import BF16, FP16, KV
 
 FP32 = 4
 # Tiny widths over real configs: what the cache holds depends on heads, head dims, windows and states only.

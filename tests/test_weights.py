@@ -5,7 +5,6 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-from conftest import make_config
 
 from kvplan.errors import ConfigError, InputError, SourceError
 from kvplan.sources import bundled_index, read_json_config
@@ -16,6 +15,8 @@ from kvplan.weights import (
     weights_from_safetensors,
     with_exact_bytes,
 )
+
+from conftest import make_config
 
 
 def bundled(hub_id: str) -> dict:

@@ -6,9 +6,10 @@ sparse config omits, and always noted.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Mapping
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
-from kvplan.arch.base import ArchParser, ConfigReader, FULL, SLIDING
+from kvplan.arch.base import FULL, SLIDING, ArchParser, ConfigReader
 from kvplan.errors import ConfigError
 from kvplan.specs import FullAttentionSpec, LayerSpec, NoCacheSpec, SlidingWindowSpec
 

@@ -104,7 +104,10 @@ def capacity(
         from kvplan.weights import resolve_weights
 
         gpu_spec = resolve_gpu(gpu, gpu_mem, gpu_bandwidth, lookup, custom_gpu, parse_size, parse_bandwidth)
-        size = lambda text, what: parse_size(text, what=what) if text is not None else None
+
+        def size(text: str | None, what: str) -> int | None:
+            return parse_size(text, what=what) if text is not None else None
+
         config, source, model_id = load_raw_config(model, revision=revision, token=token)
         geometry = parse_config(config, model_id=model_id)
         kv_budget_bytes = size(kv_budget, "--kv-budget")
