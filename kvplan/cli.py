@@ -14,14 +14,16 @@ import typer
 
 from kvplan.errors import EXIT_BUG, EXIT_USAGE, InputError, KvplanError
 
-app = typer.Typer(
-    name="kvplan",
-    help="KV-cache memory planner: size the KV cache of an LLM from its config.json.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+APP_SETTINGS: dict[str, Any] = {
+    "name": "kvplan",
+    "help": "KV-cache memory planner: size the KV cache of an LLM from its config.json.",
+    "no_args_is_help": True,
+    "add_completion": False,
+    "pretty_exceptions_enable": False,
+    "context_settings": {"help_option_names": ["-h", "--help"]},
+}
+
+app = typer.Typer(**APP_SETTINGS)
 
 
 class Format(str, Enum):
@@ -322,10 +324,31 @@ def _register_commands() -> None:
 _register_commands()
 
 
+def _app_for(argv: list[str]) -> typer.Typer:
+    """``app``, or, when argv names one command, an app holding only that command.
+
+    NOTE: typer builds the parameters of every registered command before it runs one; building only
+    the requested one keeps `kvplan estimate` start-up short. Help and errors are the same.
+    """
+    if not argv or argv[0].startswith("-"):
+        return app
+    chosen = [c for c in app.registered_commands if (c.name or c.callback.__name__.replace("_", "-")) == argv[0]]
+    if len(chosen) != 1:
+        return app
+    single = typer.Typer(**APP_SETTINGS)
+    single.registered_commands.append(chosen[0])
+    single.callback()(_root)  # keeps `kvplan COMMAND ...` a group, as with the full app
+    return single
+
+
+def _root() -> None:
+    """KV-cache memory planner: size the KV cache of an LLM from its config.json."""
+
+
 def main() -> None:
     """Console entry point: typer's own exits pass through; anything unexpected is exit 101."""
     try:
-        app()
+        _app_for(sys.argv[1:])()
     except SystemExit:
         raise
     except BrokenPipeError:
