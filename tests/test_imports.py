@@ -44,3 +44,13 @@ def test_public_api_imports_no_cli_stack() -> None:
 def test_python_dash_m_help() -> None:
     result = subprocess.run([sys.executable, "-m", "kvplan", "--help"], capture_output=True, text=True)
     assert result.returncode == 0 and "estimate" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "phrase"),
+    [(["estimate", "--help"], 0, "--seq-len"), (["estmate"], 2, "estimate"), (["compare", "--help"], 0, "gqa")],
+)
+def test_console_entry_point(args: list[str], code: int, phrase: str) -> None:
+    result = subprocess.run([sys.executable, "-m", "kvplan", *args], capture_output=True, text=True)
+    assert result.returncode == code, result.stderr
+    assert phrase in result.stdout + result.stderr
