@@ -26,35 +26,36 @@ def estimate_table(report: dict[str, Any]) -> Group:
     # NOTE: with more than one GPU the line under the table says which numbers are one rank's.
     title = f"KV cache of {model['id']} ({model['model_type']})"
     table = Table(title=title, title_justify="left", show_lines=False)
-    table.add_column("kind")
+    table.add_column("kind", no_wrap=True)
     table.add_column("layers", justify="right")
     table.add_column("KV heads", justify="right")
-    table.add_column("head dim K/V", justify="right")
-    table.add_column("window", justify="right")
-    table.add_column("tokens held", justify="right")
-    table.add_column("per token", justify="right")
-    table.add_column("bytes", justify="right")
-    table.add_column("size", justify="right")
+    table.add_column("head dim", justify="right", no_wrap=True)
+    table.add_column("window", justify="right", no_wrap=True)
+    table.add_column("tokens", justify="right", no_wrap=True)
+    table.add_column("per token", justify="right", no_wrap=True)
+    table.add_column("size", justify="right", no_wrap=True)
     for layer in report["layers"]:
         dims = "-" if layer["head_dim_k"] is None else f"{layer['head_dim_k']}/{layer['head_dim_v']}"
         per_token = (
             format_bytes(layer["bytes_per_token"]) if layer["bytes_per_token"] else
-            (f"{format_bytes(layer['state_bytes_per_seq'] // layer['count'])}/seq/layer" if layer["state_bytes_per_seq"] else "-")
+            (f"{format_bytes(layer['state_bytes_per_seq'] // layer['count'])}/seq" if layer["state_bytes_per_seq"] else "-")
         )
         heads = _n(layer["num_kv_heads"])
         if tp > 1 and layer.get("num_kv_heads_per_gpu") is not None:
             heads += f" ({layer['num_kv_heads_per_gpu']}/GPU)"
         table.add_row(
             layer["kind"], _n(layer["count"]), heads, dims, _n(layer["window"]),
-            _n(layer["tokens_held"]), per_token, _n(layer["bytes"]), format_bytes(layer["bytes"]),
+            _n(layer["tokens_held"]), per_token, format_bytes(layer["bytes"]),
         )
     table.add_section()
     table.add_row(
         Text("total", style="bold"), _n(sum(layer["count"] for layer in report["layers"])), "", "", "", "",
-        "", Text(_n(totals["kv_cache_bytes"]), style="bold"), Text(format_bytes(totals["kv_cache_bytes"]), style="bold"),
+        "", Text(format_bytes(totals["kv_cache_bytes"]), style="bold"),
     )
     seq = "-" if inputs["seq_len"] is None else f"{inputs['seq_len']:,}"
     lines = [
+        Text(f"KV cache: {totals['kv_cache_bytes']:,} bytes ({format_bytes(totals['kv_cache_bytes'])})", style="bold"),
+        Text("head dim is K/V; tokens: held per sequence in each layer; state layers show bytes per sequence per layer"),
         Text(
             f"batch {inputs['batch']} × {seq} tokens, KV dtype {inputs['kv_dtype']}"
             + (f", encoder length {inputs['encoder_len']:,}" if inputs["encoder_len"] else "")
@@ -67,7 +68,7 @@ def estimate_table(report: dict[str, Any]) -> Group:
     ]
     if gpus > 1:
         lines.insert(0, Text(
-            f"{gpus} GPUs (tp {tp} × pp {pp}): KV heads = model (per GPU); per token, bytes and size = all GPUs"
+            f"{gpus} GPUs (tp {tp} × pp {pp}): KV heads = model (per GPU); per token and size = all GPUs"
         ))
     lines += _deployment_lines(report)
     return Group(table, *lines)

@@ -342,7 +342,7 @@ def test_cli_table_under_tp_says_which_numbers_are_per_gpu(runner, tmp_path) -> 
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert "8 (1/GPU)" in out  # model heads, and what one rank keeps
-    assert "16 GPUs (tp 16 × pp 1): KV heads = model (per GPU); per token, bytes and size = all GPUs" in out
+    assert "16 GPUs (tp 16 × pp 1): KV heads = model (per GPU); per token and size = all GPUs" in out
     assert "the largest GPU holds 1.25 GiB, all GPUs 20.00 GiB" in out  # 80 * 32768 * 2 * 1 * 128 * 2 per rank
     assert "tensor_parallel: 10.00 GiB -> 20.00 GiB (all GPUs)" in out
     report = json.loads(runner.invoke(app, ["estimate", "-m", str(path), "-s", "32k", "--engine", "vllm", "--tp", "16",
