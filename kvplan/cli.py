@@ -20,6 +20,8 @@ APP_SETTINGS: dict[str, Any] = {
     "no_args_is_help": True,
     "add_completion": False,
     "pretty_exceptions_enable": False,
+    # NOTE: plain click output: usage errors end in one `Error: ...` line like kvplan's own errors.
+    "rich_markup_mode": None,
     "context_settings": {"help_option_names": ["-h", "--help"]},
 }
 
