@@ -185,3 +185,11 @@ def test_engine_serves_float32_checkpoint_in_16_bits(runner) -> None:
     full_blocks = 8192 // block
     sliding_blocks = -(-min(4096 - 1 + max_batched, 8192) // block) + 1  # cdiv(min(W - 1 + M, T), bs) + 1
     assert vllm["totals"]["kv_cache_bytes"] == layers * (full_blocks + sliding_blocks) * block * KV * kv_heads * head_dim * bf16
+
+
+@pytest.mark.parametrize("args", [["-b", "0"], ["--tp", "0"], ["--format", "xml"], ["--no-such-flag"]])
+def test_usage_errors_end_in_one_error_line(runner, args: list[str]) -> None:
+    result = run(runner, "estimate", "-m", "llama-2-7b-hf", *args)
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert lines[-1].startswith("Error: ") and "╭" not in result.output
