@@ -17,9 +17,7 @@ from kvplan.engines import EngineProfile, SizingContext, get_engine
 from kvplan.errors import ConfigError, InputError
 from kvplan.geometry import ModelGeometry
 from kvplan.specs import (
-    ChunkedLocalSpec,
     LayerSpec,
-    SlidingWindowSpec,
 )
 
 #: Upper bound on the batch, to catch absurd input.
@@ -309,12 +307,8 @@ def _check_lengths(geometry: ModelGeometry, dep: Deployment, seq_len: int | None
             "the shared prefix is part of each prompt",
             f"use --shared-prefix-tokens {dep.prompt_len} or less",
         )
-    if dep.engine == "hf-static" and dep.max_cache_len is not None and seq_len is not None and dep.max_cache_len < seq_len:
-        raise InputError(
-            f"--max-cache-len {dep.max_cache_len:,} cannot hold {tokens}: a StaticCache is preallocated "
-            "and never grows",
-            f"use --max-cache-len {seq_len} or more, or a shorter --seq-len",
-        )
+    if seq_len is not None:
+        get_engine(dep.engine).check_length(dep, seq_len, tokens)
     if dep.offload is not None and dep.offload.layers is not None and dep.offload.layers > geometry.num_hidden_layers:
         raise InputError(
             f"--offload layers:{dep.offload.layers} is more than the model's {geometry.num_hidden_layers} layers",
@@ -377,11 +371,11 @@ class _Sizing:
             rank_spec, shard_notes = engine.shard(spec, dep.tp)
             local.append(rank_spec)
             notes.extend(shard_notes)
-        windows = [s.window for s in local if isinstance(s, (SlidingWindowSpec, ChunkedLocalSpec))]
+        windows = [s.window for s in local if s.window is not None]
         ctx = SizingContext(
             seq_len=self.seq_len, encoder_len=self.encoder_len, batch=self.batch, dep=dep, kv_dtype=kv_dtype,
             state_dtype=self.state_dtype, model_dtype=self.model_dtype,
-            has_full=any(s.grows_with_tokens and not isinstance(s, (SlidingWindowSpec, ChunkedLocalSpec)) for s in local),
+            has_full=any(s.grows_with_tokens and s.window is None for s in local),
             has_windowed=bool(windows), swa_window=max(windows) if windows else None,  # type: ignore[type-var]
         )
         ctx, prep_notes = engine.prepare(local, ctx)
@@ -473,7 +467,7 @@ def _adjustments(sizing: _Sizing, dep: Deployment, kv_dtype: KvDtype, engine: En
                               scope="per_gpu" if per_gpu else "all_gpus"))
         cur, cur_dtype, priced = new, dtype or cur_dtype, after
 
-    if dep.no_window and any(isinstance(s, (SlidingWindowSpec, ChunkedLocalSpec)) for s in geometry.layers):
+    if dep.no_window and any(s.window is not None for s in geometry.layers):
         step("no_window", "--no-window: sliding and chunked layers hold every token, as engines do with their "
              "hybrid allocator off (vLLM --disable-hybrid-kv-cache-manager, llama.cpp --swa-full)",
              cur.with_(no_window=True))

@@ -117,6 +117,9 @@ class EngineProfile:
         """What ``--kv-dtype auto`` means in this engine."""
         return model_dtype
 
+    def check_length(self, dep: Deployment, seq_len: int, tokens: str) -> None:
+        """Refuse a sequence length the engine's flags cannot hold (InputError); ``tokens`` describes it."""
+
     def check(self, layers: tuple[LayerSpec, ...], dep: Deployment, kv_dtype: KvDtype) -> list[str]:
         """Refuse flags the engine contradicts (InputError); return notes on what it changes."""
         notes: list[str] = []
@@ -608,6 +611,14 @@ class HfStaticProfile(HfDynamicProfile):
 
     def cache_len(self, ctx: SizingContext) -> int:
         return ctx.dep.max_cache_len or ctx.seq_len
+
+    def check_length(self, dep: Deployment, seq_len: int, tokens: str) -> None:
+        if dep.max_cache_len is not None and dep.max_cache_len < seq_len:
+            raise InputError(
+                f"--max-cache-len {dep.max_cache_len:,} cannot hold {tokens}: a StaticCache is preallocated "
+                "and never grows",
+                f"use --max-cache-len {seq_len} or more, or a shorter --seq-len",
+            )
 
     def check(self, layers: tuple[LayerSpec, ...], dep: Deployment, kv_dtype: KvDtype) -> list[str]:
         return EngineProfile.check(self, layers, dep, kv_dtype) + (

@@ -48,6 +48,11 @@ class LayerSpec:
     def grows_with_tokens(self) -> bool:
         return False
 
+    @property
+    def window(self) -> int | None:
+        """Tokens a sliding or chunked layer keeps at most; None for every other kind."""
+        return None
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class AttentionSpec(LayerSpec):
