@@ -90,7 +90,7 @@ class SizingContext:
 def _kv_rows(spec: AttentionSpec | MLASpec, dtype: KvDtype) -> tuple[int, int]:
     """(K bytes, V bytes) of one token in one layer."""
     if isinstance(spec, MLASpec):
-        return dtype.bytes_for(spec.kv_lora_rank + spec.qk_rope_head_dim), 0
+        return dtype.bytes_for(spec.head_size), 0
     return dtype.bytes_for(spec.num_kv_heads * spec.head_size), dtype.bytes_for(spec.num_kv_heads * spec.head_size_v)
 
 
@@ -451,7 +451,7 @@ class LlamaCppProfile(EngineProfile):
     def bytes_per_token(self, spec: LayerSpec, ctx: SizingContext) -> int:
         if isinstance(spec, MLASpec):
             # NOTE: llama.cpp caches the MLA latent in K only (kv_lora_rank + qk_rope_head_dim).
-            return ctx.kv_dtype.bytes_for(spec.kv_lora_rank + spec.qk_rope_head_dim)
+            return ctx.kv_dtype.bytes_for(spec.head_size)
         return super().bytes_per_token(spec, ctx)
 
     def state_bytes(self, spec: StateSpec, ctx: SizingContext) -> int:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvplan.arch import NESTED_TEXT_KEYS, REGISTRY, WRAPPER_TEXT_TYPES
-from kvplan.arch.base import ConfigReader
+from kvplan.arch.base import ArchParser, ConfigReader
 from kvplan.errors import ConfigError, InputError, SourceError
 from kvplan.units import cdiv
 
@@ -441,11 +441,8 @@ def _gated_decoder(
         qkv_width = heads * (nope + rope) + rank + rope + heads * (nope + v_dim)
         r.note(f"MLA projections counted: q {'LoRA rank ' + str(q_rank) if q_rank else 'full'}, kv_lora_rank {rank}")
     else:
-        kv_heads = r.first_of("num_kv_heads", ("num_key_value_heads", "num_kv_heads", "n_head_kv"), required=False)
-        if kv_heads is None:
-            kv_heads = heads
-            r.note(f"no KV-head field: num_key_value_heads = num_attention_heads = {heads}")
-        head_dim = r.optional("head_dim", ("head_dim",)) or hidden // heads
+        kv_heads = _kv_heads(r, heads)
+        head_dim = _head_dim(r, heads)
         q, kv = heads * head_dim, kv_heads * head_dim
         qkv_width = q + 2 * kv
         attention += [Matrix(in_features=hidden, out_features=q, count=layers),
@@ -818,12 +815,18 @@ def _gqa_attention(hidden: int, heads: int, kv_heads: int, head_dim: int, layers
             Matrix(in_features=q, out_features=hidden, count=layers)]
 
 
-def _kv_heads(r: ConfigReader, heads: int, aliases: tuple[str, ...] = ("num_key_value_heads", "num_kv_heads")) -> int:
-    kv = r.first_of("num_kv_heads", aliases, required=False)
-    if kv is None:
-        r.note(f"no KV-head field: num_key_value_heads = num_attention_heads = {heads}")
-        return heads
-    return int(kv)
+def _parser(r: ConfigReader) -> ArchParser:
+    """The arch parser that sizes this model's cache, so weights and KV read heads by the same rules."""
+    model_type = r.raw("model_type")
+    return REGISTRY.get(model_type if isinstance(model_type, str) else "", ArchParser)()
+
+
+def _kv_heads(r: ConfigReader, heads: int) -> int:
+    return _parser(r).kv_heads(r, heads)
+
+
+def _head_dim(r: ConfigReader, heads: int) -> int:
+    return _parser(r).head_dim(r, heads)
 
 
 def _experts_parts(hidden: int, expert_size: int, experts: int, n_moe: int, *, gated: bool = True,
@@ -872,7 +875,7 @@ def _jamba(r: ConfigReader) -> tuple[list[WeightPart], int, int | None, dict[str
     layers = r.first_of("num_hidden_layers", ("num_hidden_layers",))
     heads = r.first_of("num_attention_heads", ("num_attention_heads",))
     kv_heads = _kv_heads(r, heads)
-    head_dim = hidden // heads
+    head_dim = _head_dim(r, heads)
     period = r.first_of("attn_layer_period", ("attn_layer_period",))
     offset = r.first_of("attn_layer_offset", ("attn_layer_offset",))
     e_period = r.first_of("expert_layer_period", ("expert_layer_period",))
@@ -965,7 +968,7 @@ def _nemotron_h(r: ConfigReader) -> tuple[list[WeightPart], int | None, int | No
     n_m, n_a, n_mlp, n_e = (pattern.count(s) for s in "M*-E")
     heads = r.first_of("num_attention_heads", ("num_attention_heads",))
     kv_heads = _kv_heads(r, heads)
-    head_dim = r.optional("head_dim", ("attention_head_dim", "head_dim")) or hidden // heads
+    head_dim = _head_dim(r, heads)
     parts = _embeddings(r, hidden)
     attn_bias = (heads + 2 * kv_heads) * head_dim + hidden if _bool(r, "attention_bias", False) else 0
     parts.append(WeightPart(name="attention", matrices=tuple(_gqa_attention(hidden, heads, kv_heads, head_dim, n_a)),
@@ -1015,7 +1018,7 @@ def _minimax(r: ConfigReader) -> tuple[list[WeightPart], int, int | None, dict[s
     layers = r.first_of("num_hidden_layers", ("num_hidden_layers",))
     heads = r.first_of("num_attention_heads", ("num_attention_heads",))
     kv_heads = _kv_heads(r, heads)
-    head_dim = r.optional("head_dim", ("head_dim",)) or hidden // heads
+    head_dim = _head_dim(r, heads)
     flags = r.first_of("attn_type_list", ("attn_type_list",), kind="list")
     if len(flags) != layers:
         raise ConfigError(f"{r.source_name}: attn_type_list has {len(flags)} entries for {layers} layers",
