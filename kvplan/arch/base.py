@@ -14,6 +14,7 @@ from kvplan.errors import ConfigError
 from kvplan.geometry import Provenance
 from kvplan.specs import (
     ChunkedLocalSpec,
+    CrossAttentionSpec,
     FullAttentionSpec,
     LayerSpec,
     MLASpec,
@@ -330,6 +331,12 @@ class ArchParser:
 
     def full_spec(self, attn: Mapping[str, int]) -> LayerSpec:
         return FullAttentionSpec(
+            num_kv_heads=attn["num_kv_heads"], head_size=attn["head_size"], head_size_v=attn["head_size_v"]
+        )
+
+    def cross_spec(self, attn: Mapping[str, int]) -> LayerSpec:
+        """Cross-attention over an encoder's output, with the decoder's own K/V geometry."""
+        return CrossAttentionSpec(
             num_kv_heads=attn["num_kv_heads"], head_size=attn["head_size"], head_size_v=attn["head_size_v"]
         )
 

@@ -7,7 +7,7 @@ layer, sized by the encoder length, not by the generated length.
 from __future__ import annotations
 
 from kvplan.arch.base import ArchParser, ConfigReader
-from kvplan.specs import CrossAttentionSpec, FullAttentionSpec, LayerSpec
+from kvplan.specs import LayerSpec
 
 
 class EncoderDecoderParser(ArchParser):
@@ -23,12 +23,7 @@ class EncoderDecoderParser(ArchParser):
     def build_layers(self, r: ConfigReader) -> list[LayerSpec]:
         num_layers = self.num_layers(r)
         dims = self.attention_dims(r)
-        self_attn = FullAttentionSpec(
-            num_kv_heads=dims["num_kv_heads"], head_size=dims["head_size"], head_size_v=dims["head_size_v"]
-        )
-        cross = CrossAttentionSpec(
-            num_kv_heads=dims["num_kv_heads"], head_size=dims["head_size"], head_size_v=dims["head_size_v"]
-        )
+        self_attn, cross = self.full_spec(dims), self.cross_spec(dims)
         r.note(
             "encoder-decoder: each decoder layer caches self-attention K/V (grows with generated tokens) "
             "and cross-attention K/V over the encoder output (fixed by the encoder length)"

@@ -12,7 +12,7 @@ from typing import Any
 
 from kvplan.arch.base import ArchParser, ConfigReader, layer_indices
 from kvplan.errors import ConfigError
-from kvplan.specs import CrossAttentionSpec, FullAttentionSpec, LayerSpec
+from kvplan.specs import LayerSpec
 
 
 class MllamaParser(ArchParser):
@@ -37,12 +37,7 @@ class MllamaParser(ArchParser):
         num_layers = self.num_layers(r)
         cross = self.cross_layers(r, num_layers)
         dims = self.attention_dims(r)
-        self_attn = FullAttentionSpec(
-            num_kv_heads=dims["num_kv_heads"], head_size=dims["head_size"], head_size_v=dims["head_size_v"]
-        )
-        cross_attn = CrossAttentionSpec(
-            num_kv_heads=dims["num_kv_heads"], head_size=dims["head_size"], head_size_v=dims["head_size_v"]
-        )
+        self_attn, cross_attn = self.full_spec(dims), self.cross_spec(dims)
         r.note(
             f"layers {sorted(cross)} cross-attend to the image tokens (K/V fixed by the image, per image); "
             "the others are self-attention"
