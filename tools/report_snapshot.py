@@ -1,0 +1,78 @@
+"""Save or check the YAML reports kvplan writes for every bundled model (and ../shared/hf_configs).
+
+    python tools/report_snapshot.py save DIR     # before a refactor
+    python tools/report_snapshot.py check DIR    # after: every report byte-identical, same exit code
+
+Runs in-process through typer's CliRunner: estimate and capacity (vllm and llama.cpp on an H200)
+per model, and `check` over a plan of mixed scenarios.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ["COLUMNS"] = "120"
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "hf_configs"
+
+
+def _models() -> list[str]:
+    from kvplan.sources import bundled_ids
+
+    models = sorted(bundled_ids())
+    if SHARED.is_dir():
+        models += [os.path.relpath(p, ROOT) for p in sorted(SHARED.glob("*.json"))]
+    return models
+
+
+def _cases() -> list[tuple[str, list[str]]]:
+    cases = []
+    for m in _models():
+        short = Path(m).stem if m.endswith(".json") else m.replace("/", "__")
+        cases.append((f"estimate__{short}", ["estimate", "--model", m, "--seq-len", "8k", "--format", "yaml"]))
+        cases.append((f"estimate_vllm_tp2__{short}",
+                      ["estimate", "--model", m, "--seq-len", "32k", "--batch", "4", "--engine", "vllm", "--tp", "2",
+                       "--format", "yaml"]))
+        cases.append((f"capacity_vllm__{short}", ["capacity", "--model", m, "--gpu", "H200", "--format", "yaml"]))
+        cases.append((f"capacity_llamacpp__{short}",
+                      ["capacity", "--model", m, "--gpu", "H100", "--engine", "llama.cpp", "--max-model-len", "16k",
+                       "--format", "yaml"]))
+    cases.append(("check__example", ["check", "examples/kvplan.yaml", "--format", "yaml"]))
+    return cases
+
+
+def _run(args: list[str]) -> tuple[int, str]:
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    result = CliRunner().invoke(app, args)
+    return result.exit_code, result.stdout
+
+
+def main() -> int:
+    mode, folder = sys.argv[1], Path(sys.argv[2]).resolve()
+    os.chdir(ROOT)
+    folder.mkdir(parents=True, exist_ok=True)
+    bad = 0
+    for name, args in _cases():
+        code, out = _run(args)
+        text = f"# exit {code}\n{out}"
+        path = folder / f"{name}.yaml"
+        if mode == "save":
+            path.write_text(text, encoding="utf-8")
+        elif not path.exists() or path.read_text(encoding="utf-8") != text:
+            bad += 1
+            print(f"DIFFERS: {name}")
+    n = len(_cases())
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(folder.glob("*.yaml")))).hexdigest()[:12]
+    print(f"{mode}: {n} reports, {bad} differ (snapshot {digest})")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
