@@ -32,7 +32,7 @@ def _models() -> list[str]:
 def _cases() -> list[tuple[str, list[str]]]:
     cases = []
     for m in _models():
-        short = Path(m).stem if m.endswith(".json") else m.replace("/", "__")
+        short = "shared__" + Path(m).stem if m.endswith(".json") else m.replace("/", "__")
         cases.append((f"estimate__{short}", ["estimate", "--model", m, "--seq-len", "8k", "--format", "yaml"]))
         cases.append((f"estimate_vllm_tp2__{short}",
                       ["estimate", "--model", m, "--seq-len", "32k", "--batch", "4", "--engine", "vllm", "--tp", "2",
