@@ -1,0 +1,192 @@
+"""The base of every engine profile: :class:`SizingContext` and :class:`EngineProfile`.
+
+An engine profile answers, for one layer spec (already sharded for tensor parallelism):
+
+- ``tokens_held(spec, ctx)`` - tokens one sequence keeps in the layer, rounded as the engine rounds;
+- ``token_slots(spec, ctx)`` - token slots the layer keeps for the whole batch (beams, sharing, pools);
+- ``layer_bytes(spec, ctx)`` - bytes of the layer on one rank for the whole batch;
+- ``peak_extra_bytes(...)`` - transient bytes above the steady cache (Hugging Face only).
+
+:class:`EngineProfile` is the ideal formula; each engine module overrides what its engine does
+differently. The calculator calls these methods and never branches on an engine's name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from kvplan.adjust import (
+    Deployment,
+    round_to_blocks,
+    shard_for_tp,
+    shared_token_slots,
+)
+from kvplan.dtypes import KvDtype
+from kvplan.errors import InputError
+from kvplan.specs import (
+    AttentionSpec,
+    ChunkedLocalSpec,
+    CrossAttentionSpec,
+    LayerSpec,
+    MLASpec,
+    SlidingWindowSpec,
+    StateSpec,
+)
+
+#: KV dtype names of the float caches every engine accepts.
+FLOAT_DTYPES = ("fp32", "fp16", "bf16")
+#: KV dtype names of the fp8 caches.
+FP8_DTYPES = ("fp8_e4m3", "fp8_e5m2")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SizingContext:
+    """Everything an engine needs besides the layer spec."""
+
+    seq_len: int
+    encoder_len: int
+    batch: int
+    dep: Deployment
+    kv_dtype: KvDtype
+    state_dtype: KvDtype
+    model_dtype: KvDtype
+    has_full: bool
+    """The model has full-attention (or MLA) layers."""
+    has_windowed: bool
+    """The model has sliding or chunked layers (after ``--no-window``)."""
+    swa_window: int | None = None
+    """The largest sliding window or chunk of the model (SGLang sizes its SWA pool with it)."""
+    attn_block_size: int | None = None
+    """Block size an engine resolved for the whole model (vLLM hybrid Mamba alignment)."""
+    state_page_bytes: int | None = None
+    """Padded bytes of one state page (vLLM hybrid Mamba alignment)."""
+
+    @property
+    def seqs(self) -> int:
+        """Sequences stored: requests times beams."""
+        return self.batch * self.dep.beams
+
+
+
+def kv_row_bytes(spec: AttentionSpec | MLASpec, dtype: KvDtype) -> tuple[int, int]:
+    """(K bytes, V bytes) of one token in one layer."""
+    if isinstance(spec, MLASpec):
+        return dtype.bytes_for(spec.head_size), 0
+    return dtype.bytes_for(spec.num_kv_heads * spec.head_size), dtype.bytes_for(spec.num_kv_heads * spec.head_size_v)
+
+
+
+class EngineProfile:
+    """The ideal formula; subclasses override what their engine does differently."""
+
+    name: ClassVar[str] = "ideal"
+    title: ClassVar[str] = "ideal formula"
+    source: ClassVar[str] = "the dense formula: B * T * L * 2 * H_kv * d * s, windows hold min(T, W)"
+    default_block_size: ClassVar[int | None] = None
+    tp_rule: ClassVar[str] = "floor"
+    allowed_dtypes: ClassVar[tuple[str, ...] | None] = None
+    """KV dtype names the engine accepts (None = any)."""
+    shares_prefix: ClassVar[bool] = True
+    beam_search: ClassVar[bool] = True
+    hf_quantized: ClassVar[bool] = False
+
+    # ---- configuration ---------------------------------------------------------------------
+    def auto_dtype(self, model_dtype: KvDtype) -> KvDtype:
+        """What ``--kv-dtype auto`` means in this engine."""
+        return model_dtype
+
+    def check_length(self, dep: Deployment, seq_len: int, tokens: str) -> None:
+        """Refuse a sequence length the engine's flags cannot hold (InputError); ``tokens`` describes it."""
+
+    def check(self, layers: tuple[LayerSpec, ...], dep: Deployment, kv_dtype: KvDtype) -> list[str]:
+        """Refuse flags the engine contradicts (InputError); return notes on what it changes."""
+        notes: list[str] = []
+        if self.allowed_dtypes is not None and kv_dtype.name not in self.allowed_dtypes:
+            raise InputError(
+                f"{self.title} does not support --kv-dtype {kv_dtype.name}",
+                f"{self.name} accepts: {', '.join(self.allowed_dtypes)}",
+            )
+        if dep.beams > 1 and not self.beam_search:
+            raise InputError(f"{self.title} has no beam search", "drop --beams, or pick --engine vllm, trtllm or hf-dynamic")
+        if (dep.share_prefix or dep.shared_prefix_tokens) and not self.shares_prefix:
+            raise InputError(
+                f"{self.title} does not share prompt blocks between sequences",
+                "drop --share-prefix/--shared-prefix-tokens, or pick --engine vllm, sglang or trtllm",
+            )
+        return notes
+
+    def block_size(self, spec: LayerSpec, ctx: SizingContext) -> int | None:
+        if ctx.attn_block_size is not None:
+            return ctx.attn_block_size
+        return ctx.dep.block_size or self.default_block_size
+
+    def prepare(self, layers: list[LayerSpec], ctx: SizingContext) -> tuple[SizingContext, list[str]]:
+        """Model-wide decisions (vLLM's Mamba page alignment); default: none."""
+        return ctx, []
+
+    def shard(self, spec: LayerSpec, tp: int) -> tuple[LayerSpec, list[str]]:
+        return shard_for_tp(spec, tp, rule=self.tp_rule)
+
+    def cached_layers(self, layers: list[LayerSpec], *, hf_cached_kv_heads: int | None) -> tuple[list[LayerSpec], list[str]]:
+        """The specs as this engine caches them, before sharding (default: as the config says).
+
+        ``hf_cached_kv_heads``: heads Hugging Face transformers caches when its modeling code
+        broadcasts K/V to every query head before caching (Falcon ``new_decoder_architecture``).
+        """
+        return layers, []
+
+    # ---- sizing ----------------------------------------------------------------------------
+    def window_tokens(self, spec: LayerSpec, ctx: SizingContext) -> int:
+        """Tokens of one sequence a windowed layer holds before block rounding."""
+        return min(ctx.seq_len, spec.window)  # type: ignore[attr-defined, type-var]
+
+    def tokens_held(self, spec: LayerSpec, ctx: SizingContext) -> int:
+        """Tokens one sequence keeps in this layer (block-rounded)."""
+        bs = self.block_size(spec, ctx)
+        if isinstance(spec, StateSpec) or not isinstance(spec, (AttentionSpec, MLASpec)):
+            return 0
+        if isinstance(spec, CrossAttentionSpec):
+            return round_to_blocks(ctx.encoder_len, bs)
+        if isinstance(spec, (SlidingWindowSpec, ChunkedLocalSpec)):
+            return round_to_blocks(self.window_tokens(spec, ctx), bs)
+        return round_to_blocks(ctx.seq_len, bs)
+
+    def token_slots(self, spec: LayerSpec, ctx: SizingContext) -> int:
+        """Token slots of this layer for the whole batch (beams and prefix sharing included)."""
+        if spec.grows_with_tokens and not isinstance(spec, (SlidingWindowSpec, ChunkedLocalSpec)):
+            dep = ctx.dep
+            return shared_token_slots(
+                seq_len=ctx.seq_len, batch=ctx.batch, beams=dep.beams, block_size=self.block_size(spec, ctx),
+                prompt_len=dep.prompt_len, share_prefix=dep.share_prefix, shared_prefix_tokens=dep.shared_prefix_tokens,
+            )
+        return ctx.seqs * self.tokens_held(spec, ctx)
+
+    def bytes_per_token(self, spec: LayerSpec, ctx: SizingContext) -> int:
+        if isinstance(spec, (AttentionSpec, MLASpec)):
+            k, v = kv_row_bytes(spec, ctx.kv_dtype)
+            return k + v
+        return 0
+
+    def state_bytes(self, spec: StateSpec, ctx: SizingContext) -> int:
+        """Bytes of one sequence's recurrent state in one layer."""
+        if ctx.state_page_bytes is not None:
+            return ctx.state_page_bytes
+        return sum(spec.tensor_bytes(name, shape, ctx.state_dtype) for name, shape in spec.shapes)
+
+    def layer_bytes(self, spec: LayerSpec, ctx: SizingContext) -> int:
+        """Bytes of one layer on one rank for the whole batch."""
+        if isinstance(spec, StateSpec):
+            return ctx.seqs * self.state_bytes(spec, ctx)
+        return self.token_slots(spec, ctx) * self.bytes_per_token(spec, ctx)
+
+    def peak_extra_bytes(self, costs: list[tuple[LayerSpec, int]], ctx: SizingContext) -> int:
+        """Transient bytes above the steady cache on one rank (``costs``: (spec, layer bytes))."""
+        return 0
+
+    def prefill_bytes(self, costs: list[tuple[LayerSpec, int]], ctx: SizingContext) -> int | None:
+        """Bytes on one rank right after prefill when that exceeds the steady cache, else None."""
+        return None
+
+    def summary(self, ctx: SizingContext) -> str:
+        return self.source

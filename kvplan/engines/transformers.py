@@ -1,0 +1,221 @@
+"""Hugging Face transformers: DynamicCache (with QuantizedCache) and StaticCache, as measured."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import ClassVar
+
+from kvplan.adjust import Deployment
+from kvplan.dtypes import KvDtype
+from kvplan.engines.base import FLOAT_DTYPES, EngineProfile, SizingContext, kv_row_bytes
+from kvplan.errors import InputError
+from kvplan.specs import (
+    AttentionSpec,
+    ChunkedLocalSpec,
+    CrossAttentionSpec,
+    LayerSpec,
+    MLASpec,
+    SlidingWindowSpec,
+    StateSpec,
+)
+from kvplan.units import cdiv
+
+
+class HfDynamicProfile(EngineProfile):
+    name = "hf-dynamic"
+    title = "Hugging Face DynamicCache"
+    source = "transformers 5.24.0 (cache_utils.py DynamicLayer, DynamicSlidingWindowLayer, QuantizedLayer), measured"
+    shares_prefix = False
+    hf_quantized = True
+    allowed_dtypes: ClassVar[tuple[str, ...] | None] = (*FLOAT_DTYPES, "fp8_e4m3", "int8", "int4", "int2")
+
+    def check(self, layers: tuple[LayerSpec, ...], dep: Deployment, kv_dtype: KvDtype) -> list[str]:
+        notes = super().check(layers, dep, kv_dtype)
+        if dep.block_size is not None:
+            raise InputError("Hugging Face caches are contiguous tensors, not blocks", "drop --block-size for the hf engines")
+        quantized = kv_dtype.scheme == "grouped" or kv_dtype.name == "fp8_e4m3"
+        if quantized and any(not isinstance(s, (AttentionSpec, MLASpec)) or not s.grows_with_tokens
+                             or isinstance(s, (SlidingWindowSpec, ChunkedLocalSpec, CrossAttentionSpec)) for s in layers):
+            raise InputError(
+                "Hugging Face QuantizedCache only supports models with only full attention layers",
+                "use --kv-dtype auto with this model, or --engine ideal to see the quantized formula",
+            )
+        if any(isinstance(s, MLASpec) for s in layers):
+            notes.append("transformers >= 5.15 caches the MLA latent; 4.x cached expanded per-head K/V (71x more for V3)")
+        return notes
+
+    def cached_layers(self, layers: list[LayerSpec], *, hf_cached_kv_heads: int | None) -> tuple[list[LayerSpec], list[str]]:
+        if hf_cached_kv_heads is None:
+            return layers, []
+        broadcast = [s for s in layers if isinstance(s, AttentionSpec) and not isinstance(s, CrossAttentionSpec)
+                     and s.num_kv_heads != hf_cached_kv_heads]
+        if not broadcast:
+            return layers, []
+        heads = broadcast[0].num_kv_heads
+        # NOTE: modeling_falcon (new_decoder_architecture) broadcasts K/V to every query head before
+        # cache.update, so the cache holds num_attention_heads heads (measured, FACTS h.9).
+        out = [dataclasses.replace(s, num_kv_heads=hf_cached_kv_heads) if s in broadcast else s for s in layers]
+        note = (f"{self.title} caches K/V broadcast to all {hf_cached_kv_heads} query heads "
+                f"({hf_cached_kv_heads // heads}x the {heads} KV heads), as transformers' modeling code does")
+        return out, [note]
+
+    def residual_tokens(self, ctx: SizingContext) -> int:
+        """Tokens in the full-precision residual of a QuantizedCache: ``(N - 1) mod R``."""
+        r = ctx.dep.residual_length
+        if ctx.dep.prompt_len is not None:
+            return max(ctx.seq_len - ctx.dep.prompt_len, 0) % r
+        return min(ctx.seq_len - 1, r - 1)
+
+    def window_tokens(self, spec: LayerSpec, ctx: SizingContext) -> int:
+        window = spec.window  # type: ignore[attr-defined]
+        # NOTE: logical W - 1 tokens; the kept tensor is a view of the W-token torch.cat result, so
+        # storage is min(T, W). Beam reordering (index_select) compacts it to W - 1.
+        return min(ctx.seq_len, window - 1 if ctx.dep.beams > 1 else window)
+
+    def state_bytes(self, spec: StateSpec, ctx: SizingContext) -> int:
+        if spec.mixer in ("mamba", "mamba2", "gated_delta_net"):
+            shapes = dict(spec.shapes)
+            kernel_minus_1, channels = shapes["conv"]
+            # NOTE: HF keeps the whole conv window (d_conv) and a float32 ssm/recurrent state (measured on the
+            # CPU path: FACTS h.11 for Mamba; the same for Mamba-2 and gated delta net, transformers 5.24).
+            return ctx.state_dtype.bytes_for(channels * (kernel_minus_1 + 1)) + 4 * math.prod(shapes["ssm"])
+        return super().state_bytes(spec, ctx)
+
+    def layer_bytes(self, spec: LayerSpec, ctx: SizingContext) -> int:
+        dtype = ctx.kv_dtype
+        if isinstance(spec, (AttentionSpec, MLASpec)) and (dtype.scheme == "grouped" or dtype.name == "fp8_e4m3"):
+            return self._quantized_layer_bytes(spec, ctx)
+        return super().layer_bytes(spec, ctx)
+
+    def _quantized_layer_bytes(self, spec: AttentionSpec | MLASpec, ctx: SizingContext) -> int:
+        s = ctx.model_dtype.block_bytes
+        tokens = self.tokens_held(spec, ctx)
+        if isinstance(spec, MLASpec):
+            widths = (spec.kv_lora_rank, spec.qk_rope_head_dim)
+        else:
+            widths = (spec.num_kv_heads * spec.head_size, spec.num_kv_heads * spec.head_size_v)
+        if ctx.kv_dtype.name == "fp8_e4m3":
+            # NOTE: Fp8QuantizedLayer: 1 byte per value plus one float32 scale per tensor, no residual.
+            return sum(ctx.seqs * tokens * w + 4 for w in widths)
+        bits, group = ctx.kv_dtype.bits, ctx.kv_dtype.block_elems
+        t_res = self.residual_tokens(ctx) if tokens else 0
+        t_q = tokens - t_res
+        total = 0
+        for width in widths:
+            n = ctx.seqs * t_q * width
+            total += ctx.seqs * t_res * width * s + n * bits // 8 + 2 * cdiv(n, group) * s
+        return total
+
+    def peak_extra_bytes(self, costs: list[tuple[LayerSpec, int]], ctx: SizingContext) -> int:
+        extra = 0
+        for spec, _layer_bytes in costs:
+            if not isinstance(spec, (AttentionSpec, MLASpec)) or isinstance(spec, CrossAttentionSpec):
+                continue
+            tokens = self.tokens_held(spec, ctx)
+            if ctx.kv_dtype.scheme == "grouped":
+                # NOTE: every step dequantizes the whole layer and concatenates it with the residual:
+                # two full-precision copies of one layer's K and V are alive at once.
+                k, v = kv_row_bytes(spec, ctx.model_dtype)
+                extra = max(extra, 2 * ctx.seqs * tokens * (k + v))
+            elif ctx.kv_dtype.name == "fp8_e4m3":
+                # NOTE: Fp8QuantizedLayer.update returns the whole layer dequantized to the model dtype;
+                # each _dequantize goes through two float32 temporaries (.float(), then * scale), so while
+                # V is dequantized the returned K (s bytes per value) and 8 bytes per V value are alive.
+                n_k, n_v = (spec.kv_lora_rank, spec.qk_rope_head_dim) if isinstance(spec, MLASpec) else (
+                    spec.num_kv_heads * spec.head_size, spec.num_kv_heads * spec.head_size_v)
+                s = ctx.model_dtype.block_bytes
+                extra = max(extra, ctx.seqs * tokens * max(8 * n_k, s * n_k + 8 * n_v))
+            else:
+                # NOTE: torch.cat allocates the grown K (then V) of one layer while the old one is alive;
+                # beam reordering (index_select) does the same.
+                k, v = kv_row_bytes(spec, ctx.kv_dtype)
+                extra = max(extra, ctx.seqs * tokens * max(k, v))
+        return extra
+
+    def prefill_bytes(self, costs: list[tuple[LayerSpec, int]], ctx: SizingContext) -> int | None:
+        prompt = ctx.dep.prompt_len
+        if prompt is None or ctx.dep.beams > 1:
+            return None
+        total = 0
+        grew = False
+        for spec, layer_bytes in costs:
+            if isinstance(spec, (SlidingWindowSpec, ChunkedLocalSpec)) and prompt > self.tokens_held(spec, ctx):
+                # NOTE: right after prefill the cropped view keeps the whole prompt's K/V alive.
+                total += ctx.seqs * prompt * self.bytes_per_token(spec, ctx)
+                grew = True
+            elif spec.grows_with_tokens and not isinstance(spec, (SlidingWindowSpec, ChunkedLocalSpec)):
+                total += ctx.seqs * min(prompt, ctx.seq_len) * self.bytes_per_token(spec, ctx)
+            else:
+                total += layer_bytes
+        return total if grew else None
+
+    def summary(self, ctx: SizingContext) -> str:
+        return (
+            "transformers DynamicCache: full layers T tokens; sliding/chunked layers store min(T, W) "
+            "(the W - 1 kept tokens are a view of the W-token cat; W - 1 with beams); "
+            "QuantizedCache: residual of < residual_length tokens in full precision"
+        )
+
+
+class HfStaticProfile(HfDynamicProfile):
+    name = "hf-static"
+    title = "Hugging Face StaticCache"
+    source = "transformers 5.24.0 (cache_utils.py StaticLayer, StaticSlidingWindowLayer), measured"
+    hf_quantized = False
+    allowed_dtypes: ClassVar[tuple[str, ...] | None] = FLOAT_DTYPES
+
+    def cache_len(self, ctx: SizingContext) -> int:
+        return ctx.dep.max_cache_len or ctx.seq_len
+
+    def check_length(self, dep: Deployment, seq_len: int, tokens: str) -> None:
+        if dep.max_cache_len is not None and dep.max_cache_len < seq_len:
+            raise InputError(
+                f"--max-cache-len {dep.max_cache_len:,} cannot hold {tokens}: a StaticCache is preallocated "
+                "and never grows",
+                f"use --max-cache-len {seq_len} or more, or a shorter --seq-len",
+            )
+
+    def check(self, layers: tuple[LayerSpec, ...], dep: Deployment, kv_dtype: KvDtype) -> list[str]:
+        return EngineProfile.check(self, layers, dep, kv_dtype) + (
+            [] if dep.block_size is None else self._no_blocks()
+        )
+
+    @staticmethod
+    def _no_blocks() -> list[str]:
+        raise InputError("Hugging Face caches are contiguous tensors, not blocks", "drop --block-size for the hf engines")
+
+    def tokens_held(self, spec: LayerSpec, ctx: SizingContext) -> int:
+        if isinstance(spec, CrossAttentionSpec):
+            return ctx.encoder_len
+        if isinstance(spec, (SlidingWindowSpec, ChunkedLocalSpec)):
+            # NOTE: StaticSlidingWindowLayer preallocates min(W, max_cache_len): W, not W - 1.
+            return min(spec.window or 0, self.cache_len(ctx))
+        if isinstance(spec, (AttentionSpec, MLASpec)):
+            return self.cache_len(ctx)
+        return 0
+
+    def token_slots(self, spec: LayerSpec, ctx: SizingContext) -> int:
+        return ctx.seqs * self.tokens_held(spec, ctx)
+
+    def layer_bytes(self, spec: LayerSpec, ctx: SizingContext) -> int:
+        return EngineProfile.layer_bytes(self, spec, ctx)
+
+    def peak_extra_bytes(self, costs: list[tuple[LayerSpec, int]], ctx: SizingContext) -> int:
+        if ctx.dep.beams == 1:
+            return 0  # preallocated: every step holds the same bytes
+        extra = 0
+        for spec, _b in costs:
+            if isinstance(spec, (AttentionSpec, MLASpec)) and not isinstance(spec, CrossAttentionSpec):
+                k, v = kv_row_bytes(spec, ctx.kv_dtype)
+                extra = max(extra, ctx.seqs * self.tokens_held(spec, ctx) * max(k, v))
+        return extra
+
+    def prefill_bytes(self, costs: list[tuple[LayerSpec, int]], ctx: SizingContext) -> int | None:
+        return None
+
+    def summary(self, ctx: SizingContext) -> str:
+        return (
+            f"transformers StaticCache: max_cache_len {self.cache_len(ctx):,} tokens preallocated per sequence; "
+            "sliding layers min(W, max_cache_len)"
+        )
