@@ -250,7 +250,7 @@ def _defs() -> dict[str, Schema]:
 
 
 def _verify_defs() -> dict[str, Schema]:
-    """`kvplan verify` (kvplan/verify_report.py ``verify_report``)."""
+    """`kvplan verify` (kvplan/verify/report.py ``verify_report``)."""
     layer = _obj({
         "index": NONNEG,
         "kind": STR,

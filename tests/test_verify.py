@@ -117,7 +117,7 @@ def test_refuses_rather_than_oom(runner) -> None:
 
 
 def test_mismatch_exits_1(runner, monkeypatch) -> None:
-    import kvplan.verify as verify_module
+    import kvplan.verify.decode as verify_module
 
     original = verify_module.storage_bytes
     monkeypatch.setattr(verify_module, "storage_bytes", lambda tensors, seen: original(tensors, seen) + 2)

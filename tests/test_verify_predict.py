@@ -8,7 +8,7 @@ from kvplan.api import load_geometry
 from kvplan.calc import estimate
 from kvplan.errors import InputError
 from kvplan.units import GiB, MiB
-from kvplan.verify_predict import (
+from kvplan.verify.predict import (
     LAYOUTS,
     plan_verify,
     predict_allocator,
@@ -234,7 +234,7 @@ def test_bad_inputs() -> None:
     assert set(LAYOUTS) == {"dynamic", "static", "paged", "sliding", "quantized"}
 
 
-# ---- cross-check with the engine profiles (kvplan/engines.py) -------------------------------------
+# ---- cross-check with the engine profiles (kvplan/engines/) -------------------------------------
 
 
 def _engine_bytes(plan, kv_dtype: str = "auto", **deployment) -> int:

@@ -1,6 +1,6 @@
 """`kvplan verify`: run a real decode with torch and compare its cache with the prediction.
 
-torch is imported only inside the command (kvplan/verify.py), never when this module loads.
+torch is imported only inside the command (kvplan/verify/), never when this module loads.
 """
 
 from __future__ import annotations
@@ -110,8 +110,8 @@ def verify(
                              "pip install 'kvplan[verify]' (or pip install torch)")
         from kvplan.api import load_geometry, normalise_overrides
         from kvplan.units import parse_size
-        from kvplan.verify_predict import plan_verify
-        from kvplan.verify_report import verify_report
+        from kvplan.verify.predict import plan_verify
+        from kvplan.verify.report import verify_report
 
         if engine is Engine.transformers and importlib.util.find_spec("transformers") is None:
             raise InputError("--engine transformers needs the transformers package, which is not installed",
@@ -128,12 +128,12 @@ def verify(
         if bandwidth is not None and not bandwidth > 0:
             raise InputError(f"--bandwidth must be a positive number of GB/s, got {bandwidth:g}", "e.g. --bandwidth 4800")
         if engine is Engine.transformers:
-            from kvplan.verify_hf import cross_check
+            from kvplan.verify.hf import cross_check
 
             measurement = cross_check(plan, model, revision=revision, token=token, overrides=overrides, gpu=gpu,
                                       seed=seed, progress=progress, max_memory=limit)
         else:
-            from kvplan.verify import run_verify
+            from kvplan.verify.decode import run_verify
 
             measurement = run_verify(
                 plan, gpu=gpu, seed=seed, progress=progress, max_memory=limit,

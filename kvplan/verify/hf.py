@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from kvplan.errors import InputError, KvplanError
-from kvplan.verify import (
+from kvplan.verify.decode import (
     MEMORY_FRACTION,
     TORCH_DTYPES,
     VerifyOOM,
@@ -33,8 +33,8 @@ from kvplan.verify import (
     available_bytes,
     storage_bytes,
 )
-from kvplan.verify_predict import VerifyPlan
-from kvplan.verify_report import RankMeasurement, VerifyMeasurement
+from kvplan.verify.predict import VerifyPlan
+from kvplan.verify.report import RankMeasurement, VerifyMeasurement
 
 #: Layouts transformers has a cache class for that kvplan predicts (DynamicCache, StaticCache).
 ENGINE_LAYOUTS = {"dynamic": "hf-dynamic", "static": "hf-static"}
@@ -186,7 +186,7 @@ def run_transformers(plan: VerifyPlan, config: dict[str, Any], shrunk: list[str]
     except ImportError:
         raise InputError("--engine transformers needs the transformers package",
                          "pip install 'kvplan[transformers]'") from None
-    from kvplan.verify import resolve_device
+    from kvplan.verify.decode import resolve_device
 
     check_supported(plan, gpu=gpu)
     transformers.logging.set_verbosity_error()  # its deprecation chatter is not kvplan's output

@@ -1,7 +1,7 @@
 """Pure predictions for ``kvplan verify`` (no torch): the cache tensors each layout allocates, and
 what the CUDA caching allocator makes of them.
 
-``kvplan verify`` runs a real decode (``kvplan/verify.py``) and compares the bytes of its cache
+``kvplan verify`` runs a real decode (``kvplan/verify/decode.py``) and compares the bytes of its cache
 tensors with :func:`plan_verify`'s prediction for the same inputs. Every prediction here is
 arithmetic over the layer specs; the decode never reads these numbers to size its tensors
 (except the paged pool, whose peak use is measured separately, see :class:`LayerPlan`).

@@ -7,7 +7,7 @@ from typing import Any
 
 from kvplan import __version__
 from kvplan.report import SCHEMA_VERSION, Source, model_dict
-from kvplan.verify_predict import (
+from kvplan.verify.predict import (
     ALLOCATED_TOLERANCE,
     RESERVED_TOLERANCE,
     SMALL_SIZE_BYTES,
