@@ -32,6 +32,10 @@ def _check_online(label: str) -> None:
             f"{label}: reading a GGUF header from the Hub needs the network, and offline mode is on (HF_HUB_OFFLINE)",
             "download the .gguf file and pass its path to --model",
         )
+    from huggingface_hub import constants as hub_constants
+
+    # NOTE: the library reads HF_HUB_OFFLINE once, at import; follow the environment of this call.
+    hub_constants.HF_HUB_OFFLINE = False
 
 
 def _raise_for(exc: Exception, label: str) -> None:

@@ -120,7 +120,7 @@ class GgufHeader:
 class _Cursor:
     """Sequential reads over a ByteSource with a growing buffer, and bounds checks that name the file."""
 
-    def __init__(self, source: ByteSource, *, chunk: int = 1 << 20) -> None:
+    def __init__(self, source: ByteSource, *, chunk: int = 1 << 16) -> None:
         self.source = source
         self.pos = 0
         self._buf = b""
