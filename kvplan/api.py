@@ -19,10 +19,17 @@ def load_geometry(
     revision: str | None = None,
     token: str | None = None,
     overrides: Mapping[str, Any] | Iterable[str] | None = None,
+    gguf_file: str | None = None,
 ) -> tuple[ModelGeometry, Source]:
-    """Resolve ``model`` (path, bundled id/alias or Hub id) and parse its per-layer geometry."""
-    from kvplan.sources import load_raw_config
+    """Resolve ``model`` (path, bundled id/alias or Hub id) and parse its per-layer geometry.
 
+    A GGUF reference (a ``.gguf`` path or folder, ``org/repo:Q4_K_M``, or ``gguf_file``) is read from the
+    file's header."""
+    from kvplan.sources import load_gguf_model, load_raw_config
+
+    gguf = load_gguf_model(model, gguf_file=gguf_file, revision=revision, token=token, overrides=overrides)
+    if gguf is not None:
+        return gguf.geometry(), gguf.source
     config, source, model_id = load_raw_config(model, revision=revision, token=token)
     return parse_config(config, model_id=model_id, source_name=model_id, overrides=normalise_overrides(overrides)), source
 

@@ -94,6 +94,7 @@ def load_raw_config(
     model = model.strip()
     if not model:
         raise SourceError("--model is empty", "pass a Hub id, a bundled alias (kvplan models) or a config.json path")
+    _refuse_gguf(model)
     path = Path(model).expanduser()
     if path.is_dir():
         config_path = path / "config.json"
@@ -119,6 +120,34 @@ def load_raw_config(
         )
     data, _location = fetch_hub_config(model, revision=revision, token=token)
     return data, Source(kind="hub", location=model, revision=revision), model
+
+
+def load_gguf_model(
+    model: str,
+    *,
+    gguf_file: str | None = None,
+    revision: str | None = None,
+    token: str | None = None,
+    overrides: object = None,
+) -> Any:
+    """The GGUF model ``model`` names (a ``.gguf`` path or folder, ``org/repo:TAG``, or a repo with
+    ``gguf_file``), header read; None when ``model`` is not a GGUF reference."""
+    from kvplan.gguf import load_gguf
+
+    found = load_gguf(model.strip(), gguf_file=gguf_file, revision=revision, token=token)
+    if found is not None and overrides:
+        raise SourceError("--set overrides config.json keys; a GGUF model is read from its own metadata",
+                          "drop --set, or pass the model's config.json")
+    return found
+
+
+def _refuse_gguf(model: str) -> None:
+    from kvplan.gguf import hub_reference
+    from kvplan.gguf.files import is_gguf_path
+
+    if is_gguf_path(model) or hub_reference(model, None) is not None:
+        raise SourceError(f"--model {model} is a GGUF model, which this command does not read yet",
+                          "kvplan estimate reads GGUF files; for this command pass the model's config.json")
 
 
 def _id_from_config(data: dict[str, Any], fallback: str) -> str:

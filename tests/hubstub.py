@@ -2,7 +2,9 @@
 
 It serves ``/{repo}/resolve/{revision}/config.json`` for the repos it is given and answers the
 Hub's error codes (``X-Error-Code``) for missing, gated and revision-less repos, so the Hub path
-of ``kvplan`` is tested without the internet.
+of ``kvplan`` is tested without the internet. Extra ``files`` (``{repo: {name: bytes}}``) are served
+too, with HTTP Range support (206 + Content-Range), and listed by ``/api/models/{repo}``; every
+range answered is kept in ``ranges`` so tests can check how much of a file was read.
 """
 
 from __future__ import annotations
@@ -17,8 +19,17 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
 class HubStub:
-    def __init__(self, repos: dict[str, Any], *, gated: set[str] | None = None, token: str | None = None) -> None:
+    def __init__(
+        self,
+        repos: dict[str, Any],
+        *,
+        gated: set[str] | None = None,
+        token: str | None = None,
+        files: dict[str, dict[str, bytes]] | None = None,
+    ) -> None:
         self.repos = {k: (v if isinstance(v, bytes) else json.dumps(v).encode()) for k, v in repos.items()}
+        self.files = files or {}
+        self.ranges: list[tuple[str, int, int]] = []
         self.gated = gated or set()
         self.token = token
         self.requests: list[tuple[str, str]] = []
@@ -52,6 +63,8 @@ class HubStub:
     def handle(self, req: BaseHTTPRequestHandler, *, body: bool) -> None:
         self.requests.append((req.command, req.path))
         path = req.path.split("?")[0].lstrip("/")
+        if path.startswith("api/models/"):
+            return self.model_info(req, path.removeprefix("api/models/"), body)
         if "/resolve/" not in path:
             return self.error(req, 404, "RepoNotFound", body)
         repo, _, rest = path.partition("/resolve/")
@@ -60,11 +73,13 @@ class HubStub:
             auth = req.headers.get("Authorization", "")
             if not self.token or auth != f"Bearer {self.token}":
                 return self.error(req, 401 if not auth else 403, "GatedRepo", body)
-        if repo not in self.repos:
+        if repo not in self.repos and repo not in self.files:
             return self.error(req, 401, "RepoNotFound", body)
         if revision not in ("main", COMMIT):
             return self.error(req, 404, "RevisionNotFound", body)
-        if filename != "config.json":
+        if filename in self.files.get(repo, {}):
+            return self.send_file(req, filename, self.files[repo][filename], body)
+        if filename != "config.json" or repo not in self.repos:
             return self.error(req, 404, "EntryNotFound", body)
         data = self.repos[repo]
         etag = hashlib.sha256(data).hexdigest()
@@ -76,6 +91,46 @@ class HubStub:
         req.end_headers()
         if body:
             req.wfile.write(data)
+
+    def model_info(self, req: BaseHTTPRequestHandler, rest: str, body: bool) -> None:
+        repo = rest.split("/revision/")[0]
+        if repo not in self.repos and repo not in self.files:
+            return self.error(req, 401, "RepoNotFound", body)
+        names = (["config.json"] if repo in self.repos else []) + sorted(self.files.get(repo, {}))
+        payload = json.dumps({"id": repo, "sha": COMMIT, "siblings": [{"rfilename": n} for n in names]}).encode()
+        req.send_response(200)
+        req.send_header("Content-Type", "application/json")
+        req.send_header("Content-Length", str(len(payload)))
+        req.end_headers()
+        if body:
+            req.wfile.write(payload)
+
+    def send_file(self, req: BaseHTTPRequestHandler, name: str, data: bytes, body: bool) -> None:
+        spec = req.headers.get("Range", "")
+        if not spec.startswith("bytes="):
+            req.send_response(200)
+            req.send_header("Content-Length", str(len(data)))
+            req.end_headers()
+            if body:
+                req.wfile.write(data)
+            return
+        first, _, last = spec.removeprefix("bytes=").partition("-")
+        start, end = int(first), min(int(last) if last else len(data) - 1, len(data) - 1)
+        if start >= len(data):
+            req.send_response(416)
+            req.send_header("Content-Range", f"bytes */{len(data)}")
+            req.send_header("Content-Length", "0")
+            req.end_headers()
+            return
+        self.ranges.append((name, start, end))
+        chunk = data[start:end + 1]
+        req.send_response(206)
+        req.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
+        req.send_header("Content-Length", str(len(chunk)))
+        req.send_header("X-Repo-Commit", COMMIT)
+        req.end_headers()
+        if body:
+            req.wfile.write(chunk)
 
     def error(self, req: BaseHTTPRequestHandler, status: int, code: str, body: bool) -> None:
         payload = json.dumps({"error": code}).encode()

@@ -1,0 +1,360 @@
+"""GGUF models: geometry and weights from files written with llama.cpp's own gguf.GGUFWriter.
+
+Each family's GGUF is compared with the config.json of the same model under every engine profile;
+weight bytes are checked against ggml block sizes; bad files must give one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+gguf = pytest.importorskip("gguf")
+np = pytest.importorskip("numpy")
+
+from kvplan.cli import app
+from kvplan.gguf import load_gguf
+from kvplan.gguf.weights import layer_split
+
+from conftest import FP16, KV
+from hubstub import HubStub
+
+ENGINES = ("ideal", "vllm", "sglang", "trtllm", "llama.cpp", "hf-dynamic", "hf-static")
+Q = gguf.GGMLQuantizationType
+
+
+def write_gguf(path: Path, arch: str, kv: dict[str, Any], tensors: list[tuple[str, tuple[int, ...], Any]] = ()) -> Path:
+    """A GGUF file: ``kv`` keys (``{arch}`` is filled in) and zero tensors of (name, ggml shape, type)."""
+    writer = gguf.GGUFWriter(str(path), arch)
+    for key, value in kv.items():
+        key = key.format(arch=arch)
+        if isinstance(value, bool):
+            writer.add_bool(key, value)
+        elif isinstance(value, int):
+            writer.add_uint32(key, value)
+        elif isinstance(value, str):
+            writer.add_string(key, value)
+        else:
+            writer.add_array(key, value)
+    for name, shape, qtype in tensors or [("token_embd.weight", (64, 4), Q.F16)]:
+        block, type_size = gguf.GGML_QUANT_SIZES[qtype]
+        rows = 1
+        for dim in shape[1:]:
+            rows *= dim
+        data = np.zeros((rows, shape[0] // block * type_size), dtype=np.uint8)
+        writer.add_tensor(name, data, raw_dtype=qtype)  # byte rows -> ggml shape (shape[0], rows)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+# ---- one model per family: (arch, GGUF keys, the same model's config.json) -------------------------
+FAMILIES: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
+    "llama-gqa": (
+        "llama",
+        {"{arch}.block_count": 4, "{arch}.context_length": 8192, "{arch}.embedding_length": 128,
+         "{arch}.attention.head_count": 8, "{arch}.attention.head_count_kv": 2, "{arch}.attention.key_length": 16,
+         "{arch}.attention.value_length": 16},
+        {"model_type": "llama", "num_hidden_layers": 4, "max_position_embeddings": 8192, "hidden_size": 128,
+         "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 16},
+    ),
+    "gemma3-swa": (
+        "gemma3",
+        {"{arch}.block_count": 8, "{arch}.context_length": 32768, "{arch}.embedding_length": 128,
+         "{arch}.attention.head_count": 4, "{arch}.attention.head_count_kv": 1, "{arch}.attention.key_length": 32,
+         "{arch}.attention.value_length": 32, "{arch}.attention.sliding_window": 512},
+        {"model_type": "gemma3_text", "num_hidden_layers": 8, "max_position_embeddings": 32768, "hidden_size": 128,
+         "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 32, "sliding_window": 512,
+         "sliding_window_pattern": 6},
+    ),
+    "gpt-oss": (
+        "gpt-oss",
+        {"{arch}.block_count": 4, "{arch}.context_length": 8192, "{arch}.embedding_length": 128,
+         "{arch}.attention.head_count": 8, "{arch}.attention.head_count_kv": 2, "{arch}.attention.key_length": 16,
+         "{arch}.attention.value_length": 16, "{arch}.attention.sliding_window": 128, "{arch}.expert_count": 4,
+         "{arch}.expert_used_count": 2},
+        {"model_type": "gpt_oss", "num_hidden_layers": 4, "max_position_embeddings": 8192, "hidden_size": 128,
+         "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 16, "sliding_window": 128,
+         "layer_types": ["sliding_attention", "full_attention"] * 2},
+    ),
+    "deepseek-mla": (
+        "deepseek2",
+        {"{arch}.block_count": 3, "{arch}.context_length": 16384, "{arch}.embedding_length": 128,
+         "{arch}.attention.head_count": 4, "{arch}.attention.head_count_kv": 1, "{arch}.attention.kv_lora_rank": 64,
+         "{arch}.rope.dimension_count": 16, "{arch}.attention.key_length": 64 + 16, "{arch}.attention.value_length": 64,
+         "{arch}.attention.key_length_mla": 32 + 16, "{arch}.attention.value_length_mla": 32},
+        {"model_type": "deepseek_v3", "num_hidden_layers": 3, "max_position_embeddings": 16384, "hidden_size": 128,
+         "num_attention_heads": 4, "kv_lora_rank": 64, "qk_rope_head_dim": 16, "qk_nope_head_dim": 32, "v_head_dim": 32},
+    ),
+    "deepseek-old": (
+        "deepseek2",
+        {"{arch}.block_count": 3, "{arch}.context_length": 16384, "{arch}.embedding_length": 128,
+         "{arch}.attention.head_count": 4, "{arch}.attention.head_count_kv": 4, "{arch}.attention.kv_lora_rank": 64,
+         "{arch}.rope.dimension_count": 16, "{arch}.attention.key_length": 32 + 16, "{arch}.attention.value_length": 32},
+        # The cache llama.cpp keeps for an old conversion: decompressed K (nope + rope) and V for every head.
+        {"model_type": "deepseek_v2", "num_hidden_layers": 3, "max_position_embeddings": 16384, "hidden_size": 128,
+         "num_attention_heads": 4, "num_key_value_heads": 4, "kv_lora_rank": None, "head_dim": 32 + 16, "v_head_dim": 32},
+    ),
+    "nemotron-h": (
+        "nemotron_h",
+        {"{arch}.block_count": 4, "{arch}.context_length": 8192, "{arch}.embedding_length": 128,
+         "{arch}.attention.head_count": 8, "{arch}.attention.head_count_kv": [0, 2, 0, 0],
+         "{arch}.feed_forward_length": [0, 0, 0, 256], "{arch}.attention.key_length": 16,
+         "{arch}.attention.value_length": 16, "{arch}.ssm.conv_kernel": 4, "{arch}.ssm.inner_size": 4 * 16,
+         "{arch}.ssm.state_size": 16, "{arch}.ssm.time_step_rank": 4, "{arch}.ssm.group_count": 2},
+        {"model_type": "nemotron_h", "num_hidden_layers": 4, "max_position_embeddings": 8192, "hidden_size": 128,
+         "hybrid_override_pattern": "M*M-", "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 16,
+         "mamba_num_heads": 4, "mamba_head_dim": 16, "n_groups": 2, "conv_kernel": 4, "ssm_state_size": 16},
+    ),
+}
+
+
+def run_json(runner, *args: str) -> dict[str, Any]:
+    result = runner.invoke(app, [*args, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_gguf_and_config_agree_in_every_engine(family: str, tmp_path: Path, runner) -> None:
+    arch, kv, config = FAMILIES[family]
+    model = write_gguf(tmp_path / f"{family}.gguf", arch, kv)
+    config_path = tmp_path / "config.json"
+    config_path.write_text(json.dumps({**config, "torch_dtype": "float16"}))
+    for engine in ENGINES:
+        args = ["estimate", "--engine", engine, "--seq-len", "3000", "--batch", "2"]
+        from_gguf = run_json(runner, *args, "--model", str(model))
+        from_config = run_json(runner, *args, "--model", str(config_path))
+        assert from_gguf["totals"] == from_config["totals"], engine
+        assert [(g["kind"], g["count"]) for g in from_gguf["layers"]] == [
+            (g["kind"], g["count"]) for g in from_config["layers"]
+        ], engine
+
+
+def test_llama_gqa_bytes_and_provenance(tmp_path: Path) -> None:
+    arch, kv, _ = FAMILIES["llama-gqa"]
+    geometry = load_gguf(str(write_gguf(tmp_path / "m.gguf", arch, kv))).geometry()
+    per_token = sum(s.bytes_per_token(_fp16()) for s in geometry.layers)
+    assert per_token == KV * 4 * 2 * 16 * FP16  # K+V, layers, kv heads, head dim, f16
+    sources = {p.field: p.source for p in geometry.provenance}
+    assert sources["num_kv_heads"] == "gguf: llama.attention.head_count_kv"
+    assert sources["max_context_tokens"] == "gguf: llama.context_length"
+    assert geometry.max_context_tokens == 8192
+
+
+def test_gemma3_pattern_is_llama_cpp_rule(tmp_path: Path) -> None:
+    arch, kv, _ = FAMILIES["gemma3-swa"]
+    geometry = load_gguf(str(write_gguf(tmp_path / "g.gguf", arch, kv))).geometry()
+    assert [s.kind for s in geometry.layers] == ["sliding_window"] * 5 + ["full_attention"] + ["sliding_window"] * 2
+    assert geometry.layers[0].window == 512
+
+
+def test_sliding_pattern_key_wins_as_period_or_per_layer_bools(tmp_path: Path) -> None:
+    arch, kv, _ = FAMILIES["gemma3-swa"]
+    by_period = load_gguf(str(write_gguf(tmp_path / "p.gguf", arch, {**kv, "{arch}.attention.sliding_window_pattern": 4})))
+    assert [s.kind == "full_attention" for s in by_period.geometry().layers] == [False, False, False, True] * 2
+    pattern = [True, False] * 4
+    by_layer = load_gguf(str(write_gguf(tmp_path / "b.gguf", arch, {**kv, "{arch}.attention.sliding_window_pattern": pattern})))
+    assert [s.kind == "sliding_window" for s in by_layer.geometry().layers] == pattern
+
+
+def test_deepseek_mla_and_old_conversion_are_told_apart(tmp_path: Path) -> None:
+    mla = load_gguf(str(write_gguf(tmp_path / "new.gguf", "deepseek2", FAMILIES["deepseek-mla"][1]))).geometry()
+    old = load_gguf(str(write_gguf(tmp_path / "old.gguf", "deepseek2", FAMILIES["deepseek-old"][1]))).geometry()
+    assert {s.kind for s in mla.layers} == {"mla"}
+    assert mla.layers[0].bytes_per_token(_fp16()) == (64 + 16) * FP16  # kv_lora_rank + rope dims, one latent
+    assert {s.kind for s in old.layers} == {"full_attention"}
+    assert old.layers[0].bytes_per_token(_fp16()) == 4 * ((32 + 16) + 32) * FP16  # heads x (K nope+rope + V)
+    assert any("key_length_mla is absent" in n for n in old.notes)
+
+
+def test_nemotron_h_layers_from_head_count_kv_and_ffn_arrays(tmp_path: Path) -> None:
+    arch, kv, _ = FAMILIES["nemotron-h"]
+    geometry = load_gguf(str(write_gguf(tmp_path / "n.gguf", arch, kv))).geometry()
+    assert [s.kind for s in geometry.layers] == ["state", "full_attention", "state", "no_cache"]
+    state = geometry.layers[0]
+    conv = (4 - 1) * (4 * 16 + 2 * 2 * 16)  # (d_conv - 1) x (d_inner + 2 n_groups d_state)
+    ssm = 4 * 16 * 16  # heads x head_dim x d_state
+    assert state.state_elements == conv + ssm
+
+
+def test_nextn_layers_leave_the_main_stack(tmp_path: Path) -> None:
+    arch, kv, _ = FAMILIES["deepseek-mla"]
+    geometry = load_gguf(str(write_gguf(tmp_path / "mtp.gguf", arch, {**kv, "{arch}.block_count": 4,
+                                                                      "{arch}.nextn_predict_layers": 1}))).geometry()
+    assert geometry.num_hidden_layers == len(geometry.layers) == 4 - 1
+
+
+def test_quantised_weight_bytes_from_block_sizes(tmp_path: Path) -> None:
+    hidden, ffn, vocab, layers = 256, 512, 32, 2
+    tensors = [("token_embd.weight", (hidden, vocab), Q.Q8_0), ("output.weight", (hidden, vocab), Q.Q6_K),
+               ("output_norm.weight", (hidden,), Q.F32)]
+    for i in range(layers):
+        tensors += [(f"blk.{i}.attn_q.weight", (hidden, hidden), Q.Q4_K), (f"blk.{i}.attn_k.weight", (hidden, 64), Q.Q5_K),
+                    (f"blk.{i}.attn_v.weight", (hidden, 64), Q.Q6_K), (f"blk.{i}.ffn_up.weight", (hidden, ffn), Q.IQ4_XS),
+                    (f"blk.{i}.ffn_down.weight", (ffn, hidden), Q.MXFP4), (f"blk.{i}.attn_norm.weight", (hidden,), Q.F32),
+                    (f"blk.{i}.ffn_gate.weight", (hidden, ffn), Q.BF16)]
+    arch, kv, _ = FAMILIES["llama-gqa"]
+    model = load_gguf(str(write_gguf(tmp_path / "q.gguf", arch, {**kv, "{arch}.block_count": layers}, tensors)))
+    weights = model.weights()
+    # bytes per block: Q8_0 34/32, Q6_K 210/256, Q4_K 144/256, Q5_K 176/256, IQ4_XS 136/256, MXFP4 17/32
+    embd = hidden * vocab // 32 * 34
+    out = hidden * vocab // 256 * 210 + hidden * 4
+    per_layer = (hidden * hidden // 256 * 144 + hidden * 64 // 256 * 176 + hidden * 64 // 256 * 210
+                 + hidden * ffn // 256 * 136 + ffn * hidden // 32 * 17 + hidden * 4 + hidden * ffn * 2)
+    assert weights.total_bytes == embd + out + layers * per_layer
+    by_type = {t.type_name: t.total_bytes for t in weights.by_type()}
+    assert by_type["Q4_K"] == layers * hidden * hidden // 256 * 144
+    split = layer_split(weights, num_devices=2)
+    # 2 blocks + the output layer over edges (1/2, 1): block il sits on the first device whose edge
+    # exceeds il / 3, so blocks 0 (0) and 1 (1/3) on device 0, the output layer (2/3) on device 1
+    assert split.layers_per_device == ((0, 1), ())
+    assert split.device_bytes == (layers * per_layer, out)
+    assert split.host_bytes == embd
+    ratio = layer_split(weights, num_devices=2, tensor_split=[1, 3])  # edges (1/4, 1): block 1 moves to device 1
+    assert ratio.device_bytes == (per_layer, per_layer + out)
+
+
+def test_tied_embeddings_copy_token_embd_to_the_output_device(tmp_path: Path) -> None:
+    arch, kv, _ = FAMILIES["llama-gqa"]
+    tensors = [("token_embd.weight", (64, 10), Q.F16), ("blk.0.attn_q.weight", (64, 64), Q.F16)]
+    weights = load_gguf(str(write_gguf(tmp_path / "t.gguf", arch, {**kv, "{arch}.block_count": 1}, tensors))).weights()
+    split = layer_split(weights)
+    assert split.host_bytes == 64 * 10 * FP16
+    assert split.device_bytes == (64 * 64 * FP16 + 64 * 10 * FP16,)
+
+
+def test_split_shards_metadata_from_first_tensors_from_all(tmp_path: Path) -> None:
+    arch, kv, _ = FAMILIES["llama-gqa"]
+    folder = tmp_path / "split"
+    folder.mkdir()
+    write_gguf(folder / "m-00001-of-00002.gguf", arch, {**kv, "split.count": 2},
+               [("token_embd.weight", (64, 10), Q.F16)])
+    writer = gguf.GGUFWriter(str(folder / "m-00002-of-00002.gguf"), arch)
+    writer.add_tensor("blk.0.attn_q.weight", np.zeros((64, 64), dtype=np.float16))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    for ref in (folder, folder / "m-00002-of-00002.gguf"):
+        model = load_gguf(str(ref))
+        assert model.weights().total_bytes == (64 * 10 + 64 * 64) * FP16
+        assert model.geometry().num_hidden_layers == 4
+
+
+def test_missing_shard_is_named(tmp_path: Path, runner) -> None:
+    arch, kv, _ = FAMILIES["llama-gqa"]
+    path = write_gguf(tmp_path / "m-00001-of-00003.gguf", arch, kv)
+    result = runner.invoke(app, ["estimate", "--model", str(path)])
+    assert result.exit_code == 2
+    assert "m-00002-of-00003.gguf is missing" in result.output
+
+
+def test_header_read_is_flat_in_the_data_size(tmp_path: Path) -> None:
+    """A 64 MiB tensor costs no more reading than a tiny one: only the header is read."""
+    arch, kv, _ = FAMILIES["llama-gqa"]
+    small = load_gguf(str(write_gguf(tmp_path / "s.gguf", arch, kv, [("token_embd.weight", (64, 4), Q.F16)])))
+    big = load_gguf(str(write_gguf(tmp_path / "b.gguf", arch, kv, [("token_embd.weight", (4096, 8192), Q.F16)])))
+    assert big.weights().total_bytes == 4096 * 8192 * FP16
+    assert big.header.data_offset == small.header.data_offset
+    assert big.bytes_read == 1 << 16  # one first chunk of 64 KiB holds the header; none of the 64 MiB of data
+
+
+# ---- the Hub: org/repo:TAG and --gguf-file through ranged reads ----------------------------------
+def test_hub_tag_reads_only_the_header(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    arch, kv, _ = FAMILIES["gemma3-swa"]
+    tensors = [("token_embd.weight", (1024, 4096), Q.Q8_0)]  # 4.25 MiB of data
+    data = write_gguf(tmp_path / "g.gguf", arch, kv, tensors).read_bytes()
+    files = {"acme/g-GGUF": {"g-Q8_0.gguf": data, "g-Q4_K_M.gguf": b"x", "mmproj-g-Q8_0.gguf": b"y"}}
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    with HubStub({}, files=files) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        model = load_gguf("acme/g-GGUF:q8_0")
+        assert model.source.location == "acme/g-GGUF/g-Q8_0.gguf"
+        assert model.weights().total_bytes == 1024 * 4096 // 32 * 34
+        read = sum(end - start + 1 for _name, start, end in hub.ranges)
+        assert read <= 1 << 20 < len(data)
+        same = load_gguf("acme/g-GGUF", gguf_file="g-Q8_0.gguf")
+        assert same.geometry().layers == model.geometry().layers
+
+
+def test_hub_tag_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runner) -> None:
+    files = {"acme/g-GGUF": {"g-Q8_0.gguf": b"GGUF", "g-Q4_K_M.gguf": b"GGUF"}}
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    with HubStub({}, files=files) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        result = runner.invoke(app, ["estimate", "--model", "acme/g-GGUF:IQ2_XS"])
+        assert result.exit_code == 2
+        assert "no GGUF file whose name contains 'IQ2_XS'" in result.output and "g-Q4_K_M.gguf" in result.output
+        result = runner.invoke(app, ["estimate", "--model", "acme/nope:Q4_K_M"])
+        assert result.exit_code == 2 and "not found" in result.output
+
+
+def test_hub_offline_says_so(runner) -> None:
+    result = runner.invoke(app, ["estimate", "--model", "acme/g-GGUF:Q4_K_M"])
+    assert result.exit_code == 2
+    assert "offline mode is on" in result.output
+
+
+# ---- bad files: one line, exit 2, no huge allocation ----------------------------------------------
+def _header(*, version: int = 3, n_tensors: int = 0, n_kv: int = 0) -> bytes:
+    return b"GGUF" + struct.pack("<IQQ", version, n_tensors, n_kv)
+
+
+def _string(text: bytes, length: int | None = None) -> bytes:
+    return struct.pack("<Q", len(text) if length is None else length) + text
+
+
+@pytest.mark.parametrize(
+    ("content", "phrase"),
+    [
+        (b"PK\x03\x04not a gguf", "is not a GGUF file"),
+        (b"GG", "is not a GGUF file"),
+        (_header(version=99), "GGUF version 99 is not supported"),
+        (_header()[:10], "ends inside the header"),
+        (_header(n_tensors=2**60), "tensor count is 1,152,921,504,606,846,976"),
+        (_header(n_kv=2**40), "metadata key/value count"),
+        (_header(n_kv=1) + _string(b"general.name") + struct.pack("<I", 8) + _string(b"", 2**40), "length of general.name"),
+        (_header(n_kv=1) + _string(b"k") + struct.pack("<II", 9, 4) + struct.pack("<Q", 2**62), "length of k"),
+        (_header(n_kv=1) + _string(b"k") + struct.pack("<I", 77) + b"\0" * 8, "unknown value type 77"),
+        (_header(n_kv=1) + _string(b"general.architecture") + struct.pack("<I", 8) + _string(b"llama"),
+         "required key llama.block_count is missing"),
+    ],
+)
+def test_bad_gguf_is_one_line_exit_2(content: bytes, phrase: str, tmp_path: Path, runner) -> None:
+    path = tmp_path / "bad.gguf"
+    path.write_bytes(content)
+    result = runner.invoke(app, ["estimate", "--model", str(path)])
+    assert result.exit_code == 2, result.output
+    assert phrase in result.output
+    assert "Traceback" not in result.output
+    assert result.output.startswith("Error: ")
+
+
+def test_truncated_tensor_data_is_refused(tmp_path: Path, runner) -> None:
+    arch, kv, _ = FAMILIES["llama-gqa"]
+    data = write_gguf(tmp_path / "full.gguf", arch, kv, [("token_embd.weight", (256, 64), Q.F16)]).read_bytes()
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(data[: len(data) - 100])
+    result = runner.invoke(app, ["estimate", "--model", str(cut)])
+    assert result.exit_code == 2
+    assert "past the end of the file" in result.output
+
+
+def test_set_is_refused_for_gguf(tmp_path: Path, runner) -> None:
+    arch, kv, _ = FAMILIES["llama-gqa"]
+    path = write_gguf(tmp_path / "m.gguf", arch, kv)
+    result = runner.invoke(app, ["estimate", "--model", str(path), "--set", "num_key_value_heads=1"])
+    assert result.exit_code == 2 and "--set" in result.output
+
+
+def _fp16():
+    from kvplan.dtypes import lookup_dtype
+
+    return lookup_dtype("fp16")
