@@ -195,7 +195,7 @@ def emit(report: dict[str, Any], fmt: Format, output: Path | None, table: Any) -
     elif fmt is Format.yaml:
         typer.echo(to_yaml(report), nl=False)
     else:
-        from kvplan.render import make_console, notes_text
+        from kvplan.report.render import make_console, notes_text
 
         make_console().print(table)
         for line in notes_text(report):
@@ -307,7 +307,7 @@ def models(fmt: FormatOpt = Format.table) -> None:
 
 
 def _lazy_table(name: str, report: dict[str, Any]) -> Any:
-    from kvplan import render
+    from kvplan.report import render
 
     return getattr(render, name)(report)
 

@@ -198,7 +198,7 @@ def test_cuda_llama2_static_4096_is_2_gib(runner) -> None:
 
 def test_report_validates_against_the_schema(runner) -> None:
     jsonschema = pytest.importorskip("jsonschema")
-    from kvplan.schema import report_schema
+    from kvplan.report.schema import report_schema
 
     validator = jsonschema.Draft202012Validator(report_schema())
     for args in (["-m", GQA, "--layers", "1", "--prompt-len", "4", "--gen-len", "1", "--layout", "paged"],

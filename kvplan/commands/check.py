@@ -39,7 +39,7 @@ def check(
         report = check_report(load_plan(plan), generated_at=generated_at)
         table = None
         if fmt is Format.table:
-            from kvplan.render import check_table
+            from kvplan.report.render import check_table
 
             table = check_table(report)
         emit(report, fmt, output, table)

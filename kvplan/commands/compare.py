@@ -92,7 +92,7 @@ def compare(
             raise InputError("pass --model or --layers/--heads/--head-dim/--hidden-size, not both",
                              "drop --model to size bare dims, or drop the dims to use the model's own")
         if plot is not None:
-            from kvplan.plot import check_plot_path
+            from kvplan.report.plot import check_plot_path
 
             check_plot_path(plot)
         gpu_mem_bytes = parse_size(gpu_mem, what="--gpu-mem") if gpu_mem is not None else None
@@ -115,7 +115,7 @@ def compare(
         if gpu_mem_bytes is not None and plot is None:
             report["notes"].append("--gpu-mem only draws a line on --plot; it does not change the sizes")
         if plot is not None:
-            from kvplan.plot import write_plot
+            from kvplan.report.plot import write_plot
 
             xs, series = plot_series(comparison)
             title = f"KV cache of {report['model']['id']}, batch {batch}, {report['inputs']['kv_dtype']}"
@@ -126,7 +126,7 @@ def compare(
                        ylabel="KV cache per GPU (the most loaded one)" if per_gpu else "KV cache (batch total)")
         table = None
         if fmt is Format.table:
-            from kvplan.render import compare_table
+            from kvplan.report.render import compare_table
 
             table = compare_table(report)
         emit(report, fmt, output, table)

@@ -30,14 +30,14 @@ def diff(
 ) -> None:
     """Show what changed per scenario between two reports: KV bytes, ratio and the inputs that changed."""
     with cli_errors():
-        from kvplan.diff import diff_report, load_report, parse_threshold
+        from kvplan.report.diff import diff_report, load_report, parse_threshold
 
         threshold = parse_threshold(max_increase) if max_increase is not None else None
         report = diff_report(load_report(old), load_report(new), old_label=str(old), new_label=str(new),
                              max_increase=threshold)
         table = None
         if fmt is Format.table:
-            from kvplan.render import diff_table
+            from kvplan.report.render import diff_table
 
             table = diff_table(report)
         emit(report, fmt, None, table)

@@ -16,6 +16,6 @@ from kvplan.cli import app, cli_errors
 def schema() -> None:
     """Print the JSON Schema (draft 2020-12) that every kvplan report validates against."""
     with cli_errors():
-        from kvplan.schema import schema_json
+        from kvplan.report.schema import schema_json
 
         typer.echo(schema_json(), nl=False)

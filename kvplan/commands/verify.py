@@ -143,7 +143,7 @@ def verify(
         report = verify_report(plan, measurement, source, overrides=overrides)
         table = None
         if fmt is Format.table:
-            from kvplan.render import verify_table
+            from kvplan.report.render import verify_table
 
             table = verify_table(report)
         emit(report, fmt, output, table)
