@@ -144,7 +144,7 @@ def test_table_output(runner) -> None:
 def test_without_torch_says_how_to_install(runner, monkeypatch) -> None:
     import importlib.util
 
-    import kvplan.commands.verify as command
+    import kvplan.cli.verify as command
 
     real = importlib.util.find_spec
     monkeypatch.setattr(command.importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
