@@ -341,7 +341,7 @@ def test_activation_estimate_scales_with_tp() -> None:
 )
 def test_capacity_reports_validate_against_the_schema(runner, args: list[str]) -> None:
     jsonschema = pytest.importorskip("jsonschema")
-    from kvplan.schema import report_schema
+    from kvplan.report.schema import report_schema
 
     result = runner.invoke(app, ["capacity", *args, "--format", "json"])
     assert result.exit_code == 0, result.output

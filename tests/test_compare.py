@@ -98,7 +98,7 @@ def test_yaml_matches_json_and_output_file(runner, tmp_path) -> None:
 
 def test_report_matches_schema(runner) -> None:
     jsonschema = pytest.importorskip("jsonschema")
-    schema = pytest.importorskip("kvplan.schema")
+    schema = pytest.importorskip("kvplan.report.schema")
     gemma = ["-m", "google/gemma-3-27b-it", "-s", "8k", "model", "hybrid:1k:5", "mla", "--sweep-seq", "1k,32k"]
     served = ["-m", "openai/whisper-large-v3", "--engine", "vllm", "--tp", "2", "--block-size", "32", "--sweep-seq", "1k"]
     for args in (["mha", "gqa", "mqa"], gemma, served):

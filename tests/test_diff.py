@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from kvplan.cli import app
-from kvplan.diff import parse_threshold
+from kvplan.report.diff import parse_threshold
 
 from conftest import BF16, KV
 

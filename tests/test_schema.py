@@ -11,7 +11,7 @@ import yaml
 
 from kvplan.cli import app
 from kvplan.report import SCHEMA_VERSION
-from kvplan.schema import DRAFT, REPORT_DEFS, report_schema, schema_json
+from kvplan.report.schema import DRAFT, REPORT_DEFS, report_schema, schema_json
 
 from conftest import REPO_ROOT
 
@@ -177,7 +177,7 @@ SCHEMA_PENDING: set[str] = set()  # verify: $defs added with kvplan verify
 )
 def test_every_reporting_command_has_a_schema(name):
     """A command with --format writes a report; its shape must be in `kvplan schema`."""
-    assert name in REPORT_DEFS, f"add $defs for {name!r} to kvplan/schema.py (REPORT_DEFS)"
+    assert name in REPORT_DEFS, f"add $defs for {name!r} to kvplan/report/schema.py (REPORT_DEFS)"
 
 
 def test_reporting_commands_include_the_core_ones():

@@ -144,7 +144,7 @@ def test_table_output(runner) -> None:
 def test_without_torch_says_how_to_install(runner, monkeypatch) -> None:
     import importlib.util
 
-    import kvplan.commands.verify as command
+    import kvplan.cli.verify as command
 
     real = importlib.util.find_spec
     monkeypatch.setattr(command.importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
@@ -198,7 +198,7 @@ def test_cuda_llama2_static_4096_is_2_gib(runner) -> None:
 
 def test_report_validates_against_the_schema(runner) -> None:
     jsonschema = pytest.importorskip("jsonschema")
-    from kvplan.schema import report_schema
+    from kvplan.report.schema import report_schema
 
     validator = jsonschema.Draft202012Validator(report_schema())
     for args in (["-m", GQA, "--layers", "1", "--prompt-len", "4", "--gen-len", "1", "--layout", "paged"],

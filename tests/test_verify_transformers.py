@@ -102,7 +102,7 @@ def test_unknown_architecture_is_a_clear_error(runner) -> None:
 def test_without_transformers_says_how_to_install(runner, monkeypatch) -> None:
     import importlib.util
 
-    import kvplan.commands.verify as command
+    import kvplan.cli.verify as command
 
     real = importlib.util.find_spec
     monkeypatch.setattr(command.importlib.util, "find_spec",

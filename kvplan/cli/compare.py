@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli import (
+from kvplan.cli.options import (
     BatchOpt,
     BlockSizeOpt,
     EngineOpt,
@@ -21,8 +21,6 @@ from kvplan.cli import (
     SeqLenOpt,
     TokenOpt,
     TpOpt,
-    app,
-    cli_errors,
     emit,
 )
 
@@ -33,8 +31,8 @@ def _dim(flag: str, help_text: str) -> typer.models.OptionInfo:
     return typer.Option(flag, min=1, help=help_text, rich_help_panel=DIMS)
 
 
-@app.command(
-    epilog="Examples:\n\n"
+EPILOG = (
+    "Examples:\n\n"
     "  kvplan compare mha gqa mqa\n\n"
     "  kvplan compare mha gqa:8 mqa mla swa:4096 hybrid:1024:5 --seq-len 32k --batch 8\n\n"
     "  kvplan compare model mha gqa mla --model deepseek-ai/DeepSeek-V3 --seq-len 32k --format yaml\n\n"
@@ -42,8 +40,10 @@ def _dim(flag: str, help_text: str) -> typer.models.OptionInfo:
     "  kvplan compare mha gqa mqa mla swa:4k --plot kv.png --gpu-mem 80GiB\n\n"
     "  kvplan compare mha gqa mqa mla --model meta-llama/Llama-3.1-70B -s 32k --engine vllm --tp 8\n\n"
     "Variants: mha, gqa (8 KV heads) or gqa:N, mqa, mla (512+64) or mla:RANK+ROPE, swa:W (every layer "
-    "windowed), hybrid:W:R (R local layers per global one, as Gemma 3), model (the --model as configured).",
+    "windowed), hybrid:W:R (R local layers per global one, as Gemma 3), model (the --model as configured)."
 )
+
+
 def compare(
     variants: Annotated[
         Optional[list[str]],
@@ -81,54 +81,53 @@ def compare(
     output: OutputOpt = None,
 ) -> None:
     """Compare attention layouts (MHA, GQA, MQA, MLA, sliding windows) at one model size: KV bytes and decode reads."""
-    with cli_errors():
-        from kvplan.compare import base_from_dims, base_from_model, compare_report, parse_seq_list, plot_series
-        from kvplan.compare import compare as run_compare
-        from kvplan.errors import InputError
-        from kvplan.units import parse_size, parse_tokens
+    from kvplan.compare import base_from_dims, base_from_model, compare_report, parse_seq_list, plot_series
+    from kvplan.compare import compare as run_compare
+    from kvplan.errors import InputError
+    from kvplan.units import parse_size, parse_tokens
 
-        dims = {"layers": layers, "heads": heads, "head_dim": head_dim, "hidden_size": hidden_size}
-        if model is not None and any(v is not None for v in dims.values()):
-            raise InputError("pass --model or --layers/--heads/--head-dim/--hidden-size, not both",
-                             "drop --model to size bare dims, or drop the dims to use the model's own")
-        if plot is not None:
-            from kvplan.plot import check_plot_path
+    dims = {"layers": layers, "heads": heads, "head_dim": head_dim, "hidden_size": hidden_size}
+    if model is not None and any(v is not None for v in dims.values()):
+        raise InputError("pass --model or --layers/--heads/--head-dim/--hidden-size, not both",
+                         "drop --model to size bare dims, or drop the dims to use the model's own")
+    if plot is not None:
+        from kvplan.report.plot import check_plot_path
 
-            check_plot_path(plot)
-        gpu_mem_bytes = parse_size(gpu_mem, what="--gpu-mem") if gpu_mem is not None else None
-        sweep = parse_seq_list(sweep_seq) if sweep_seq is not None else ()
-        tokens = parse_tokens(seq_len) if seq_len is not None else None
-        source = None
-        if model is not None:
-            from kvplan.api import load_geometry
+        check_plot_path(plot)
+    gpu_mem_bytes = parse_size(gpu_mem, what="--gpu-mem") if gpu_mem is not None else None
+    sweep = parse_seq_list(sweep_seq) if sweep_seq is not None else ()
+    tokens = parse_tokens(seq_len) if seq_len is not None else None
+    source = None
+    if model is not None:
+        from kvplan.api import load_geometry
 
-            geometry, source = load_geometry(model, revision=revision, token=token)
-            base = base_from_model(geometry)
-        else:
-            base = base_from_dims(**dims)
-        from kvplan.adjust import deployment_from_flags
+        geometry, source = load_geometry(model, revision=revision, token=token)
+        base = base_from_model(geometry)
+    else:
+        base = base_from_dims(**dims)
+    from kvplan.adjust import deployment_from_flags
 
-        deployment = deployment_from_flags(engine=engine, tp=tp, pp=pp, block_size=block_size)
-        comparison = run_compare(base, variants or (), batch=batch, seq_len=tokens, kv_dtype=kv_dtype,
-                                 sweep_seq_lens=sweep, deployment=deployment)
-        report = compare_report(comparison, source, gpu_mem_bytes=gpu_mem_bytes, plot=str(plot) if plot else None)
-        if gpu_mem_bytes is not None and plot is None:
-            report["notes"].append("--gpu-mem only draws a line on --plot; it does not change the sizes")
-        if plot is not None:
-            from kvplan.plot import write_plot
+    deployment = deployment_from_flags(engine=engine, tp=tp, pp=pp, block_size=block_size)
+    comparison = run_compare(base, variants or (), batch=batch, seq_len=tokens, kv_dtype=kv_dtype,
+                             sweep_seq_lens=sweep, deployment=deployment)
+    report = compare_report(comparison, source, gpu_mem_bytes=gpu_mem_bytes, plot=str(plot) if plot else None)
+    if gpu_mem_bytes is not None and plot is None:
+        report["notes"].append("--gpu-mem only draws a line on --plot; it does not change the sizes")
+    if plot is not None:
+        from kvplan.report.plot import write_plot
 
-            xs, series = plot_series(comparison)
-            title = f"KV cache of {report['model']['id']}, batch {batch}, {report['inputs']['kv_dtype']}"
-            per_gpu = tp * pp > 1
-            if per_gpu:
-                title += f", {engine} tp {tp} × pp {pp}"
-            write_plot(plot, xs, series, title=title, gpu_mem_bytes=gpu_mem_bytes,
-                       ylabel="KV cache per GPU (the most loaded one)" if per_gpu else "KV cache (batch total)")
-        table = None
-        if fmt is Format.table:
-            from kvplan.render import compare_table
+        xs, series = plot_series(comparison)
+        title = f"KV cache of {report['model']['id']}, batch {batch}, {report['inputs']['kv_dtype']}"
+        per_gpu = tp * pp > 1
+        if per_gpu:
+            title += f", {engine} tp {tp} × pp {pp}"
+        write_plot(plot, xs, series, title=title, gpu_mem_bytes=gpu_mem_bytes,
+                   ylabel="KV cache per GPU (the most loaded one)" if per_gpu else "KV cache (batch total)")
+    table = None
+    if fmt is Format.table:
+        from kvplan.report.render import compare_table
 
-            table = compare_table(report)
-        emit(report, fmt, output, table)
-        if plot is not None:
-            typer.echo(f"wrote {plot}", err=True)
+        table = compare_table(report)
+    emit(report, fmt, output, table)
+    if plot is not None:
+        typer.echo(f"wrote {plot}", err=True)

@@ -1,4 +1,4 @@
-"""Rich tables for reports. With cli.py, the only module that imports rich."""
+"""Rich tables for reports: the only module in kvplan that imports rich."""
 
 from __future__ import annotations
 

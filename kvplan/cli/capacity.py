@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli import (
+from kvplan.cli.options import (
     BatchOpt,
     BlockSizeOpt,
     EngineOpt,
@@ -19,10 +19,8 @@ from kvplan.cli import (
     PpOpt,
     RevisionOpt,
     TokenOpt,
-    _lazy_table,
-    app,
-    cli_errors,
     emit,
+    lazy_table,
 )
 
 GpuOpt = Annotated[str | None, typer.Option("--gpu", "-g", help="A catalog GPU, case-insensitive: H100, H100-80GB, "
@@ -58,13 +56,15 @@ RequireFitOpt = Annotated[bool, typer.Option("--require-fit", help="Exit 1 when 
                           "tokens do not fit (0 when they do; 2 for bad input), for CI.")]
 
 
-@app.command(
-    epilog="Examples:\n\n"
+EPILOG = (
+    "Examples:\n\n"
     "  kvplan capacity -m meta-llama/Llama-3.1-8B --gpu H100 --max-model-len 32k\n\n"
     "  kvplan capacity -m meta-llama/Llama-3.1-8B --engine vllm --kv-budget 3.8125GiB --max-model-len 20000\n\n"
     "  kvplan capacity -m meta-llama/Llama-3.1-70B --gpu A100-80GB --tp 4 --batch 16 --require-fit\n\n"
-    "  kvplan capacity -m openai/gpt-oss-120b --gpu-mem 96GiB --gpu-bandwidth 1.8TB/s --format yaml",
+    "  kvplan capacity -m openai/gpt-oss-120b --gpu-mem 96GiB --gpu-bandwidth 1.8TB/s --format yaml"
 )
+
+
 def capacity(
     model: ModelOpt,
     gpu: GpuOpt = None,
@@ -94,43 +94,42 @@ def capacity(
     output: OutputOpt = None,
 ) -> None:
     """What fits on a GPU: KV blocks and tokens, max concurrency and context, GPUs needed, decode floor."""
-    with cli_errors():
-        from kvplan.arch import parse_config
-        from kvplan.capacity import CapacityInputs, capacity_report, plan_capacity
-        from kvplan.errors import EXIT_NOT_FIT
-        from kvplan.gpus import custom_gpu, lookup, parse_bandwidth
-        from kvplan.sources import load_raw_config
-        from kvplan.units import parse_size, parse_tokens
-        from kvplan.weights import resolve_weights
+    from kvplan.arch import parse_config
+    from kvplan.capacity import CapacityInputs, capacity_report, plan_capacity
+    from kvplan.errors import EXIT_NOT_FIT
+    from kvplan.gpus import custom_gpu, lookup, parse_bandwidth
+    from kvplan.sources import load_raw_config
+    from kvplan.units import parse_size, parse_tokens
+    from kvplan.weights import resolve_weights
 
-        gpu_spec = resolve_gpu(gpu, gpu_mem, gpu_bandwidth, lookup, custom_gpu, parse_size, parse_bandwidth)
+    gpu_spec = resolve_gpu(gpu, gpu_mem, gpu_bandwidth, lookup, custom_gpu, parse_size, parse_bandwidth)
 
-        def size(text: str | None, what: str) -> int | None:
-            return parse_size(text, what=what) if text is not None else None
+    def size(text: str | None, what: str) -> int | None:
+        return parse_size(text, what=what) if text is not None else None
 
-        config, source, model_id = load_raw_config(model, revision=revision, token=token)
-        geometry = parse_config(config, model_id=model_id)
-        kv_budget_bytes = size(kv_budget, "--kv-budget")
-        weights, weight_notes = resolve_weights(
-            config, model_id=model_id, source_kind=source.kind, weights_bytes=size(weights_bytes, "--weights-bytes"),
-            weights_from=weights_from, revision=revision, token=token, required=kv_budget_bytes is None,
-        )
-        inputs = CapacityInputs(
-            gpu=gpu_spec, engine=engine, tp=tp if tp is not None else max(1, (num_gpus or 1) // pp),
-            pp=pp, num_gpus=num_gpus, kv_dtype=kv_dtype, dtype=dtype,
-            max_model_len=parse_tokens(max_model_len, what="--max-model-len") if max_model_len else None,
-            batch=batch, block_size=block_size, gpu_memory_utilization=gpu_memory_utilization,
-            mem_fraction_static=mem_fraction_static, free_gpu_memory_fraction=free_gpu_memory_fraction,
-            max_num_batched_tokens=parse_tokens(max_num_batched_tokens, what="--max-num-batched-tokens")
-            if max_num_batched_tokens else None,
-            reserve_bytes=size(reserve, "--reserve"), kv_budget_bytes=kv_budget_bytes,
-        )
-        report = capacity_report(plan_capacity(geometry, weights, inputs), source)
-        report["notes"] = report["notes"] + weight_notes  # type: ignore[operator]
-        emit(report, fmt, output, _lazy_table("capacity_table", report) if fmt is Format.table else None)
-        if require_fit and not report["capacity"]["fits"]:  # type: ignore[index]
-            typer.echo("Does not fit: " + "; ".join(report["suggestions"]), err=True)  # type: ignore[arg-type]
-            raise typer.Exit(EXIT_NOT_FIT)
+    config, source, model_id = load_raw_config(model, revision=revision, token=token)
+    geometry = parse_config(config, model_id=model_id)
+    kv_budget_bytes = size(kv_budget, "--kv-budget")
+    weights, weight_notes = resolve_weights(
+        config, model_id=model_id, source_kind=source.kind, weights_bytes=size(weights_bytes, "--weights-bytes"),
+        weights_from=weights_from, revision=revision, token=token, required=kv_budget_bytes is None,
+    )
+    inputs = CapacityInputs(
+        gpu=gpu_spec, engine=engine, tp=tp if tp is not None else max(1, (num_gpus or 1) // pp),
+        pp=pp, num_gpus=num_gpus, kv_dtype=kv_dtype, dtype=dtype,
+        max_model_len=parse_tokens(max_model_len, what="--max-model-len") if max_model_len else None,
+        batch=batch, block_size=block_size, gpu_memory_utilization=gpu_memory_utilization,
+        mem_fraction_static=mem_fraction_static, free_gpu_memory_fraction=free_gpu_memory_fraction,
+        max_num_batched_tokens=parse_tokens(max_num_batched_tokens, what="--max-num-batched-tokens")
+        if max_num_batched_tokens else None,
+        reserve_bytes=size(reserve, "--reserve"), kv_budget_bytes=kv_budget_bytes,
+    )
+    report = capacity_report(plan_capacity(geometry, weights, inputs), source)
+    report["notes"] = report["notes"] + weight_notes  # type: ignore[operator]
+    emit(report, fmt, output, lazy_table("capacity_table", report) if fmt is Format.table else None)
+    if require_fit and not report["capacity"]["fits"]:  # type: ignore[index]
+        typer.echo("Does not fit: " + "; ".join(report["suggestions"]), err=True)  # type: ignore[arg-type]
+        raise typer.Exit(EXIT_NOT_FIT)
 
 
 def resolve_gpu(gpu, gpu_mem, gpu_bandwidth, lookup, custom_gpu, parse_size, parse_bandwidth):  # type: ignore[no-untyped-def]
@@ -150,23 +149,3 @@ def resolve_gpu(gpu, gpu_mem, gpu_bandwidth, lookup, custom_gpu, parse_size, par
     if gpu_mem is None:
         raise InputError("no GPU given", "pass --gpu NAME (kvplan gpus lists them) or --gpu-mem SIZE, e.g. --gpu-mem 80GiB")
     return custom_gpu(parse_size(gpu_mem, what="--gpu-mem"), bandwidth, name=f"custom {gpu_mem}")
-
-
-@app.command(epilog="Examples:\n\n  kvplan gpus\n\n  kvplan gpus --format json")
-def gpus(fmt: FormatOpt = Format.table) -> None:
-    """List the GPU catalog: memory and bandwidth of each GPU `--gpu` accepts."""
-    with cli_errors():
-        from kvplan import __version__
-        from kvplan.gpus import load_catalog
-        from kvplan.report import SCHEMA_VERSION
-
-        report = {
-            "schema_version": SCHEMA_VERSION, "kvplan_version": __version__, "command": "gpus",
-            "gpus": [
-                {"name": g.name, "vendor": g.vendor, "memory_bytes": g.memory_bytes,
-                 "bandwidth_bytes_per_s": g.bandwidth_bytes_per_s, "aliases": list(g.aliases), "source": g.source,
-                 "memory_source": g.memory_source}
-                for g in load_catalog()
-            ],
-        }
-        emit(report, fmt, None, _lazy_table("gpus_table", report) if fmt is Format.table else None)

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli import (
+from kvplan.cli.options import (
     BatchOpt,
     Format,
     FormatOpt,
@@ -21,8 +21,6 @@ from kvplan.cli import (
     RevisionOpt,
     SetOpt,
     TokenOpt,
-    app,
-    cli_errors,
     emit,
 )
 from kvplan.errors import EXIT_NOT_FIT, InputError
@@ -41,14 +39,16 @@ class Layout(str, Enum):
     quantized = "quantized"
 
 
-@app.command(
-    epilog="Examples:\n\n"
+EPILOG = (
+    "Examples:\n\n"
     "  kvplan verify -m meta-llama/Llama-3.2-1B --layers 2 --prompt-len 32 --gen-len 8\n\n"
     "  kvplan verify -m openai/gpt-oss-20b --layers 2 --layout paged --block-size 16 --format yaml\n\n"
     "  kvplan verify -m Qwen/Qwen3-0.6B --layers 4 --layout quantized --kv-dtype int4\n\n"
     "  kvplan verify -m meta-llama/Llama-3.1-8B --layout static --prompt-len 4096 --gpu --tp 2\n\n"
-    "  kvplan verify -m mistralai/Mistral-7B-v0.1 --layers 2 --engine transformers",
+    "  kvplan verify -m mistralai/Mistral-7B-v0.1 --layers 2 --engine transformers"
 )
+
+
 def verify(
     model: ModelOpt,
     layout: Annotated[Layout, typer.Option("--layout", help="Cache layout of the decode.")] = Layout.dynamic,
@@ -104,49 +104,48 @@ def verify(
 
     Exit code 1 when a measurement misses its tolerance.
     """
-    with cli_errors():
-        if importlib.util.find_spec("torch") is None:
-            raise InputError("kvplan verify needs torch, which is not installed",
-                             "pip install 'kvplan[verify]' (or pip install torch)")
-        from kvplan.api import load_geometry, normalise_overrides
-        from kvplan.units import parse_size
-        from kvplan.verify.predict import plan_verify
-        from kvplan.verify.report import verify_report
+    if importlib.util.find_spec("torch") is None:
+        raise InputError("kvplan verify needs torch, which is not installed",
+                         "pip install 'kvplan[verify]' (or pip install torch)")
+    from kvplan.api import load_geometry, normalise_overrides
+    from kvplan.units import parse_size
+    from kvplan.verify.predict import plan_verify
+    from kvplan.verify.report import verify_report
 
-        if engine is Engine.transformers and importlib.util.find_spec("transformers") is None:
-            raise InputError("--engine transformers needs the transformers package, which is not installed",
-                             "pip install 'kvplan[transformers]' (or pip install transformers)")
-        overrides = normalise_overrides(set_)
-        geometry, source = load_geometry(model, revision=revision, token=token, overrides=overrides)
-        options = {
-            "layout": layout.value, "batch": batch, "beams": beams, "prompt_len": prompt_len, "gen_len": gen_len,
-            "kv_dtype": kv_dtype, "block_size": block_size, "max_cache_len": max_cache_len,
-            "quant_group_size": quant_group_size, "residual_length": residual_length, "tp": tp,
-        }
-        plan = plan_verify(geometry, num_layers=layers, **options)
-        limit = parse_size(max_memory, what="--max-memory") if max_memory is not None else None
-        if bandwidth is not None and not bandwidth > 0:
-            raise InputError(f"--bandwidth must be a positive number of GB/s, got {bandwidth:g}", "e.g. --bandwidth 4800")
-        if engine is Engine.transformers:
-            from kvplan.verify.hf import cross_check
+    if engine is Engine.transformers and importlib.util.find_spec("transformers") is None:
+        raise InputError("--engine transformers needs the transformers package, which is not installed",
+                         "pip install 'kvplan[transformers]' (or pip install transformers)")
+    overrides = normalise_overrides(set_)
+    geometry, source = load_geometry(model, revision=revision, token=token, overrides=overrides)
+    options = {
+        "layout": layout.value, "batch": batch, "beams": beams, "prompt_len": prompt_len, "gen_len": gen_len,
+        "kv_dtype": kv_dtype, "block_size": block_size, "max_cache_len": max_cache_len,
+        "quant_group_size": quant_group_size, "residual_length": residual_length, "tp": tp,
+    }
+    plan = plan_verify(geometry, num_layers=layers, **options)
+    limit = parse_size(max_memory, what="--max-memory") if max_memory is not None else None
+    if bandwidth is not None and not bandwidth > 0:
+        raise InputError(f"--bandwidth must be a positive number of GB/s, got {bandwidth:g}", "e.g. --bandwidth 4800")
+    if engine is Engine.transformers:
+        from kvplan.verify.hf import cross_check
 
-            measurement = cross_check(plan, model, revision=revision, token=token, overrides=overrides, gpu=gpu,
-                                      seed=seed, progress=progress, max_memory=limit)
-        else:
-            from kvplan.verify.decode import run_verify
+        measurement = cross_check(plan, model, revision=revision, token=token, overrides=overrides, gpu=gpu,
+                                  seed=seed, progress=progress, max_memory=limit)
+    else:
+        from kvplan.verify.decode import run_verify
 
-            measurement = run_verify(
-                plan, gpu=gpu, seed=seed, progress=progress, max_memory=limit,
-                bandwidth=int(bandwidth * 1e9) if bandwidth else None,
-                replan=lambda n: plan_verify(geometry, num_layers=n, **options),
-            )
-        report = verify_report(plan, measurement, source, overrides=overrides)
-        table = None
-        if fmt is Format.table:
-            from kvplan.render import verify_table
+        measurement = run_verify(
+            plan, gpu=gpu, seed=seed, progress=progress, max_memory=limit,
+            bandwidth=int(bandwidth * 1e9) if bandwidth else None,
+            replan=lambda n: plan_verify(geometry, num_layers=n, **options),
+        )
+    report = verify_report(plan, measurement, source, overrides=overrides)
+    table = None
+    if fmt is Format.table:
+        from kvplan.report.render import verify_table
 
-            table = verify_table(report)
-        emit(report, fmt, output, table)
+        table = verify_table(report)
+    emit(report, fmt, output, table)
     if not report["verify"]["passed"]:
         raise typer.Exit(EXIT_NOT_FIT)
 

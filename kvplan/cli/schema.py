@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import typer
 
-from kvplan.cli import app, cli_errors
-
-
-@app.command(
-    epilog="Examples:\n\n"
+EPILOG = (
+    "Examples:\n\n"
     "  kvplan schema > kvplan-report.schema.json\n\n"
     "  kvplan check kvplan.yaml --format json > report.json && "
-    "check-jsonschema --schemafile kvplan-report.schema.json report.json",
+    "check-jsonschema --schemafile kvplan-report.schema.json report.json"
 )
+
+
 def schema() -> None:
     """Print the JSON Schema (draft 2020-12) that every kvplan report validates against."""
-    with cli_errors():
-        from kvplan.schema import schema_json
+    from kvplan.report.schema import schema_json
 
-        typer.echo(schema_json(), nl=False)
+    typer.echo(schema_json(), nl=False)

@@ -7,17 +7,18 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli import Format, FormatOpt, app, cli_errors, emit
+from kvplan.cli.options import Format, FormatOpt, emit
 from kvplan.errors import EXIT_NOT_FIT
 
-
-@app.command(
-    epilog="Examples:\n\n"
+EPILOG = (
+    "Examples:\n\n"
     "  kvplan diff main-report.yaml pr-report.yaml\n\n"
     "  kvplan diff old.yaml new.yaml --max-increase 10%\n\n"
     "  kvplan diff old.yaml new.yaml --max-increase 1GiB --format json\n\n"
-    "Exit codes: 0 no scenario grew past --max-increase; 1 one did; 2 a bad report file.",
+    "Exit codes: 0 no scenario grew past --max-increase; 1 one did; 2 a bad report file."
 )
+
+
 def diff(
     old: Annotated[Path, typer.Argument(help="The earlier report (kvplan check --output, or an estimate report).")],
     new: Annotated[Path, typer.Argument(help="The later report.")],
@@ -29,24 +30,23 @@ def diff(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Show what changed per scenario between two reports: KV bytes, ratio and the inputs that changed."""
-    with cli_errors():
-        from kvplan.diff import diff_report, load_report, parse_threshold
+    from kvplan.report.diff import diff_report, load_report, parse_threshold
 
-        threshold = parse_threshold(max_increase) if max_increase is not None else None
-        report = diff_report(load_report(old), load_report(new), old_label=str(old), new_label=str(new),
-                             max_increase=threshold)
-        table = None
-        if fmt is Format.table:
-            from kvplan.render import diff_table
+    threshold = parse_threshold(max_increase) if max_increase is not None else None
+    report = diff_report(load_report(old), load_report(new), old_label=str(old), new_label=str(new),
+                         max_increase=threshold)
+    table = None
+    if fmt is Format.table:
+        from kvplan.report.render import diff_table
 
-            table = diff_table(report)
-        emit(report, fmt, None, table)
-        for row in report["scenarios"]:
-            if row["over_threshold"]:
-                typer.echo(
-                    f"FAIL {row['name']}: KV cache grew by {row['change_bytes']:,} bytes "
-                    f"({row['old_kv_cache_bytes']:,} -> {row['new_kv_cache_bytes']:,}), past --max-increase {max_increase}",
-                    err=True,
-                )
+        table = diff_table(report)
+    emit(report, fmt, None, table)
+    for row in report["scenarios"]:
+        if row["over_threshold"]:
+            typer.echo(
+                f"FAIL {row['name']}: KV cache grew by {row['change_bytes']:,} bytes "
+                f"({row['old_kv_cache_bytes']:,} -> {row['new_kv_cache_bytes']:,}), past --max-increase {max_increase}",
+                err=True,
+            )
     if not report["passed"]:
         raise typer.Exit(EXIT_NOT_FIT)

@@ -2,6 +2,10 @@
 
 Keys are always present (``None`` when not applicable); sizes are integer bytes; flags never
 change the shape. Breaking changes bump SCHEMA_VERSION.
+
+The package around it turns reports into what people and machines read, and never imports the CLI:
+``render`` (rich tables, the only rich import), ``schema`` (the JSON Schema of every report),
+``diff`` (what changed between two reports) and ``plot`` (matplotlib, imported lazily).
 """
 
 from __future__ import annotations

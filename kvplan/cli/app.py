@@ -1,0 +1,131 @@
+"""The root app: which commands exist, the error boundary around each, and the console entry point.
+
+A command is one module of this package holding ``EPILOG`` and a function of the module's name
+(``kvplan/cli/capacity.py`` -> ``capacity``). Adding one = writing that module and naming it in
+:data:`COMMANDS`. Command modules never import this module: :func:`make_app` wraps every command
+in :func:`cli_errors`, so no command can forget the boundary.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import typer
+
+from kvplan.errors import EXIT_BUG, EXIT_USAGE, KvplanError
+
+APP_SETTINGS: dict[str, Any] = {
+    "name": "kvplan",
+    "help": "KV-cache memory planner: size the KV cache of an LLM from its config.json.",
+    "no_args_is_help": True,
+    "add_completion": False,
+    "pretty_exceptions_enable": False,
+    # NOTE: plain click output: usage errors end in one `Error: ...` line like kvplan's own errors.
+    "rich_markup_mode": None,
+    "context_settings": {"help_option_names": ["-h", "--help"]},
+}
+
+#: The commands, in the order `kvplan --help` lists them; each is the module ``kvplan.cli.<name>``.
+COMMANDS = ("estimate", "models", "capacity", "gpus", "check", "compare", "diff", "schema", "verify")
+
+#: The reader of stdout went away (``kvplan ... | head``): exit as a shell does on SIGPIPE.
+EXIT_BROKEN_PIPE = 141
+
+
+@contextmanager
+def cli_errors() -> Iterator[None]:
+    """Map domain errors to one clear line on stderr and exit code 2; bugs to 101."""
+    try:
+        yield
+    except KvplanError as exc:
+        _error(exc.message, exc.hint)
+        raise typer.Exit(EXIT_USAGE) from None
+    except (typer.Exit, typer.Abort, KeyboardInterrupt):
+        raise
+    except BrokenPipeError:
+        _quiet_broken_pipe()
+        raise typer.Exit(EXIT_BROKEN_PIPE) from None
+    except Exception as exc:
+        if os.environ.get("KVPLAN_DEBUG"):
+            raise
+        if type(exc).__module__.startswith("click"):
+            raise
+        _error(f"internal error: {type(exc).__name__}: {exc}", "this is a kvplan bug; rerun with KVPLAN_DEBUG=1 for the traceback")
+        raise typer.Exit(EXIT_BUG) from None
+
+
+def _quiet_broken_pipe() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def _error(message: str, hint: str | None) -> None:
+    typer.echo(f"Error: {message}", err=True)
+    if hint:
+        typer.echo(f"Hint: {hint}", err=True)
+
+
+def _guarded(command: Callable[..., None]) -> Callable[..., None]:
+    """``command`` run inside :func:`cli_errors`; typer reads the signature and help through ``__wrapped__``."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> None:
+        with cli_errors():
+            command(*args, **kwargs)
+
+    return run
+
+
+def make_app(names: Sequence[str] = COMMANDS) -> typer.Typer:
+    """The root app holding the commands ``names`` (all by default), importing only their modules."""
+    root = typer.Typer(**APP_SETTINGS)
+    for name in names:
+        module = importlib.import_module(f"{__package__}.{name}")
+        root.command(epilog=module.EPILOG)(_guarded(getattr(module, name)))
+    if len(names) == 1:
+        root.callback()(_root)  # keeps `kvplan COMMAND ...` a group, as with the full app
+    return root
+
+
+def _root() -> None:
+    """KV-cache memory planner: size the KV cache of an LLM from its config.json."""
+
+
+app = make_app()
+
+
+def _app_for(argv: list[str]) -> typer.Typer:
+    """``app``, or, when argv names one command, an app holding only that command.
+
+    NOTE: typer builds the parameters of every registered command before it runs one; building only
+    the requested one keeps `kvplan estimate` start-up short. Help and errors are the same.
+    """
+    if not argv or argv[0] not in COMMANDS:
+        return app
+    return make_app([argv[0]])
+
+
+def main() -> None:
+    """Console entry point: typer's own exits pass through; anything unexpected is exit 101."""
+    try:
+        _app_for(sys.argv[1:])()
+    except SystemExit:
+        raise
+    except BrokenPipeError:
+        _quiet_broken_pipe()
+        sys.exit(EXIT_BROKEN_PIPE)
+    except Exception as exc:
+        if os.environ.get("KVPLAN_DEBUG"):
+            raise
+        _error(f"internal error: {type(exc).__name__}: {exc}", "this is a kvplan bug; rerun with KVPLAN_DEBUG=1")
+        sys.exit(EXIT_BUG)

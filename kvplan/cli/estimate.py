@@ -1,0 +1,137 @@
+"""`kvplan estimate`: the KV cache of one model, layer group by layer group (exit 1 past --max-kv-bytes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from kvplan.cli.options import (
+    BatchOpt,
+    BeamsOpt,
+    BlockSizeOpt,
+    EncoderLenOpt,
+    EngineOpt,
+    Format,
+    FormatOpt,
+    KvDtypeOpt,
+    KvUnifiedOpt,
+    MaxCacheLenOpt,
+    MaxKvBytesOpt,
+    MaxKvBytesPerGpuOpt,
+    MaxNumBatchedTokensOpt,
+    MaxNumSeqsOpt,
+    ModelOpt,
+    NoWindowOpt,
+    OffloadOpt,
+    OutputOpt,
+    PpOpt,
+    PromptLenOpt,
+    QuantGroupSizeOpt,
+    ResidualLengthOpt,
+    RevisionOpt,
+    SeqLenOpt,
+    SetOpt,
+    SharedPrefixTokensOpt,
+    SharePrefixOpt,
+    SwaRatioOpt,
+    TokenOpt,
+    TpOpt,
+    UbatchSizeOpt,
+    emit,
+    lazy_table,
+)
+
+EPILOG = (
+    "Examples:\n\n"
+    "  kvplan estimate --model meta-llama/Llama-3.1-8B --seq-len 32k --batch 4\n\n"
+    "  kvplan estimate -m llama-2-7b-hf -s 4096 --kv-dtype fp8 --format yaml\n\n"
+    "  kvplan estimate -m ./config.json --set num_key_value_heads=4 --format json\n\n"
+    "  kvplan estimate -m meta-llama/Llama-3.1-70B -s 32k --engine vllm --tp 16\n\n"
+    "  kvplan estimate -m llama-2-7b-hf -s 4096 --engine llama.cpp --kv-dtype q8_0"
+)
+
+
+def estimate(
+    model: ModelOpt,
+    batch: BatchOpt = 1,
+    seq_len: SeqLenOpt = None,
+    kv_dtype: KvDtypeOpt = "auto",
+    encoder_len: EncoderLenOpt = None,
+    set_: SetOpt = None,
+    revision: RevisionOpt = None,
+    token: TokenOpt = None,
+    fmt: FormatOpt = Format.table,
+    output: OutputOpt = None,
+    max_kv_bytes: MaxKvBytesOpt = None,
+    max_kv_bytes_per_gpu: MaxKvBytesPerGpuOpt = None,
+    engine: EngineOpt = "ideal",
+    tp: TpOpt = 1,
+    pp: PpOpt = 1,
+    block_size: BlockSizeOpt = None,
+    beams: BeamsOpt = 1,
+    prompt_len: PromptLenOpt = None,
+    share_prefix: SharePrefixOpt = False,
+    shared_prefix_tokens: SharedPrefixTokensOpt = None,
+    no_window: NoWindowOpt = False,
+    quant_group_size: QuantGroupSizeOpt = 64,
+    residual_length: ResidualLengthOpt = 128,
+    offload: OffloadOpt = None,
+    max_num_batched_tokens: MaxNumBatchedTokensOpt = None,
+    max_num_seqs: MaxNumSeqsOpt = None,
+    ubatch_size: UbatchSizeOpt = None,
+    kv_unified: KvUnifiedOpt = False,
+    swa_full_tokens_ratio: SwaRatioOpt = None,
+    max_cache_len: MaxCacheLenOpt = None,
+) -> None:
+    """Size the KV cache of a model, layer group by layer group."""
+    from kvplan.units import parse_size
+
+    budget_bytes = parse_size(max_kv_bytes, what="--max-kv-bytes") if max_kv_bytes is not None else None
+    gpu_budget_bytes = (
+        parse_size(max_kv_bytes_per_gpu, what="--max-kv-bytes-per-gpu") if max_kv_bytes_per_gpu is not None else None
+    )
+    from kvplan.api import load_geometry, normalise_overrides
+    from kvplan.calc import estimate as run_estimate
+    from kvplan.report import estimate_report
+    from kvplan.units import parse_tokens
+
+    overrides = normalise_overrides(set_)
+    tokens = parse_tokens(seq_len) if seq_len is not None else None
+    enc = parse_tokens(encoder_len, what="--encoder-len") if encoder_len is not None else None
+    geometry, source = load_geometry(model, revision=revision, token=token, overrides=overrides)
+    from kvplan.adjust import deployment_from_flags
+
+    deployment = deployment_from_flags(
+        engine=engine, tp=tp, pp=pp, block_size=block_size, beams=beams, prompt_len=prompt_len,
+        share_prefix=share_prefix, shared_prefix_tokens=shared_prefix_tokens, no_window=no_window,
+        quant_group_size=quant_group_size, residual_length=residual_length, offload=offload,
+        max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs, ubatch_size=ubatch_size,
+        kv_unified=kv_unified, swa_full_tokens_ratio=swa_full_tokens_ratio, max_cache_len=max_cache_len,
+    )
+    est = run_estimate(
+        geometry, batch=batch, seq_len=tokens, kv_dtype=kv_dtype, encoder_len=enc, deployment=deployment
+    )
+    report = estimate_report(est, source, overrides=overrides)
+    emit(report, fmt, output, lazy_table("estimate_table", report) if fmt is Format.table else None)
+    _budget_gate(report, budget_bytes, gpu_budget_bytes)
+
+
+def _budget_gate(report: dict[str, Any], budget_bytes: int | None, gpu_budget_bytes: int | None = None) -> None:
+    """--max-kv-bytes / --max-kv-bytes-per-gpu: needed vs budget on stderr, exit 1 when over either."""
+    if budget_bytes is None and gpu_budget_bytes is None:
+        return
+    from kvplan.checks import bytes_gate, kv_bytes_per_gpu
+    from kvplan.errors import EXIT_NOT_FIT
+
+    gates = []
+    if budget_bytes is not None:
+        gates.append(bytes_gate("--max-kv-bytes", actual_bytes=report["totals"]["kv_cache_bytes"], limit_bytes=budget_bytes))
+    if gpu_budget_bytes is not None:
+        gates.append(bytes_gate("--max-kv-bytes-per-gpu", actual_bytes=kv_bytes_per_gpu(report),
+                                limit_bytes=gpu_budget_bytes, what="KV cache per GPU"))
+    failed = [gate for gate in gates if not gate.passed]
+    for gate in failed:
+        typer.echo(f"Budget exceeded: {gate.message}", err=True)
+    if failed:
+        raise typer.Exit(EXIT_NOT_FIT)

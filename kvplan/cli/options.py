@@ -1,0 +1,155 @@
+"""What every command shares: the options (each declared once, as an ``Annotated`` alias) and the output.
+
+Data goes to stdout (a rich table, YAML or JSON), notes to stderr, and ``--output`` writes a copy.
+Command modules import this module and the pure core, never each other or :mod:`kvplan.cli.app`.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from kvplan.errors import InputError
+
+
+class Format(str, Enum):
+    table = "table"
+    yaml = "yaml"
+    json = "json"
+
+
+# ---- shared options (declared once) -------------------------------------------------------------
+ModelOpt = Annotated[
+    str,
+    typer.Option(
+        "--model", "-m",
+        help="A config.json path (or a folder with one), a bundled model (Hub id or short alias, "
+        "see `kvplan models`), or any Hugging Face Hub repo id.",
+    ),
+]
+RevisionOpt = Annotated[Optional[str], typer.Option("--revision", help="Hub revision (branch, tag or commit).")]
+TokenOpt = Annotated[Optional[str], typer.Option("--token", help="Hub token (default: HF_TOKEN).")]
+BatchOpt = Annotated[int, typer.Option("--batch", "-b", min=1, help="Sequences held at once.")]
+SeqLenOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--seq-len", "-s",
+        help="Tokens held per sequence: 4096, 4k (= 4096), 128k, 1M (k = 1024). "
+        "Default: the model's maximum context (vLLM's --max-model-len).",
+    ),
+]
+KvDtypeOpt = Annotated[
+    str,
+    typer.Option(
+        "--kv-dtype", "--kv-cache-dtype",
+        help="KV element type (--kv-cache-dtype is vLLM's name): auto (the config's dtype; f16 for llama.cpp), "
+        "fp32, fp16, bf16, fp8 (= fp8_e4m3), fp8_e5m2, nvfp4, int8/int4/int2 (group scales, see "
+        "--quant-group-size), llama.cpp q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl (real block bytes).",
+    ),
+]
+EncoderLenOpt = Annotated[
+    Optional[str],
+    typer.Option("--encoder-len", help="Encoder positions for cross-attention (default: from the config)."),
+]
+SetOpt = Annotated[
+    Optional[list[str]],
+    typer.Option("--set", help="Override a config field: --set num_key_value_heads=8 (repeatable; dotted keys nest)."),
+]
+FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table for people; yaml or json for machines.")]
+OutputOpt = Annotated[
+    Optional[Path],
+    typer.Option("--output", "-o", help="Also write the report to FILE (yaml, or json for a .json name or --format json)."),
+]
+
+MaxKvBytesOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--max-kv-bytes",
+        help="Budget gate: exit 1 when the KV cache (totals.kv_cache_bytes) is larger than this size, "
+        "e.g. 40GiB, 40GB or 42949672960. Exactly at the budget passes.",
+    ),
+]
+MaxKvBytesPerGpuOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--max-kv-bytes-per-gpu",
+        help="Budget gate: exit 1 when the KV cache on the most loaded GPU (totals.kv_cache_bytes_per_gpu, "
+        "after --tp/--pp/--offload) is larger than this size, e.g. 20GiB. Exactly at the budget passes.",
+    ),
+]
+
+# ---- deployment options (issue 3): vLLM's names where the meaning matches ------------------------
+EngineOpt = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        help="Engine profile: ideal (the formula), vllm, sglang, trtllm, llama.cpp, hf-dynamic, hf-static. "
+        "Each reproduces what that engine allocates (README: 'Engine profiles and deployment adjustments').",
+    ),
+]
+TpOpt = Annotated[int, typer.Option("--tensor-parallel-size", "--tp", min=1, help="Tensor-parallel GPUs, as vLLM's "
+                  "--tensor-parallel-size: each keeps max(1, H_kv // tp) KV heads; MLA is replicated.")]
+PpOpt = Annotated[int, typer.Option("--pipeline-parallel-size", "--pp", min=1, help="Pipeline stages, as vLLM's "
+                  "--pipeline-parallel-size: layers split as vLLM get_pp_indices.")]
+BlockSizeOpt = Annotated[Optional[int], typer.Option("--block-size", min=1, help="Tokens per KV block, as vLLM's "
+                         "--block-size (default: the engine's; vLLM 16, 64 for MLA; TensorRT-LLM 32; SGLang page 1).")]
+BeamsOpt = Annotated[int, typer.Option("--beams", min=1, help="Beams per request: B x beams sequences each keep a cache.")]
+PromptLenOpt = Annotated[Optional[str], typer.Option("--prompt-len", help="Prompt tokens of each sequence (part of "
+                         "--seq-len); used by --share-prefix and the Hugging Face residual/prefill peaks.")]
+SharePrefixOpt = Annotated[bool, typer.Option("--share-prefix", help="Keep each prompt's full blocks once per request, "
+                           "not per beam (prefix caching). Needs --prompt-len.")]
+SharedPrefixTokensOpt = Annotated[Optional[str], typer.Option("--shared-prefix-tokens", help="Tokens of a prefix "
+                                  "(system prompt) shared by all sequences; its full blocks are kept once.")]
+NoWindowOpt = Annotated[bool, typer.Option("--no-window", help="Account sliding/chunked layers as full attention, as "
+                        "vLLM --disable-hybrid-kv-cache-manager and llama.cpp --swa-full do.")]
+QuantGroupSizeOpt = Annotated[int, typer.Option("--quant-group-size", min=1, help="Values per scale + zero point of "
+                              "int8/int4/int2 KV (transformers q_group_size).")]
+ResidualLengthOpt = Annotated[int, typer.Option("--residual-length", min=1, help="Hugging Face QuantizedCache: recent "
+                              "tokens kept in full precision (transformers residual_length).")]
+OffloadOpt = Annotated[Optional[str], typer.Option("--offload", help="KV kept in CPU memory: a fraction (0.25) of "
+                       "every GPU's cache, or layers:N (the first N layers' caches).")]
+MaxNumBatchedTokensOpt = Annotated[Optional[str], typer.Option("--max-num-batched-tokens", help="vLLM's "
+                                   "--max-num-batched-tokens (default 8192, vllm serve on >= 70 GiB GPUs): sliding "
+                                   "and chunked layers hold this much beyond the window.")]
+MaxNumSeqsOpt = Annotated[Optional[int], typer.Option("--max-num-seqs", min=1, help="vLLM's --max-num-seqs: warns "
+                          "when batch x beams exceeds it.")]
+UbatchSizeOpt = Annotated[Optional[int], typer.Option("--ubatch-size", min=1, help="llama.cpp --ubatch-size "
+                          "(n_ubatch, default 512): SWA cache slack.")]
+KvUnifiedOpt = Annotated[bool, typer.Option("--kv-unified", help="llama.cpp --kv-unified: one cell pool for all "
+                         "sequences.")]
+SwaRatioOpt = Annotated[Optional[float], typer.Option("--swa-full-tokens-ratio", help="SGLang's "
+                        "--swa-full-tokens-ratio (default 0.8): SWA pool size over full pool size.")]
+MaxCacheLenOpt = Annotated[Optional[str], typer.Option("--max-cache-len", help="hf-static max_cache_len: tokens "
+                           "preallocated per sequence (default --seq-len).")]
+
+
+def emit(report: dict[str, Any], fmt: Format, output: Path | None, table: Any) -> None:
+    """Data on stdout (table, yaml or json); notes on stderr; optional file copy."""
+    from kvplan.report import to_json, to_yaml
+
+    if output is not None:
+        as_json = fmt is Format.json or output.suffix.lower() == ".json"
+        try:
+            output.write_text(to_json(report) if as_json else to_yaml(report), encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"cannot write --output {output}: {exc.strerror or exc}", "check the path") from None
+    if fmt is Format.json:
+        typer.echo(to_json(report), nl=False)
+    elif fmt is Format.yaml:
+        typer.echo(to_yaml(report), nl=False)
+    else:
+        from kvplan.report.render import make_console, notes_text
+
+        make_console().print(table)
+        for line in notes_text(report):
+            typer.echo(f"note: {line}", err=True)
+
+
+def lazy_table(name: str, report: dict[str, Any]) -> Any:
+    """``kvplan.report.render.<name>(report)``, importing rich only when a table is asked for."""
+    from kvplan.report import render
+
+    return getattr(render, name)(report)
