@@ -31,7 +31,10 @@ needs summed over groups, so windowed layers count their real need, not a full c
 
 from __future__ import annotations
 
+import sys
+import types
 from dataclasses import dataclass, field
+from typing import Any
 
 from kvplan.adjust import Deployment, stage_of_layer
 from kvplan.calc import Estimate, KvSizer, Priced, estimate
@@ -635,3 +638,17 @@ def capacity_report(cap: Capacity, source: object) -> dict[str, object]:
         "suggestions": list(cap.suggestions),
         "notes": list(cap.notes) + ([n for n in w.notes if n not in cap.notes] if w else []),
     }
+
+
+# ---- `kvplan.capacity(...)` ----------------------------------------------------------------------------
+class _CallableModule(types.ModuleType):
+    """This module is also the public ``kvplan.capacity(...)`` (:func:`kvplan.api.capacity`): the package
+    attribute ``kvplan.capacity`` is this module once it is imported, so calling it must work too."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from kvplan.api import capacity
+
+        return capacity(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

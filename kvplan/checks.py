@@ -71,53 +71,39 @@ def _given(inputs: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
 
 
 def estimate_for(inputs: dict[str, Any]) -> dict[str, Any]:
-    """The `kvplan estimate` report for a scenario's resolved inputs (the functions the CLI calls)."""
-    from kvplan.adjust import deployment_from_flags
-    from kvplan.api import load_geometry
-    from kvplan.calc import estimate
-    from kvplan.report import estimate_report
+    """The `kvplan estimate` report for a scenario's resolved inputs (``kvplan.api.estimate``, the
+    functions the CLI calls; the model is parsed once per process)."""
+    from kvplan.api import estimate
 
-    overrides = dict(inputs.get("set") or {})
-    geometry, source = load_geometry(inputs["model"], revision=inputs.get("revision"), overrides=overrides)
-    est = estimate(
-        geometry,
+    result = estimate(
+        inputs["model"],
+        revision=inputs.get("revision"),
+        overrides=dict(inputs.get("set") or {}),
         batch=inputs.get("batch") or 1,
         seq_len=inputs.get("seq_len"),
         kv_dtype=inputs.get("kv_dtype") or "auto",
         encoder_len=inputs.get("encoder_len"),
-        deployment=deployment_from_flags(**_given(inputs, DEPLOYMENT_KEYS)),
+        **_given(inputs, DEPLOYMENT_KEYS),
     )
-    return estimate_report(est, source, overrides=overrides)
+    return result.to_dict()
 
 
 def capacity_for(inputs: dict[str, Any], *, gpu: str, num_gpus: int | None) -> dict[str, Any]:
     """The `kvplan capacity` report for a scenario on ``num_gpus`` x ``gpu``: ``seq_len`` is the
     capacity's ``--max-model-len``; tp defaults to ``num_gpus // pp`` as `kvplan capacity` does."""
-    from kvplan.arch import parse_config
-    from kvplan.capacity import CapacityInputs, capacity_report, plan_capacity
-    from kvplan.gpus import lookup
-    from kvplan.sources import load_raw_config
-    from kvplan.weights import resolve_weights
+    from kvplan.api import capacity
 
-    config, source, model_id = load_raw_config(inputs["model"], revision=inputs.get("revision"))
-    geometry = parse_config(config, model_id=model_id, overrides=dict(inputs.get("set") or {}))
-    kv_budget_bytes = inputs.get("kv_budget")
-    weights, weight_notes = resolve_weights(
-        config, model_id=model_id, source_kind=source.kind, weights_bytes=inputs.get("weights_bytes"),
-        weights_from=inputs.get("weights_from") or "auto", revision=inputs.get("revision"),
-        required=kv_budget_bytes is None,
-    )
     pp = inputs.get("pp") or 1
     tp = inputs.get("tp") or (num_gpus // pp if num_gpus else 1)
     given = _given(inputs, ("engine", "kv_dtype", "dtype", "block_size", "gpu_memory_utilization", "mem_fraction_static",
-                            "free_gpu_memory_fraction", "max_num_batched_tokens"))
-    capacity_inputs = CapacityInputs(
-        gpu=lookup(gpu), tp=tp, pp=pp, num_gpus=num_gpus, max_model_len=inputs.get("seq_len"),
-        batch=inputs.get("batch") or 1, reserve_bytes=inputs.get("reserve"), kv_budget_bytes=kv_budget_bytes, **given,
+                            "free_gpu_memory_fraction", "max_num_batched_tokens", "weights_from"))
+    result = capacity(
+        inputs["model"], revision=inputs.get("revision"), overrides=dict(inputs.get("set") or {}), gpu=gpu, tp=tp,
+        pp=pp, num_gpus=num_gpus, max_model_len=inputs.get("seq_len"), batch=inputs.get("batch") or 1,
+        reserve=inputs.get("reserve"), kv_budget=inputs.get("kv_budget"), weights_bytes=inputs.get("weights_bytes"),
+        **given,
     )
-    report = capacity_report(plan_capacity(geometry, weights, capacity_inputs), source)
-    report["notes"] = list(report["notes"]) + weight_notes  # type: ignore[call-overload]
-    return report
+    return result.to_dict()
 
 
 def scenario_gates(scenario: Scenario, estimate: dict[str, Any], capacity: dict[str, Any] | None) -> list[Gate]:

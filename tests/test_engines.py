@@ -369,7 +369,7 @@ def test_hf_dynamic_gated_delta_net_state_keeps_conv_window_and_fp32_state() -> 
     from kvplan.api import load_geometry
     from kvplan.calc import estimate
 
-    geometry, _ = load_geometry("Qwen/Qwen3-Next-80B-A3B-Instruct")
+    geometry = load_geometry("Qwen/Qwen3-Next-80B-A3B-Instruct").model_geometry
     est = estimate(geometry, seq_len=16, kv_dtype="bf16", deployment=Deployment(engine="hf-dynamic"))
     hk, hv, dk, dv, d_conv, fp16, fp32 = 16, 32, 128, 128, 4, 2, 4  # no torch_dtype in the config: 16-bit
     conv = d_conv * (2 * hk * dk + hv * dv) * fp16  # the whole conv window, not d_conv - 1
