@@ -11,6 +11,7 @@ command's own defaults (estimate: engine ideal; capacity: engine vllm) unless th
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -194,27 +195,38 @@ def _key_named_in(message: str, scenario: Scenario, location: str) -> str | None
     return "model" if any(isinstance(m, str) and m in message for m in (model, location)) else None
 
 
-def check_report(plan: Plan, *, generated_at: str | None = None) -> dict[str, Any]:
-    """Run every scenario; errors name the plan file, the scenario and its line."""
-    rows = []
+def iter_check_rows(plan: Plan) -> Iterator[dict[str, Any]]:
+    """Each scenario's row of the check report, one at a time (nothing of a scenario is kept after it is
+    yielded); errors name the plan file, the scenario and its line."""
     for scenario in plan.scenarios:
         location = plan.model_location(scenario.inputs["model"])
         try:
-            rows.append(run_scenario(scenario, model=location))
+            row = run_scenario(scenario, model=location)
         except KvplanError as exc:
             key = _key_named_in(exc.message, scenario, location)
             line = scenario.lines.get(key, scenario.line) if key else scenario.line
             where = f"{plan.path} line {line}" if line else plan.path
             field = f"{key!r}: " if key else ""
             raise InputError(f"{where}: scenario {scenario.name!r}: {field}{exc.message}", exc.hint) from None
-    failed = sum(1 for row in rows if not row["passed"])
+        yield row
+
+
+def check_header(plan: Plan, *, num_failed: int, generated_at: str | None = None) -> dict[str, Any]:
+    """The check report without its ``scenarios`` (which come last)."""
     return {
         "schema_version": SCHEMA_VERSION,
         "kvplan_version": __version__,
         "command": "check",
         "plan": plan.path,
         "generated_at": generated_at,
-        "passed": failed == 0,
-        "num_failed": failed,
-        "scenarios": rows,
+        "passed": num_failed == 0,
+        "num_failed": num_failed,
     }
+
+
+def check_report(plan: Plan, *, generated_at: str | None = None) -> dict[str, Any]:
+    """Run every scenario; errors name the plan file, the scenario and its line. (`kvplan check` writes
+    the same report scenario by scenario: :mod:`kvplan.check_stream`.)"""
+    rows = list(iter_check_rows(plan))
+    failed = sum(1 for row in rows if not row["passed"])
+    return {**check_header(plan, num_failed=failed, generated_at=generated_at), "scenarios": rows}
