@@ -434,8 +434,27 @@ class _Layout:
     notes: tuple[str, ...]
 
 
+#: Layouts of the latest (geometry, deployment, dtypes): a sweep re-prices the same few many times.
+_LAYOUTS: dict[tuple[object, ...], tuple[ModelGeometry, _Layout]] = {}
+_LAYOUTS_SIZE = 256
+
+
 def _layout(geometry: ModelGeometry, dep: Deployment, kv_dtype: KvDtype, *, state_dtype: KvDtype,
             model_dtype: KvDtype) -> _Layout:
+    key = (id(geometry), dep, kv_dtype, state_dtype, model_dtype)
+    hit = _LAYOUTS.get(key)
+    if hit is not None and hit[0] is geometry:
+        return hit[1]
+    layout = _make_layout(geometry, dep, kv_dtype, state_dtype=state_dtype, model_dtype=model_dtype)
+    if len(_LAYOUTS) >= _LAYOUTS_SIZE:
+        _LAYOUTS.pop(next(iter(_LAYOUTS)))
+    # NOTE: the geometry is kept with its layout, so its id cannot be reused while the entry lives.
+    _LAYOUTS[key] = (geometry, layout)
+    return layout
+
+
+def _make_layout(geometry: ModelGeometry, dep: Deployment, kv_dtype: KvDtype, *, state_dtype: KvDtype,
+                 model_dtype: KvDtype) -> _Layout:
     engine = get_engine(dep.engine)
     layers = [as_full_attention(s) if dep.no_window else s for s in geometry.layers]
     hf_heads = next((p.value for p in geometry.provenance if p.field == "hf_cached_kv_heads"), None)

@@ -80,5 +80,86 @@ def dump(data: Any, *, pure: bool = False) -> str:
     it writes the same bytes (every string plain text), else through PyYAML's own emitter."""
     import yaml
 
-    dumper = safe_dumper(pure=pure or not _c_writes_alike(data))
-    return yaml.dump(data, Dumper=dumper, **DUMP_OPTIONS)
+    if not pure and hasattr(yaml, "CSafeDumper"):
+        try:
+            return yaml.dump(data, Dumper=_fast_dumper(), **DUMP_OPTIONS)
+        except _NotAlike:
+            pass
+    return yaml.dump(data, Dumper=safe_dumper(pure=True), **DUMP_OPTIONS)
+
+
+_FAST_DUMPER: Any = None
+
+
+class _Fallback(Exception):
+    """The fast representer met something only PyYAML's own represents faithfully."""
+
+
+class _NotAlike(Exception):
+    """A string libyaml would write differently from PyYAML (see ``_c_writes_alike``)."""
+
+
+def _fast_dumper() -> Any:
+    """``yaml.CSafeDumper`` (raising ``_NotAlike`` for a string it would write differently) with two
+    shortcuts that leave every node as SafeRepresenter makes it: plain trees (dict, list, str, int, float, bool, None; no object reached twice, so no anchors) are
+    turned into nodes directly, and libyaml's per-scalar tag resolution is memoised."""
+    global _FAST_DUMPER
+    if _FAST_DUMPER is not None:
+        return _FAST_DUMPER
+    import yaml
+    from yaml.nodes import MappingNode, ScalarNode, SequenceNode
+
+    str_tag, int_tag, bool_tag = "tag:yaml.org,2002:str", "tag:yaml.org,2002:int", "tag:yaml.org,2002:bool"
+    null_tag, map_tag, seq_tag = "tag:yaml.org,2002:null", "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"
+    resolved: dict[tuple[str, tuple[bool, bool]], str] = {}
+
+    class FastDumper(yaml.CSafeDumper):  # type: ignore[misc, name-defined]
+        def represent(self, data: Any) -> None:
+            seen: set[int] = set()
+            search = _NOT_PLAIN_TEXT.search
+
+            def node(item: Any) -> Any:
+                kind = type(item)
+                if kind is str:
+                    if search(item):
+                        raise _NotAlike
+                    return ScalarNode(str_tag, item)
+                if kind is int:
+                    return ScalarNode(int_tag, str(item))
+                if kind is bool:
+                    return ScalarNode(bool_tag, "true" if item else "false")
+                if item is None:
+                    return ScalarNode(null_tag, "null")
+                if kind is float:
+                    return self.represent_float(item)
+                if kind is dict or kind is list:
+                    if id(item) in seen:  # reached twice: PyYAML writes an anchor and an alias
+                        raise _Fallback
+                    seen.add(id(item))
+                    if kind is dict:
+                        return MappingNode(map_tag, [(node(k), node(v)) for k, v in item.items()], flow_style=False)
+                    return SequenceNode(seq_tag, [node(v) for v in item], flow_style=False)
+                raise _Fallback
+
+            try:
+                tree = node(data)
+            except _Fallback:
+                if not _c_writes_alike(data):
+                    raise _NotAlike from None
+                yaml.CSafeDumper.represent(self, data)
+                return
+            self.serialize(tree)
+
+        def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
+            if kind is not ScalarNode:
+                return yaml.CSafeDumper.resolve(self, kind, value, implicit)  # type: ignore[no-any-return]
+            key = (value, implicit)
+            tag = resolved.get(key)
+            if tag is None:
+                if len(resolved) > 8192:
+                    resolved.clear()
+                tag = resolved[key] = yaml.CSafeDumper.resolve(self, kind, value, implicit)
+            return tag
+
+    _FAST_DUMPER = FastDumper
+    return FastDumper
