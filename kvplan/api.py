@@ -1,16 +1,88 @@
-"""The public Python API: resolve a model, read its geometry, size its cache."""
+"""The public Python API: the reach of `kvplan estimate` and `kvplan capacity`, without a process each.
+
+::
+
+    import kvplan
+
+    geometry = kvplan.load_geometry("meta-llama/Llama-3.1-8B")     # parsed once, cached per process
+    for tp in (1, 2, 4):
+        est = kvplan.estimate(geometry, seq_len="32k", batch=8, engine="vllm", tp=tp)
+        print(tp, est.kv_cache_bytes_per_gpu)
+    cap = kvplan.capacity(geometry, gpu="H100", max_model_len="32k")
+    cap.to_dict() == the `kvplan capacity --format json` report
+
+Every keyword is the command's flag with underscores; results carry the domain object
+(``Estimate``, ``Capacity``) and ``to_dict()``, the command's report. No typer, rich, Hub client or
+torch is imported here (the Hub client only when a model is fetched from the Hub).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import json
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
+from kvplan.adjust import DEFAULT_RESIDUAL_LENGTH, deployment_from_flags
 from kvplan.arch import parse_config, parse_override
 from kvplan.calc import Estimate
 from kvplan.calc import estimate as _estimate
+from kvplan.dtypes import DEFAULT_GROUP_SIZE
 from kvplan.geometry import ModelGeometry
 from kvplan.report import Source
 from kvplan.units import parse_tokens
+
+#: Parsed models kept per process (least recently used dropped first).
+GEOMETRY_CACHE_SIZE = 64
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Geometry:
+    """A model read and parsed once: its per-layer geometry, where the config came from, and the config
+    itself (capacity counts the weights from it). Attributes of :class:`ModelGeometry` (``layers``,
+    ``num_hidden_layers``, ``max_context_tokens`` ...) read through."""
+
+    model_geometry: ModelGeometry
+    source: Source
+    config: dict[str, Any]
+    """The raw config.json (shared by every user of the cache: read it, do not change it)."""
+    model_id: str
+    revision: str | None = None
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    """``--set`` overrides applied to ``model_geometry`` (the estimate report echoes them)."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "model_geometry":  # not yet set (copy, unpickle): no recursion
+            raise AttributeError(name)
+        return getattr(self.model_geometry, name)
+
+    def __iter__(self) -> Iterator[Any]:
+        """``model_geometry, source = kvplan.load_geometry(...)``: the pair earlier versions returned."""
+        return iter((self.model_geometry, self.source))
+
+
+_CACHE: OrderedDict[tuple[Any, ...], Geometry] = OrderedDict()
+
+
+def _source_key(model: str, revision: str | None) -> tuple[Any, ...]:
+    """What the config and its Source depend on: a file (as spelt, and its size and time), a bundled
+    model (its file, whatever alias named it), or a Hub repo at a revision."""
+    text = model.strip()
+    path = Path(text).expanduser()
+    config_path = path / "config.json" if path.is_dir() else path
+    if config_path.is_file():
+        stat = config_path.stat()
+        return ("file", text, str(config_path.resolve()), stat.st_mtime_ns, stat.st_size)
+    if revision is None:
+        from kvplan.sources import bundled_index
+
+        bundled = bundled_index().get(text.lower())
+        if bundled is not None:
+            return ("bundled", str(bundled))
+    return ("hub", text, revision)
 
 
 def load_geometry(
@@ -20,18 +92,42 @@ def load_geometry(
     token: str | None = None,
     overrides: Mapping[str, Any] | Iterable[str] | None = None,
     gguf_file: str | None = None,
-) -> tuple[ModelGeometry, Source]:
+) -> Geometry:
     """Resolve ``model`` (path, bundled id/alias or Hub id) and parse its per-layer geometry.
 
     A GGUF reference (a ``.gguf`` path or folder, ``org/repo:Q4_K_M``, or ``gguf_file``) is read from the
-    file's header."""
+    file's header. Parsed once per process: the same source, revision and overrides return the same object."""
     from kvplan.sources import load_gguf_model, load_raw_config
 
+    resolved = normalise_overrides(overrides)
+    key = (_source_key(model, revision), gguf_file, json.dumps(resolved, sort_keys=True, default=repr))
+    cached = _CACHE.get(key)
+    if cached is not None:
+        _CACHE.move_to_end(key)
+        return cached
     gguf = load_gguf_model(model, gguf_file=gguf_file, revision=revision, token=token, overrides=overrides)
     if gguf is not None:
-        return gguf.geometry(), gguf.source
+        parsed = gguf.geometry()
+        geometry = Geometry(model_geometry=parsed, source=gguf.source, config={}, model_id=parsed.model_id,
+                            revision=revision, overrides=MappingProxyType(resolved))
+        return _remember(key, geometry)
     config, source, model_id = load_raw_config(model, revision=revision, token=token)
-    return parse_config(config, model_id=model_id, source_name=model_id, overrides=normalise_overrides(overrides)), source
+    parsed = parse_config(config, model_id=model_id, source_name=model_id, overrides=resolved)
+    geometry = Geometry(model_geometry=parsed, source=source, config=config, model_id=model_id, revision=revision,
+                        overrides=MappingProxyType(resolved))
+    return _remember(key, geometry)
+
+
+def _remember(key: tuple[Any, ...], geometry: Geometry) -> Geometry:
+    _CACHE[key] = geometry
+    while len(_CACHE) > GEOMETRY_CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return geometry
+
+
+def clear_cache() -> None:
+    """Forget every parsed model (a config file changed in place is noticed anyway, by size and time)."""
+    _CACHE.clear()
 
 
 def normalise_overrides(overrides: Mapping[str, Any] | Iterable[str] | None) -> dict[str, Any]:
@@ -42,21 +138,216 @@ def normalise_overrides(overrides: Mapping[str, Any] | Iterable[str] | None) -> 
     return dict(parse_override(item) for item in overrides)
 
 
+def _geometry(
+    model: str | Geometry | ModelGeometry, *, revision: str | None, token: str | None,
+    overrides: Mapping[str, Any] | Iterable[str] | None,
+) -> tuple[ModelGeometry, Source | None, dict[str, Any]]:
+    if isinstance(model, Geometry):
+        if overrides:
+            raise _input_error("overrides apply when a model is loaded", "pass overrides to kvplan.load_geometry")
+        return model.model_geometry, model.source, dict(model.overrides)
+    if isinstance(model, ModelGeometry):
+        return model, None, normalise_overrides(overrides)
+    loaded = load_geometry(model, revision=revision, token=token, overrides=overrides)
+    return loaded.model_geometry, loaded.source, dict(loaded.overrides)
+
+
+def _input_error(message: str, hint: str) -> Exception:
+    from kvplan.errors import InputError
+
+    return InputError(message, hint)
+
+
+# ---- estimate ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EstimateResult:
+    """``kvplan.estimate``'s answer: the :class:`~kvplan.calc.Estimate` (its attributes read through:
+    ``kv_cache_bytes``, ``kv_cache_bytes_per_gpu``, ``groups`` ...) and ``to_dict()``, the
+    `kvplan estimate` report."""
+
+    estimate: Estimate
+    source: Source | None
+    """Where the config came from; None for a bare ModelGeometry (the report's source fields are null)."""
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "estimate":
+            raise AttributeError(name)
+        return getattr(self.estimate, name)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `kvplan estimate --format json` report."""
+        from kvplan.report import estimate_report
+
+        source = self.source if self.source is not None else _NO_SOURCE
+        return estimate_report(self.estimate, source, overrides=dict(self.overrides))  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class _NoSource:
+    kind: None = None
+    location: None = None
+    revision: None = None
+
+
+_NO_SOURCE = _NoSource()
+
+
 def estimate(
-    model: str | ModelGeometry,
+    model: str | Geometry | ModelGeometry,
     *,
     batch: int = 1,
     seq_len: int | str | None = None,
     kv_dtype: str = "auto",
     encoder_len: int | str | None = None,
     overrides: Mapping[str, Any] | Iterable[str] | None = None,
-) -> Estimate:
-    """Ideal KV-cache size of ``model`` for ``batch`` sequences of ``seq_len`` tokens."""
-    geometry = model if isinstance(model, ModelGeometry) else load_geometry(model, overrides=overrides)[0]
-    return _estimate(
-        geometry,
-        batch=batch,
-        seq_len=parse_tokens(seq_len) if seq_len is not None else None,
-        kv_dtype=kv_dtype,
-        encoder_len=parse_tokens(encoder_len, what="--encoder-len") if encoder_len is not None else None,
+    revision: str | None = None,
+    token: str | None = None,
+    engine: str = "ideal",
+    tp: int = 1,
+    pp: int = 1,
+    block_size: int | None = None,
+    beams: int = 1,
+    prompt_len: int | str | None = None,
+    share_prefix: bool = False,
+    shared_prefix_tokens: int | str | None = None,
+    no_window: bool = False,
+    quant_group_size: int = DEFAULT_GROUP_SIZE,
+    residual_length: int = DEFAULT_RESIDUAL_LENGTH,
+    offload: str | float | None = None,
+    max_num_batched_tokens: int | str | None = None,
+    max_num_seqs: int | None = None,
+    ubatch_size: int | None = None,
+    kv_unified: bool = False,
+    swa_full_tokens_ratio: float | None = None,
+    max_cache_len: int | str | None = None,
+) -> EstimateResult:
+    """`kvplan estimate`: the KV cache of ``batch`` sequences of ``seq_len`` tokens (``"32k"`` works),
+    with every deployment flag of the command (engine, tp, pp, block_size, beams, kv_dtype ...)."""
+    tokens = parse_tokens(seq_len) if seq_len is not None else None
+    enc = parse_tokens(encoder_len, what="--encoder-len") if encoder_len is not None else None
+    geometry, source, resolved = _geometry(model, revision=revision, token=token, overrides=overrides)
+    deployment = deployment_from_flags(
+        engine=engine, tp=tp, pp=pp, block_size=block_size, beams=beams, prompt_len=prompt_len,
+        share_prefix=share_prefix, shared_prefix_tokens=shared_prefix_tokens, no_window=no_window,
+        quant_group_size=quant_group_size, residual_length=residual_length,
+        offload=None if offload is None else str(offload), max_num_batched_tokens=max_num_batched_tokens,
+        max_num_seqs=max_num_seqs, ubatch_size=ubatch_size, kv_unified=kv_unified,
+        swa_full_tokens_ratio=swa_full_tokens_ratio, max_cache_len=max_cache_len,
     )
+    est = _estimate(geometry, batch=batch, seq_len=tokens, kv_dtype=kv_dtype, encoder_len=enc, deployment=deployment)
+    return EstimateResult(estimate=est, source=source, overrides=resolved)
+
+
+# ---- capacity ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CapacityResult:
+    """``kvplan.capacity``'s answer: the :class:`~kvplan.capacity.Capacity` (its attributes read through:
+    ``fits``, ``max_context_len``, ``max_concurrent_requests``, ``min_tp`` ...) and ``to_dict()``, the
+    `kvplan capacity` report."""
+
+    capacity: Any
+    source: Source
+    weight_notes: tuple[str, ...] = ()
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "capacity":
+            raise AttributeError(name)
+        return getattr(self.capacity, name)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `kvplan capacity --format json` report."""
+        from kvplan.capacity import capacity_report
+
+        report = capacity_report(self.capacity, self.source)
+        report["notes"] = list(report["notes"]) + list(self.weight_notes)  # type: ignore[call-overload]
+        return report
+
+
+def capacity(
+    model: str | Geometry,
+    *,
+    gpu: Any = None,
+    gpu_mem: int | str | None = None,
+    gpu_bandwidth: str | None = None,
+    num_gpus: int | None = None,
+    tp: int | None = None,
+    pp: int = 1,
+    engine: str = "vllm",
+    kv_dtype: str = "auto",
+    dtype: str = "auto",
+    max_model_len: int | str | None = None,
+    batch: int = 1,
+    gpu_memory_utilization: float | None = None,
+    mem_fraction_static: float | None = None,
+    free_gpu_memory_fraction: float | None = None,
+    max_num_batched_tokens: int | str | None = None,
+    reserve: int | str | None = None,
+    kv_budget: int | str | None = None,
+    weights_bytes: int | str | None = None,
+    weights_from: str = "auto",
+    block_size: int | None = None,
+    revision: str | None = None,
+    token: str | None = None,
+    overrides: Mapping[str, Any] | Iterable[str] | None = None,
+) -> CapacityResult:
+    """`kvplan capacity`: what fits on ``gpu`` (a catalog name or a ``GpuSpec``; ``gpu_mem`` for any
+    other): KV blocks and tokens, max concurrency and context, minimum TP, decode floor."""
+    from kvplan.capacity import CapacityInputs, plan_capacity
+    from kvplan.units import parse_size
+    from kvplan.weights import resolve_weights
+
+    gpu_spec = resolve_gpu(gpu, gpu_mem, gpu_bandwidth)
+
+    def size(value: int | str | None, what: str) -> int | None:
+        return parse_size(value, what=what) if value is not None else None
+
+    if isinstance(model, Geometry):
+        if overrides:
+            raise _input_error("overrides apply when a model is loaded", "pass overrides to kvplan.load_geometry")
+        loaded = model
+    else:
+        loaded = load_geometry(model, revision=revision, token=token, overrides=overrides)
+    kv_budget_bytes = size(kv_budget, "--kv-budget")
+    weights, weight_notes = resolve_weights(
+        loaded.config, model_id=loaded.model_id, source_kind=loaded.source.kind,
+        weights_bytes=size(weights_bytes, "--weights-bytes"), weights_from=weights_from,
+        revision=revision if revision is not None else loaded.revision, token=token, required=kv_budget_bytes is None,
+    )
+    inputs = CapacityInputs(
+        gpu=gpu_spec, engine=engine, tp=tp if tp is not None else max(1, (num_gpus or 1) // pp),
+        pp=pp, num_gpus=num_gpus, kv_dtype=kv_dtype, dtype=dtype,
+        max_model_len=parse_tokens(max_model_len, what="--max-model-len") if max_model_len else None,
+        batch=batch, block_size=block_size, gpu_memory_utilization=gpu_memory_utilization,
+        mem_fraction_static=mem_fraction_static, free_gpu_memory_fraction=free_gpu_memory_fraction,
+        max_num_batched_tokens=parse_tokens(max_num_batched_tokens, what="--max-num-batched-tokens")
+        if max_num_batched_tokens else None,
+        reserve_bytes=size(reserve, "--reserve"), kv_budget_bytes=kv_budget_bytes,
+    )
+    cap = plan_capacity(loaded.model_geometry, weights, inputs)
+    return CapacityResult(capacity=cap, source=loaded.source, weight_notes=tuple(weight_notes))
+
+
+def resolve_gpu(gpu: Any, gpu_mem: int | str | None = None, gpu_bandwidth: str | None = None) -> Any:
+    """--gpu from the catalog (or a ``GpuSpec`` as is), with --gpu-mem / --gpu-bandwidth overriding
+    its figures; --gpu-mem alone is a custom GPU."""
+    import dataclasses
+
+    from kvplan.gpus import GpuSpec, custom_gpu, lookup, parse_bandwidth
+    from kvplan.units import parse_size
+
+    bandwidth = parse_bandwidth(gpu_bandwidth) if gpu_bandwidth is not None else None
+    if gpu is not None:
+        spec = gpu if isinstance(gpu, GpuSpec) else lookup(gpu)
+        if gpu_mem is not None:
+            spec = dataclasses.replace(spec, memory_bytes=parse_size(gpu_mem, what="--gpu-mem"), memory_source="--gpu-mem")
+        if bandwidth is not None:
+            spec = dataclasses.replace(spec, bandwidth_bytes_per_s=bandwidth)
+        return spec
+    if gpu_mem is None:
+        raise _input_error("no GPU given", "pass --gpu NAME (kvplan gpus lists them) or --gpu-mem SIZE, e.g. --gpu-mem 80GiB")
+    return custom_gpu(parse_size(gpu_mem, what="--gpu-mem"), bandwidth, name=f"custom {gpu_mem}")

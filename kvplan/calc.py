@@ -214,17 +214,8 @@ def estimate(
     if seq_len is not None and (isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1):
         raise InputError(f"--seq-len must be a positive integer, got {seq_len!r}", "e.g. --seq-len 4096")
 
-    if dep.engine != "ideal":
-        geometry = served_geometry(geometry, dep.engine)
-    dtype, dtype_source, state_dtype, dtype_notes = resolve_kv_dtype(geometry, kv_dtype, group_size=dep.quant_group_size)
-    notes.extend(dtype_notes)
-    engine = get_engine(dep.engine)
-    dep = dep.with_(engine=engine.name)
-    _check_lengths(geometry, dep, seq_len)
-    notes.extend(_ignored_knobs(dep, engine))
-    if kv_dtype.strip().lower() == "auto" and engine.auto_dtype(state_dtype) != dtype:
-        dtype = engine.auto_dtype(state_dtype)
-        dtype_source = f"auto: {engine.title}'s default cache type {dtype.name}"
+    geometry, dtype, dtype_source, state_dtype, engine, dep, setup_notes = _resolve(geometry, kv_dtype, dep, seq_len)
+    notes.extend(setup_notes)
 
     enc_source = None
     if geometry.has_cross_attention:
@@ -288,6 +279,61 @@ def estimate(
     )
 
 
+def _resolve(
+    geometry: ModelGeometry, kv_dtype: str, dep: Deployment, seq_len: int | None
+) -> tuple[ModelGeometry, KvDtype, str, KvDtype, EngineProfile, Deployment, list[str]]:
+    """The served geometry, KV dtype (and its source), state dtype, engine and deployment of an estimate,
+    with the notes they add; raises what the engine and the lengths refuse."""
+    if dep.engine != "ideal":
+        geometry = served_geometry(geometry, dep.engine)
+    dtype, dtype_source, state_dtype, notes = resolve_kv_dtype(geometry, kv_dtype, group_size=dep.quant_group_size)
+    engine = get_engine(dep.engine)
+    dep = dep.with_(engine=engine.name)
+    _check_lengths(geometry, dep, seq_len)
+    notes.extend(_ignored_knobs(dep, engine))
+    if kv_dtype.strip().lower() == "auto" and engine.auto_dtype(state_dtype) != dtype:
+        dtype = engine.auto_dtype(state_dtype)
+        dtype_source = f"auto: {engine.title}'s default cache type {dtype.name}"
+    return geometry, dtype, dtype_source, state_dtype, engine, dep, notes
+
+
+class KvSizer:
+    """``estimate(geometry, batch=b, seq_len=t, kv_dtype=..., deployment=...)``'s layer groups and
+    ``kv_cache_bytes_per_gpu`` for any ``b`` and ``t``, without re-running the estimate.
+
+    Once the deployment and dtype are fixed, which layers share a spec, what one rank holds of each and
+    which pipeline stage holds which layer do not change with tokens or batch: they are laid out once
+    here, and each question prices only one layer per group (the engine's ``layer_bytes``) and sums
+    the group counts per stage. Capacity's searches (max context, max batch, minimum TP) ask this.
+    Raises what ``estimate`` raises for the model, dtype and deployment.
+    """
+
+    def __init__(self, geometry: ModelGeometry, *, kv_dtype: str = "auto", deployment: Deployment | None = None,
+                 encoder_len: int | None = None) -> None:
+        dep = deployment or Deployment()
+        validate_deployment(dep)
+        geometry, dtype, _source, state_dtype, engine, dep, _notes = _resolve(geometry, kv_dtype, dep, None)
+        layers = tuple(as_full_attention(s) for s in geometry.layers) if dep.no_window else geometry.layers
+        engine.check(layers, dep, dtype)
+        self.geometry, self.kv_dtype, self.deployment, self.engine = geometry, dtype, dep, engine
+        self.encoder_len = encoder_len
+        self.layout = _layout(geometry, dep, dtype, state_dtype=state_dtype, model_dtype=state_dtype)
+
+    def price(self, batch: int, seq_len: int) -> Priced:
+        """The steady cache of ``batch`` sequences of ``seq_len`` tokens (no transient peaks)."""
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            raise InputError(f"--batch must be a positive integer, got {batch!r}", "e.g. --batch 8")
+        if batch > MAX_BATCH:
+            raise InputError(f"--batch {batch:,} is absurdly large (limit {MAX_BATCH:,})", "check the value")
+        encoder_len = 0
+        if self.geometry.has_cross_attention:
+            encoder_len = self.encoder_len or self.geometry.default_encoder_len or seq_len
+        return _price(self.layout, seq_len=seq_len, encoder_len=encoder_len, batch=batch, peaks=False)
+
+    def kv_cache_bytes_per_gpu(self, batch: int, seq_len: int) -> int:
+        return self.price(batch, seq_len).per_gpu_bytes
+
+
 def _check_lengths(geometry: ModelGeometry, dep: Deployment, seq_len: int | None) -> None:
     """Token and layer counts of the deployment that contradict the sequence or the model."""
     tokens = f"the sequence length {seq_len:,}" if seq_len is not None else "the sequence length"
@@ -339,7 +385,7 @@ def _ignored_knobs(dep: Deployment, engine: EngineProfile) -> list[str]:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class _Priced:
+class Priced:
     groups: tuple[LayerGroup, ...]
     total_bytes: int
     per_gpu_bytes: int
@@ -360,93 +406,165 @@ class _Sizing:
     model_dtype: KvDtype
     state_dtype: KvDtype
 
-    def price(self, dep: Deployment, kv_dtype: KvDtype) -> _Priced:
-        engine = get_engine(dep.engine)
-        geometry = self.geometry
-        layers = [as_full_attention(s) if dep.no_window else s for s in geometry.layers]
-        hf_heads = next((p.value for p in geometry.provenance if p.field == "hf_cached_kv_heads"), None)
-        layers, notes = engine.cached_layers(layers, hf_cached_kv_heads=hf_heads if isinstance(hf_heads, int) else None)
-        local: list[LayerSpec] = []
-        for spec in layers:
-            rank_spec, shard_notes = engine.shard(spec, dep.tp)
-            local.append(rank_spec)
-            notes.extend(shard_notes)
-        windows = [s.window for s in local if s.window is not None]
-        ctx = SizingContext(
-            seq_len=self.seq_len, encoder_len=self.encoder_len, batch=self.batch, dep=dep, kv_dtype=kv_dtype,
-            state_dtype=self.state_dtype, model_dtype=self.model_dtype,
-            has_full=any(s.grows_with_tokens and s.window is None for s in local),
-            has_windowed=bool(windows), swa_window=max(windows) if windows else None,  # type: ignore[type-var]
-        )
-        ctx, prep_notes = engine.prepare(local, ctx)
-        notes.extend(prep_notes)
+    def price(self, dep: Deployment, kv_dtype: KvDtype) -> Priced:
+        layout = _layout(self.geometry, dep, kv_dtype, state_dtype=self.state_dtype, model_dtype=self.model_dtype)
+        return _price(layout, seq_len=self.seq_len, encoder_len=self.encoder_len, batch=self.batch)
 
-        order: list[LayerSpec] = []
-        members: dict[LayerSpec, list[int]] = {}
-        for index, spec in enumerate(layers):
-            if spec not in members:
-                members[spec] = []
-                order.append(spec)
-            members[spec].append(index)
-        seqs = self.batch * dep.beams
-        rank_bytes = [0] * len(layers)
-        costs: list[tuple[LayerSpec, int]] = []
-        groups: list[LayerGroup] = []
-        for spec in order:
-            indices = tuple(members[spec])
-            rank_spec = local[indices[0]]
-            layer_bytes = engine.layer_bytes(rank_spec, ctx)
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Layout:
+    """What pricing needs that tokens and batch do not change: one deployment's cached specs, sharded
+    once per distinct spec, grouped, and counted per pipeline stage."""
+
+    geometry: ModelGeometry
+    engine: EngineProfile
+    dep: Deployment
+    kv_dtype: KvDtype
+    state_dtype: KvDtype
+    model_dtype: KvDtype
+    local: tuple[LayerSpec, ...]
+    """Per layer, the spec one tensor-parallel rank holds."""
+    groups: tuple[tuple[LayerSpec, LayerSpec, tuple[int, ...]], ...]
+    """(spec, rank spec, layer indices) per distinct spec, in order of first layer."""
+    stage_counts: tuple[tuple[int, ...], ...]
+    """Per pipeline stage: how many layers of each group it holds."""
+    has_full: bool
+    has_windowed: bool
+    swa_window: int | None
+    notes: tuple[str, ...]
+
+
+#: Layouts of the latest (geometry, deployment, dtypes): a sweep re-prices the same few many times.
+_LAYOUTS: dict[tuple[object, ...], tuple[ModelGeometry, _Layout]] = {}
+_LAYOUTS_SIZE = 256
+
+
+def _layout(geometry: ModelGeometry, dep: Deployment, kv_dtype: KvDtype, *, state_dtype: KvDtype,
+            model_dtype: KvDtype) -> _Layout:
+    key = (id(geometry), dep, kv_dtype, state_dtype, model_dtype)
+    hit = _LAYOUTS.get(key)
+    if hit is not None and hit[0] is geometry:
+        return hit[1]
+    layout = _make_layout(geometry, dep, kv_dtype, state_dtype=state_dtype, model_dtype=model_dtype)
+    if len(_LAYOUTS) >= _LAYOUTS_SIZE:
+        _LAYOUTS.pop(next(iter(_LAYOUTS)))
+    # NOTE: the geometry is kept with its layout, so its id cannot be reused while the entry lives.
+    _LAYOUTS[key] = (geometry, layout)
+    return layout
+
+
+def _make_layout(geometry: ModelGeometry, dep: Deployment, kv_dtype: KvDtype, *, state_dtype: KvDtype,
+                 model_dtype: KvDtype) -> _Layout:
+    engine = get_engine(dep.engine)
+    layers = [as_full_attention(s) if dep.no_window else s for s in geometry.layers]
+    hf_heads = next((p.value for p in geometry.provenance if p.field == "hf_cached_kv_heads"), None)
+    layers, cached_notes = engine.cached_layers(layers, hf_cached_kv_heads=hf_heads if isinstance(hf_heads, int) else None)
+    notes = list(cached_notes)
+    members: dict[LayerSpec, list[int]] = {}
+    for index, spec in enumerate(layers):
+        members.setdefault(spec, []).append(index)
+    rank_of: dict[LayerSpec, LayerSpec] = {}
+    for spec in members:
+        # NOTE: sharding is a function of the spec: once per distinct spec gives every layer's rank spec
+        # (and, de-duplicated, the same notes in the same order as sharding layer by layer).
+        rank_of[spec], shard_notes = engine.shard(spec, dep.tp)
+        notes.extend(shard_notes)
+    local = tuple(rank_of[spec] for spec in layers)
+    windows = [s.window for s in rank_of.values() if s.window is not None]
+    num_layers = geometry.num_hidden_layers
+    stage_of = stage_of_layer(num_layers, dep.pp)
+    counts = [[0] * len(members) for _ in range(dep.pp)]
+    for gi, indices in enumerate(members.values()):
+        for index in indices:
+            decoder_layer = index % num_layers if len(layers) > num_layers else index
+            counts[stage_of[decoder_layer]][gi] += 1
+    return _Layout(
+        geometry=geometry, engine=engine, dep=dep, kv_dtype=kv_dtype, state_dtype=state_dtype, model_dtype=model_dtype,
+        local=local, groups=tuple((spec, rank_of[spec], tuple(indices)) for spec, indices in members.items()),
+        stage_counts=tuple(tuple(c) for c in counts),
+        has_full=any(s.grows_with_tokens and s.window is None for s in rank_of.values()),
+        has_windowed=bool(windows), swa_window=max(windows) if windows else None,  # type: ignore[type-var]
+        notes=tuple(notes),
+    )
+
+
+def _price(layout: _Layout, *, seq_len: int, encoder_len: int, batch: int, peaks: bool = True) -> Priced:
+    """Bytes of every group at ``seq_len`` tokens and ``batch`` sequences; ``peaks=False`` skips the
+    transient peak (capacity asks only for the steady cache)."""
+    engine, dep = layout.engine, layout.dep
+    ctx = SizingContext(
+        seq_len=seq_len, encoder_len=encoder_len, batch=batch, dep=dep, kv_dtype=layout.kv_dtype,
+        state_dtype=layout.state_dtype, model_dtype=layout.model_dtype, has_full=layout.has_full,
+        has_windowed=layout.has_windowed, swa_window=layout.swa_window,
+    )
+    ctx, prep_notes = engine.prepare(list(layout.local), ctx)
+    seqs = batch * dep.beams
+    groups: list[LayerGroup] = []
+    group_bytes: list[int] = []
+    for spec, rank_spec, indices in layout.groups:
+        layer_bytes = engine.layer_bytes(rank_spec, ctx)
+        per_token = engine.bytes_per_token(rank_spec, ctx)
+        total = layer_bytes * len(indices) * dep.tp
+        group_bytes.append(layer_bytes)
+        groups.append(
+            LayerGroup(
+                spec=spec,
+                count=len(indices),
+                layer_indices=indices,
+                tokens_held=engine.tokens_held(rank_spec, ctx),
+                bytes_per_token=per_token * dep.tp,
+                bytes_per_seq=total // seqs,
+                total_bytes=total,
+                rank_spec=rank_spec,
+                layer_bytes_per_rank=layer_bytes,
+                bytes_per_token_per_rank=per_token,
+            )
+        )
+    if dep.offload is None:
+        per_gpu = max(sum(c * b for c, b in zip(counts, group_bytes)) for counts in layout.stage_counts)
+        cpu_rank = 0
+    else:
+        rank_bytes = [0] * len(layout.local)
+        for (_spec, _rank, indices), layer_bytes in zip(layout.groups, group_bytes):
             for index in indices:
                 rank_bytes[index] = layer_bytes
-                costs.append((rank_spec, layer_bytes))
-            total = layer_bytes * len(indices) * dep.tp
-            groups.append(
-                LayerGroup(
-                    spec=spec,
-                    count=len(indices),
-                    layer_indices=indices,
-                    tokens_held=engine.tokens_held(rank_spec, ctx),
-                    bytes_per_token=engine.bytes_per_token(rank_spec, ctx) * dep.tp,
-                    bytes_per_seq=total // seqs,
-                    total_bytes=total,
-                    rank_spec=rank_spec,
-                    layer_bytes_per_rank=layer_bytes,
-                    bytes_per_token_per_rank=engine.bytes_per_token(rank_spec, ctx),
-                )
-            )
-        per_gpu, cpu_rank = self._placement(rank_bytes, dep)
-        steady_rank = sum(rank_bytes)
+        per_gpu, cpu_rank = _placement(layout.geometry, rank_bytes, dep)
+    steady_rank = sum(len(indices) * b for (_s, _r, indices), b in zip(layout.groups, group_bytes))
+    peak_rank = steady_rank
+    if peaks:
+        costs = [(rank, b) for (_s, rank, indices), b in zip(layout.groups, group_bytes) for _ in indices]
         prefill_rank = engine.prefill_bytes(costs, ctx) or 0
         peak_rank = max(steady_rank, prefill_rank) + engine.peak_extra_bytes(costs, ctx)
-        return _Priced(
-            groups=tuple(groups),
-            total_bytes=steady_rank * dep.tp,
-            per_gpu_bytes=per_gpu,
-            cpu_bytes=cpu_rank * dep.tp,
-            peak_bytes=peak_rank * dep.tp,
-            # NOTE: the transient (one layer's copy, a prefill view) sits on the most loaded GPU in the worst case.
-            peak_per_gpu_bytes=per_gpu + (peak_rank - steady_rank),
-            notes=tuple(notes),
-        )
+    return Priced(
+        groups=tuple(groups),
+        total_bytes=steady_rank * dep.tp,
+        per_gpu_bytes=per_gpu,
+        cpu_bytes=cpu_rank * dep.tp,
+        peak_bytes=peak_rank * dep.tp,
+        # NOTE: the transient (one layer's copy, a prefill view) sits on the most loaded GPU in the worst case.
+        peak_per_gpu_bytes=per_gpu + (peak_rank - steady_rank),
+        notes=layout.notes + tuple(prep_notes),
+    )
 
-    def _placement(self, rank_bytes: list[int], dep: Deployment) -> tuple[int, int]:
-        """(GPU bytes of the most loaded rank, CPU bytes of one TP slice) after PP and offload."""
-        num_layers = self.geometry.num_hidden_layers
-        stage_of = stage_of_layer(num_layers, dep.pp)
-        stage_gpu = [0] * dep.pp
-        cpu = 0
-        for index, layer_bytes in enumerate(rank_bytes):
-            decoder_layer = index % num_layers if len(rank_bytes) > num_layers else index
-            on_cpu = 0
-            if dep.offload is not None:
-                if dep.offload.layers is not None:
-                    on_cpu = layer_bytes if decoder_layer < dep.offload.layers else 0
-                else:
-                    # NOTE: exact decimal arithmetic, so 0.1 of a layer is never off by one byte.
-                    on_cpu = int(Fraction(repr(dep.offload.fraction or 0.0)) * layer_bytes)
-            cpu += on_cpu
-            stage_gpu[stage_of[decoder_layer]] += layer_bytes - on_cpu
-        return max(stage_gpu), cpu
+
+def _placement(geometry: ModelGeometry, rank_bytes: list[int], dep: Deployment) -> tuple[int, int]:
+    """(GPU bytes of the most loaded rank, CPU bytes of one TP slice) after PP and offload."""
+    num_layers = geometry.num_hidden_layers
+    stage_of = stage_of_layer(num_layers, dep.pp)
+    stage_gpu = [0] * dep.pp
+    cpu = 0
+    for index, layer_bytes in enumerate(rank_bytes):
+        decoder_layer = index % num_layers if len(rank_bytes) > num_layers else index
+        on_cpu = 0
+        if dep.offload is not None:
+            if dep.offload.layers is not None:
+                on_cpu = layer_bytes if decoder_layer < dep.offload.layers else 0
+            else:
+                # NOTE: exact decimal arithmetic, so 0.1 of a layer is never off by one byte.
+                on_cpu = int(Fraction(repr(dep.offload.fraction or 0.0)) * layer_bytes)
+        cpu += on_cpu
+        stage_gpu[stage_of[decoder_layer]] += layer_bytes - on_cpu
+    return max(stage_gpu), cpu
 
 
 def _adjustments(sizing: _Sizing, dep: Deployment, kv_dtype: KvDtype, engine: EngineProfile) -> list[Adjustment]:

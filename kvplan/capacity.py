@@ -31,10 +31,13 @@ needs summed over groups, so windowed layers count their real need, not a full c
 
 from __future__ import annotations
 
+import sys
+import types
 from dataclasses import dataclass, field
+from typing import Any
 
 from kvplan.adjust import Deployment, stage_of_layer
-from kvplan.calc import Estimate, estimate
+from kvplan.calc import Estimate, KvSizer, Priced, estimate
 from kvplan.engines import (
     LLAMA_CPP_PAD,
     LLAMA_CPP_UBATCH,
@@ -151,25 +154,39 @@ class Capacity:
 
 # ---- KV views per engine --------------------------------------------------------------------
 class _Kv:
-    """The KV function of one deployment on the busiest GPU."""
+    """The KV function of one deployment on the busiest GPU.
+
+    ``est(batch, tokens)`` prices the layer groups laid out once by a :class:`~kvplan.calc.KvSizer`
+    (the numbers of ``calc.estimate`` for that batch and length, without re-running it), so the searches
+    below cost one engine formula per layer group and probe."""
 
     def __init__(self, geometry: ModelGeometry, dep: Deployment, kv_dtype: str) -> None:
         self.geometry, self.dep, self.kv_dtype = geometry, dep, kv_dtype
         self.engine = get_engine(dep.engine)
-        self._cache: dict[tuple[int, int], Estimate] = {}
+        self._sizer: KvSizer | None = None
+        self._cache: dict[tuple[int, int], Priced] = {}
 
-    def est(self, batch: int, tokens: int) -> Estimate:
+    def full(self, batch: int, tokens: int) -> Estimate:
+        """The whole estimate (notes, dtype and its source)."""
+        return estimate(self.geometry, batch=batch, seq_len=tokens, kv_dtype=self.kv_dtype, deployment=self.dep)
+
+    @property
+    def sizer(self) -> KvSizer:
+        if self._sizer is None:
+            self._sizer = KvSizer(self.geometry, kv_dtype=self.kv_dtype, deployment=self.dep)
+        return self._sizer
+
+    def est(self, batch: int, tokens: int) -> Priced:
         key = (batch, tokens)
         if key not in self._cache:
-            self._cache[key] = estimate(self.geometry, batch=batch, seq_len=tokens, kv_dtype=self.kv_dtype,
-                                        deployment=self.dep)
+            self._cache[key] = self.sizer.price(batch, tokens)
         return self._cache[key]
 
     def need(self, batch: int, tokens: int) -> int:
-        return self.est(batch, tokens).kv_cache_bytes_per_gpu
+        return self.est(batch, tokens).per_gpu_bytes
 
     # stages ---------------------------------------------------------------------------------
-    def _stages(self, est: Estimate) -> list[list[tuple[object, int]]]:
+    def _stages(self, est: Priced) -> list[list[tuple[object, int]]]:
         """Per PP stage: (group, layers of the group on that stage)."""
         num_layers = self.geometry.num_hidden_layers
         stage_of = stage_of_layer(num_layers, self.dep.pp)
@@ -307,7 +324,7 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
     geometry = _served_geometry(geometry, engine.name, inputs.dtype)
     dep = _deployment(inputs, tp)
     kv = _Kv(geometry, dep, inputs.kv_dtype)
-    est_one = kv.est(1, tokens)
+    est_one = kv.full(1, tokens)
     notes.extend(n for n in est_one.notes if n not in geometry.notes)
     notes.extend(geometry.notes)
 
@@ -541,9 +558,9 @@ def _suggest(kv: _Kv, inputs: CapacityInputs, tokens: int, max_context: int, req
         out.append(f"--max-model-len {max_context} (the longest context {inputs.batch} sequence(s) fit)")
     if requests and requests < inputs.batch:
         out.append(f"--batch {requests} (the most requests of {tokens:,} tokens that fit)")
-    if kv.est(1, 1).kv_dtype.bits_per_element > 8 and engine != "llama.cpp":
+    if kv.sizer.kv_dtype.bits_per_element > 8 and engine != "llama.cpp":
         out.append("--kv-dtype fp8 (halves the KV cache of a 16-bit model)")
-    elif engine == "llama.cpp" and kv.est(1, 1).kv_dtype.name in ("fp16", "bf16", "fp32"):
+    elif engine == "llama.cpp" and kv.sizer.kv_dtype.name in ("fp16", "bf16", "fp32"):
         out.append("--kv-dtype q8_0 (about half the KV cache of f16)")
     if min_tp and min_tp > inputs.tp:
         out.append(f"--tp {min_tp} (the smallest tensor-parallel size on which one {tokens:,}-token request fits)")
@@ -621,3 +638,17 @@ def capacity_report(cap: Capacity, source: object) -> dict[str, object]:
         "suggestions": list(cap.suggestions),
         "notes": list(cap.notes) + ([n for n in w.notes if n not in cap.notes] if w else []),
     }
+
+
+# ---- `kvplan.capacity(...)` ----------------------------------------------------------------------------
+class _CallableModule(types.ModuleType):
+    """This module is also the public ``kvplan.capacity(...)`` (:func:`kvplan.api.capacity`): the package
+    attribute ``kvplan.capacity`` is this module once it is imported, so calling it must work too."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from kvplan.api import capacity
+
+        return capacity(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -11,6 +11,7 @@ command's own defaults (estimate: engine ideal; capacity: engine vllm) unless th
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,53 +72,39 @@ def _given(inputs: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
 
 
 def estimate_for(inputs: dict[str, Any]) -> dict[str, Any]:
-    """The `kvplan estimate` report for a scenario's resolved inputs (the functions the CLI calls)."""
-    from kvplan.adjust import deployment_from_flags
-    from kvplan.api import load_geometry
-    from kvplan.calc import estimate
-    from kvplan.report import estimate_report
+    """The `kvplan estimate` report for a scenario's resolved inputs (``kvplan.api.estimate``, the
+    functions the CLI calls; the model is parsed once per process)."""
+    from kvplan.api import estimate
 
-    overrides = dict(inputs.get("set") or {})
-    geometry, source = load_geometry(inputs["model"], revision=inputs.get("revision"), overrides=overrides)
-    est = estimate(
-        geometry,
+    result = estimate(
+        inputs["model"],
+        revision=inputs.get("revision"),
+        overrides=dict(inputs.get("set") or {}),
         batch=inputs.get("batch") or 1,
         seq_len=inputs.get("seq_len"),
         kv_dtype=inputs.get("kv_dtype") or "auto",
         encoder_len=inputs.get("encoder_len"),
-        deployment=deployment_from_flags(**_given(inputs, DEPLOYMENT_KEYS)),
+        **_given(inputs, DEPLOYMENT_KEYS),
     )
-    return estimate_report(est, source, overrides=overrides)
+    return result.to_dict()
 
 
 def capacity_for(inputs: dict[str, Any], *, gpu: str, num_gpus: int | None) -> dict[str, Any]:
     """The `kvplan capacity` report for a scenario on ``num_gpus`` x ``gpu``: ``seq_len`` is the
     capacity's ``--max-model-len``; tp defaults to ``num_gpus // pp`` as `kvplan capacity` does."""
-    from kvplan.arch import parse_config
-    from kvplan.capacity import CapacityInputs, capacity_report, plan_capacity
-    from kvplan.gpus import lookup
-    from kvplan.sources import load_raw_config
-    from kvplan.weights import resolve_weights
+    from kvplan.api import capacity
 
-    config, source, model_id = load_raw_config(inputs["model"], revision=inputs.get("revision"))
-    geometry = parse_config(config, model_id=model_id, overrides=dict(inputs.get("set") or {}))
-    kv_budget_bytes = inputs.get("kv_budget")
-    weights, weight_notes = resolve_weights(
-        config, model_id=model_id, source_kind=source.kind, weights_bytes=inputs.get("weights_bytes"),
-        weights_from=inputs.get("weights_from") or "auto", revision=inputs.get("revision"),
-        required=kv_budget_bytes is None,
-    )
     pp = inputs.get("pp") or 1
     tp = inputs.get("tp") or (num_gpus // pp if num_gpus else 1)
     given = _given(inputs, ("engine", "kv_dtype", "dtype", "block_size", "gpu_memory_utilization", "mem_fraction_static",
-                            "free_gpu_memory_fraction", "max_num_batched_tokens"))
-    capacity_inputs = CapacityInputs(
-        gpu=lookup(gpu), tp=tp, pp=pp, num_gpus=num_gpus, max_model_len=inputs.get("seq_len"),
-        batch=inputs.get("batch") or 1, reserve_bytes=inputs.get("reserve"), kv_budget_bytes=kv_budget_bytes, **given,
+                            "free_gpu_memory_fraction", "max_num_batched_tokens", "weights_from"))
+    result = capacity(
+        inputs["model"], revision=inputs.get("revision"), overrides=dict(inputs.get("set") or {}), gpu=gpu, tp=tp,
+        pp=pp, num_gpus=num_gpus, max_model_len=inputs.get("seq_len"), batch=inputs.get("batch") or 1,
+        reserve=inputs.get("reserve"), kv_budget=inputs.get("kv_budget"), weights_bytes=inputs.get("weights_bytes"),
+        **given,
     )
-    report = capacity_report(plan_capacity(geometry, weights, capacity_inputs), source)
-    report["notes"] = list(report["notes"]) + weight_notes  # type: ignore[call-overload]
-    return report
+    return result.to_dict()
 
 
 def scenario_gates(scenario: Scenario, estimate: dict[str, Any], capacity: dict[str, Any] | None) -> list[Gate]:
@@ -208,27 +195,38 @@ def _key_named_in(message: str, scenario: Scenario, location: str) -> str | None
     return "model" if any(isinstance(m, str) and m in message for m in (model, location)) else None
 
 
-def check_report(plan: Plan, *, generated_at: str | None = None) -> dict[str, Any]:
-    """Run every scenario; errors name the plan file, the scenario and its line."""
-    rows = []
+def iter_check_rows(plan: Plan) -> Iterator[dict[str, Any]]:
+    """Each scenario's row of the check report, one at a time (nothing of a scenario is kept after it is
+    yielded); errors name the plan file, the scenario and its line."""
     for scenario in plan.scenarios:
         location = plan.model_location(scenario.inputs["model"])
         try:
-            rows.append(run_scenario(scenario, model=location))
+            row = run_scenario(scenario, model=location)
         except KvplanError as exc:
             key = _key_named_in(exc.message, scenario, location)
             line = scenario.lines.get(key, scenario.line) if key else scenario.line
             where = f"{plan.path} line {line}" if line else plan.path
             field = f"{key!r}: " if key else ""
             raise InputError(f"{where}: scenario {scenario.name!r}: {field}{exc.message}", exc.hint) from None
-    failed = sum(1 for row in rows if not row["passed"])
+        yield row
+
+
+def check_header(plan: Plan, *, num_failed: int, generated_at: str | None = None) -> dict[str, Any]:
+    """The check report without its ``scenarios`` (which come last)."""
     return {
         "schema_version": SCHEMA_VERSION,
         "kvplan_version": __version__,
         "command": "check",
         "plan": plan.path,
         "generated_at": generated_at,
-        "passed": failed == 0,
-        "num_failed": failed,
-        "scenarios": rows,
+        "passed": num_failed == 0,
+        "num_failed": num_failed,
     }
+
+
+def check_report(plan: Plan, *, generated_at: str | None = None) -> dict[str, Any]:
+    """Run every scenario; errors name the plan file, the scenario and its line. (`kvplan check` writes
+    the same report scenario by scenario: :mod:`kvplan.check_stream`.)"""
+    rows = list(iter_check_rows(plan))
+    failed = sum(1 for row in rows if not row["passed"])
+    return {**check_header(plan, num_failed=failed, generated_at=generated_at), "scenarios": rows}

@@ -45,10 +45,10 @@ def normalise_name(name: str) -> str:
 @lru_cache(maxsize=1)
 def load_catalog() -> tuple[GpuSpec, ...]:
     """Every GPU in the shipped catalog, in file order."""
-    import yaml
+    from kvplan.yamlio import load
 
     text = files("kvplan").joinpath("data", "gpus.yaml").read_text(encoding="utf-8")
-    data = yaml.safe_load(text)
+    data = load(text)
     entries = data.get("gpus") if isinstance(data, dict) else None
     if not isinstance(entries, list):
         raise ConfigError("kvplan/data/gpus.yaml has no 'gpus' list", "reinstall kvplan")

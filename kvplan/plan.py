@@ -196,6 +196,8 @@ def _line_map(text: str) -> tuple[dict[Path_, int], list[tuple[Path_, int]]]:
     """(path -> 1-based line, duplicate keys) from the YAML node tree (nothing is constructed)."""
     import yaml
 
+    from kvplan import yamlio
+
     lines: dict[Path_, int] = {}
     duplicates: list[tuple[Path_, int]] = []
 
@@ -214,7 +216,7 @@ def _line_map(text: str) -> tuple[dict[Path_, int], list[tuple[Path_, int]]]:
             for index, item in enumerate(node.value):
                 walk(item, path + (index,))
 
-    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    root = yamlio.compose(text)
     if root is not None:
         walk(root, ())
     return lines, duplicates
@@ -224,13 +226,15 @@ def load_plan(path: Path) -> Plan:
     """Read and validate a plan file; raise InputError naming the line, scenario and field."""
     import yaml
 
+    from kvplan import yamlio
+
     label = str(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(f"cannot read plan file {label}: {exc.strerror or exc}", "check the path") from None
     try:
-        data = yaml.safe_load(text)
+        data = yamlio.load(text)
         lines, duplicates = _line_map(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)

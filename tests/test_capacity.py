@@ -32,7 +32,7 @@ VLLM_BS = 16
 
 def plan(model: str, **inputs: object):
     config, _source, model_id = load_raw_config(model)
-    geometry, _ = load_geometry(model)
+    geometry = load_geometry(model).model_geometry
     try:
         weights = count_weights(config, model_id=model_id)
     except Exception:
@@ -140,7 +140,7 @@ def test_max_context_fits_at_n_not_n_plus_1_ideal() -> None:
     cap = plan(LLAMA8B, engine="ideal", max_model_len=131072, batch=3, kv_budget_bytes=budget)
     per_token = LLAMA8B_PER_TOKEN_LAYER * LLAMA8B_LAYERS
     assert cap.max_context_len == budget // (3 * per_token)
-    geometry, _ = load_geometry(LLAMA8B)
+    geometry = load_geometry(LLAMA8B).model_geometry
     assert estimate(geometry, batch=3, seq_len=cap.max_context_len).kv_cache_bytes <= budget
     assert estimate(geometry, batch=3, seq_len=cap.max_context_len + 1).kv_cache_bytes > budget
 

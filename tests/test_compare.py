@@ -186,7 +186,7 @@ def test_gemma3_model_equals_hybrid(runner) -> None:
 def test_state_layers_are_kept() -> None:
     from kvplan.api import load_geometry
 
-    base = base_from_model(load_geometry("ai21labs/Jamba-v0.1")[0])
+    base = base_from_model(load_geometry("ai21labs/Jamba-v0.1").model_geometry)
     mha, mqa = compare(base, ["mha", "mqa"], seq_len=4096).variants
     assert base.num_attention_layers == 4  # 28 Mamba layers keep their state in every variant
     assert mha.kv_cache_bytes - mqa.kv_cache_bytes == 4096 * 4 * KV * (32 - 1) * 128 * BF16
@@ -196,7 +196,7 @@ def test_pure_state_model_is_rejected() -> None:
     from kvplan.api import load_geometry
 
     with pytest.raises(ConfigError, match="no attention layers"):
-        base_from_model(load_geometry("state-spaces/mamba-2.8b-hf")[0])
+        base_from_model(load_geometry("state-spaces/mamba-2.8b-hf").model_geometry)
 
 
 # ---- bad input ---------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ GPT_OSS = "openai/gpt-oss-20b"  # alternating sliding (W 128) / full, 8 KV heads
 
 
 def geo(model: str):
-    return load_geometry(model)[0]
+    return load_geometry(model).model_geometry
 
 
 # ---- allocator (FACTS f) -------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli.options import Format, FormatOpt, OutputOpt, emit
+from kvplan.cli.options import Format, FormatOpt, OutputOpt
 from kvplan.errors import EXIT_NOT_FIT
 
 EPILOG = (
@@ -28,7 +28,7 @@ def check(
     ] = False,
 ) -> None:
     """Check every scenario of a plan file against its KV-cache budgets."""
-    from kvplan.checks import check_report
+    from kvplan.check_stream import output_format, run_check, write_check
     from kvplan.plan import load_plan
 
     generated_at = None
@@ -36,16 +36,13 @@ def check(
         from datetime import datetime, timezone
 
         generated_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    report = check_report(load_plan(plan), generated_at=generated_at)
-    table = None
-    if fmt is Format.table:
-        from kvplan.report.render import check_table
-
-        table = check_table(report)
-    emit(report, fmt, output, table)
-    for row in report["scenarios"]:
-        for gate in row["gates"]:
-            if not gate["passed"]:
-                typer.echo(f"FAIL {row['name']}: {gate['message']}", err=True)
-    if not report["passed"]:
+    formats = {f for f in (output_format(fmt.value, output), fmt.value) if f in ("yaml", "json")}
+    run = run_check(load_plan(plan), formats=formats, table=fmt is Format.table, generated_at=generated_at)
+    try:
+        write_check(run, fmt.value, output, lambda text: typer.echo(text, nl=False))
+    finally:
+        run.close()
+    for name, message in run.failures:
+        typer.echo(f"FAIL {name}: {message}", err=True)
+    if not run.passed:
         raise typer.Exit(EXIT_NOT_FIT)

@@ -152,6 +152,6 @@ def to_json(report: dict[str, Any]) -> str:
 
 
 def to_yaml(report: dict[str, Any]) -> str:
-    import yaml
+    from kvplan.yamlio import dump
 
-    return yaml.safe_dump(report, sort_keys=False, allow_unicode=True, width=100)
+    return dump(report)

@@ -58,12 +58,14 @@ def load_report(path: Path) -> dict[str, Any]:
     """Read a YAML or JSON report written by `kvplan check` or `kvplan estimate`."""
     import yaml
 
+    from kvplan import yamlio
+
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(f"cannot read report {path}: {exc.strerror or exc}", "check the path") from None
     try:
-        data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
+        data = json.loads(text) if path.suffix.lower() == ".json" else yamlio.load(text)
     except (ValueError, yaml.YAMLError) as exc:
         raise InputError(f"{path}: not a YAML/JSON report: {str(exc).splitlines()[0]}",
                          "pass files written by `kvplan check --output` or `kvplan estimate --format yaml`") from None

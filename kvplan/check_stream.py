@@ -1,0 +1,132 @@
+"""`kvplan check` written scenario by scenario, so memory stays flat however long the plan is.
+
+The report's ``passed`` and ``num_failed`` come before its ``scenarios``, so nothing can be printed
+before the last scenario has run (and a bad scenario must leave stdout and ``--output`` empty, exit 2).
+Each row is serialised as soon as it is computed, into a temporary file per format, and dropped; at
+the end the header is written and the rows copied after it. The bytes are those of
+``to_yaml(check_report(plan))`` / ``to_json(...)``: a block sequence in a block mapping is written
+indentless by PyYAML, so ``dump([row])`` is the row's text in the whole document, and JSON indents a
+row of ``scenarios`` by two levels.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from kvplan.checks import check_header, iter_check_rows
+from kvplan.errors import InputError
+from kvplan.plan import Plan
+from kvplan.yamlio import dump
+
+#: Characters copied from a spool file at a time.
+_CHUNK = 1 << 20
+
+
+def _yaml_row(row: dict[str, Any]) -> str:
+    return dump([row])
+
+
+def _json_row(row: dict[str, Any], first: bool) -> str:
+    text = json.dumps(row, indent=2, sort_keys=False)
+    return ("" if first else ",\n") + "\n".join("    " + line for line in text.split("\n"))
+
+
+def compact_row(row: dict[str, Any]) -> dict[str, Any]:
+    """What the table reads of a row (``render.check_table``): no estimate or capacity report."""
+    inputs = row["estimate"]["inputs"]
+    return {
+        "name": row["name"], "kv_cache_bytes": row["kv_cache_bytes"], "gates": row["gates"],
+        "estimate": {"model": {"id": row["estimate"]["model"]["id"]},
+                     "inputs": {k: inputs[k] for k in ("batch", "seq_len", "kv_dtype", "engine", "tp", "pp")}},
+    }
+
+
+@dataclass(kw_only=True, slots=True)
+class CheckRun:
+    """A finished check: its header, the failing gates, and the serialised rows per format."""
+
+    header: dict[str, Any]
+    failures: list[tuple[str, str]] = field(default_factory=list)
+    """(scenario, gate message) of every failing gate, in order."""
+    rows: list[dict[str, Any]] | None = None
+    """Compact rows (``compact_row``) when a table was asked for."""
+    spools: dict[str, IO[str]] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.header["passed"])
+
+    def chunks(self, fmt: str) -> Iterator[str]:
+        """The whole report in ``fmt`` (``yaml`` or ``json``), piece by piece."""
+        spool = self.spools[fmt]
+        spool.seek(0)
+        if fmt == "yaml":
+            yield dump(self.header) + "scenarios:\n"
+        else:
+            yield json.dumps({**self.header, "scenarios": []}, indent=2)[: -len("[]\n}")] + "[\n"
+        while piece := spool.read(_CHUNK):
+            yield piece
+        if fmt == "json":
+            yield "\n  ]\n}\n"
+
+    def table_report(self) -> dict[str, Any]:
+        """The report as ``render.check_table`` reads it (compact rows)."""
+        return {**self.header, "scenarios": self.rows or []}
+
+    def close(self) -> None:
+        for spool in self.spools.values():
+            spool.close()
+
+
+def run_check(plan: Plan, *, formats: set[str], table: bool = False, generated_at: str | None = None) -> CheckRun:
+    """Run every scenario of ``plan``, serialising each row in ``formats`` (``yaml``, ``json``) as it
+    comes; ``table`` keeps compact rows for the table. Raises what ``checks.iter_check_rows`` raises."""
+    run = CheckRun(header={}, rows=[] if table else None)
+    run.spools = {fmt: tempfile.TemporaryFile("w+", encoding="utf-8") for fmt in sorted(formats)}
+    failed = 0
+    try:
+        for index, row in enumerate(iter_check_rows(plan)):
+            failed += not row["passed"]
+            run.failures.extend((row["name"], g["message"]) for g in row["gates"] if not g["passed"])
+            if "yaml" in run.spools:
+                run.spools["yaml"].write(_yaml_row(row))
+            if "json" in run.spools:
+                run.spools["json"].write(_json_row(row, index == 0))
+            if run.rows is not None:
+                run.rows.append(compact_row(row))
+    except BaseException:
+        run.close()
+        raise
+    run.header = check_header(plan, num_failed=failed, generated_at=generated_at)
+    return run
+
+
+def output_format(fmt: str, output: Path | None) -> str | None:
+    """The format ``--output`` is written in (json for a .json name or --format json, else yaml)."""
+    if output is None:
+        return None
+    return "json" if fmt == "json" or output.suffix.lower() == ".json" else "yaml"
+
+
+def write_check(run: CheckRun, fmt: str, output: Path | None, echo: Callable[[str], None]) -> None:
+    """``--output`` first, then stdout (``table``, ``yaml`` or ``json``), as every command emits."""
+    out_fmt = output_format(fmt, output)
+    if output is not None and out_fmt is not None:
+        try:
+            with output.open("w", encoding="utf-8") as handle:
+                for piece in run.chunks(out_fmt):
+                    handle.write(piece)
+        except OSError as exc:
+            raise InputError(f"cannot write --output {output}: {exc.strerror or exc}", "check the path") from None
+    if fmt == "table":
+        from kvplan.report.render import check_table, make_console
+
+        make_console().print(check_table(run.table_report()))
+    else:
+        for piece in run.chunks(fmt):
+            echo(piece)

@@ -1,0 +1,139 @@
+"""The Python API: the reach of the commands, their reports from ``to_dict()``, one parse per model."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import kvplan
+from kvplan.adjust import Deployment
+from kvplan.api import clear_cache
+from kvplan.calc import KvSizer
+from kvplan.calc import estimate as calc_estimate
+from kvplan.cli import app
+from kvplan.report import to_json
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: (CLI flags, the same as API keywords) for `kvplan estimate`.
+ESTIMATES = [
+    (["-m", "meta-llama/Llama-3.1-8B", "-s", "32k", "-b", "8", "--engine", "vllm", "--tp", "2"],
+     {"model": "meta-llama/Llama-3.1-8B", "seq_len": "32k", "batch": 8, "engine": "vllm", "tp": 2}),
+    (["-m", "google/gemma-2-9b", "-s", "16k", "--engine", "sglang", "--block-size", "16", "--kv-dtype", "fp8"],
+     {"model": "google/gemma-2-9b", "seq_len": "16k", "engine": "sglang", "block_size": 16, "kv_dtype": "fp8"}),
+    (["-m", "deepseek-ai/DeepSeek-V3", "-s", "4k", "--engine", "vllm", "--pp", "4", "--kv-dtype", "fp8"],
+     {"model": "deepseek-ai/DeepSeek-V3", "seq_len": 4096, "engine": "vllm", "pp": 4, "kv_dtype": "fp8"}),
+    (["-m", "ai21labs/Jamba-v0.1", "-s", "8k", "-b", "2", "--engine", "hf-dynamic", "--beams", "2",
+      "--prompt-len", "1k"],
+     {"model": "ai21labs/Jamba-v0.1", "seq_len": "8k", "batch": 2, "engine": "hf-dynamic", "beams": 2,
+      "prompt_len": "1k"}),
+    (["-m", "openai/whisper-large-v3", "-s", "448", "--encoder-len", "1500", "--offload", "0.25"],
+     {"model": "openai/whisper-large-v3", "seq_len": 448, "encoder_len": 1500, "offload": 0.25}),
+    (["-m", "meta-llama/Llama-3.1-8B", "-s", "4k", "--set", "num_key_value_heads=4", "--engine", "llama.cpp",
+      "--kv-dtype", "q8_0"],
+     {"model": "meta-llama/Llama-3.1-8B", "seq_len": "4k", "overrides": ["num_key_value_heads=4"],
+      "engine": "llama.cpp", "kv_dtype": "q8_0"}),
+]
+
+#: (CLI flags, API keywords) for `kvplan capacity`.
+CAPACITIES = [
+    (["-m", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--max-model-len", "32k", "--batch", "16"],
+     {"model": "meta-llama/Llama-3.1-8B", "gpu": "H100", "max_model_len": "32k", "batch": 16}),
+    (["-m", "Qwen/Qwen3-Next-80B-A3B-Instruct", "--gpu", "H200", "--tp", "2"],
+     {"model": "Qwen/Qwen3-Next-80B-A3B-Instruct", "gpu": "H200", "tp": 2}),
+    (["-m", "meta-llama/Llama-3.1-70B", "--gpu", "H100", "--engine", "llama.cpp", "--max-model-len", "16k"],
+     {"model": "meta-llama/Llama-3.1-70B", "gpu": "H100", "engine": "llama.cpp", "max_model_len": "16k"}),
+    (["-m", "google/gemma-2-9b", "--gpu-mem", "24GiB", "--gpu-bandwidth", "1TB/s", "--engine", "trtllm",
+      "--kv-budget", "6GiB", "--max-model-len", "8k", "--batch", "4"],
+     {"model": "google/gemma-2-9b", "gpu_mem": "24GiB", "gpu_bandwidth": "1TB/s", "engine": "trtllm",
+      "kv_budget": "6GiB", "max_model_len": "8k", "batch": 4}),
+    (["-m", "deepseek-ai/DeepSeek-V2-Lite", "--gpu", "A100-80GB", "--num-gpus", "2", "--engine", "sglang",
+      "--kv-dtype", "fp8", "--max-model-len", "128k", "--batch", "64"],
+     {"model": "deepseek-ai/DeepSeek-V2-Lite", "gpu": "A100-80GB", "num_gpus": 2, "engine": "sglang",
+      "kv_dtype": "fp8", "max_model_len": "128k", "batch": 64}),
+]
+
+
+@pytest.mark.parametrize(("flags", "kwargs"), ESTIMATES, ids=lambda v: v["model"] if isinstance(v, dict) else "")
+def test_estimate_to_dict_is_the_cli_report(runner, flags: list[str], kwargs: dict) -> None:
+    result = runner.invoke(app, ["estimate", *flags, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    model = kwargs.pop("model")
+    by_id = kvplan.estimate(model, **kwargs)
+    assert to_json(by_id.to_dict()) == result.stdout
+    if "overrides" not in kwargs:  # and on a loaded geometry, as a sweep would call it
+        geometry = kvplan.load_geometry(model)
+        assert to_json(kvplan.estimate(geometry, **kwargs).to_dict()) == result.stdout
+
+
+@pytest.mark.parametrize(("flags", "kwargs"), CAPACITIES, ids=lambda v: v["model"] if isinstance(v, dict) else "")
+def test_capacity_to_dict_is_the_cli_report(runner, flags: list[str], kwargs: dict) -> None:
+    result = runner.invoke(app, ["capacity", *flags, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    model = kwargs.pop("model")
+    assert to_json(kvplan.capacity(model, **kwargs).to_dict()) == result.stdout
+    assert to_json(kvplan.capacity(kvplan.load_geometry(model), **kwargs).to_dict()) == result.stdout
+
+
+def test_estimate_numbers_and_attributes_read_through() -> None:
+    geometry = kvplan.load_geometry("meta-llama/Llama-3.1-8B")
+    est = kvplan.estimate(geometry, seq_len="32k", batch=8, engine="vllm", tp=2)
+    # K+V x 32 layers x 8 KV heads / 2 ranks x 128 head dim x 2 bytes x 32768 tokens x 8 sequences
+    assert est.kv_cache_bytes_per_gpu == 2 * 32 * (8 // 2) * 128 * 2 * 32768 * 8
+    assert est.kv_cache_bytes == 2 * est.kv_cache_bytes_per_gpu
+    assert est.to_dict()["inputs"]["tp"] == 2
+    assert geometry.num_hidden_layers == 32  # ModelGeometry attributes read through
+    model_geometry, source = geometry  # the older (geometry, source) pair still unpacks
+    assert model_geometry is geometry.model_geometry and source.kind == "bundled"
+
+
+def test_capacity_answers_read_through() -> None:
+    cap = kvplan.capacity("meta-llama/Llama-3.1-8B", gpu="H100", max_model_len="32k", batch=16)
+    report = cap.to_dict()["capacity"]
+    assert (cap.fits, cap.max_concurrent_requests, cap.max_context_len) == (
+        report["fits"], report["max_concurrent_requests"], report["max_context_len"])
+
+
+def test_models_are_parsed_once(tmp_path: Path) -> None:
+    clear_cache()
+    first = kvplan.load_geometry("meta-llama/Llama-3.1-8B")
+    assert kvplan.load_geometry("llama-3.1-8b") is first  # an alias of the same bundled file
+    with_set = kvplan.load_geometry("meta-llama/Llama-3.1-8B", overrides={"num_key_value_heads": 4})
+    assert with_set is not first and with_set.layers[0].num_kv_heads == 4
+    assert kvplan.load_geometry("meta-llama/Llama-3.1-8B", overrides=["num_key_value_heads=4"]) is with_set
+    config = json.loads((ROOT / "model_configs" / "meta-llama__Llama-3.1-8B.json").read_text())
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    assert kvplan.load_geometry(str(path)) is kvplan.load_geometry(str(path))
+    before = kvplan.load_geometry(str(path))
+    path.write_text(json.dumps({**config, "num_key_value_heads": 2, "padding": "x" * 10}))
+    assert kvplan.load_geometry(str(path)).layers[0].num_kv_heads == 2  # a changed file is read again
+    assert before.layers[0].num_kv_heads == 8
+
+
+@pytest.mark.parametrize("model", ["meta-llama/Llama-3.1-8B", "google/gemma-2-9b", "Qwen/Qwen3-Next-80B-A3B-Instruct",
+                                   "deepseek-ai/DeepSeek-V2-Lite", "openai/whisper-large-v3", "ai21labs/Jamba-v0.1",
+                                   "meta-llama/Llama-4-Scout-17B-16E-Instruct"])
+@pytest.mark.parametrize(("engine", "tp", "pp"), [("ideal", 1, 1), ("vllm", 2, 2), ("sglang", 1, 1), ("trtllm", 4, 1),
+                                                  ("llama.cpp", 1, 2), ("hf-static", 1, 1)])
+def test_kv_sizer_equals_the_estimate(model: str, engine: str, tp: int, pp: int) -> None:
+    geometry = kvplan.load_geometry(model).model_geometry
+    dep = Deployment(engine=engine, tp=tp, pp=pp)
+    sizer = KvSizer(geometry, deployment=dep)
+    for batch, tokens in [(1, 1), (1, 4097), (3, 32768), (17, 1000), (64, 131072)]:
+        est = calc_estimate(geometry, batch=batch, seq_len=tokens, deployment=dep)
+        priced = sizer.price(batch, tokens)
+        assert priced.per_gpu_bytes == est.kv_cache_bytes_per_gpu
+        assert priced.groups == est.groups
+
+
+def test_import_kvplan_stays_light() -> None:
+    code = ("import sys, kvplan; kvplan.estimate(kvplan.load_geometry('meta-llama/Llama-3.1-8B'), seq_len=8, "
+            "engine='vllm').to_dict(); bad = [m for m in ('typer', 'rich', 'huggingface_hub', 'torch', 'click') "
+            "if m in sys.modules]; assert not bad, bad")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -1,0 +1,79 @@
+"""YAML through libyaml (C) and PyYAML (pure Python): the same bytes, and the bytes kvplan wrote before.
+
+tests/reports/*.yaml are reports saved from the CLI (`pytest --update-golden` rewrites them); every
+one must come out of the CLI, the C dumper and the pure-Python dumper byte for byte.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kvplan import yamlio
+from kvplan.cli import app
+
+REPORTS = Path(__file__).parent / "reports"
+ROOT = Path(__file__).resolve().parents[1]
+
+#: name -> CLI arguments of a saved report.
+CASES = {
+    "estimate_llama8b": ["estimate", "-m", "meta-llama/Llama-3.1-8B", "-s", "8k", "-b", "4"],
+    "estimate_gemma2_vllm_tp2": ["estimate", "-m", "google/gemma-2-9b", "-s", "32k", "--engine", "vllm", "--tp", "2"],
+    "estimate_deepseek_v3_fp8_pp4": ["estimate", "-m", "deepseek-ai/DeepSeek-V3", "-s", "4k", "--kv-dtype", "fp8",
+                                     "--engine", "vllm", "--pp", "4"],
+    "capacity_qwen3next_vllm_h200": ["capacity", "-m", "Qwen/Qwen3-Next-80B-A3B-Instruct", "--gpu", "H200", "--tp", "2"],
+    "capacity_llama70b_llamacpp": ["capacity", "-m", "meta-llama/Llama-3.1-70B", "--gpu", "H100", "--engine", "llama.cpp",
+                                   "--max-model-len", "16k"],
+    "check_example": ["check", "examples/kvplan.yaml"],
+}
+
+_VERSION = re.compile(r"^kvplan_version: .*$", re.MULTILINE)
+
+
+def _unversioned(text: str) -> str:
+    return _VERSION.sub("kvplan_version: X", text)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_saved_report_bytes(name: str, runner, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    result = runner.invoke(app, [*CASES[name], "--format", "yaml"])
+    assert result.exit_code in (0, 1), result.output
+    path = REPORTS / f"{name}.yaml"
+    if request.config.getoption("--update-golden"):
+        path.write_text(_unversioned(result.stdout), encoding="utf-8")
+    saved = path.read_text(encoding="utf-8")
+    assert _unversioned(result.stdout) == saved
+    data = yaml.safe_load(saved)
+    assert yamlio.dump(data, pure=True) == saved
+    assert yamlio.dump(data) == saved
+    if hasattr(yaml, "CSafeDumper"):
+        assert yaml.dump(data, Dumper=yaml.CSafeDumper, **yamlio.DUMP_OPTIONS) == saved
+
+
+def test_loaders_agree_on_saved_reports() -> None:
+    for path in sorted(REPORTS.glob("*.yaml")):
+        text = path.read_text(encoding="utf-8")
+        assert yamlio.load(text) == yaml.load(text, Loader=yaml.SafeLoader)
+
+
+@pytest.mark.parametrize("text", [
+    "tab\tinside " + "x" * 120 + " and more words after the fold",
+    "line\nbreak " + "y " * 70,
+    "bom\ufeff and a long tail " + "z" * 110 + " end",
+])
+def test_strings_libyaml_folds_differently_go_through_pure_python(text: str) -> None:
+    data = {"notes": [text], "nested": {"reason": text}}
+    assert yamlio.dump(data) == yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
+
+
+def test_bad_plan_yaml_keeps_pure_python_error(tmp_path: Path) -> None:
+    text = "scenarios:\n  - name: a\n    model: [unclosed\n"
+    with pytest.raises(yaml.YAMLError) as pure:
+        yaml.load(text, Loader=yaml.SafeLoader)
+    with pytest.raises(yaml.YAMLError) as ours:
+        yamlio.load(text)
+    assert str(ours.value) == str(pure.value)
