@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 
 from kvplan.adjust import Deployment, stage_of_layer
 from kvplan.calc import Estimate, estimate
+from kvplan.dp import attention_tp, dp_notes, weights_per_gpu
+from kvplan.engine_log import attach_engine_log
 from kvplan.engines import (
     LLAMA_CPP_PAD,
     LLAMA_CPP_UBATCH,
@@ -78,7 +80,8 @@ def sglang_mem_fraction_static(tp: int) -> float:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class CapacityInputs:
-    gpu: GpuSpec
+    gpu: GpuSpec | None
+    """None with ``kv_budget_bytes``: the answers that need a GPU (decode floor) are left out."""
     engine: str = "vllm"
     tp: int = 1
     pp: int = 1
@@ -98,11 +101,24 @@ class CapacityInputs:
     """Replaces the activation/overhead estimate."""
     kv_budget_bytes: int | None = None
     """KV bytes per GPU, as an engine logs them: skips the budget rule."""
+    engine_version: str | None = None
+    """The engine release whose log lines ``engine_log`` follows (None: the engine's default in kvplan)."""
+    dp: int = 1
+    """Data-parallel size (vLLM ``--data-parallel-size``, SGLang ``--dp``)."""
+    enable_dp_attention: bool = False
+    """SGLang ``--enable-dp-attention`` / vLLM DP with ``--enable-expert-parallel``: attention (and the MLA
+    latent) is split over ``dp`` ranks instead of replicated over ``tp`` ranks."""
+    kv_unified: bool = False
+    """llama.cpp ``-kvu``: one cell pool shared by all slots."""
+    ubatch_size: int | None = None
+    """llama.cpp ``--ubatch-size``."""
+    tensor_split: tuple[float, ...] | None = None
+    """llama.cpp ``--tensor-split``: layer proportions per device (per-device KV buffers)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Budget:
-    memory_bytes: int
+    memory_bytes: int | None
     usable_bytes: int
     """The part of memory the engine lets itself use (memory x fraction)."""
     weights_bytes_per_gpu: int | None
@@ -147,6 +163,8 @@ class Capacity:
     checkpoint_dtype: str | None = None
     """The checkpoint's own dtype when the engine holds the weights in another (``weights.dtype``)."""
     notes: tuple[str, ...] = field(default=())
+    engine_log: dict[str, object] | None = None
+    """The engine's start-up log lines and their numbers (:mod:`kvplan.engine_log`)."""
 
 
 # ---- KV views per engine --------------------------------------------------------------------
@@ -305,7 +323,8 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
         if serve_note:
             notes.append(serve_note)
     geometry = _served_geometry(geometry, engine.name, inputs.dtype)
-    dep = _deployment(inputs, tp)
+    dep = _deployment(inputs, attention_tp(inputs, tp))
+    notes.extend(dp_notes(geometry, inputs, tp))
     kv = _Kv(geometry, dep, inputs.kv_dtype)
     est_one = kv.est(1, tokens)
     notes.extend(n for n in est_one.notes if n not in geometry.notes)
@@ -347,7 +366,9 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
     min_tp, min_gpus = _min_parallel(geometry, weights, inputs, tokens)
 
     decode_bytes = seconds = tok_s = None
-    if weights is not None:
+    if inputs.gpu is None:
+        notes.append("no GPU given (--kv-budget only): the decode floor and the weights-vs-memory check are left out")
+    elif weights is not None:
         decode_bytes = weights.read_bytes_per_step(batch=inputs.batch, tp=tp, pp=pp) + needed
         if inputs.gpu.bandwidth_bytes_per_s:
             seconds = decode_bytes * pp / inputs.gpu.bandwidth_bytes_per_s
@@ -360,7 +381,7 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
     suggestions = () if is_fit else tuple(
         _suggest(kv, inputs, tokens, max_context, requests, min_tp, budget, needed, avail, engine.name)
     )
-    return Capacity(
+    cap = Capacity(
         geometry=geometry, inputs=inputs, deployment=dep, kv_dtype_name=est_one.kv_dtype.name,
         kv_dtype_source=est_one.kv_dtype_source, max_model_len=tokens, max_model_len_source=tokens_source,
         weights=weights, checkpoint_dtype=checkpoint_dtype, budget=budget, fits=is_fit, block_size=bs, num_blocks=num_blocks, max_tokens=max_tokens,
@@ -369,6 +390,7 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
         kv_bytes_needed=needed, decode_bytes_per_step=decode_bytes, decode_floor_seconds=seconds,
         decode_tokens_per_s=tok_s, suggestions=suggestions, notes=tuple(dict.fromkeys(notes)),
     )
+    return attach_engine_log(cap)
 
 
 def _served_geometry(geometry: ModelGeometry, engine: str, dtype: str) -> ModelGeometry:
@@ -388,7 +410,8 @@ def _served_geometry(geometry: ModelGeometry, engine: str, dtype: str) -> ModelG
 
 def _deployment(inputs: CapacityInputs, tp: int) -> Deployment:
     return Deployment(engine=get_engine(inputs.engine).name, tp=tp, pp=inputs.pp, block_size=inputs.block_size,
-                      max_num_batched_tokens=inputs.max_num_batched_tokens)
+                      max_num_batched_tokens=inputs.max_num_batched_tokens, kv_unified=inputs.kv_unified,
+                      ubatch_size=inputs.ubatch_size)
 
 
 def _validate(inputs: CapacityInputs) -> None:
@@ -402,7 +425,10 @@ def _validate(inputs: CapacityInputs) -> None:
             raise InputError(f"{name} must be a positive integer, got {value!r}", f"e.g. {name} 2")
     if inputs.num_gpus is not None and inputs.num_gpus < 1:
         raise InputError(f"--num-gpus must be a positive integer, got {inputs.num_gpus}", "e.g. --num-gpus 8")
-    if inputs.gpu.memory_bytes <= 0:
+    if inputs.gpu is None:
+        if inputs.kv_budget_bytes is None:
+            raise InputError("no GPU given", "pass --gpu NAME, --gpu-mem SIZE, or --kv-budget SIZE (KV bytes per GPU)")
+    elif inputs.gpu.memory_bytes <= 0:
         raise InputError("the GPU has no memory", "pass --gpu-mem, e.g. --gpu-mem 80GiB")
 
 
@@ -418,9 +444,9 @@ def compute_budget(
     inputs: CapacityInputs, weights: WeightsEstimate | None, *, tp: int, pp: int, tokens: int
 ) -> Budget:
     """KV bytes per GPU under the engine's budget rule (or ``--kv-budget``)."""
-    memory = inputs.gpu.memory_bytes
+    memory = inputs.gpu.memory_bytes if inputs.gpu is not None else None
     engine = get_engine(inputs.engine).name
-    weights_gpu = weights.bytes_per_gpu(tp=tp, pp=pp) if weights is not None else None
+    weights_gpu = weights_per_gpu(weights, inputs, tp=tp, pp=pp) if weights is not None else None
     if inputs.kv_budget_bytes is not None:
         return Budget(memory_bytes=memory, usable_bytes=inputs.kv_budget_bytes, weights_bytes_per_gpu=weights_gpu,
                       activation_bytes=0, non_torch_bytes=0, reserve_bytes=0, kv_bytes_per_gpu=inputs.kv_budget_bytes,
@@ -430,6 +456,7 @@ def compute_budget(
             "the weights' size is unknown, so the KV budget cannot be derived",
             "pass --weights-bytes SIZE, or --kv-budget SIZE (the engine's 'Available KV cache memory')",
         )
+    assert memory is not None  # _validate: no GPU only with --kv-budget
     act = non_torch = 0
     if inputs.reserve_bytes is None and weights is not None:
         if engine == "vllm":
@@ -527,14 +554,18 @@ def _fits_one(geometry: ModelGeometry, weights: WeightsEstimate | None, inputs: 
     return kv.need(1, tokens) <= budget
 
 
+def _gpu_name(inputs: CapacityInputs) -> str:
+    return inputs.gpu.name if inputs.gpu is not None else "the GPU"
+
+
 def _suggest(kv: _Kv, inputs: CapacityInputs, tokens: int, max_context: int, requests: int, min_tp: int | None,
              budget: Budget, needed: int, avail: int, engine: str) -> list[str]:
     out = []
     if budget.kv_bytes_per_gpu <= 0:
         out.append(
             f"the weights ({format_bytes(budget.weights_bytes_per_gpu or 0)} per GPU) and reserve leave no KV memory "
-            f"on {inputs.gpu.name}: use more GPUs (--tp {min_tp})" if min_tp else
-            f"the weights and reserve leave no KV memory on {inputs.gpu.name}: use a quantised checkpoint or more GPUs"
+            f"on {_gpu_name(inputs)}: use more GPUs (--tp {min_tp})" if min_tp else
+            f"the weights and reserve leave no KV memory on {_gpu_name(inputs)}: use a quantised checkpoint or more GPUs"
         )
         return out
     if max_context:
@@ -565,15 +596,17 @@ def capacity_report(cap: Capacity, source: object) -> dict[str, object]:
         "model": model_dict(g, source=getattr(source, "kind", None), location=getattr(source, "location", None),
                             revision=getattr(source, "revision", None)),
         "inputs": {
-            "gpu": i.gpu.name, "gpu_memory_bytes": i.gpu.memory_bytes, "gpu_memory_source": i.gpu.memory_source or None,
-            "gpu_bandwidth_bytes_per_s": i.gpu.bandwidth_bytes_per_s or None,
+            "gpu": i.gpu.name if i.gpu else None, "gpu_memory_bytes": i.gpu.memory_bytes if i.gpu else None,
+            "gpu_memory_source": (i.gpu.memory_source or None) if i.gpu else None,
+            "gpu_bandwidth_bytes_per_s": (i.gpu.bandwidth_bytes_per_s or None) if i.gpu else None,
             "num_gpus": i.num_gpus, "tp": i.tp, "pp": i.pp, "engine": cap.deployment.engine,
             "kv_dtype": cap.kv_dtype_name, "kv_dtype_source": cap.kv_dtype_source, "dtype": i.dtype,
             "max_model_len": cap.max_model_len, "max_model_len_source": cap.max_model_len_source,
             "batch": i.batch, "block_size": i.block_size, "gpu_memory_utilization": i.gpu_memory_utilization,
             "mem_fraction_static": i.mem_fraction_static, "free_gpu_memory_fraction": i.free_gpu_memory_fraction,
             "max_num_batched_tokens": i.max_num_batched_tokens, "reserve_bytes": i.reserve_bytes,
-            "kv_budget_bytes": i.kv_budget_bytes,
+            "kv_budget_bytes": i.kv_budget_bytes, "engine_version": i.engine_version, "dp": i.dp,
+            "enable_dp_attention": i.enable_dp_attention,
         },
         "weights": {
             "source": w.source if w else None,
@@ -618,6 +651,7 @@ def capacity_report(cap: Capacity, source: object) -> dict[str, object]:
             "decode_floor_seconds": cap.decode_floor_seconds,
             "decode_tokens_per_s": cap.decode_tokens_per_s,
         },
+        "engine_log": cap.engine_log,
         "suggestions": list(cap.suggestions),
         "notes": list(cap.notes) + ([n for n in w.notes if n not in cap.notes] if w else []),
     }

@@ -54,6 +54,24 @@ TpOptional = Annotated[int | None, typer.Option("--tensor-parallel-size", "--tp"
 DtypeOpt = Annotated[str, typer.Option("--dtype", help="Weight dtype, as vLLM's --dtype: auto (the engine's rule: "
                     "vLLM, SGLang, TensorRT-LLM and llama.cpp serve float32 checkpoints in 16 bits, transformers "
                     "keeps them), bfloat16, float16 (half) or float32 (float).")]
+EngineVersionOpt = Annotated[str | None, typer.Option("--engine-version", help="The engine release whose log lines "
+                            "engine_log prints: vLLM 0.6 (V0), 0.11 (0.10-0.20 token formula), 0.33 (default); "
+                            "SGLang 0.5.23 (default), older omit dtype.")]
+DpOpt = Annotated[int, typer.Option("--data-parallel-size", "--dp", min=1, help="Data-parallel ranks, as vLLM's "
+                  "--data-parallel-size and SGLang's --dp; answers are per rank.")]
+DpAttentionOpt = Annotated[bool, typer.Option("--enable-dp-attention", help="SGLang --enable-dp-attention (attention "
+                           "tp = tp / dp), vLLM DP with --enable-expert-parallel, TensorRT-LLM enable_attention_dp: "
+                           "one MLA latent per request instead of one per TP rank.")]
+KvuOpt = Annotated[bool, typer.Option("--kv-unified", "-kvu", help="llama.cpp -kvu: one cell pool for all slots "
+                   "(llama-server's default with -np auto).")]
+UbatchOpt = Annotated[int | None, typer.Option("--ubatch-size", "-ub", min=1, help="llama.cpp --ubatch-size "
+                      "(n_ubatch, default 512): the SWA cache's slack.")]
+TensorSplitOpt = Annotated[str | None, typer.Option("--tensor-split", "-ts", help="llama.cpp --tensor-split: layer "
+                           "proportions per device, e.g. 3,1 (per-device KV buffer lines).")]
+CtxSizeOpt = Annotated[str | None, typer.Option("--ctx-size", "-c", help="llama.cpp -c: cells over all slots; "
+                       "with -np N, each slot gets ctx-size / N tokens (sets --max-model-len and --batch).")]
+ParallelOpt = Annotated[int | None, typer.Option("--parallel", "-np", min=1, help="llama.cpp -np: slots "
+                        "(sequences); with -c sets --batch.")]
 RequireFitOpt = Annotated[bool, typer.Option("--require-fit", help="Exit 1 when --batch requests of --max-model-len "
                           "tokens do not fit (0 when they do; 2 for bad input), for CI.")]
 
@@ -62,6 +80,7 @@ RequireFitOpt = Annotated[bool, typer.Option("--require-fit", help="Exit 1 when 
     epilog="Examples:\n\n"
     "  kvplan capacity -m meta-llama/Llama-3.1-8B --gpu H100 --max-model-len 32k\n\n"
     "  kvplan capacity -m meta-llama/Llama-3.1-8B --engine vllm --kv-budget 3.8125GiB --max-model-len 20000\n\n"
+    "  kvplan capacity -m openai/gpt-oss-120b --kv-budget 5779095552 --engine-version 0.11\n\n"
     "  kvplan capacity -m meta-llama/Llama-3.1-70B --gpu A100-80GB --tp 4 --batch 16 --require-fit\n\n"
     "  kvplan capacity -m openai/gpt-oss-120b --gpu-mem 96GiB --gpu-bandwidth 1.8TB/s --format yaml",
 )
@@ -88,6 +107,14 @@ def capacity(
     weights_from: WeightsFromOpt = "auto",
     block_size: BlockSizeOpt = None,
     require_fit: RequireFitOpt = False,
+    engine_version: EngineVersionOpt = None,
+    dp: DpOpt = 1,
+    enable_dp_attention: DpAttentionOpt = False,
+    kv_unified: KvuOpt = False,
+    ubatch_size: UbatchOpt = None,
+    tensor_split: TensorSplitOpt = None,
+    ctx_size: CtxSizeOpt = None,
+    parallel: ParallelOpt = None,
     revision: RevisionOpt = None,
     token: TokenOpt = None,
     fmt: FormatOpt = Format.table,
@@ -97,13 +124,17 @@ def capacity(
     with cli_errors():
         from kvplan.arch import parse_config
         from kvplan.capacity import CapacityInputs, capacity_report, plan_capacity
+        from kvplan.engine_flags import llama_context, tensor_split_shares, vllm_token_note
         from kvplan.errors import EXIT_NOT_FIT
         from kvplan.gpus import custom_gpu, lookup, parse_bandwidth
         from kvplan.sources import load_raw_config
         from kvplan.units import parse_size, parse_tokens
         from kvplan.weights import resolve_weights
 
-        gpu_spec = resolve_gpu(gpu, gpu_mem, gpu_bandwidth, lookup, custom_gpu, parse_size, parse_bandwidth)
+        no_gpu = gpu is None and gpu_mem is None and kv_budget is not None
+        gpu_spec = None if no_gpu else resolve_gpu(gpu, gpu_mem, gpu_bandwidth, lookup, custom_gpu, parse_size,
+                                                   parse_bandwidth)
+        max_model_len, batch = llama_context(ctx_size, parallel, max_model_len, batch, engine)
 
         def size(text: str | None, what: str) -> int | None:
             return parse_size(text, what=what) if text is not None else None
@@ -123,10 +154,13 @@ def capacity(
             mem_fraction_static=mem_fraction_static, free_gpu_memory_fraction=free_gpu_memory_fraction,
             max_num_batched_tokens=parse_tokens(max_num_batched_tokens, what="--max-num-batched-tokens")
             if max_num_batched_tokens else None,
-            reserve_bytes=size(reserve, "--reserve"), kv_budget_bytes=kv_budget_bytes,
+            reserve_bytes=size(reserve, "--reserve"), kv_budget_bytes=kv_budget_bytes, engine_version=engine_version,
+            dp=dp, enable_dp_attention=enable_dp_attention, kv_unified=kv_unified, ubatch_size=ubatch_size,
+            tensor_split=tensor_split_shares(tensor_split),
         )
         report = capacity_report(plan_capacity(geometry, weights, inputs), source)
-        report["notes"] = report["notes"] + weight_notes  # type: ignore[operator]
+        report["notes"] = report["notes"] + weight_notes + vllm_token_note(  # type: ignore[operator]
+            {"--max-model-len": max_model_len, "--max-num-batched-tokens": max_num_batched_tokens}, engine)
         emit(report, fmt, output, _lazy_table("capacity_table", report) if fmt is Format.table else None)
         if require_fit and not report["capacity"]["fits"]:  # type: ignore[index]
             typer.echo("Does not fit: " + "; ".join(report["suggestions"]), err=True)  # type: ignore[arg-type]
