@@ -652,6 +652,7 @@ def capacity_report(cap: Capacity, source: object) -> dict[str, object]:
             "decode_tokens_per_s": cap.decode_tokens_per_s,
         },
         "engine_log": cap.engine_log,
+        "log_comparison": None,
         "suggestions": list(cap.suggestions),
         "notes": list(cap.notes) + ([n for n in w.notes if n not in cap.notes] if w else []),
     }

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 ENGINE_LOG_KEYS: dict[str, object] = {
     "engine": None, "version": None, "lines": [],
     "available_kv_bytes": None, "num_blocks": None,
-    "gpu_kv_cache_tokens": None, "max_concurrency": None,                          # vLLM
+    "gpu_kv_cache_tokens": None, "max_concurrency": None, "num_kv_cache_groups": None,  # vLLM
+    "bytes_per_block": None,
     "max_total_num_tokens": None, "kv_size_bytes": None, "latent_size_bytes": None,  # SGLang
     "index_size_bytes": None, "k_size_bytes": None, "v_size_bytes": None,
     "llama_caches": [], "buffers": [],                                              # llama.cpp

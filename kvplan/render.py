@@ -387,6 +387,15 @@ def capacity_table(report: dict[str, Any]) -> Group:
     if log.get("lines"):
         lines.append(Text(f"{log['engine']} {log['version'] or ''} would log:".replace("  ", " ")))
         lines += [Text("  " + line, overflow="fold") for line in log["lines"]]
+    compared = report.get("log_comparison")
+    if compared:
+        lines.append(Text(f"{compared['source']} ({compared['engine']}): {compared['matches']} figure(s) match, "
+                          f"{compared['differs']} differ", style="bold"))
+        for row in compared["rows"]:
+            verdict = "same" if row["match"] else f"differs ({row['difference']:+g}): {row['cause']}" \
+                if row["difference"] is not None else f"differs: {row['cause']}"
+            lines.append(Text(f"  line {row['line_no']} {row['figure']}: logged {row['logged']}, kvplan "
+                              f"{row['predicted'] if row['predicted'] is not None else '-'}; {verdict}"))
     return Group(table, *lines)
 
 

@@ -364,6 +364,7 @@ def _capacity_defs() -> dict[str, Schema]:
             "decode_floor_seconds": nullable(NUM), "decode_tokens_per_s": nullable(NUM),
         }),
         "engine_log": _engine_log_def(),
+        "log_comparison": nullable(_log_comparison_def()),
         "suggestions": {"type": "array", "items": STR},
         "notes": {"type": "array", "items": STR},
     })
@@ -383,6 +384,8 @@ def _engine_log_def() -> Schema:
         "available_kv_bytes": nullable(INT), "num_blocks": nullable(NONNEG),
         "gpu_kv_cache_tokens": {**nullable(NONNEG), "description": "vLLM 'GPU KV cache size: N tokens'"},
         "max_concurrency": {**nullable(NUM), "description": "vLLM 'Maximum concurrency for T tokens per request'"},
+        "bytes_per_block": {**nullable(POS), "description": "vLLM: bytes of one block id over all layers' tensors"},
+        "num_kv_cache_groups": {**nullable(POS), "description": "vLLM hybrid allocator groups (0.10-0.20 divide by it)"},
         "max_total_num_tokens": {**nullable(NONNEG), "description": "SGLang '#tokens'"},
         "kv_size_bytes": nullable(NONNEG), "latent_size_bytes": nullable(NONNEG), "index_size_bytes": nullable(NONNEG),
         "k_size_bytes": nullable(NONNEG), "v_size_bytes": nullable(NONNEG),
@@ -391,6 +394,17 @@ def _engine_log_def() -> Schema:
         "paged_kv_max_tokens": {**nullable(NONNEG), "description": "TensorRT-LLM 'Allocated X GiB ... (N)'"},
         "allocated_bytes": nullable(NONNEG), "tokens_per_block": nullable(POS),
     })
+
+
+def _log_comparison_def() -> Schema:
+    """``capacity.log_comparison`` (kvplan/logparse.py, ``--compare-log``): logged figures beside kvplan's."""
+    row = _obj({
+        "figure": STR, "line_no": POS, "logged": STR, "predicted": nullable(STR),
+        "difference": {**nullable(NUM), "description": "kvplan - logged, in the logged unit (GiB, MiB, tokens, x)"},
+        "match": BOOL, "cause": nullable(STR),
+    })
+    return _obj({"source": STR, "engine": ENGINES, "version_hint": nullable(STR),
+                 "rows": {"type": "array", "items": row}, "matches": NONNEG, "differs": NONNEG})
 
 
 def _compare_def(layer: Schema) -> Schema:

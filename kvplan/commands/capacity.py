@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -72,6 +73,10 @@ CtxSizeOpt = Annotated[str | None, typer.Option("--ctx-size", "-c", help="llama.
                        "with -np N, each slot gets ctx-size / N tokens (sets --max-model-len and --batch).")]
 ParallelOpt = Annotated[int | None, typer.Option("--parallel", "-np", min=1, help="llama.cpp -np: slots "
                         "(sequences); with -c sets --batch.")]
+CompareLogOpt = Annotated[Path | None, typer.Option("--compare-log", help="A pasted start-up log of vLLM, SGLang, "
+                          "llama.cpp or TensorRT-LLM: put each KV figure it logs beside kvplan's, with the difference "
+                          "and a likely cause. Without --gpu/--kv-budget, vLLM's logged 'Available KV cache memory' "
+                          "is the budget.")]
 RequireFitOpt = Annotated[bool, typer.Option("--require-fit", help="Exit 1 when --batch requests of --max-model-len "
                           "tokens do not fit (0 when they do; 2 for bad input), for CI.")]
 
@@ -81,6 +86,7 @@ RequireFitOpt = Annotated[bool, typer.Option("--require-fit", help="Exit 1 when 
     "  kvplan capacity -m meta-llama/Llama-3.1-8B --gpu H100 --max-model-len 32k\n\n"
     "  kvplan capacity -m meta-llama/Llama-3.1-8B --engine vllm --kv-budget 3.8125GiB --max-model-len 20000\n\n"
     "  kvplan capacity -m openai/gpt-oss-120b --kv-budget 5779095552 --engine-version 0.11\n\n"
+    "  kvplan capacity -m openai/gpt-oss-120b --compare-log vllm-startup.log\n\n"
     "  kvplan capacity -m meta-llama/Llama-3.1-70B --gpu A100-80GB --tp 4 --batch 16 --require-fit\n\n"
     "  kvplan capacity -m openai/gpt-oss-120b --gpu-mem 96GiB --gpu-bandwidth 1.8TB/s --format yaml",
 )
@@ -115,6 +121,7 @@ def capacity(
     tensor_split: TensorSplitOpt = None,
     ctx_size: CtxSizeOpt = None,
     parallel: ParallelOpt = None,
+    compare_log: CompareLogOpt = None,
     revision: RevisionOpt = None,
     token: TokenOpt = None,
     fmt: FormatOpt = Format.table,
@@ -131,6 +138,12 @@ def capacity(
         from kvplan.units import parse_size, parse_tokens
         from kvplan.weights import resolve_weights
 
+        parsed, log_notes = None, []
+        if compare_log is not None:
+            from kvplan.logparse import read_log
+
+            parsed, kv_budget, engine_version, log_notes = read_log(compare_log, engine, gpu or gpu_mem, kv_budget,
+                                                                    engine_version)
         no_gpu = gpu is None and gpu_mem is None and kv_budget is not None
         gpu_spec = None if no_gpu else resolve_gpu(gpu, gpu_mem, gpu_bandwidth, lookup, custom_gpu, parse_size,
                                                    parse_bandwidth)
@@ -160,7 +173,11 @@ def capacity(
         )
         report = capacity_report(plan_capacity(geometry, weights, inputs), source)
         report["notes"] = report["notes"] + weight_notes + vllm_token_note(  # type: ignore[operator]
-            {"--max-model-len": max_model_len, "--max-num-batched-tokens": max_num_batched_tokens}, engine)
+            {"--max-model-len": max_model_len, "--max-num-batched-tokens": max_num_batched_tokens}, engine) + log_notes
+        if parsed is not None:
+            from kvplan.logparse import compare_log as compare
+
+            report["log_comparison"] = compare(parsed, report, source=str(compare_log))
         emit(report, fmt, output, _lazy_table("capacity_table", report) if fmt is Format.table else None)
         if require_fit and not report["capacity"]["fits"]:  # type: ignore[index]
             typer.echo("Does not fit: " + "; ".join(report["suggestions"]), err=True)  # type: ignore[arg-type]

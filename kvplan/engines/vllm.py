@@ -129,7 +129,8 @@ class VllmProfile(EngineProfile):
         gib = _gib_text(pool.available_kv_bytes, v)
         fits = pool.kv_bytes_per_request <= pool.available_kv_bytes and pool.num_blocks >= pool.blocks_per_request
         out: dict[str, object] = {"version": version, "available_kv_bytes": pool.available_kv_bytes,
-                                  "num_blocks": pool.num_blocks}
+                                  "num_blocks": pool.num_blocks, "num_kv_cache_groups": pool.num_kv_cache_groups,
+                                  "bytes_per_block": _bytes_per_block(pool)}
         if v < (0, 8):
             per_block = pool.block_size * sum(
                 sum(1 for i in c.layer_indices if i in pool.layers_on_rank) * (c.k_bytes_per_token + c.v_bytes_per_token)
@@ -170,6 +171,22 @@ def vllm_token_lines(pool: PoolFacts) -> dict[str, int]:
         "0.10-0.20": pool.num_blocks // max(pool.num_kv_cache_groups, 1) * pool.block_size,
         ">=0.21": int(pool.max_concurrency * pool.max_model_len),
     }
+
+
+def _bytes_per_block(pool: PoolFacts) -> int | None:
+    """Bytes one block id takes over all tensors: ``page * group_size`` (None when pages differ)."""
+    rows = {c.k_bytes_per_token + c.v_bytes_per_token for c in pool.caches if c.kind not in ("no_cache", "state")}
+    counts = [sum(1 for i in c.layer_indices if i in pool.layers_on_rank) for c in pool.caches
+              if c.kind not in ("no_cache", "state")]
+    if len(rows) != 1 or any(c.kind == "state" for c in pool.caches):
+        return None
+    counts = [c for c in counts if c]
+    lo, hi = min(counts), max(counts)
+    if len(counts) == 1 or len(set(counts)) == 1:
+        group_size = sum(counts) if len(counts) == 1 else counts[0]
+    else:
+        group_size = hi if hi < 1.5 * lo else lo
+    return pool.block_size * rows.pop() * group_size
 
 
 def kv_cache_group_count(counts: list[int]) -> int:
