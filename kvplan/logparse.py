@@ -242,7 +242,7 @@ def compare_log(parsed: ParsedLog, report: dict[str, Any], *, source: str) -> di
 
 def _cause(f: Logged, report: dict[str, Any], parsed: ParsedLog) -> str:
     """The likeliest reason a logged figure differs from kvplan's (engine_logs.md section 8)."""
-    inputs, log = report["inputs"], report["engine_log"]
+    inputs = report["inputs"]
     engine = inputs["engine"]
     if f.figure == "available_kv_bytes":
         return ("the KV budget: kvplan derived it (an estimate); pass --kv-budget with the logged figure, e.g. "
