@@ -365,7 +365,8 @@ class _Sizing:
         geometry = self.geometry
         layers = [as_full_attention(s) if dep.no_window else s for s in geometry.layers]
         hf_heads = next((p.value for p in geometry.provenance if p.field == "hf_cached_kv_heads"), None)
-        layers, notes = engine.cached_layers(layers, hf_cached_kv_heads=hf_heads if isinstance(hf_heads, int) else None)
+        layers, notes = engine.cached_layers(layers, hf_cached_kv_heads=hf_heads if isinstance(hf_heads, int) else None,
+                                             model_type=geometry.model_type)
         local: list[LayerSpec] = []
         for spec in layers:
             rank_spec, shard_notes = engine.shard(spec, dep.tp)

@@ -128,7 +128,8 @@ class EngineProfile:
     def shard(self, spec: LayerSpec, tp: int) -> tuple[LayerSpec, list[str]]:
         return shard_for_tp(spec, tp, rule=self.tp_rule)
 
-    def cached_layers(self, layers: list[LayerSpec], *, hf_cached_kv_heads: int | None) -> tuple[list[LayerSpec], list[str]]:
+    def cached_layers(self, layers: list[LayerSpec], *, hf_cached_kv_heads: int | None,
+                      model_type: str | None = None) -> tuple[list[LayerSpec], list[str]]:
         """The specs as this engine caches them, before sharding (default: as the config says).
 
         ``hf_cached_kv_heads``: heads Hugging Face transformers caches when its modeling code

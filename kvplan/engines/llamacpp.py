@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvplan.adjust import Deployment, round_to_blocks
+from kvplan.adjust import Deployment, as_full_attention, round_to_blocks
 from kvplan.dtypes import GGML_CACHE_TYPES, KvDtype, lookup_dtype
 from kvplan.engines.base import EngineProfile, LogCache, PoolFacts, SizingContext
 from kvplan.errors import InputError
@@ -21,6 +21,8 @@ from kvplan.units import MiB
 LLAMA_CPP_PAD = 256
 #: ggml type names llama.cpp prints for kvplan's cache dtype names.
 GGML_TYPE_NAMES = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}
+#: model_types whose sliding window llama.cpp ignores (``LLM_ARCH_PHI3``: Phi-3, Phi-3.5 and phimoe share it).
+LLAMA_CPP_SWA_DISABLED = ("phi3",)
 #: llama.cpp ``n_ubatch`` default.
 LLAMA_CPP_UBATCH = 512
 
@@ -56,6 +58,16 @@ class LlamaCppProfile(EngineProfile):
         if any(isinstance(s, StateSpec) for s in layers):
             notes.append("llama.cpp keeps recurrent states in float32, one per sequence")
         return notes
+
+    def cached_layers(self, layers: list[LayerSpec], *, hf_cached_kv_heads: int | None,
+                      model_type: str | None = None) -> tuple[list[LayerSpec], list[str]]:
+        if model_type in LLAMA_CPP_SWA_DISABLED and any(isinstance(s, SlidingWindowSpec) for s in layers):
+            # NOTE: src/models/phi3.cpp::load_arch_hparams sets swa_type NONE ("Phi SWA is currently disabled",
+            # llama.cpp PR #13676): every position is cached.
+            return [as_full_attention(s) for s in layers], [
+                f"llama.cpp disables {model_type}'s sliding window (src/models/phi3.cpp, PR #13676): it caches every "
+                "position, as full attention"]
+        return layers, []
 
     def cells(self, ctx: SizingContext) -> tuple[int, int]:
         """(cells per stream, streams): ``-c B*T -np B``; context padded to 256 (FACTS b.3)."""
