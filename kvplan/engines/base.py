@@ -28,6 +28,7 @@ from kvplan.specs import (
     AttentionSpec,
     ChunkedLocalSpec,
     CrossAttentionSpec,
+    IndexerSpec,
     LayerSpec,
     MLASpec,
     SlidingWindowSpec,
@@ -75,6 +76,16 @@ def kv_row_bytes(spec: AttentionSpec | MLASpec, dtype: KvDtype) -> tuple[int, in
         return dtype.bytes_for(spec.head_size), 0
     return dtype.bytes_for(spec.num_kv_heads * spec.head_size), dtype.bytes_for(spec.num_kv_heads * spec.head_size_v)
 
+
+
+def dsa_fp8_bytes(spec: LayerSpec, kv_dtype: KvDtype) -> int | None:
+    """vLLM's and SGLang's DSA layouts: the indexer key is fp8 + scale whatever the cache dtype (132 B);
+    an fp8 latent of a DSA model is ``fp8_ds_mla`` (656 B). None for every other layer."""
+    if isinstance(spec, IndexerSpec):
+        return spec.fp8_key_bytes()
+    if isinstance(spec, MLASpec) and spec.fp8_ds_mla and kv_dtype.name in FP8_DTYPES:
+        return spec.fp8_ds_mla_bytes()
+    return None
 
 
 class EngineProfile:

@@ -5,7 +5,15 @@ from __future__ import annotations
 import math
 
 from kvplan.adjust import round_to_blocks, shared_token_slots
-from kvplan.engines.base import FLOAT_DTYPES, FP8_DTYPES, EngineProfile, PoolFacts, SizingContext, version_tuple
+from kvplan.engines.base import (
+    FLOAT_DTYPES,
+    FP8_DTYPES,
+    EngineProfile,
+    PoolFacts,
+    SizingContext,
+    dsa_fp8_bytes,
+    version_tuple,
+)
 from kvplan.specs import ChunkedLocalSpec, LayerSpec, SlidingWindowSpec
 from kvplan.units import GiB
 
@@ -24,6 +32,11 @@ class SglangProfile(EngineProfile):
     source = "SGLang 0.5.23 (model_executor/pool_configurator.py, mem_cache/memory_pool.py, server_args.py)"
     default_block_size = 1
     allowed_dtypes = (*FLOAT_DTYPES, *FP8_DTYPES, "nvfp4")
+
+    def bytes_per_token(self, spec: LayerSpec, ctx: SizingContext) -> int:
+        # NOTE: kv_cache_configurator.py::calculate_mla_kv_cache_dim (fp8 DSA: 656 B) and index_key_cache.py (132 B).
+        dsa = dsa_fp8_bytes(spec, ctx.kv_dtype)
+        return dsa if dsa is not None else super().bytes_per_token(spec, ctx)
 
     def ratio(self, ctx: SizingContext) -> float:
         return ctx.dep.swa_full_tokens_ratio or SGLANG_SWA_RATIO

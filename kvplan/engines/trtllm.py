@@ -5,7 +5,7 @@ from __future__ import annotations
 from kvplan.adjust import Deployment
 from kvplan.dtypes import KvDtype, lookup_dtype
 from kvplan.engines.base import FLOAT_DTYPES, FP8_DTYPES, EngineProfile, PoolFacts, SizingContext, kv_row_bytes
-from kvplan.specs import AttentionSpec, LayerSpec, MLASpec
+from kvplan.specs import AttentionSpec, IndexerSpec, LayerSpec, MLASpec
 from kvplan.units import GiB
 
 #: TensorRT-LLM ``KvCacheConfig.tokens_per_block`` default.
@@ -30,6 +30,8 @@ class TrtllmProfile(EngineProfile):
         return notes
 
     def bytes_per_token(self, spec: LayerSpec, ctx: SizingContext) -> int:
+        if isinstance(spec, IndexerSpec):
+            return spec.fp8_key_bytes()  # indexer_k_cache_manager: fp8 keys, one scale per 128 values
         if ctx.kv_dtype.name == "int8" and isinstance(spec, (AttentionSpec, MLASpec)):
             k, v = kv_row_bytes(spec, lookup_dtype("fp8_e4m3"))
             return k + v

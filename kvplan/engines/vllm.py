@@ -6,7 +6,15 @@ import dataclasses
 
 from kvplan.adjust import Deployment
 from kvplan.dtypes import KvDtype
-from kvplan.engines.base import FLOAT_DTYPES, FP8_DTYPES, EngineProfile, PoolFacts, SizingContext, version_tuple
+from kvplan.engines.base import (
+    FLOAT_DTYPES,
+    FP8_DTYPES,
+    EngineProfile,
+    PoolFacts,
+    SizingContext,
+    dsa_fp8_bytes,
+    version_tuple,
+)
 from kvplan.errors import InputError
 from kvplan.specs import AttentionSpec, ChunkedLocalSpec, LayerSpec, MLASpec, SlidingWindowSpec, StateSpec
 from kvplan.units import GiB, cdiv
@@ -82,6 +90,10 @@ class VllmProfile(EngineProfile):
         return held
 
     def bytes_per_token(self, spec: LayerSpec, ctx: SizingContext) -> int:
+        dsa = dsa_fp8_bytes(spec, ctx.kv_dtype)
+        if dsa is not None:
+            # NOTE: MLAAttentionSpec.real_page_size_bytes (fp8_ds_mla) and the DSA indexer cache (fp8 + scale).
+            return dsa
         if ctx.kv_dtype.name == "int8" and isinstance(spec, AttentionSpec):
             # NOTE: int8_per_token_head: one float32 scale per token per head, for K and for V.
             return spec.num_kv_heads * (spec.head_size + 4) + spec.num_kv_heads * (spec.head_size_v + 4)
