@@ -331,6 +331,7 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
     notes.extend(geometry.notes)
 
     budget = compute_budget(inputs, weights, tp=tp, pp=pp, tokens=tokens)
+    notes.extend(budget_uncertainty(engine.name, inputs, budget))
     avail = max(budget.kv_bytes_per_gpu, 0)
     per_request = kv.need(1, tokens)
     needed = kv.need(inputs.batch, tokens)
@@ -493,6 +494,20 @@ def compute_budget(
         formula = "memory - weights - " + ("reserve" if engine == "ideal" else "activation peak")
     return Budget(memory_bytes=memory, usable_bytes=usable, weights_bytes_per_gpu=weights_gpu, activation_bytes=act,
                   non_torch_bytes=non_torch, reserve_bytes=reserve, kv_bytes_per_gpu=kv, formula=formula)
+
+
+def budget_uncertainty(engine: str, inputs: CapacityInputs, budget: Budget) -> list[str]:
+    """How far a derived budget can be from the engine's (engine_logs.md sections 1.6-1.7)."""
+    if inputs.kv_budget_bytes is not None or engine != "vllm":
+        return []
+    return [
+        "the vLLM KV budget is derived, not measured: weights as loaded depend on the kernel (gpt-oss-120b's MXFP4 "
+        "experts load as 64.4-66.0 GiB through Marlin on an H100, vllm#23278 and #33155, against ~61 GiB counted), "
+        "the profile run's activation peak (MoE workspaces, sampler logits of min(max_num_seqs, "
+        "max_num_batched_tokens) x vocab in fp32) and, from vLLM 0.21, the CUDA graph estimate are subtracted too: "
+        "expect several GiB either way on large MoE models (vllm#27508 logged 1.71 GiB where kvplan derives "
+        "far more). Pass --kv-budget with the logged 'Available KV cache memory' for exact blocks"
+    ]
 
 
 def _largest(ok: object, *, hi_start: int, cap: int | None = None) -> int:

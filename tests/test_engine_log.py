@@ -263,3 +263,14 @@ def test_engine_log_keys_are_always_present(runner) -> None:
         assert keys is None or list(log) == keys
         keys = list(log)
     assert log["lines"] == [] and log["engine"] == "hf-dynamic"
+
+
+def test_derived_vllm_budget_says_how_uncertain_it_is(runner) -> None:
+    # vllm#27508: gpt-oss-120b, one H100, --gpu-memory-utilization 0.95 --max-num-batched-tokens 1024 logged
+    # "Available KV cache memory: 1.71 GiB"; kvplan's derived budget cannot see the Marlin weights or MoE
+    # workspaces, so it must say so (and name the flag that pins it).
+    derived = capacity_json(runner, "-m", "openai/gpt-oss-120b", "--gpu", "H100", "--gpu-memory-utilization", "0.95",
+                            "--max-num-batched-tokens", "1024")
+    assert any("derived, not measured" in n and "--kv-budget" in n for n in derived["notes"])
+    given = capacity_json(runner, "-m", "openai/gpt-oss-120b", "--kv-budget", "1.71GiB")
+    assert not any("derived, not measured" in n for n in given["notes"])
