@@ -291,6 +291,14 @@ def capacity(
     weights_bytes: int | str | None = None,
     weights_from: str = "auto",
     block_size: int | None = None,
+    engine_version: str | None = None,
+    dp: int = 1,
+    enable_dp_attention: bool = False,
+    kv_unified: bool = False,
+    ubatch_size: int | None = None,
+    tensor_split: str | None = None,
+    ctx_size: int | str | None = None,
+    parallel: int | None = None,
     revision: str | None = None,
     token: str | None = None,
     overrides: Mapping[str, Any] | Iterable[str] | None = None,
@@ -298,10 +306,16 @@ def capacity(
     """`kvplan capacity`: what fits on ``gpu`` (a catalog name or a ``GpuSpec``; ``gpu_mem`` for any
     other): KV blocks and tokens, max concurrency and context, minimum TP, decode floor."""
     from kvplan.capacity import CapacityInputs, plan_capacity
+    from kvplan.engine_flags import llama_context, tensor_split_shares, vllm_token_note
     from kvplan.units import parse_size
     from kvplan.weights import resolve_weights
 
-    gpu_spec = resolve_gpu(gpu, gpu_mem, gpu_bandwidth)
+    # NOTE: with --kv-budget alone the GPU is irrelevant to blocks, tokens and concurrency.
+    no_gpu = gpu is None and gpu_mem is None and kv_budget is not None
+    gpu_spec = None if no_gpu else resolve_gpu(gpu, gpu_mem, gpu_bandwidth)
+    spelt = {"--max-model-len": max_model_len, "--max-num-batched-tokens": max_num_batched_tokens}
+    max_model_len, batch = llama_context(None if ctx_size is None else str(ctx_size), parallel,
+                                         None if max_model_len is None else str(max_model_len), batch, engine)
 
     def size(value: int | str | None, what: str) -> int | None:
         return parse_size(value, what=what) if value is not None else None
@@ -326,9 +340,13 @@ def capacity(
         mem_fraction_static=mem_fraction_static, free_gpu_memory_fraction=free_gpu_memory_fraction,
         max_num_batched_tokens=parse_tokens(max_num_batched_tokens, what="--max-num-batched-tokens")
         if max_num_batched_tokens else None,
-        reserve_bytes=size(reserve, "--reserve"), kv_budget_bytes=kv_budget_bytes,
+        reserve_bytes=size(reserve, "--reserve"), kv_budget_bytes=kv_budget_bytes, engine_version=engine_version,
+        dp=dp, enable_dp_attention=enable_dp_attention, kv_unified=kv_unified, ubatch_size=ubatch_size,
+        tensor_split=tensor_split_shares(tensor_split),
     )
     cap = plan_capacity(loaded.model_geometry, weights, inputs)
+    weight_notes = [*weight_notes, *vllm_token_note(
+        {flag: text for flag, text in spelt.items() if isinstance(text, str)}, engine)]
     return CapacityResult(capacity=cap, source=loaded.source, weight_notes=tuple(weight_notes))
 
 

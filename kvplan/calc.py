@@ -458,7 +458,8 @@ def _make_layout(geometry: ModelGeometry, dep: Deployment, kv_dtype: KvDtype, *,
     engine = get_engine(dep.engine)
     layers = [as_full_attention(s) if dep.no_window else s for s in geometry.layers]
     hf_heads = next((p.value for p in geometry.provenance if p.field == "hf_cached_kv_heads"), None)
-    layers, cached_notes = engine.cached_layers(layers, hf_cached_kv_heads=hf_heads if isinstance(hf_heads, int) else None)
+    layers, cached_notes = engine.cached_layers(layers, hf_cached_kv_heads=hf_heads if isinstance(hf_heads, int) else None,
+                                                model_type=geometry.model_type)
     notes = list(cached_notes)
     members: dict[LayerSpec, list[int]] = {}
     for index, spec in enumerate(layers):

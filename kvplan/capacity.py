@@ -1,27 +1,6 @@
 """Capacity: what fits on a GPU. Pure: a geometry, weights, a GPU and a deployment in; answers out.
 
-The KV budget per GPU follows each engine's own rule (FACTS b.1, b.3, b.5, b.6):
-
-======== ===============================================================================
-ideal    memory - weights - reserve (reserve 0 unless --reserve)
-vllm     memory * gpu_memory_utilization (0.9) - weights - activation peak - non-torch memory
-sglang   memory * mem_fraction_static - weights (the rest of memory is SGLang's own reserve)
-trtllm   (memory - weights - activation peak) * free_gpu_memory_fraction (0.9)
-llama.cpp memory - weights - compute buffers (activations of one n_ubatch of 512 tokens)
-hf-*     memory - weights - activations of one max_model_len prefill
-======== ===============================================================================
-
-``--kv-budget`` replaces all of it with the bytes an engine logs ("Available KV cache memory").
-
-The activation peak is an explicit estimate, not a measurement (``--reserve`` overrides it)::
-
-    tokens * (3 * mlp_width + qkv_width + 2 * hidden) / tp * act_bytes      # MLP gate/up/act, q/k/v, residual
-  + logit_rows * vocab / tp * 4                                             # fp32 logits of the sampler warm-up
-  + 256 MiB non-torch memory (cuBLAS workspaces, NCCL, CUDA graphs)         # vLLM only
-
-with ``tokens`` = vLLM's ``--max-num-batched-tokens`` (the profile run) and ``logit_rows`` = 256
-(vLLM's ``max_num_seqs``). Checked against vllm#10517 (Llama-3.1-8B on an RTX 3090, V0 profile
-over 20,000 and 29,000 tokens): it lands within 0.1 GiB of the logged non-KV memory.
+The KV budget per GPU is :mod:`kvplan.budget`'s (each engine's own rule).
 
 Blocks follow vLLM's pool: uniform models ``num_blocks = budget // (page * layers)``; hybrid
 models (sliding + full, attention + Mamba) group layers as ``get_kv_cache_groups`` does and
@@ -37,51 +16,29 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvplan.adjust import Deployment, stage_of_layer
+from kvplan.budget import Budget, budget_uncertainty, compute_budget
 from kvplan.calc import Estimate, KvSizer, Priced, estimate
+from kvplan.dp import attention_tp, dp_notes
+from kvplan.engine_log import attach_engine_log
 from kvplan.engines import (
     LLAMA_CPP_PAD,
-    LLAMA_CPP_UBATCH,
     SGLANG_SWA_RATIO,
-    VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS,
     get_engine,
 )
 from kvplan.errors import InputError
 from kvplan.geometry import ModelGeometry
 from kvplan.gpus import GpuSpec
-from kvplan.units import MiB, format_bytes
+from kvplan.units import format_bytes
 from kvplan.weights import DTYPE_BYTES, WeightsEstimate, serve_weights, served_dtype
 
-#: vLLM ``--gpu-memory-utilization`` default.
-VLLM_GPU_MEMORY_UTILIZATION = 0.9
-#: TensorRT-LLM ``KvCacheConfig.free_gpu_memory_fraction`` default.
-TRTLLM_FREE_FRACTION = 0.9
-#: Non-torch memory vLLM subtracts (cuBLAS workspaces, NCCL buffers, CUDA graph pool): kvplan's estimate.
-VLLM_NON_TORCH_BYTES = 256 * MiB
-#: vLLM's sampler warm-up computes logits for ``max_num_seqs`` (default 256) rows in float32.
-VLLM_LOGIT_ROWS = 256
 #: TP sizes tried for ``min_tp``.
 TP_CANDIDATES = (1, 2, 4, 8, 16, 32, 64)
 
 
-def sglang_mem_fraction_static(tp: int) -> float:
-    """SGLang's classic default ``--mem-fraction-static`` by TP size (server_args, 0.4 era).
-
-    Newer releases derive it from GPU memory and chunked-prefill size; pass the flag to match yours.
-    """
-    if tp >= 16:
-        return 0.79
-    if tp >= 8:
-        return 0.81
-    if tp >= 4:
-        return 0.85
-    if tp >= 2:
-        return 0.87
-    return 0.88
-
-
 @dataclass(frozen=True, kw_only=True, slots=True)
 class CapacityInputs:
-    gpu: GpuSpec
+    gpu: GpuSpec | None
+    """None with ``kv_budget_bytes``: the answers that need a GPU (decode floor) are left out."""
     engine: str = "vllm"
     tp: int = 1
     pp: int = 1
@@ -101,20 +58,19 @@ class CapacityInputs:
     """Replaces the activation/overhead estimate."""
     kv_budget_bytes: int | None = None
     """KV bytes per GPU, as an engine logs them: skips the budget rule."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Budget:
-    memory_bytes: int
-    usable_bytes: int
-    """The part of memory the engine lets itself use (memory x fraction)."""
-    weights_bytes_per_gpu: int | None
-    activation_bytes: int
-    non_torch_bytes: int
-    reserve_bytes: int
-    """activation + non-torch, or --reserve."""
-    kv_bytes_per_gpu: int
-    formula: str
+    engine_version: str | None = None
+    """The engine release whose log lines ``engine_log`` follows (None: the engine's default in kvplan)."""
+    dp: int = 1
+    """Data-parallel size (vLLM ``--data-parallel-size``, SGLang ``--dp``)."""
+    enable_dp_attention: bool = False
+    """SGLang ``--enable-dp-attention`` / vLLM DP with ``--enable-expert-parallel``: attention (and the MLA
+    latent) is split over ``dp`` ranks instead of replicated over ``tp`` ranks."""
+    kv_unified: bool = False
+    """llama.cpp ``-kvu``: one cell pool shared by all slots."""
+    ubatch_size: int | None = None
+    """llama.cpp ``--ubatch-size``."""
+    tensor_split: tuple[float, ...] | None = None
+    """llama.cpp ``--tensor-split``: layer proportions per device (per-device KV buffers)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -150,6 +106,8 @@ class Capacity:
     checkpoint_dtype: str | None = None
     """The checkpoint's own dtype when the engine holds the weights in another (``weights.dtype``)."""
     notes: tuple[str, ...] = field(default=())
+    engine_log: dict[str, object] | None = None
+    """The engine's start-up log lines and their numbers (:mod:`kvplan.engine_log`)."""
 
 
 # ---- KV views per engine --------------------------------------------------------------------
@@ -322,13 +280,15 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
         if serve_note:
             notes.append(serve_note)
     geometry = _served_geometry(geometry, engine.name, inputs.dtype)
-    dep = _deployment(inputs, tp)
+    dep = _deployment(inputs, attention_tp(inputs, tp))
+    notes.extend(dp_notes(geometry, inputs, tp))
     kv = _Kv(geometry, dep, inputs.kv_dtype)
     est_one = kv.full(1, tokens)
     notes.extend(n for n in est_one.notes if n not in geometry.notes)
     notes.extend(geometry.notes)
 
     budget = compute_budget(inputs, weights, tp=tp, pp=pp, tokens=tokens)
+    notes.extend(budget_uncertainty(engine.name, inputs, budget))
     avail = max(budget.kv_bytes_per_gpu, 0)
     per_request = kv.need(1, tokens)
     needed = kv.need(inputs.batch, tokens)
@@ -364,7 +324,9 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
     min_tp, min_gpus = _min_parallel(geometry, weights, inputs, tokens)
 
     decode_bytes = seconds = tok_s = None
-    if weights is not None:
+    if inputs.gpu is None:
+        notes.append("no GPU given (--kv-budget only): the decode floor and the weights-vs-memory check are left out")
+    elif weights is not None:
         decode_bytes = weights.read_bytes_per_step(batch=inputs.batch, tp=tp, pp=pp) + needed
         if inputs.gpu.bandwidth_bytes_per_s:
             seconds = decode_bytes * pp / inputs.gpu.bandwidth_bytes_per_s
@@ -377,7 +339,7 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
     suggestions = () if is_fit else tuple(
         _suggest(kv, inputs, tokens, max_context, requests, min_tp, budget, needed, avail, engine.name)
     )
-    return Capacity(
+    cap = Capacity(
         geometry=geometry, inputs=inputs, deployment=dep, kv_dtype_name=est_one.kv_dtype.name,
         kv_dtype_source=est_one.kv_dtype_source, max_model_len=tokens, max_model_len_source=tokens_source,
         weights=weights, checkpoint_dtype=checkpoint_dtype, budget=budget, fits=is_fit, block_size=bs, num_blocks=num_blocks, max_tokens=max_tokens,
@@ -386,6 +348,7 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
         kv_bytes_needed=needed, decode_bytes_per_step=decode_bytes, decode_floor_seconds=seconds,
         decode_tokens_per_s=tok_s, suggestions=suggestions, notes=tuple(dict.fromkeys(notes)),
     )
+    return attach_engine_log(cap)
 
 
 def _served_geometry(geometry: ModelGeometry, engine: str, dtype: str) -> ModelGeometry:
@@ -405,7 +368,8 @@ def _served_geometry(geometry: ModelGeometry, engine: str, dtype: str) -> ModelG
 
 def _deployment(inputs: CapacityInputs, tp: int) -> Deployment:
     return Deployment(engine=get_engine(inputs.engine).name, tp=tp, pp=inputs.pp, block_size=inputs.block_size,
-                      max_num_batched_tokens=inputs.max_num_batched_tokens)
+                      max_num_batched_tokens=inputs.max_num_batched_tokens, kv_unified=inputs.kv_unified,
+                      ubatch_size=inputs.ubatch_size)
 
 
 def _validate(inputs: CapacityInputs) -> None:
@@ -419,70 +383,11 @@ def _validate(inputs: CapacityInputs) -> None:
             raise InputError(f"{name} must be a positive integer, got {value!r}", f"e.g. {name} 2")
     if inputs.num_gpus is not None and inputs.num_gpus < 1:
         raise InputError(f"--num-gpus must be a positive integer, got {inputs.num_gpus}", "e.g. --num-gpus 8")
-    if inputs.gpu.memory_bytes <= 0:
+    if inputs.gpu is None:
+        if inputs.kv_budget_bytes is None:
+            raise InputError("no GPU given", "pass --gpu NAME, --gpu-mem SIZE, or --kv-budget SIZE (KV bytes per GPU)")
+    elif inputs.gpu.memory_bytes <= 0:
         raise InputError("the GPU has no memory", "pass --gpu-mem, e.g. --gpu-mem 80GiB")
-
-
-def activation_bytes(weights: WeightsEstimate, *, tokens: int, logit_rows: int, tp: int) -> int:
-    """The documented activation-peak estimate for ``tokens`` tokens in one forward pass (see module doc)."""
-    width = 3 * weights.mlp_width + weights.qkv_width + 2 * weights.hidden_size
-    act = tokens * width * weights.dtype_bytes // tp
-    logits = logit_rows * weights.vocab_size * 4 // tp
-    return act + logits
-
-
-def compute_budget(
-    inputs: CapacityInputs, weights: WeightsEstimate | None, *, tp: int, pp: int, tokens: int
-) -> Budget:
-    """KV bytes per GPU under the engine's budget rule (or ``--kv-budget``)."""
-    memory = inputs.gpu.memory_bytes
-    engine = get_engine(inputs.engine).name
-    weights_gpu = weights.bytes_per_gpu(tp=tp, pp=pp) if weights is not None else None
-    if inputs.kv_budget_bytes is not None:
-        return Budget(memory_bytes=memory, usable_bytes=inputs.kv_budget_bytes, weights_bytes_per_gpu=weights_gpu,
-                      activation_bytes=0, non_torch_bytes=0, reserve_bytes=0, kv_bytes_per_gpu=inputs.kv_budget_bytes,
-                      formula="--kv-budget: KV bytes per GPU as given (what the engine logs as available KV memory)")
-    if weights_gpu is None:
-        raise InputError(
-            "the weights' size is unknown, so the KV budget cannot be derived",
-            "pass --weights-bytes SIZE, or --kv-budget SIZE (the engine's 'Available KV cache memory')",
-        )
-    act = non_torch = 0
-    if inputs.reserve_bytes is None and weights is not None:
-        if engine == "vllm":
-            mnbt = inputs.max_num_batched_tokens or VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
-            act = activation_bytes(weights, tokens=mnbt, logit_rows=VLLM_LOGIT_ROWS, tp=tp)
-            non_torch = VLLM_NON_TORCH_BYTES
-        elif engine == "trtllm":
-            mnbt = inputs.max_num_batched_tokens or VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
-            act = activation_bytes(weights, tokens=mnbt, logit_rows=inputs.batch, tp=tp)
-        elif engine == "llama.cpp":
-            act = activation_bytes(weights, tokens=LLAMA_CPP_UBATCH, logit_rows=LLAMA_CPP_UBATCH, tp=1)
-        elif engine in ("hf-dynamic", "hf-static"):
-            act = activation_bytes(weights, tokens=tokens, logit_rows=1, tp=tp)
-    reserve = inputs.reserve_bytes if inputs.reserve_bytes is not None else act + non_torch
-    if engine == "vllm":
-        util = inputs.gpu_memory_utilization or VLLM_GPU_MEMORY_UTILIZATION
-        usable = int(memory * util)
-        kv = usable - weights_gpu - reserve
-        formula = f"memory x gpu_memory_utilization {util:g} - weights - activation peak - non-torch memory"
-    elif engine == "sglang":
-        fraction = inputs.mem_fraction_static or sglang_mem_fraction_static(tp)
-        usable = int(memory * fraction)
-        kv = usable - weights_gpu - (inputs.reserve_bytes or 0)
-        formula = f"memory x mem_fraction_static {fraction:g} - weights"
-    elif engine == "trtllm":
-        fraction = inputs.free_gpu_memory_fraction or TRTLLM_FREE_FRACTION
-        usable = memory
-        free = memory - weights_gpu - reserve
-        kv = int(free * fraction) if free > 0 else free
-        formula = f"(memory - weights - activation peak) x free_gpu_memory_fraction {fraction:g}"
-    else:
-        usable = memory
-        kv = memory - weights_gpu - reserve
-        formula = "memory - weights - " + ("reserve" if engine == "ideal" else "activation peak")
-    return Budget(memory_bytes=memory, usable_bytes=usable, weights_bytes_per_gpu=weights_gpu, activation_bytes=act,
-                  non_torch_bytes=non_torch, reserve_bytes=reserve, kv_bytes_per_gpu=kv, formula=formula)
 
 
 def _largest(ok: object, *, hi_start: int, cap: int | None = None) -> int:
@@ -544,14 +449,18 @@ def _fits_one(geometry: ModelGeometry, weights: WeightsEstimate | None, inputs: 
     return kv.need(1, tokens) <= budget
 
 
+def _gpu_name(inputs: CapacityInputs) -> str:
+    return inputs.gpu.name if inputs.gpu is not None else "the GPU"
+
+
 def _suggest(kv: _Kv, inputs: CapacityInputs, tokens: int, max_context: int, requests: int, min_tp: int | None,
              budget: Budget, needed: int, avail: int, engine: str) -> list[str]:
     out = []
     if budget.kv_bytes_per_gpu <= 0:
         out.append(
             f"the weights ({format_bytes(budget.weights_bytes_per_gpu or 0)} per GPU) and reserve leave no KV memory "
-            f"on {inputs.gpu.name}: use more GPUs (--tp {min_tp})" if min_tp else
-            f"the weights and reserve leave no KV memory on {inputs.gpu.name}: use a quantised checkpoint or more GPUs"
+            f"on {_gpu_name(inputs)}: use more GPUs (--tp {min_tp})" if min_tp else
+            f"the weights and reserve leave no KV memory on {_gpu_name(inputs)}: use a quantised checkpoint or more GPUs"
         )
         return out
     if max_context:
@@ -582,15 +491,17 @@ def capacity_report(cap: Capacity, source: object) -> dict[str, object]:
         "model": model_dict(g, source=getattr(source, "kind", None), location=getattr(source, "location", None),
                             revision=getattr(source, "revision", None)),
         "inputs": {
-            "gpu": i.gpu.name, "gpu_memory_bytes": i.gpu.memory_bytes, "gpu_memory_source": i.gpu.memory_source or None,
-            "gpu_bandwidth_bytes_per_s": i.gpu.bandwidth_bytes_per_s or None,
+            "gpu": i.gpu.name if i.gpu else None, "gpu_memory_bytes": i.gpu.memory_bytes if i.gpu else None,
+            "gpu_memory_source": (i.gpu.memory_source or None) if i.gpu else None,
+            "gpu_bandwidth_bytes_per_s": (i.gpu.bandwidth_bytes_per_s or None) if i.gpu else None,
             "num_gpus": i.num_gpus, "tp": i.tp, "pp": i.pp, "engine": cap.deployment.engine,
             "kv_dtype": cap.kv_dtype_name, "kv_dtype_source": cap.kv_dtype_source, "dtype": i.dtype,
             "max_model_len": cap.max_model_len, "max_model_len_source": cap.max_model_len_source,
             "batch": i.batch, "block_size": i.block_size, "gpu_memory_utilization": i.gpu_memory_utilization,
             "mem_fraction_static": i.mem_fraction_static, "free_gpu_memory_fraction": i.free_gpu_memory_fraction,
             "max_num_batched_tokens": i.max_num_batched_tokens, "reserve_bytes": i.reserve_bytes,
-            "kv_budget_bytes": i.kv_budget_bytes,
+            "kv_budget_bytes": i.kv_budget_bytes, "engine_version": i.engine_version, "dp": i.dp,
+            "enable_dp_attention": i.enable_dp_attention,
         },
         "weights": {
             "source": w.source if w else None,
@@ -635,6 +546,8 @@ def capacity_report(cap: Capacity, source: object) -> dict[str, object]:
             "decode_floor_seconds": cap.decode_floor_seconds,
             "decode_tokens_per_s": cap.decode_tokens_per_s,
         },
+        "engine_log": cap.engine_log,
+        "log_comparison": None,
         "suggestions": list(cap.suggestions),
         "notes": list(cap.notes) + ([n for n in w.notes if n not in cap.notes] if w else []),
     }

@@ -148,6 +148,8 @@ FIELDS: dict[str, Field] = {
         Field(name="weights_from", kind="capacity", types=_TEXT, expects="auto, config or safetensors", resolve=_str),
         Field(name="dtype", kind="capacity", types=_TEXT, expects="a weight dtype: auto, bfloat16, float16 or float32",
               resolve=_str),
+        Field(name="dp", kind="capacity", types=_INT, expects="a positive integer", resolve=_positive_int),
+        Field(name="enable_dp_attention", kind="capacity", types=_BOOL, expects="true or false"),
         # budgets
         Field(name="max_kv_bytes", kind="budget", types=_INT_OR_TEXT, expects="a size such as 40GiB or 42949672960",
               resolve=_size),

@@ -139,6 +139,13 @@ class MLASpec(LayerSpec):
     kind: ClassVar[str] = "mla"
     kv_lora_rank: int
     qk_rope_head_dim: int
+    fp8_ds_mla: bool = False
+    """Sparse-attention (DSA) models: an fp8 cache is DeepSeek's ``fp8_ds_mla`` layout in vLLM and SGLang's
+    NSA backends: kv_lora_rank fp8 + one fp32 scale per 128 + qk_rope_head_dim bf16 (656 B for 512 + 64)."""
+
+    def fp8_ds_mla_bytes(self) -> int:
+        """vLLM ``fp8_ds_mla`` / SGLang ``calculate_mla_kv_cache_dim`` (fp8): 512 + 4 * 4 + 64 * 2 = 656."""
+        return self.kv_lora_rank + 4 * -(-self.kv_lora_rank // 128) + 2 * self.qk_rope_head_dim
 
     @property
     def num_kv_heads(self) -> int:
@@ -165,6 +172,29 @@ class MLASpec(LayerSpec):
     @property
     def grows_with_tokens(self) -> bool:
         return True
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class IndexerSpec(MLASpec):
+    """The key cache of a sparse-attention (DSA) lightning indexer: one ``index_head_dim`` key per token per
+    layer, one "head" like the MLA latent (so it shards, pages and grows as MLA does; ``qk_rope_head_dim`` 0).
+
+    Hugging Face transformers keeps it in the model dtype; vLLM (``DeepseekV32IndexerCache``), SGLang
+    (``index_key_cache.py``) and TensorRT-LLM keep fp8 keys plus one fp32 scale per 128 values: 132 B for 128."""
+
+    kind: ClassVar[str] = "indexer"
+    index_n_heads: int | None = None
+    """Indexer query heads (not cached; recorded for the report)."""
+    index_topk: int | None = None
+    """Tokens each query attends to (not a cache size)."""
+
+    @property
+    def index_head_dim(self) -> int:
+        return self.kv_lora_rank
+
+    def fp8_key_bytes(self) -> int:
+        """fp8 key + fp32 scale per 128 values: 128 + 4 = 132 B."""
+        return self.index_head_dim + 4 * -(-self.index_head_dim // 128)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

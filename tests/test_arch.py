@@ -480,8 +480,9 @@ def test_top_level_dtype_wins_over_text_config() -> None:
     assert (geometry.config_dtype, geometry.config_dtype_source) == ("float32", "--set torch_dtype")
 
 
-def test_deepseek_v32_indexer_is_noted_as_not_counted() -> None:
+def test_deepseek_v32_indexer_is_its_own_layer_kind() -> None:
+    # issue 12: the DSA indexer key cache is counted (one IndexerSpec per MLA layer), no longer only noted.
     config = {**shared_config("deepseek-ai__DeepSeek-V3"), "model_type": "deepseek_v32", "index_head_dim": 128}
     geometry = parse_config(config, model_id="v32")
-    assert set(kinds(geometry)) == {"mla"}
-    assert any("indexer" in n and "128 + 4" not in n and "132 bytes" in n for n in geometry.notes)
+    assert kinds(geometry).count("mla") == kinds(geometry).count("indexer") == 61
+    assert any("indexer key of index_head_dim 128" in n and "132 B" in n for n in geometry.notes)

@@ -7,14 +7,9 @@ import json
 import pytest
 
 from kvplan.api import load_geometry
+from kvplan.budget import VLLM_LOGIT_ROWS, VLLM_NON_TORCH_BYTES, activation_bytes
 from kvplan.calc import estimate
-from kvplan.capacity import (
-    VLLM_LOGIT_ROWS,
-    VLLM_NON_TORCH_BYTES,
-    CapacityInputs,
-    activation_bytes,
-    plan_capacity,
-)
+from kvplan.capacity import CapacityInputs, plan_capacity
 from kvplan.cli import app
 from kvplan.gpus import custom_gpu, lookup
 from kvplan.sources import load_raw_config

@@ -353,6 +353,9 @@ NOT_SCENARIO_KEYS = {
     "gpu": "require_fit_on.gpu", "num_gpus": "require_fit_on.num_gpus", "require_fit": "require_fit_on",
     "max_model_len": "seq_len is capacity's --max-model-len",
     "gpu_mem": "catalog GPUs only", "gpu_bandwidth": "speed is not budgeted",
+    "engine_version": "only the form of engine_log's lines", "tensor_split": "only engine_log's per-device lines",
+    "ctx_size": "llama.cpp's spelling of seq_len x batch", "parallel": "llama.cpp's spelling of batch",
+    "compare_log": "reads a log file; a plan checks budgets, not logs",
 }
 
 

@@ -68,3 +68,13 @@ def test_llama_cpp_refuses_what_it_cannot_do() -> None:
         run("meta-llama__Llama-3.1-8B", "llama.cpp", seq_len=4096, tp=2)
     with pytest.raises(InputError, match="no beam search"):
         run("meta-llama__Llama-3.1-8B", "llama.cpp", seq_len=4096, beams=2)
+
+
+def test_phi3_sliding_window_is_disabled_in_llama_cpp() -> None:
+    # src/models/phi3.cpp (llama.cpp @ 0c1e57098, PR #13676): "Phi SWA is currently disabled" - every position
+    # is cached although the config says sliding_window 2047; vLLM still honours the window.
+    llama = run("microsoft__Phi-3-mini-4k-instruct", "llama.cpp", seq_len=4096)
+    assert llama.kv_cache_bytes == KV * 4096 * 32 * 32 * 96 * FP16  # K+V, cells, layers, kv heads, head dim, f16
+    assert any("disables phi3's sliding window" in n for n in llama.notes)
+    vllm = run("microsoft__Phi-3-mini-4k-instruct", "vllm", seq_len=4096)
+    assert all(g.spec.kind == "sliding_window" for g in vllm.groups)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -52,6 +53,28 @@ TpOptional = Annotated[int | None, typer.Option("--tensor-parallel-size", "--tp"
 DtypeOpt = Annotated[str, typer.Option("--dtype", help="Weight dtype, as vLLM's --dtype: auto (the engine's rule: "
                     "vLLM, SGLang, TensorRT-LLM and llama.cpp serve float32 checkpoints in 16 bits, transformers "
                     "keeps them), bfloat16, float16 (half) or float32 (float).")]
+EngineVersionOpt = Annotated[str | None, typer.Option("--engine-version", help="The engine release whose log lines "
+                            "engine_log prints: vLLM 0.6 (V0), 0.11 (0.10-0.20 token formula), 0.33 (default); "
+                            "SGLang 0.5.23 (default), older omit dtype.")]
+DpOpt = Annotated[int, typer.Option("--data-parallel-size", "--dp", min=1, help="Data-parallel ranks, as vLLM's "
+                  "--data-parallel-size and SGLang's --dp; answers are per rank.")]
+DpAttentionOpt = Annotated[bool, typer.Option("--enable-dp-attention", help="SGLang --enable-dp-attention (attention "
+                           "tp = tp / dp), vLLM DP with --enable-expert-parallel, TensorRT-LLM enable_attention_dp: "
+                           "one MLA latent per request instead of one per TP rank.")]
+KvuOpt = Annotated[bool, typer.Option("--kv-unified", "-kvu", help="llama.cpp -kvu: one cell pool for all slots "
+                   "(llama-server's default with -np auto).")]
+UbatchOpt = Annotated[int | None, typer.Option("--ubatch-size", "-ub", min=1, help="llama.cpp --ubatch-size "
+                      "(n_ubatch, default 512): the SWA cache's slack.")]
+TensorSplitOpt = Annotated[str | None, typer.Option("--tensor-split", "-ts", help="llama.cpp --tensor-split: layer "
+                           "proportions per device, e.g. 3,1 (per-device KV buffer lines).")]
+CtxSizeOpt = Annotated[str | None, typer.Option("--ctx-size", "-c", help="llama.cpp -c: cells over all slots; "
+                       "with -np N, each slot gets ctx-size / N tokens (sets --max-model-len and --batch).")]
+ParallelOpt = Annotated[int | None, typer.Option("--parallel", "-np", min=1, help="llama.cpp -np: slots "
+                        "(sequences); with -c sets --batch.")]
+CompareLogOpt = Annotated[Path | None, typer.Option("--compare-log", help="A pasted start-up log of vLLM, SGLang, "
+                          "llama.cpp or TensorRT-LLM: put each KV figure it logs beside kvplan's, with the difference "
+                          "and a likely cause. Without --gpu/--kv-budget, vLLM's logged 'Available KV cache memory' "
+                          "is the budget.")]
 RequireFitOpt = Annotated[bool, typer.Option("--require-fit", help="Exit 1 when --batch requests of --max-model-len "
                           "tokens do not fit (0 when they do; 2 for bad input), for CI.")]
 
@@ -60,6 +83,8 @@ EPILOG = (
     "Examples:\n\n"
     "  kvplan capacity -m meta-llama/Llama-3.1-8B --gpu H100 --max-model-len 32k\n\n"
     "  kvplan capacity -m meta-llama/Llama-3.1-8B --engine vllm --kv-budget 3.8125GiB --max-model-len 20000\n\n"
+    "  kvplan capacity -m openai/gpt-oss-120b --kv-budget 5779095552 --engine-version 0.11\n\n"
+    "  kvplan capacity -m openai/gpt-oss-120b --compare-log vllm-startup.log\n\n"
     "  kvplan capacity -m meta-llama/Llama-3.1-70B --gpu A100-80GB --tp 4 --batch 16 --require-fit\n\n"
     "  kvplan capacity -m openai/gpt-oss-120b --gpu-mem 96GiB --gpu-bandwidth 1.8TB/s --format yaml"
 )
@@ -88,64 +113,47 @@ def capacity(
     weights_from: WeightsFromOpt = "auto",
     block_size: BlockSizeOpt = None,
     require_fit: RequireFitOpt = False,
+    engine_version: EngineVersionOpt = None,
+    dp: DpOpt = 1,
+    enable_dp_attention: DpAttentionOpt = False,
+    kv_unified: KvuOpt = False,
+    ubatch_size: UbatchOpt = None,
+    tensor_split: TensorSplitOpt = None,
+    ctx_size: CtxSizeOpt = None,
+    parallel: ParallelOpt = None,
+    compare_log: CompareLogOpt = None,
     revision: RevisionOpt = None,
     token: TokenOpt = None,
     fmt: FormatOpt = Format.table,
     output: OutputOpt = None,
 ) -> None:
     """What fits on a GPU: KV blocks and tokens, max concurrency and context, GPUs needed, decode floor."""
-    from kvplan.arch import parse_config
-    from kvplan.capacity import CapacityInputs, capacity_report, plan_capacity
+    from kvplan.api import capacity as plan
     from kvplan.errors import EXIT_NOT_FIT
-    from kvplan.gpus import custom_gpu, lookup, parse_bandwidth
-    from kvplan.sources import load_raw_config
-    from kvplan.units import parse_size, parse_tokens
-    from kvplan.weights import resolve_weights
 
-    gpu_spec = resolve_gpu(gpu, gpu_mem, gpu_bandwidth, lookup, custom_gpu, parse_size, parse_bandwidth)
+    parsed, log_notes = None, []
+    if compare_log is not None:
+        from kvplan.logparse import read_log
 
-    def size(text: str | None, what: str) -> int | None:
-        return parse_size(text, what=what) if text is not None else None
-
-    config, source, model_id = load_raw_config(model, revision=revision, token=token)
-    geometry = parse_config(config, model_id=model_id)
-    kv_budget_bytes = size(kv_budget, "--kv-budget")
-    weights, weight_notes = resolve_weights(
-        config, model_id=model_id, source_kind=source.kind, weights_bytes=size(weights_bytes, "--weights-bytes"),
-        weights_from=weights_from, revision=revision, token=token, required=kv_budget_bytes is None,
+        parsed, kv_budget, engine_version, log_notes = read_log(compare_log, engine, gpu or gpu_mem, kv_budget,
+                                                                engine_version)
+    result = plan(
+        model, gpu=gpu, gpu_mem=gpu_mem, gpu_bandwidth=gpu_bandwidth, num_gpus=num_gpus, tp=tp, pp=pp, engine=engine,
+        kv_dtype=kv_dtype, dtype=dtype, max_model_len=max_model_len, batch=batch,
+        gpu_memory_utilization=gpu_memory_utilization, mem_fraction_static=mem_fraction_static,
+        free_gpu_memory_fraction=free_gpu_memory_fraction, max_num_batched_tokens=max_num_batched_tokens,
+        reserve=reserve, kv_budget=kv_budget, weights_bytes=weights_bytes, weights_from=weights_from,
+        block_size=block_size, engine_version=engine_version, dp=dp, enable_dp_attention=enable_dp_attention,
+        kv_unified=kv_unified, ubatch_size=ubatch_size, tensor_split=tensor_split, ctx_size=ctx_size,
+        parallel=parallel, revision=revision, token=token,
     )
-    inputs = CapacityInputs(
-        gpu=gpu_spec, engine=engine, tp=tp if tp is not None else max(1, (num_gpus or 1) // pp),
-        pp=pp, num_gpus=num_gpus, kv_dtype=kv_dtype, dtype=dtype,
-        max_model_len=parse_tokens(max_model_len, what="--max-model-len") if max_model_len else None,
-        batch=batch, block_size=block_size, gpu_memory_utilization=gpu_memory_utilization,
-        mem_fraction_static=mem_fraction_static, free_gpu_memory_fraction=free_gpu_memory_fraction,
-        max_num_batched_tokens=parse_tokens(max_num_batched_tokens, what="--max-num-batched-tokens")
-        if max_num_batched_tokens else None,
-        reserve_bytes=size(reserve, "--reserve"), kv_budget_bytes=kv_budget_bytes,
-    )
-    report = capacity_report(plan_capacity(geometry, weights, inputs), source)
-    report["notes"] = report["notes"] + weight_notes  # type: ignore[operator]
+    report = result.to_dict()
+    report["notes"] = report["notes"] + log_notes  # type: ignore[operator]
+    if parsed is not None:
+        from kvplan.logparse import compare_log as compare
+
+        report["log_comparison"] = compare(parsed, report, source=str(compare_log))
     emit(report, fmt, output, lazy_table("capacity_table", report) if fmt is Format.table else None)
     if require_fit and not report["capacity"]["fits"]:  # type: ignore[index]
         typer.echo("Does not fit: " + "; ".join(report["suggestions"]), err=True)  # type: ignore[arg-type]
         raise typer.Exit(EXIT_NOT_FIT)
-
-
-def resolve_gpu(gpu, gpu_mem, gpu_bandwidth, lookup, custom_gpu, parse_size, parse_bandwidth):  # type: ignore[no-untyped-def]
-    """--gpu from the catalog, with --gpu-mem / --gpu-bandwidth overriding its figures."""
-    import dataclasses
-
-    from kvplan.errors import InputError
-
-    bandwidth = parse_bandwidth(gpu_bandwidth) if gpu_bandwidth is not None else None
-    if gpu is not None:
-        spec = lookup(gpu)
-        if gpu_mem is not None:
-            spec = dataclasses.replace(spec, memory_bytes=parse_size(gpu_mem, what="--gpu-mem"), memory_source="--gpu-mem")
-        if bandwidth is not None:
-            spec = dataclasses.replace(spec, bandwidth_bytes_per_s=bandwidth)
-        return spec
-    if gpu_mem is None:
-        raise InputError("no GPU given", "pass --gpu NAME (kvplan gpus lists them) or --gpu-mem SIZE, e.g. --gpu-mem 80GiB")
-    return custom_gpu(parse_size(gpu_mem, what="--gpu-mem"), bandwidth, name=f"custom {gpu_mem}")

@@ -28,6 +28,7 @@ from kvplan.specs import (
     AttentionSpec,
     ChunkedLocalSpec,
     CrossAttentionSpec,
+    IndexerSpec,
     LayerSpec,
     MLASpec,
     SlidingWindowSpec,
@@ -75,6 +76,16 @@ def kv_row_bytes(spec: AttentionSpec | MLASpec, dtype: KvDtype) -> tuple[int, in
         return dtype.bytes_for(spec.head_size), 0
     return dtype.bytes_for(spec.num_kv_heads * spec.head_size), dtype.bytes_for(spec.num_kv_heads * spec.head_size_v)
 
+
+
+def dsa_fp8_bytes(spec: LayerSpec, kv_dtype: KvDtype) -> int | None:
+    """vLLM's and SGLang's DSA layouts: the indexer key is fp8 + scale whatever the cache dtype (132 B);
+    an fp8 latent of a DSA model is ``fp8_ds_mla`` (656 B). None for every other layer."""
+    if isinstance(spec, IndexerSpec):
+        return spec.fp8_key_bytes()
+    if isinstance(spec, MLASpec) and spec.fp8_ds_mla and kv_dtype.name in FP8_DTYPES:
+        return spec.fp8_ds_mla_bytes()
+    return None
 
 
 class EngineProfile:
@@ -128,7 +139,8 @@ class EngineProfile:
     def shard(self, spec: LayerSpec, tp: int) -> tuple[LayerSpec, list[str]]:
         return shard_for_tp(spec, tp, rule=self.tp_rule)
 
-    def cached_layers(self, layers: list[LayerSpec], *, hf_cached_kv_heads: int | None) -> tuple[list[LayerSpec], list[str]]:
+    def cached_layers(self, layers: list[LayerSpec], *, hf_cached_kv_heads: int | None,
+                      model_type: str | None = None) -> tuple[list[LayerSpec], list[str]]:
         """The specs as this engine caches them, before sharding (default: as the config says).
 
         ``hf_cached_kv_heads``: heads Hugging Face transformers caches when its modeling code
@@ -190,3 +202,63 @@ class EngineProfile:
 
     def summary(self, ctx: SizingContext) -> str:
         return self.source
+
+    def log_figures(self, pool: PoolFacts) -> dict[str, object]:
+        """The lines this engine logs about its KV cache at start-up and the numbers in them
+        (keys of ``capacity.engine_log``; absent keys are reported as null). Default: none."""
+        return {"version": None, "lines": []}
+
+
+# ---- start-up log lines (issue 12) -------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LogCache:
+    """One group of layers as an engine's log counts it, on the busiest rank."""
+
+    kind: str
+    """The layer spec kind (``full_attention``, ``sliding_window``, ``mla``, ``indexer``, ``state`` ...)."""
+    layer_indices: tuple[int, ...]
+    """Decoder layers of the group (the whole model)."""
+    cells: int
+    """Tokens one stream keeps in each layer (llama.cpp cells; engine rounding applied)."""
+    streams: int
+    """Streams (llama.cpp: 1 when unified, else the number of sequences)."""
+    k_bytes_per_token: int
+    """K bytes of one token in one layer on one rank (the whole row for MLA and indexer caches)."""
+    v_bytes_per_token: int
+    window: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PoolFacts:
+    """What kvplan computed for a capacity question, in the terms the engines log."""
+
+    version: str | None
+    """``--engine-version`` (None: the engine module's default)."""
+    available_kv_bytes: int
+    num_blocks: int
+    block_size: int
+    blocks_per_request: float
+    num_kv_cache_groups: int
+    max_model_len: int
+    max_concurrency: float
+    max_tokens: int
+    batch: int
+    kv_bytes_per_request: int
+    estimated_max_model_len: int
+    kv_dtype: str
+    layers_on_rank: tuple[int, ...]
+    """Decoder layers on the busiest pipeline stage."""
+    caches: tuple[LogCache, ...]
+    num_layers: int = 0
+    """Decoder layers of the whole model."""
+    tensor_split: tuple[float, ...] | None = None
+    pp: int = 1
+
+
+def version_tuple(text: str, *, engine: str) -> tuple[int, ...]:
+    """``"0.11.0"`` -> ``(0, 11, 0)``; a leading ``v`` is accepted."""
+    parts = text.strip().lower().removeprefix("v").split(".")
+    try:
+        return tuple(int(p) for p in parts if p != "")
+    except ValueError:
+        raise InputError(f"--engine-version {text!r} is not a version number", f"e.g. --engine-version 0.11 for {engine}") from None

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from kvplan.adjust import Deployment, round_to_blocks
+from kvplan.adjust import Deployment, as_full_attention, round_to_blocks
 from kvplan.dtypes import GGML_CACHE_TYPES, KvDtype, lookup_dtype
-from kvplan.engines.base import EngineProfile, SizingContext
+from kvplan.engines.base import EngineProfile, LogCache, PoolFacts, SizingContext
 from kvplan.errors import InputError
 from kvplan.specs import (
     AttentionSpec,
@@ -15,9 +15,14 @@ from kvplan.specs import (
     SlidingWindowSpec,
     StateSpec,
 )
+from kvplan.units import MiB
 
 #: llama.cpp pads contexts and cell counts to 256 (``GGML_PAD(n_ctx, 256)``).
 LLAMA_CPP_PAD = 256
+#: ggml type names llama.cpp prints for kvplan's cache dtype names.
+GGML_TYPE_NAMES = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}
+#: model_types whose sliding window llama.cpp ignores (``LLM_ARCH_PHI3``: Phi-3, Phi-3.5 and phimoe share it).
+LLAMA_CPP_SWA_DISABLED = ("phi3",)
 #: llama.cpp ``n_ubatch`` default.
 LLAMA_CPP_UBATCH = 512
 
@@ -53,6 +58,16 @@ class LlamaCppProfile(EngineProfile):
         if any(isinstance(s, StateSpec) for s in layers):
             notes.append("llama.cpp keeps recurrent states in float32, one per sequence")
         return notes
+
+    def cached_layers(self, layers: list[LayerSpec], *, hf_cached_kv_heads: int | None,
+                      model_type: str | None = None) -> tuple[list[LayerSpec], list[str]]:
+        if model_type in LLAMA_CPP_SWA_DISABLED and any(isinstance(s, SlidingWindowSpec) for s in layers):
+            # NOTE: src/models/phi3.cpp::load_arch_hparams sets swa_type NONE ("Phi SWA is currently disabled",
+            # llama.cpp PR #13676): every position is cached.
+            return [as_full_attention(s) for s in layers], [
+                f"llama.cpp disables {model_type}'s sliding window (src/models/phi3.cpp, PR #13676): it caches every "
+                "position, as full attention"]
+        return layers, []
 
     def cells(self, ctx: SizingContext) -> tuple[int, int]:
         """(cells per stream, streams): ``-c B*T -np B``; context padded to 256 (FACTS b.3)."""
@@ -95,3 +110,69 @@ class LlamaCppProfile(EngineProfile):
             f"llama.cpp: {cells:,} cells x {streams} stream(s) (context padded to 256); SWA layers "
             f"GGML_PAD(min(cells, n_swa * n_seq + n_ubatch {ub}), 256) cells; recurrent states float32"
         )
+
+    # ---- start-up log lines ----------------------------------------------------------------------
+    def log_figures(self, pool: PoolFacts) -> dict[str, object]:
+        """``llama_kv_cache`` lines (``src/llama-kv-cache.cpp`` @ 0c1e57098): per device
+        ``%10s KV buffer size = %8.2f MiB``, then ``size = %7.2f MiB (%6u cells, %3d layers, %2u/%u seqs),
+        K (%s): %7.2f MiB, V (%s): %7.2f MiB``; iSWA models print ``creating non-SWA KV cache, size = N
+        cells`` and ``creating     SWA KV cache, size = N cells`` before each cache's lines."""
+        kind_type = GGML_TYPE_NAMES.get(pool.kv_dtype, pool.kv_dtype)
+        devices = layer_devices(pool.num_layers, pool.tensor_split or (1.0,) * pool.pp)
+        full = [c for c in pool.caches if c.kind not in ("sliding_window", "chunked_local", "state")]
+        swa = [c for c in pool.caches if c.kind in ("sliding_window", "chunked_local")]
+        lines: list[str] = []
+        caches: list[dict[str, object]] = []
+        buffers: dict[str, int] = {}
+        for label, group in (("non-SWA", full), ("    SWA", swa)):
+            if not group:
+                continue
+            cells, streams = group[0].cells, group[0].streams
+            if swa:
+                lines.append(f"llama_kv_cache_iswa: creating {label} KV cache, size = {cells} cells")
+            per_device: dict[int, int] = {}
+            k = v = layers = 0
+            for cache in group:
+                for i in cache.layer_indices:
+                    kb, vb = _cells_bytes(cache, cache.k_bytes_per_token), _cells_bytes(cache, cache.v_bytes_per_token)
+                    k, v, layers = k + kb, v + vb, layers + 1
+                    dev = devices[i % pool.num_layers]
+                    per_device[dev] = per_device.get(dev, 0) + kb + vb
+            for dev in sorted(per_device):
+                name = "CUDA" + str(dev)
+                lines.append(f"llama_kv_cache: {name:>10} KV buffer size = {per_device[dev] / MiB:8.2f} MiB")
+                buffers[name] = buffers.get(name, 0) + per_device[dev]
+            seqs = pool.batch
+            lines.append(
+                f"llama_kv_cache: size = {(k + v) / MiB:7.2f} MiB ({cells:6d} cells, {layers:3d} layers, "
+                f"{seqs:2d}/{streams} seqs), K ({kind_type}): {k / MiB:7.2f} MiB, V ({kind_type}): {v / MiB:7.2f} MiB"
+            )
+            caches.append({"name": "swa" if label.strip() == "SWA" else "base", "cells": cells, "layers": layers,
+                           "seqs": seqs, "streams": streams, "k_type": kind_type, "k_bytes": k, "v_type": kind_type,
+                           "v_bytes": v})
+        return {"version": pool.version, "lines": lines, "llama_caches": caches,
+                "buffers": [{"device": d, "bytes": b} for d, b in buffers.items()]}
+
+
+def _cells_bytes(cache: LogCache, row_bytes: int) -> int:
+    return row_bytes * cache.cells * cache.streams
+
+
+def layer_devices(num_layers: int, split: tuple[float, ...]) -> list[int]:
+    """Device of each layer under ``-sm layer`` with every layer offloaded (``llama-model.cpp::load_tensors``):
+    cumulative ``split`` proportions over ``num_layers + 1`` slots (the output layer is the last slot);
+    layer ``il`` goes to the first device whose cumulative share exceeds ``il / (num_layers + 1)``.
+    ``split`` is ``--tensor-split`` (or the devices' free memory, llama.cpp's default)."""
+    total = sum(split)
+    if total <= 0:
+        raise InputError("--tensor-split needs a positive proportion", "e.g. --tensor-split 3,1")
+    cumulative, acc = [], 0.0
+    for share in split:
+        acc += share
+        cumulative.append(acc / total)
+    slots = num_layers + 1
+    out = []
+    for il in range(num_layers):
+        x = il / slots
+        out.append(next((d for d, c in enumerate(cumulative) if c > x), len(split) - 1))
+    return out

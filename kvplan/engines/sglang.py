@@ -5,9 +5,23 @@ from __future__ import annotations
 import math
 
 from kvplan.adjust import round_to_blocks, shared_token_slots
-from kvplan.engines.base import FLOAT_DTYPES, FP8_DTYPES, EngineProfile, SizingContext
+from kvplan.engines.base import (
+    FLOAT_DTYPES,
+    FP8_DTYPES,
+    EngineProfile,
+    PoolFacts,
+    SizingContext,
+    dsa_fp8_bytes,
+    version_tuple,
+)
 from kvplan.specs import ChunkedLocalSpec, LayerSpec, SlidingWindowSpec
+from kvplan.units import GiB
 
+#: The SGLang release whose log lines ``capacity.engine_log`` follows by default (the one read).
+SGLANG_DEFAULT_VERSION = "0.5.23"
+#: ``torch`` dtype names SGLang prints in ``KV Cache is allocated. dtype: ...``.
+SGLANG_TORCH_DTYPES = {"fp16": "torch.float16", "bf16": "torch.bfloat16", "fp32": "torch.float32",
+                       "fp8_e4m3": "torch.float8_e4m3fn", "fp8_e5m2": "torch.float8_e5m2", "nvfp4": "torch.uint8"}
 #: SGLang ``--swa-full-tokens-ratio`` default.
 SGLANG_SWA_RATIO = 0.8
 
@@ -18,6 +32,11 @@ class SglangProfile(EngineProfile):
     source = "SGLang 0.5.23 (model_executor/pool_configurator.py, mem_cache/memory_pool.py, server_args.py)"
     default_block_size = 1
     allowed_dtypes = (*FLOAT_DTYPES, *FP8_DTYPES, "nvfp4")
+
+    def bytes_per_token(self, spec: LayerSpec, ctx: SizingContext) -> int:
+        # NOTE: kv_cache_configurator.py::calculate_mla_kv_cache_dim (fp8 DSA: 656 B) and index_key_cache.py (132 B).
+        dsa = dsa_fp8_bytes(spec, ctx.kv_dtype)
+        return dsa if dsa is not None else super().bytes_per_token(spec, ctx)
 
     def ratio(self, ctx: SizingContext) -> float:
         return ctx.dep.swa_full_tokens_ratio or SGLANG_SWA_RATIO
@@ -62,3 +81,46 @@ class SglangProfile(EngineProfile):
             f"SGLang: pages of {page} token(s); hybrid SWA models keep an SWA pool of swa_full_tokens_ratio "
             f"{self.ratio(ctx):g} x the full pool, each request needing min(T, W) + {page} SWA tokens"
         )
+
+    # ---- start-up log lines ----------------------------------------------------------------------
+    def log_figures(self, pool: PoolFacts) -> dict[str, object]:
+        """``KV Cache is allocated. [dtype: D, ]#tokens: N, K size: X GB, V size: Y GB`` (MHA pools) or
+        ``..., KV size: X GB`` (MLA pools; DSA adds the indexer key cache since sglang#11309).
+
+        ``memory_pool.py``: every layer buffer has ``N + page_size`` rows (slot 0 is a dummy); the DSA
+        indexer has ``(N + page_size + 1) // page_size`` pages of ``page_size * 132`` bytes; "GB" is GiB.
+        ``dtype:`` is printed by 0.5.23 (read); 2025 logs (before it) have no dtype field.
+        """
+        version = pool.version or SGLANG_DEFAULT_VERSION
+        v = version_tuple(version, engine="sglang")
+        n, page = pool.max_tokens, pool.block_size or 1
+        if any(c.kind in ("sliding_window", "chunked_local") for c in pool.caches):
+            return {"version": version, "lines": [], "max_total_num_tokens": n}
+        k = v_ = latent = index = 0
+        single = False
+        for cache in pool.caches:
+            layers = sum(1 for i in cache.layer_indices if i in pool.layers_on_rank)
+            if cache.kind == "indexer":
+                index += layers * ((n + page + 1) // page) * page * cache.k_bytes_per_token
+                single = True
+            elif cache.kind == "mla":
+                latent += layers * (n + page) * cache.k_bytes_per_token
+                single = True
+            elif cache.kind != "state":
+                k += layers * (n + page) * cache.k_bytes_per_token
+                v_ += layers * (n + page) * cache.v_bytes_per_token
+        dtype = f"dtype: {SGLANG_TORCH_DTYPES.get(pool.kv_dtype, pool.kv_dtype)}, " if v >= (0, 5, 23) else ""
+        head = f"KV Cache is allocated. {dtype}#tokens: {n}, "
+        out: dict[str, object] = {"version": version, "max_total_num_tokens": n}
+        if single:
+            total = latent + index + k + v_
+            lines = [head + f"KV size: {total / GiB:.2f} GB"]
+            out.update(kv_size_bytes=total, latent_size_bytes=latent if index else None,
+                       index_size_bytes=index if index else None)
+            if index:
+                out["notes"] = [f"SGLang before sglang#11309 (Oct 2025) logged the latent only for this pool: "
+                                f"KV size: {latent / GiB:.2f} GB (with the indexer: {total / GiB:.2f} GB)"]
+        else:
+            lines = [head + f"K size: {k / GiB:.2f} GB, V size: {v_ / GiB:.2f} GB"]
+            out.update(k_size_bytes=k, v_size_bytes=v_)
+        return {**out, "lines": lines}

@@ -45,7 +45,8 @@ class HfDynamicProfile(EngineProfile):
             notes.append("transformers >= 5.15 caches the MLA latent; 4.x cached expanded per-head K/V (71x more for V3)")
         return notes
 
-    def cached_layers(self, layers: list[LayerSpec], *, hf_cached_kv_heads: int | None) -> tuple[list[LayerSpec], list[str]]:
+    def cached_layers(self, layers: list[LayerSpec], *, hf_cached_kv_heads: int | None,
+                      model_type: str | None = None) -> tuple[list[LayerSpec], list[str]]:
         if hf_cached_kv_heads is None:
             return layers, []
         broadcast = [s for s in layers if isinstance(s, AttentionSpec) and not isinstance(s, CrossAttentionSpec)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from kvplan.adjust import Deployment
 from kvplan.dtypes import KvDtype, lookup_dtype
-from kvplan.engines.base import FLOAT_DTYPES, FP8_DTYPES, EngineProfile, SizingContext, kv_row_bytes
-from kvplan.specs import AttentionSpec, LayerSpec, MLASpec
+from kvplan.engines.base import FLOAT_DTYPES, FP8_DTYPES, EngineProfile, PoolFacts, SizingContext, kv_row_bytes
+from kvplan.specs import AttentionSpec, IndexerSpec, LayerSpec, MLASpec
+from kvplan.units import GiB
 
 #: TensorRT-LLM ``KvCacheConfig.tokens_per_block`` default.
 TRTLLM_TOKENS_PER_BLOCK = 32
@@ -29,6 +30,8 @@ class TrtllmProfile(EngineProfile):
         return notes
 
     def bytes_per_token(self, spec: LayerSpec, ctx: SizingContext) -> int:
+        if isinstance(spec, IndexerSpec):
+            return spec.fp8_key_bytes()  # indexer_k_cache_manager: fp8 keys, one scale per 128 values
         if ctx.kv_dtype.name == "int8" and isinstance(spec, (AttentionSpec, MLASpec)):
             k, v = kv_row_bytes(spec, lookup_dtype("fp8_e4m3"))
             return k + v
@@ -40,3 +43,25 @@ class TrtllmProfile(EngineProfile):
             f"TensorRT-LLM: tokens_per_block {bs}; windowed layers keep min(T, max_attention_window) tokens "
             f"in blocks; each TP rank keeps cdiv(H_kv, tp) heads"
         )
+
+    # ---- start-up log lines ----------------------------------------------------------------------
+    def log_figures(self, pool: PoolFacts) -> dict[str, object]:
+        """``KVCacheManager::allocatePools`` (C++, INFO): ``Number of tokens per block: B.`` and
+        ``[MemUsageChange] Allocated X GiB for max tokens in paged KV cache (N).`` with
+        ``N = primary blocks * tokens_per_block`` and X = the pool bytes (every layer of the rank)."""
+        n = pool.max_tokens
+        per_token = sum(
+            sum(1 for i in c.layer_indices if i in pool.layers_on_rank) * (c.k_bytes_per_token + c.v_bytes_per_token)
+            for c in pool.caches if c.kind != "state"
+        )
+        allocated = n * per_token
+        lines = [f"[TensorRT-LLM][INFO] Number of tokens per block: {pool.block_size}.",
+                 f"[TensorRT-LLM][INFO] [MemUsageChange] Allocated {allocated / GiB:.2f} GiB for max tokens in "
+                 f"paged KV cache ({n})."]
+        out: dict[str, object] = {"version": pool.version, "lines": lines, "num_blocks": n // pool.block_size,
+                                  "paged_kv_max_tokens": n, "allocated_bytes": allocated,
+                                  "tokens_per_block": pool.block_size}
+        if any(c.window for c in pool.caches):
+            out["notes"] = ["TensorRT-LLM keeps one pool per attention window; the Allocated line sums them "
+                            "and kvplan counts every layer at the full pool size"]
+        return out

@@ -339,7 +339,7 @@ def capacity_table(report: dict[str, Any]) -> Group:
     """`kvplan capacity`: budget, weights, and the capacity answers."""
     model, inputs, weights = report["model"], report["inputs"], report["weights"]
     budget, cap = report["budget"], report["capacity"]
-    title = (f"Capacity of {model['id']} on {inputs['gpu']} (tp {inputs['tp']}, pp {inputs['pp']}, "
+    title = (f"Capacity of {model['id']} on {inputs['gpu'] or 'a --kv-budget'} (tp {inputs['tp']}, pp {inputs['pp']}, "
              f"{inputs['engine']}, KV {inputs['kv_dtype']})")
     table = Table(title=title, title_justify="left", show_header=False)
     table.add_column("what")
@@ -365,7 +365,8 @@ def capacity_table(report: dict[str, Any]) -> Group:
                   budget["formula"])
     table.add_section()
     table.add_row("KV blocks", _n(cap["num_blocks"]), f"{cap['block_size']} tokens per block")
-    table.add_row("KV tokens", _n(cap["max_tokens"]), "as the engine reports its pool")
+    table.add_row("KV tokens", _n(cap["max_tokens"]), "token slots of the pool (true capacity; engine_log "
+                  "below shows the engine's own figure)")
     table.add_row("max concurrency", f"{cap['max_concurrency']:.2f}x",
                   f"{cap['max_concurrent_requests']} requests of {inputs['max_model_len']:,} tokens")
     table.add_row("max context", _n(cap["max_context_len"]), f"at batch {inputs['batch']} ({cap['max_context_limit']})")
@@ -382,6 +383,19 @@ def capacity_table(report: dict[str, Any]) -> Group:
         style="bold" if cap["fits"] else "bold red",
     )]
     lines += [Text(f"  try {s}") for s in report["suggestions"]]
+    log = report.get("engine_log") or {}
+    if log.get("lines"):
+        lines.append(Text(f"{log['engine']} {log['version'] or ''} would log:".replace("  ", " ")))
+        lines += [Text("  " + line, overflow="fold") for line in log["lines"]]
+    compared = report.get("log_comparison")
+    if compared:
+        lines.append(Text(f"{compared['source']} ({compared['engine']}): {compared['matches']} figure(s) match, "
+                          f"{compared['differs']} differ", style="bold"))
+        for row in compared["rows"]:
+            verdict = "same" if row["match"] else f"differs ({row['difference']:+g}): {row['cause']}" \
+                if row["difference"] is not None else f"differs: {row['cause']}"
+            lines.append(Text(f"  line {row['line_no']} {row['figure']}: logged {row['logged']}, kvplan "
+                              f"{row['predicted'] if row['predicted'] is not None else '-'}; {verdict}"))
     return Group(table, *lines)
 
 

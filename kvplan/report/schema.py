@@ -331,13 +331,14 @@ def _capacity_defs() -> dict[str, Schema]:
             "num_hidden_layers": POS, "max_context_len": nullable(POS),
         }),
         "inputs": _obj({
-            "gpu": STR, "gpu_memory_bytes": POS, "gpu_memory_source": nullable(STR),
+            "gpu": nullable(STR), "gpu_memory_bytes": nullable(POS), "gpu_memory_source": nullable(STR),
             "gpu_bandwidth_bytes_per_s": nullable(POS),
             "num_gpus": nullable(POS), "tp": POS, "pp": POS, "engine": engines, "kv_dtype": STR,
             "kv_dtype_source": STR, "dtype": STR, "max_model_len": POS, "max_model_len_source": STR, "batch": POS,
             "block_size": nullable(POS), "gpu_memory_utilization": nullable(NUM), "mem_fraction_static": nullable(NUM),
             "free_gpu_memory_fraction": nullable(NUM), "max_num_batched_tokens": nullable(POS),
             "reserve_bytes": nullable(NONNEG), "kv_budget_bytes": nullable(NONNEG),
+            "engine_version": nullable(STR), "dp": POS, "enable_dp_attention": BOOL,
         }),
         "weights": _obj({
             "source": nullable({"enum": ["config", "safetensors", "--weights-bytes"]}),
@@ -349,7 +350,7 @@ def _capacity_defs() -> dict[str, Schema]:
             "experts_per_token": nullable(POS), "parts": {"type": "array", "items": part},
         }),
         "budget": _obj({
-            "formula": STR, "gpu_memory_bytes": POS, "usable_bytes": NONNEG,
+            "formula": STR, "gpu_memory_bytes": nullable(POS), "usable_bytes": NONNEG,
             "weights_bytes_per_gpu": nullable(NONNEG), "activation_bytes": NONNEG, "non_torch_bytes": NONNEG,
             "reserve_bytes": NONNEG,
             "kv_bytes_per_gpu": {**INT, "description": "negative when weights and reserve exceed the memory"},
@@ -362,6 +363,8 @@ def _capacity_defs() -> dict[str, Schema]:
             "kv_bytes_available": INT, "decode_bytes_per_step": nullable(NONNEG),
             "decode_floor_seconds": nullable(NUM), "decode_tokens_per_s": nullable(NUM),
         }),
+        "engine_log": _engine_log_def(),
+        "log_comparison": nullable(_log_comparison_def()),
         "suggestions": {"type": "array", "items": STR},
         "notes": {"type": "array", "items": STR},
     })
@@ -369,6 +372,39 @@ def _capacity_defs() -> dict[str, Schema]:
                 "aliases": {"type": "array", "items": STR}, "source": STR, "memory_source": STR})
     gpus_report = _obj({**_header("gpus"), "gpus": {"type": "array", "items": gpu}})
     return {"capacity_report": capacity_report, "gpus_report": gpus_report}
+
+
+def _engine_log_def() -> Schema:
+    """``capacity.engine_log`` (kvplan/engine_log.py): the engine's start-up KV lines and their numbers."""
+    llama_cache = _obj({"name": {"enum": ["base", "swa"]}, "cells": NONNEG, "layers": NONNEG, "seqs": POS,
+                        "streams": POS, "k_type": STR, "k_bytes": NONNEG, "v_type": STR, "v_bytes": NONNEG})
+    return _obj({
+        "engine": ENGINES, "version": {**nullable(STR), "description": "engine release whose log format the lines follow"},
+        "lines": {"type": "array", "items": STR, "description": "the lines, verbatim in form, with kvplan's numbers"},
+        "available_kv_bytes": nullable(INT), "num_blocks": nullable(NONNEG),
+        "gpu_kv_cache_tokens": {**nullable(NONNEG), "description": "vLLM 'GPU KV cache size: N tokens'"},
+        "max_concurrency": {**nullable(NUM), "description": "vLLM 'Maximum concurrency for T tokens per request'"},
+        "bytes_per_block": {**nullable(POS), "description": "vLLM: bytes of one block id over all layers' tensors"},
+        "num_kv_cache_groups": {**nullable(POS), "description": "vLLM hybrid allocator groups (0.10-0.20 divide by it)"},
+        "max_total_num_tokens": {**nullable(NONNEG), "description": "SGLang '#tokens'"},
+        "kv_size_bytes": nullable(NONNEG), "latent_size_bytes": nullable(NONNEG), "index_size_bytes": nullable(NONNEG),
+        "k_size_bytes": nullable(NONNEG), "v_size_bytes": nullable(NONNEG),
+        "llama_caches": {"type": "array", "items": llama_cache},
+        "buffers": {"type": "array", "items": _obj({"device": STR, "bytes": NONNEG})},
+        "paged_kv_max_tokens": {**nullable(NONNEG), "description": "TensorRT-LLM 'Allocated X GiB ... (N)'"},
+        "allocated_bytes": nullable(NONNEG), "tokens_per_block": nullable(POS),
+    })
+
+
+def _log_comparison_def() -> Schema:
+    """``capacity.log_comparison`` (kvplan/logparse.py, ``--compare-log``): logged figures beside kvplan's."""
+    row = _obj({
+        "figure": STR, "line_no": POS, "logged": STR, "predicted": nullable(STR),
+        "difference": {**nullable(NUM), "description": "kvplan - logged, in the logged unit (GiB, MiB, tokens, x)"},
+        "match": BOOL, "cause": nullable(STR),
+    })
+    return _obj({"source": STR, "engine": ENGINES, "version_hint": nullable(STR),
+                 "rows": {"type": "array", "items": row}, "matches": NONNEG, "differs": NONNEG})
 
 
 def _compare_def(layer: Schema) -> Schema:

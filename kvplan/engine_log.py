@@ -1,0 +1,102 @@
+"""The ``engine_log`` block of ``kvplan capacity``: the lines an engine logs about its KV cache at
+start-up, filled with kvplan's numbers, and those numbers as integers and floats.
+
+Each engine module owns its line formats (``EngineProfile.log_figures``); this module only gathers
+what they need from a :class:`~kvplan.capacity.Capacity` into a
+:class:`~kvplan.engines.base.PoolFacts`. Keys are always present (null when the engine does not log
+that figure), so the report's shape does not depend on the engine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from kvplan.adjust import stage_of_layer
+from kvplan.calc import Estimate, estimate
+from kvplan.engines import get_engine
+from kvplan.engines.base import LogCache, PoolFacts, kv_row_bytes
+from kvplan.engines.vllm import kv_cache_group_count, vllm_token_lines
+from kvplan.specs import AttentionSpec, MLASpec
+
+if TYPE_CHECKING:
+    from kvplan.capacity import Capacity
+
+#: Every key of ``capacity.engine_log`` (the report schema lists the same).
+ENGINE_LOG_KEYS: dict[str, object] = {
+    "engine": None, "version": None, "lines": [],
+    "available_kv_bytes": None, "num_blocks": None,
+    "gpu_kv_cache_tokens": None, "max_concurrency": None, "num_kv_cache_groups": None,  # vLLM
+    "bytes_per_block": None,
+    "max_total_num_tokens": None, "kv_size_bytes": None, "latent_size_bytes": None,  # SGLang
+    "index_size_bytes": None, "k_size_bytes": None, "v_size_bytes": None,
+    "llama_caches": [], "buffers": [],                                              # llama.cpp
+    "paged_kv_max_tokens": None, "allocated_bytes": None, "tokens_per_block": None,  # TensorRT-LLM
+}
+
+
+def pool_facts(cap: Capacity) -> PoolFacts:
+    """The numbers of ``cap`` in the terms the engines log them (busiest rank and stage)."""
+    geometry, dep = cap.geometry, cap.deployment
+    n_layers = geometry.num_hidden_layers
+    stage_of = stage_of_layer(n_layers, dep.pp)
+    busiest = max(range(dep.pp), key=lambda s: stage_of.count(s))
+    on_rank = tuple(i for i in range(len(geometry.layers)) if stage_of[i % n_layers] == busiest)
+    est = estimate(geometry, batch=cap.inputs.batch, seq_len=cap.max_model_len, kv_dtype=cap.inputs.kv_dtype,
+                   deployment=dep)
+    caches = tuple(_caches(est, cap))
+    kinds: dict[str, int] = {}
+    for c in caches:
+        if c.kind != "no_cache":
+            kinds[c.kind] = kinds.get(c.kind, 0) + sum(1 for i in c.layer_indices if i in on_rank)
+    per_request = cap.num_blocks / cap.max_concurrency if cap.max_concurrency else float("inf")
+    return PoolFacts(
+        version=cap.inputs.engine_version, available_kv_bytes=cap.budget.kv_bytes_per_gpu, num_blocks=cap.num_blocks,
+        block_size=cap.block_size, blocks_per_request=per_request, num_kv_cache_groups=kv_cache_group_count(list(kinds.values())),
+        max_model_len=cap.max_model_len, max_concurrency=cap.max_concurrency, max_tokens=cap.max_tokens,
+        batch=cap.inputs.batch, kv_bytes_per_request=cap.kv_bytes_per_request,
+        estimated_max_model_len=cap.max_context_len if cap.inputs.batch == 1 else 0, kv_dtype=cap.kv_dtype_name,
+        layers_on_rank=on_rank, caches=caches, num_layers=n_layers, tensor_split=cap.inputs.tensor_split, pp=dep.pp,
+    )
+
+
+def _caches(est: Estimate, cap: Capacity) -> list[LogCache]:
+    streams = 1 if cap.deployment.kv_unified else cap.inputs.batch
+    out = []
+    for g in est.groups:
+        spec = g.rank_spec or g.spec
+        total = g.bytes_per_token_per_rank if g.bytes_per_token_per_rank is not None else g.bytes_per_token
+        if isinstance(spec, (AttentionSpec, MLASpec)):
+            k, v = kv_row_bytes(spec, est.kv_dtype)
+            k, v = (total - v, v) if k + v != total else (k, v)
+        else:
+            k, v = total, 0
+        out.append(LogCache(kind=g.spec.kind, layer_indices=g.layer_indices, cells=g.tokens_held, streams=streams,
+                            k_bytes_per_token=k, v_bytes_per_token=v, window=g.spec.window))
+    return out
+
+
+def engine_log(cap: Capacity) -> tuple[dict[str, object], list[str]]:
+    """(the ``engine_log`` block, notes) for one capacity answer."""
+    engine = get_engine(cap.deployment.engine)
+    pool = pool_facts(cap)
+    figures = engine.log_figures(pool)
+    notes = list(figures.pop("notes", []))  # type: ignore[call-overload]
+    block = {**{k: list(v) if isinstance(v, list) else v for k, v in ENGINE_LOG_KEYS.items()}, "engine": engine.name,
+             **figures}
+    if engine.name == "vllm":
+        forms = vllm_token_lines(pool)
+        if pool.num_kv_cache_groups > 1 and len(set(forms.values())) > 1 and pool.num_blocks:
+            notes.append(
+                "vLLM's 'GPU KV cache size' line depends on its version for this hybrid pool: "
+                f"{forms['0.10-0.20']:,} tokens in 0.10-0.20 (num_blocks // {pool.num_kv_cache_groups} groups * "
+                f"block size), {forms['>=0.21']:,} from 0.21 (max concurrency x max_model_len); the pool itself "
+                f"holds {pool.num_blocks * pool.block_size:,} token slots per layer (--engine-version picks the form)"
+            )
+    return block, notes
+
+
+def attach_engine_log(cap: Capacity) -> Capacity:
+    """``cap`` with its ``engine_log`` block and the notes it brings."""
+    block, notes = engine_log(cap)
+    return dataclasses.replace(cap, engine_log=block, notes=tuple(dict.fromkeys((*cap.notes, *notes))))

@@ -1,0 +1,316 @@
+"""Read a pasted engine start-up log and put each KV figure beside kvplan's prediction.
+
+The lines are found by their text, not by position, and the prefixes (timestamps, ``(EngineCore_DP0
+pid=...)``, ``[... DP0 TP0]``, ``[TensorRT-LLM][INFO]``, the llama.cpp function name) are ignored:
+
+========== =========================================================================================
+vLLM       ``Available KV cache memory: X GiB``, ``GPU KV cache size: N tokens``, ``Maximum concurrency
+           for T tokens per request: C x``, ``(X GiB KV cache is needed, ...)``, V0 ``# GPU blocks: N``
+SGLang     ``KV Cache is allocated. [dtype: D, ]#tokens: N, K size: X GB, V size: Y GB`` or ``KV size: X GB``
+llama.cpp  ``NAME KV buffer size = X MiB``, ``size = X MiB (C cells, L layers, S/N seqs), K (t): X MiB, V (t): Y MiB``
+TRT-LLM    ``Number of tokens per block: B.``, ``Allocated X GiB for max tokens in paged KV cache (N).``
+========== =========================================================================================
+
+Logged GiB/GB/MiB figures are rounded to two decimals, so a figure "matches" when kvplan's number
+prints the same; the causes offered for a difference come from engine_logs.md section 8.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvplan.errors import InputError
+from kvplan.units import GiB, MiB
+
+_NUM = r"(-?[\d.]+)"
+VLLM_AVAILABLE = re.compile(r"Available KV cache memory: " + _NUM + r" GiB")
+VLLM_TOKENS = re.compile(r"(?:GPU|[A-Z]+(?: \+ host)?) KV cache size: ([\d,]+) tokens")
+VLLM_CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
+VLLM_NEEDED = re.compile(r"\(([\d.]+) GiB KV cache is needed, which is larger than the available KV cache memory \(([-\d.]+) GiB\)")
+VLLM_ESTIMATED = re.compile(r"estimated maximum model length is (\d+)")
+VLLM_V0_BLOCKS = re.compile(r"# GPU blocks: (\d+)")
+VLLM_V0_TOKENS = re.compile(r"maximum number of tokens that can be stored in KV cache \((\d+)\)")
+SGLANG_POOL = re.compile(
+    r"KV Cache is allocated\.(?: dtype: [\w.]+,)? #tokens: (\d+), "
+    r"(?:KV size: ([\d.]+) GB|K size: ([\d.]+) GB, V size: ([\d.]+) GB)"
+)
+LLAMA_BUFFER = re.compile(r"(\S+) KV buffer size = +([\d.]+) MiB")
+LLAMA_SIZE = re.compile(
+    r"size = +([\d.]+) MiB \( *(\d+) cells, +(\d+) layers, +(\d+)/(\d+) seqs\), "
+    r"K \((\w+)\): +([\d.]+) MiB, V \((\w+)\): +([\d.]+) MiB"
+)
+LLAMA_OLD_SIZE = re.compile(r"KV self size += +([\d.]+) MiB, K \((\w+)\): +([\d.]+) MiB, V \((\w+)\): +([\d.]+) MiB")
+TRT_BLOCK = re.compile(r"Number of tokens per block: (\d+)")
+TRT_ALLOCATED = re.compile(r"Allocated ([\d.]+) GiB for max tokens in paged KV cache \((\d+)\)")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Logged:
+    """One figure found in the log."""
+
+    figure: str
+    """The ``engine_log`` key it compares with (``gpu_kv_cache_tokens``, ``k_size_bytes`` ...)."""
+    value: float
+    """In the unit of that key (bytes, tokens, a ratio), as logged (so rounded)."""
+    text: str
+    """The figure as printed (``5.38``, ``78,384``) - compared after kvplan's number is printed alike."""
+    unit: str
+    """``GiB``, ``MiB``, ``tokens``, ``x`` or ``blocks``: how the text was printed."""
+    line_no: int
+    line: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ParsedLog:
+    engine: str | None
+    figures: tuple[Logged, ...]
+    version_hint: str | None
+    """A vLLM version inferred from the line forms (None: not decidable)."""
+    merged_line: bool = False
+    notes: tuple[str, ...] = field(default=())
+
+    def first(self, figure: str) -> Logged | None:
+        return next((f for f in self.figures if f.figure == figure), None)
+
+
+def parse_log(text: str) -> ParsedLog:
+    """Every KV figure of a pasted vLLM, SGLang, llama.cpp or TensorRT-LLM start-up log."""
+    found: list[Logged] = []
+    engines: list[str] = []
+    merged = one_decimal = v0 = False
+    cache_index = 0
+
+    def add(figure: str, value: float, text: str, unit: str, no: int, line: str) -> None:
+        found.append(Logged(figure=figure, value=value, text=text, unit=unit, line_no=no, line=line.strip()))
+
+    for no, line in enumerate(text.splitlines(), start=1):
+        if m := VLLM_AVAILABLE.search(line):
+            engines.append("vllm")
+            add("available_kv_bytes", float(m[1]) * GiB, m[1], "GiB", no, line)
+            one_decimal = one_decimal or len(m[1].partition(".")[2]) == 1
+        if m := VLLM_TOKENS.search(line):
+            engines.append("vllm")
+            add("gpu_kv_cache_tokens", int(m[1].replace(",", "")), m[1], "tokens", no, line)
+            merged = merged or bool(VLLM_CONCURRENCY.search(line))
+        if m := VLLM_CONCURRENCY.search(line):
+            engines.append("vllm")
+            add("max_concurrency", float(m[2]), m[2], "x", no, line)
+            v0 = v0 or ("," not in m[1] and int(m[1]) >= 1000)
+        if m := VLLM_NEEDED.search(line):
+            engines.append("vllm")
+            add("kv_bytes_per_request", float(m[1]) * GiB, m[1], "GiB", no, line)
+        if m := VLLM_ESTIMATED.search(line):
+            add("estimated_max_model_len", int(m[1]), m[1], "tokens", no, line)
+        if m := VLLM_V0_BLOCKS.search(line):
+            engines.append("vllm")
+            v0 = True
+            add("num_blocks", int(m[1]), m[1], "blocks", no, line)
+        if m := VLLM_V0_TOKENS.search(line):
+            add("gpu_kv_cache_tokens", int(m[1]), m[1], "tokens", no, line)
+        if m := SGLANG_POOL.search(line):
+            engines.append("sglang")
+            add("max_total_num_tokens", int(m[1]), m[1], "tokens", no, line)
+            if m[2] is not None:
+                add("kv_size_bytes", float(m[2]) * GiB, m[2], "GiB", no, line)
+            else:
+                add("k_size_bytes", float(m[3]) * GiB, m[3], "GiB", no, line)
+                add("v_size_bytes", float(m[4]) * GiB, m[4], "GiB", no, line)
+        if m := LLAMA_BUFFER.search(line):
+            engines.append("llama.cpp")
+            add(f"buffer:{m[1]}", float(m[2]) * MiB, m[2], "MiB", no, line)
+        if m := LLAMA_SIZE.search(line):
+            engines.append("llama.cpp")
+            prefix = f"cache{cache_index}:"
+            cache_index += 1
+            add(prefix + "cells", int(m[2]), m[2], "cells", no, line)
+            add(prefix + "layers", int(m[3]), m[3], "layers", no, line)
+            add(prefix + "k_type", 0, m[6], "type", no, line)
+            add(prefix + "k_bytes", float(m[7]) * MiB, m[7], "MiB", no, line)
+            add(prefix + "v_type", 0, m[8], "type", no, line)
+            add(prefix + "v_bytes", float(m[9]) * MiB, m[9], "MiB", no, line)
+        elif m := LLAMA_OLD_SIZE.search(line):
+            engines.append("llama.cpp")
+            prefix = f"cache{cache_index}:"
+            cache_index += 1
+            add(prefix + "k_type", 0, m[2], "type", no, line)
+            add(prefix + "k_bytes", float(m[3]) * MiB, m[3], "MiB", no, line)
+            add(prefix + "v_bytes", float(m[5]) * MiB, m[5], "MiB", no, line)
+        if m := TRT_BLOCK.search(line):
+            engines.append("trtllm")
+            add("tokens_per_block", int(m[1]), m[1], "tokens", no, line)
+        if m := TRT_ALLOCATED.search(line):
+            engines.append("trtllm")
+            # NOTE: the PyTorch backend logs a warm-up pool first; the last Allocated line is the real one.
+            found[:] = [f for f in found if f.figure not in ("allocated_bytes", "paged_kv_max_tokens")]
+            add("allocated_bytes", float(m[1]) * GiB, m[1], "GiB", no, line)
+            add("paged_kv_max_tokens", int(m[2]), m[2], "tokens", no, line)
+    if not found:
+        raise InputError(
+            "the log has none of the KV cache lines kvplan reads",
+            "paste the engine's start-up log: vLLM 'Available KV cache memory' / 'GPU KV cache size', SGLang 'KV Cache "
+            "is allocated', llama.cpp 'llama_kv_cache: size =', TensorRT-LLM 'Allocated ... paged KV cache'",
+        )
+    kinds = sorted(set(engines))
+    if len(kinds) > 1:
+        raise InputError(f"the log mixes lines of {', '.join(kinds)}", "pass the start-up log of one engine")
+    version = None
+    if kinds == ["vllm"]:
+        version = "0.6" if v0 else "0.33" if merged else "0.21" if one_decimal else None
+    return ParsedLog(engine=kinds[0], figures=tuple(found), version_hint=version, merged_line=merged)
+
+
+def read_log(path: Any, engine: str, gpu: str | None, kv_budget: str | None,
+             engine_version: str | None) -> tuple[ParsedLog, str | None, str | None, list[str]]:
+    """``--compare-log``: the parsed log, and the --kv-budget and --engine-version it supplies when not given."""
+    from kvplan.engines import get_engine
+
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise InputError(f"--compare-log {path}: cannot read it ({exc.strerror or exc})", "pass a text file") from None
+    parsed = parse_log(text)
+    name = get_engine(engine).name
+    if parsed.engine != name:
+        raise InputError(f"--compare-log {path} is a {parsed.engine} log, but --engine is {name}",
+                         f"add --engine {parsed.engine}")
+    notes = []
+    available = parsed.first("available_kv_bytes")
+    if kv_budget is None and gpu is None and available is not None:
+        kv_budget = str(int(available.value))
+        notes.append(f"KV budget read from the log: {available.text} GiB (line {available.line_no}); logged GiB are "
+                     "rounded, so the budget is known to +-0.005 GiB only: pass --kv-budget in bytes to pin it")
+    if engine_version is None and parsed.version_hint is not None:
+        engine_version = parsed.version_hint
+        notes.append(f"--engine-version {engine_version}: the form of the log's lines")
+    return parsed, kv_budget, engine_version, notes
+
+
+# ---- comparison ---------------------------------------------------------------------------------------
+def _printed(value: float, unit: str, like: str) -> str:
+    """kvplan's number printed as the engine printed ``like`` (same decimals, same separators)."""
+    if unit in ("GiB", "MiB"):
+        scaled = value / (GiB if unit == "GiB" else MiB)
+        decimals = len(like.partition(".")[2])
+        return f"{scaled:.{decimals}f}" if decimals == 2 else str(round(scaled, 2))
+    if unit == "x":
+        return f"{value:.2f}"
+    return f"{int(value):,}" if "," in like else str(int(value))
+
+
+def _predicted(log: dict[str, Any], figure: str) -> Any:
+    if figure.startswith("buffer:"):
+        device = figure.partition(":")[2]
+        return next((b["bytes"] for b in log["buffers"] if b["device"] == device), None)
+    if figure.startswith("cache"):
+        index, _, key = figure[5:].partition(":")
+        caches = log["llama_caches"]
+        return caches[int(index)][key] if int(index) < len(caches) else None
+    return log.get(figure)
+
+
+def compare_log(parsed: ParsedLog, report: dict[str, Any], *, source: str) -> dict[str, Any]:
+    """The ``log_comparison`` block: each logged figure, kvplan's, the difference and a likely cause."""
+    log = report["engine_log"]
+    rows = []
+    for f in parsed.figures:
+        predicted = _predicted(log, f.figure)
+        if f.figure == "kv_bytes_per_request":
+            predicted = report["capacity"]["kv_bytes_per_request"]
+        if f.figure == "estimated_max_model_len":
+            predicted = report["capacity"]["max_context_len"]
+        if f.unit == "type":
+            match = predicted == f.text
+            rows.append({"figure": f.figure, "line_no": f.line_no, "logged": f.text, "predicted": predicted,
+                         "difference": None, "match": match, "cause": None if match else
+                         f"the cache type: pass --kv-dtype {f.text} (llama.cpp -ctk/-ctv)"})
+            continue
+        if predicted is None:
+            rows.append({"figure": f.figure, "line_no": f.line_no, "logged": f.text, "predicted": None,
+                         "difference": None, "match": False, "cause": "kvplan predicts no such figure for these flags"})
+            continue
+        shown = _printed(float(predicted), f.unit, f.text)
+        match = shown == f.text
+        diff = float(predicted) - f.value
+        rows.append({"figure": f.figure, "line_no": f.line_no, "logged": f.text, "predicted": shown,
+                     "difference": round(diff / (GiB if f.unit == "GiB" else MiB if f.unit == "MiB" else 1), 4),
+                     "match": match, "cause": None if match else _cause(f, report, parsed)})
+    return {"source": source, "engine": parsed.engine, "version_hint": parsed.version_hint, "rows": rows,
+            "matches": sum(r["match"] for r in rows), "differs": sum(not r["match"] for r in rows)}
+
+
+def _cause(f: Logged, report: dict[str, Any], parsed: ParsedLog) -> str:
+    """The likeliest reason a logged figure differs from kvplan's (engine_logs.md section 8)."""
+    inputs = report["inputs"]
+    engine = inputs["engine"]
+    if f.figure == "available_kv_bytes":
+        return ("the KV budget: kvplan derived it (an estimate); pass --kv-budget with the logged figure, e.g. "
+                f"--kv-budget {f.text}GiB (logged GiB are rounded to +-0.005 GiB)")
+    if engine == "vllm" and f.figure == "gpu_kv_cache_tokens":
+        return _vllm_tokens_cause(f, report, parsed)
+    if engine == "vllm" and f.figure == "max_concurrency":
+        if parsed.first("max_concurrency") and _groups(report) > 1:
+            return ("--max-num-batched-tokens: a sliding/chunked group needs min(W - 1 + max_num_batched_tokens, T) per "
+                    "request (vLLM's default depends on version, GPU and usage context); or the budget")
+        return _budget_cause(f, report, parsed) + "; or --max-model-len"
+    if engine == "sglang":
+        if f.figure == "max_total_num_tokens":
+            return ("the budget: SGLang sizes from free memory x --mem-fraction-static after weights; pass --kv-budget "
+                    "(#tokens x bytes per token), or --block-size (page_size) / --kv-dtype")
+        return ("with #tokens matching: --kv-dtype, --tp/--dp (--enable-dp-attention), or the version (DSA 'KV size' "
+                "includes the indexer since sglang#11309)")
+    if engine == "llama.cpp":
+        if f.figure.endswith("cells"):
+            return "-c/-np (per-slot context padded to 256), -kvu, -ub (SWA cache slack), or --swa-full"
+        if f.figure.startswith("buffer:"):
+            return "the layer split: --tensor-split/-ts (llama.cpp's default splits by free memory per device), or -ngl"
+        return "-ctk/-ctv (cache types), flash attention (V transposed), or a layer count (MTP/NextN layers excluded)"
+    if engine == "trtllm":
+        if f.figure == "tokens_per_block":
+            return f"tokens_per_block: pass --block-size {f.text}"
+        return ("the budget: free_gpu_memory_fraction applies to the memory free after weights and warm-up, and "
+                "max_tokens caps it; pass --kv-budget (the pool bytes) and --block-size")
+    return "a flag kvplan was not told"
+
+
+def _vllm_tokens_cause(f: Logged, report: dict[str, Any], parsed: ParsedLog) -> str:
+    """Which vLLM token formula (0.10-0.20 or >= 0.21) and which budget within the logged GiB's rounding
+    give the logged count (engine_logs.md sections 1.1, 1.4, 8)."""
+    log, cap = report["engine_log"], report["capacity"]
+    blocks, bs, groups = log["num_blocks"] or 0, cap["block_size"], _groups(report)
+    if not blocks:
+        return _budget_cause(f, report, parsed)
+    per_block = log["bytes_per_block"] or report["budget"]["kv_bytes_per_gpu"] / blocks
+    per_request = blocks / cap["max_concurrency"] if cap["max_concurrency"] else 0
+    mml = report["inputs"]["max_model_len"]
+    avail = parsed.first("available_kv_bytes")
+    lo, hi = blocks, blocks
+    if avail is not None:
+        lo, hi = int((avail.value - 0.005 * GiB) // per_block), int((avail.value + 0.005 * GiB) // per_block)
+    legacy = {b // groups * bs for b in range(lo, hi + 1)}
+    current = {int(b / per_request * mml) for b in range(lo, hi + 1)} if per_request else set()
+    rounding = f"; the logged {avail.text} GiB stands for {lo:,}-{hi:,} blocks" if avail is not None else ""
+    if f.value in legacy:
+        exact = sorted(b for b in range(lo, hi + 1) if b // groups * bs == f.value)
+        return (f"a version difference: vLLM 0.10-0.20 print num_blocks // {groups} groups * block_size; pass "
+                f"--engine-version 0.11" + (f"{rounding}; {f.text} tokens = {exact[0]:,} blocks: pass --kv-budget "
+                                            f"{int(exact[0] * per_block + 0.5)}" if exact[0] != blocks else ""))
+    if f.value in current:
+        exact = sorted(b for b in range(lo, hi + 1) if int(b / per_request * mml) == f.value)
+        return (f"rounding{rounding}; {f.text} tokens = {exact[0]:,} blocks (vLLM >= 0.21: concurrency x "
+                f"max_model_len): pass --kv-budget {int(exact[0] * per_block + 0.5)}")
+    return _budget_cause(f, report, parsed)
+
+
+def _budget_cause(f: Logged, report: dict[str, Any], parsed: ParsedLog) -> str:
+    logged = parsed.first("available_kv_bytes")
+    given = report["inputs"]["kv_budget_bytes"]
+    if logged is not None and given is not None and abs(given - logged.value) <= 0.005 * GiB:
+        return (f"rounding of the logged {logged.text} GiB: it stands for any budget within +-0.005 GiB, several "
+                "blocks either way; pass the exact --kv-budget in bytes to pin it")
+    return "the budget, or --block-size / --kv-dtype / --max-model-len"
+
+
+def _groups(report: dict[str, Any]) -> int:
+    return report["engine_log"]["num_kv_cache_groups"] or 1

@@ -1,0 +1,185 @@
+"""`kvplan capacity --compare-log`: real start-up log excerpts (sources beside each) read back and put
+beside kvplan's prediction for the same model and flags."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kvplan.cli import app
+from kvplan.errors import InputError
+from kvplan.logparse import parse_log
+from kvplan.units import GiB, MiB
+
+from conftest import BF16, KV
+
+LLAMA8B_TOKEN = KV * 32 * 8 * 128 * BF16  # K+V * layers * kv heads * head dim * bf16
+
+# vLLM 0.10-0.20 hybrid allocator, gpt-oss-120b (issue 12; engine_logs.md section 1.4). The prefixes are
+# vLLM 0.11's (vllm#27508's log shows the same "(EngineCore_DP0 pid=...) INFO ... [gpu_worker.py:298]" form).
+GPT_OSS_LOG = """\
+(EngineCore_DP0 pid=6880) INFO 10-31 15:07:49 [gpu_worker.py:298] Available KV cache memory: 5.38 GiB
+(EngineCore_DP0 pid=6880) INFO 10-31 15:07:50 [kv_cache_utils.py:1087] GPU KV cache size: 78,384 tokens
+(EngineCore_DP0 pid=6880) INFO 10-31 15:07:50 [kv_cache_utils.py:1091] Maximum concurrency for 131,072 tokens per request: 1.12x
+"""
+# https://github.com/vllm-project/vllm/issues/10517 (V0, Llama-3.1-8B-Instruct, RTX 3090, max_model_len 20000)
+VLLM_10517_LOG = """\
+INFO 11-21 02:35:24 worker.py:232] Memory profiling results: total_gpu_memory=23.58GiB initial_memory_usage=15.34GiB peak_torch_memory=17.06GiB memory_usage_post_profile=15.35GiB non_torch_memory=0.35GiB kv_cache_size=3.81GiB gpu_memory_utilization=0.90
+INFO 11-21 02:35:24 gpu_executor.py:113] # GPU blocks: 1952, # CPU blocks: 2048
+INFO 11-21 02:35:24 gpu_executor.py:117] Maximum concurrency for 20000 tokens per request: 1.56x
+"""
+# https://github.com/LMCache/LMCache/issues/1739 (vLLM 0.10.2/0.11, Qwen3-14B, max_model_len 32768)
+LMCACHE_1739_LOG = """\
+(EngineCore_0 pid=1234) INFO [gpu_worker.py:298] Available KV cache memory: 6.51 GiB
+(EngineCore_0 pid=1234) INFO [kv_cache_utils.py:864] GPU KV cache size: 42,656 tokens
+(EngineCore_0 pid=1234) INFO [kv_cache_utils.py:868] Maximum concurrency for 32,768 tokens per request: 1.30x
+"""
+# https://github.com/vllm-project/vllm/issues/21348 (SGLang, Qwen3-235B-A22B-FP8, --tp 4)
+SGLANG_21348_LOG = "[2025-07-22 TP0] KV Cache is allocated. #tokens: 367404, K size: 8.23 GB, V size: 8.23 GB\n"
+# https://github.com/sgl-project/sglang/pull/11309 (DeepSeek-V3.2-Exp, --tp 8 --dp 8 --enable-dp-attention)
+SGLANG_11309_LOG = "[2025-10-07 23:17:19 DP0 TP0] KV Cache is allocated. #tokens: 975424, KV size: 43.67 GB\n"
+# https://github.com/ggml-org/llama.cpp/issues/22319 (DeepSeek-V4 GGUF, 4 slots unified): an empty base cache
+LLAMA_22319_LOG = """\
+llama_kv_cache_iswa: creating non-SWA KV cache, size = 393216 cells
+llama_kv_cache: size =    0.00 MiB (393216 cells,   0 layers,  4/1 seqs), K (f16):    0.00 MiB, V (f16):    0.00 MiB
+"""
+# TensorRT-LLM docs/source/reference/memory.md (FAQ; Llama, fp8 KV, H100)
+TRT_DOCS_LOG = """\
+[TensorRT-LLM][INFO] Memory usage when calculating max tokens in paged kv cache: total: 79.10 GiB, available: 70.48 GiB
+[TensorRT-LLM][INFO] Number of blocks in KV cache primary pool: 4060
+[TensorRT-LLM][INFO] Number of tokens per block: 64.
+[TensorRT-LLM][INFO] [MemUsageChange] Allocated 63.44 GiB for max tokens in paged KV cache (259840).
+"""
+
+
+def compare(runner, tmp_path, log: str, *args: str) -> dict:
+    path = tmp_path / "startup.log"
+    path.write_text(log)
+    result = runner.invoke(app, ["capacity", *args, "--compare-log", str(path), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def rows(report: dict) -> dict[str, dict]:
+    return {r["figure"]: r for r in report["log_comparison"]["rows"]}
+
+
+# ---- parsing ----------------------------------------------------------------------------------------
+def test_parse_vllm_lines_ignore_prefixes() -> None:
+    parsed = parse_log(GPT_OSS_LOG)
+    assert parsed.engine == "vllm" and parsed.version_hint is None  # two lines, %.2f: 0.10-0.27, undecided
+    assert [(f.figure, f.value, f.line_no) for f in parsed.figures] == [
+        ("available_kv_bytes", 5.38 * GiB, 1), ("gpu_kv_cache_tokens", 78_384, 2), ("max_concurrency", 1.12, 3)]
+
+
+def test_parse_vllm_versions_from_the_line_forms() -> None:
+    assert parse_log(VLLM_10517_LOG).version_hint == "0.6"  # '# GPU blocks' is V0
+    merged = "INFO GPU KV cache size: 147,393 tokens, Maximum concurrency for 131,072 tokens per request: 1.12x"
+    assert parse_log(merged).version_hint == "0.33"  # one merged line: 0.28 and later
+    assert parse_log("Available KV cache memory: 1.7 GiB").version_hint == "0.21"  # format_gib: 0.13 and later
+
+
+def test_parse_sglang_llamacpp_and_trtllm() -> None:
+    sglang = parse_log(SGLANG_11309_LOG)
+    assert sglang.engine == "sglang"
+    assert [(f.figure, f.text) for f in sglang.figures] == [("max_total_num_tokens", "975424"), ("kv_size_bytes", "43.67")]
+    llama = parse_log(LLAMA_22319_LOG)
+    assert llama.engine == "llama.cpp"
+    assert {f.figure: f.text for f in llama.figures}["cache0:cells"] == "393216"
+    trt = parse_log(TRT_DOCS_LOG)
+    assert {f.figure: f.value for f in trt.figures} == {
+        "tokens_per_block": 64, "allocated_bytes": 63.44 * GiB, "paged_kv_max_tokens": 259_840}
+    assert 4060 * 64 == 259_840  # primary blocks * tokens per block
+
+
+def test_parse_refuses_a_log_without_kv_lines() -> None:
+    with pytest.raises(InputError, match="none of the KV cache lines"):
+        parse_log("INFO starting server on port 8000\n")
+
+
+# ---- comparing ----------------------------------------------------------------------------------------
+def test_gpt_oss_log_explained_without_a_gpu(runner, tmp_path) -> None:
+    # The budget comes from the log (5.38 GiB, rounded); kvplan's default vLLM (0.33) prints
+    # concurrency x max_model_len, so the token line differs and the cause names the version and the
+    # exact budget: 78,384 = 9,798 // 2 groups * 16, and 9,798 blocks * 589,824 B = 5,779,095,552 B.
+    report = compare(runner, tmp_path, GPT_OSS_LOG, "-m", "openai/gpt-oss-120b")
+    by = rows(report)
+    assert by["available_kv_bytes"]["match"] and by["max_concurrency"]["match"]
+    tokens = by["gpu_kv_cache_tokens"]
+    assert not tokens["match"]
+    assert "pass --engine-version 0.11" in tokens["cause"]
+    assert "stands for 9,784-9,803 blocks" in tokens["cause"]
+    assert f"pass --kv-budget {9798 * 16 * 8 * 128 * BF16 * 18}" in tokens["cause"]  # blocks * page * group size
+
+
+def test_gpt_oss_log_matches_with_the_flags_the_cause_names(runner, tmp_path) -> None:
+    report = compare(runner, tmp_path, GPT_OSS_LOG, "-m", "openai/gpt-oss-120b", "--engine-version", "0.11",
+                     "--kv-budget", "5779095552")
+    assert report["log_comparison"]["differs"] == 0 and report["log_comparison"]["matches"] == 3
+
+
+def test_vllm_10517_v0_log_matches(runner, tmp_path) -> None:
+    report = compare(runner, tmp_path, VLLM_10517_LOG, "-m", "meta-llama/Llama-3.1-8B-Instruct", "--kv-budget",
+                     "3.8125GiB", "--max-model-len", "20000")
+    by = rows(report)
+    assert by["num_blocks"]["match"] and by["max_concurrency"]["match"], by
+    assert report["inputs"]["engine_version"] == "0.6"
+
+
+def test_lmcache_1739_matches_from_the_logged_budget(runner, tmp_path) -> None:
+    config = tmp_path / "qwen3-14b" / "config.json"
+    config.parent.mkdir()
+    config.write_text(json.dumps({
+        "model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "hidden_size": 5120, "num_attention_heads": 40,
+        "num_key_value_heads": 8, "head_dim": 128, "num_hidden_layers": 40, "intermediate_size": 17408,
+        "vocab_size": 151936, "max_position_embeddings": 40960, "torch_dtype": "bfloat16"}))
+    report = compare(runner, tmp_path, LMCACHE_1739_LOG, "-m", str(config), "--max-model-len", "32768")
+    assert report["log_comparison"]["differs"] == 0, report["log_comparison"]
+    # int(6.51 GiB) // (16 * 40 layers * K+V * 8 heads * 128 * bf16) = 2666 blocks -> 42,656 tokens
+    assert report["engine_log"]["num_blocks"] == int(6.51 * GiB) // (16 * 40 * KV * 8 * 128 * BF16) == 2666
+
+
+def test_sglang_log_difference_names_the_budget(runner, tmp_path) -> None:
+    # vllm#21348's SGLang line against Llama-3.1-8B with a 20 GiB budget: #tokens differ, cause = budget.
+    report = compare(runner, tmp_path, SGLANG_21348_LOG, "-m", "meta-llama/Llama-3.1-8B", "--engine", "sglang",
+                     "--kv-budget", "20GiB", "--max-model-len", "8192")
+    by = rows(report)
+    assert by["max_total_num_tokens"]["predicted"] == str(20 * GiB // LLAMA8B_TOKEN)
+    assert "--mem-fraction-static" in by["max_total_num_tokens"]["cause"]
+
+
+def test_trtllm_docs_log_matches_with_fp8_and_64_token_blocks(runner, tmp_path) -> None:
+    # The docs do not name the model; its 256 KiB per token gives 259,840 * 262,144 B = 63.44 GiB. With
+    # Llama-2-13B at fp8 and the same pool size the token count and block size match, the GiB do not.
+    assert f"{259_840 * 256 * 1024 / GiB:.2f}" == "63.44"
+    per_token = 40 * KV * 40 * 128 * 1  # layers * K+V * kv heads * head dim * fp8 = 409,600 B
+    report = compare(runner, tmp_path, TRT_DOCS_LOG, "-m", "meta-llama/Llama-2-13b-hf",
+                     "--engine", "trtllm", "--kv-dtype", "fp8", "--block-size", "64", "--kv-budget",
+                     str(259_840 * per_token), "--max-model-len", "4096")
+    by = rows(report)
+    assert by["paged_kv_max_tokens"]["match"] and by["tokens_per_block"]["match"]
+    assert not by["allocated_bytes"]["match"]  # 259,840 * 409,600 B is not the docs' 63.44 GiB (256 KiB/token)
+    assert by["allocated_bytes"]["predicted"] == f"{259_840 * per_token / GiB:.2f}"
+
+
+def test_llamacpp_log_compared_by_cache(runner, tmp_path) -> None:
+    log = ("llama_kv_cache:      CUDA0 KV buffer size =  2048.00 MiB\n"
+           "llama_kv_cache: size = 2048.00 MiB (  4096 cells,  32 layers,  1/1 seqs), K (f16): 1024.00 MiB, "
+           "V (f16): 1024.00 MiB\n")
+    report = compare(runner, tmp_path, log, "-m", "meta-llama/Llama-2-7b-hf", "--engine", "llama.cpp", "--kv-budget",
+                     "8GiB", "-c", "4096", "-np", "1")
+    assert report["log_comparison"]["differs"] == 0, report["log_comparison"]
+    q8 = compare(runner, tmp_path, log.replace("K (f16)", "K (q8_0)"), "-m", "meta-llama/Llama-2-7b-hf", "--engine",
+                 "llama.cpp", "--kv-budget", "8GiB", "-c", "4096", "-np", "1")
+    assert "--kv-dtype q8_0" in rows(q8)["cache0:k_type"]["cause"]
+    assert 32 * 32 * 128 * 2 * 4096 == 1024 * MiB  # layers * heads * head dim * f16 * cells
+
+
+def test_compare_log_refuses_another_engines_log(runner, tmp_path) -> None:
+    path = tmp_path / "sglang.log"
+    path.write_text(SGLANG_11309_LOG)
+    result = runner.invoke(app, ["capacity", "-m", "meta-llama/Llama-3.1-8B", "--kv-budget", "8GiB",
+                                 "--compare-log", str(path)])
+    assert result.exit_code == 2
+    assert "is a sglang log, but --engine is vllm" in result.output and "--engine sglang" in result.output
