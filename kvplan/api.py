@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kvplan.arch import parse_config, parse_override
 from kvplan.calc import Estimate
 from kvplan.calc import estimate as _estimate
 from kvplan.geometry import ModelGeometry
+from kvplan.models import parse_config, parse_override
 from kvplan.report import Source
 from kvplan.units import parse_tokens
 

@@ -45,8 +45,8 @@ from kvplan.engines import (
 from kvplan.errors import InputError
 from kvplan.geometry import ModelGeometry
 from kvplan.gpus import GpuSpec
+from kvplan.models import DTYPE_BYTES, WeightsEstimate, serve_weights, served_dtype
 from kvplan.units import MiB, format_bytes
-from kvplan.weights import DTYPE_BYTES, WeightsEstimate, serve_weights, served_dtype
 
 #: vLLM ``--gpu-memory-utilization`` default.
 VLLM_GPU_MEMORY_UTILIZATION = 0.9

@@ -93,11 +93,10 @@ def estimate_for(inputs: dict[str, Any]) -> dict[str, Any]:
 def capacity_for(inputs: dict[str, Any], *, gpu: str, num_gpus: int | None) -> dict[str, Any]:
     """The `kvplan capacity` report for a scenario on ``num_gpus`` x ``gpu``: ``seq_len`` is the
     capacity's ``--max-model-len``; tp defaults to ``num_gpus // pp`` as `kvplan capacity` does."""
-    from kvplan.arch import parse_config
     from kvplan.capacity import CapacityInputs, capacity_report, plan_capacity
     from kvplan.gpus import lookup
+    from kvplan.models import parse_config, resolve_weights
     from kvplan.sources import load_raw_config
-    from kvplan.weights import resolve_weights
 
     config, source, model_id = load_raw_config(inputs["model"], revision=inputs.get("revision"))
     geometry = parse_config(config, model_id=model_id, overrides=dict(inputs.get("set") or {}))

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from kvplan.arch import parse_config
 from kvplan.calc import estimate
 from kvplan.cli import app
 from kvplan.errors import ConfigError
+from kvplan.models import parse_config
 
 from conftest import BF16, KV
 

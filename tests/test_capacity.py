@@ -17,9 +17,9 @@ from kvplan.capacity import (
 )
 from kvplan.cli import app
 from kvplan.gpus import custom_gpu, lookup
+from kvplan.models import count_weights
 from kvplan.sources import load_raw_config
 from kvplan.units import GiB, MiB, cdiv
-from kvplan.weights import count_weights
 
 from conftest import BF16, FP16, KV
 

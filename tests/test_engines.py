@@ -7,11 +7,11 @@ import json
 import pytest
 
 from kvplan.adjust import Deployment
-from kvplan.arch import parse_config
 from kvplan.calc import estimate
 from kvplan.cli import app
 from kvplan.engines import ENGINES, get_engine
 from kvplan.errors import InputError
+from kvplan.models import parse_config
 from kvplan.units import MiB, cdiv
 from tests.conftest import BF16, FP16, FP32, KV, REPO_ROOT, make_config, shared_config
 

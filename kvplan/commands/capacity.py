@@ -95,13 +95,12 @@ def capacity(
 ) -> None:
     """What fits on a GPU: KV blocks and tokens, max concurrency and context, GPUs needed, decode floor."""
     with cli_errors():
-        from kvplan.arch import parse_config
         from kvplan.capacity import CapacityInputs, capacity_report, plan_capacity
         from kvplan.errors import EXIT_NOT_FIT
         from kvplan.gpus import custom_gpu, lookup, parse_bandwidth
+        from kvplan.models import parse_config, resolve_weights
         from kvplan.sources import load_raw_config
         from kvplan.units import parse_size, parse_tokens
-        from kvplan.weights import resolve_weights
 
         gpu_spec = resolve_gpu(gpu, gpu_mem, gpu_bandwidth, lookup, custom_gpu, parse_size, parse_bandwidth)
 

@@ -1,0 +1,103 @@
+"""DeepSeek: DeepSeek-MoE (V1), the multi-head latent attention of V2/V3/R1 and of Kimi K2, and V4.
+
+MLA caches one latent row per token per layer. The MoE layers hold fine-grained routed experts
+plus shared experts, after ``first_k_dense_replace`` dense layers.
+"""
+
+from __future__ import annotations
+
+from kvplan.models.base import ArchParser, ConfigReader
+from kvplan.models.decoder import DecoderLayout, DecoderParser, MoeLayout, first_k_dense_moe
+from kvplan.models.llama import LlamaParser
+from kvplan.models.tensors import Matrix
+
+
+class DeepseekParser(DecoderParser):
+    family = "deepseek_mla"
+    model_types = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "kimi_k25", "kimi_vl", "deepseek_vl_v2",
+                   "glm_moe_dsa")
+    defaults = {"kv_lora_rank": 512, "qk_rope_head_dim": 64}
+    defaults_by_type = {"deepseek_v2": {"tie_word_embeddings": False}, "deepseek_v3": {"tie_word_embeddings": False},
+                        "kimi_k2": {"tie_word_embeddings": False}}
+    weight_types = ("deepseek_v2", "deepseek_v3", "kimi_k2")
+
+    def attention_dims(self, r: ConfigReader) -> dict[str, int]:
+        if not r.has("kv_lora_rank"):
+            r.note("kv_lora_rank is null: this checkpoint uses plain multi-head attention, not MLA")
+            return super().attention_dims(r)
+        heads = r.first_of("num_attention_heads", self.HEADS)
+        rank = r.first_of("kv_lora_rank", ["kv_lora_rank"])
+        rope = r.first_of("qk_rope_head_dim", ["qk_rope_head_dim"])
+        # NOTE: recorded for `kvplan compare`: the MHA a latent replaces has K heads of
+        # qk_nope_head_dim + qk_rope_head_dim and V heads of v_head_dim.
+        r.optional("qk_nope_head_dim", ["qk_nope_head_dim"])
+        r.optional("v_head_dim", ["v_head_dim"])
+        if r.has("index_head_dim"):
+            index_dim = r.first_of("index_head_dim", ["index_head_dim"])
+            r.note(
+                f"not counted: the sparse-attention indexer's key cache (index_head_dim {index_dim} in fp8 plus "
+                f"its scales, about {index_dim + 4 * -(-index_dim // 128)} bytes per token per layer in vLLM)"
+            )
+        r.note(
+            f"MLA caches one latent per token per layer: kv_lora_rank + qk_rope_head_dim = {rank} + {rope} "
+            f"= {rank + rope} values, no separate K and V (vLLM MLAAttentionSpec; transformers >= 5.15)"
+        )
+        return {"mla": 1, "kv_lora_rank": rank, "qk_rope_head_dim": rope, "num_attention_heads": heads}
+
+    def decoder_layout(self, model_type: str) -> DecoderLayout:
+        # DeepSeek-V3's router carries an e_score_correction_bias
+        return DecoderLayout(router_bias=model_type in ("deepseek_v3", "kimi_k2"))
+
+    def attention_weights(
+        self, r: ConfigReader, model_type: str, hidden: int, layers: int, heads: int
+    ) -> tuple[list[Matrix], int, int]:
+        if not r.has("kv_lora_rank"):
+            return super().attention_weights(r, model_type, hidden, layers, heads)
+        return mla_weights(r, hidden, layers, heads)
+
+    def moe_layout(self, r: ConfigReader, model_type: str, layers: int, intermediate: int, top_k: int | None) -> MoeLayout:
+        return first_k_dense_moe(r, layers, top_k)
+
+
+def mla_weights(r: ConfigReader, hidden: int, layers: int, heads: int) -> tuple[list[Matrix], int, int]:
+    """MLA projections: q (full, or LoRA through q_lora_rank), the joint kv down-projection with the
+    rope key, the kv up-projection to per-head nope keys and values, o; the two LoRA norms."""
+    attention: list[Matrix] = []
+    attn_other = 0
+    rank = r.first_of("kv_lora_rank", ("kv_lora_rank",))
+    rope = r.first_of("qk_rope_head_dim", ("qk_rope_head_dim",))
+    nope = r.first_of("qk_nope_head_dim", ("qk_nope_head_dim",))
+    v_dim = r.first_of("v_head_dim", ("v_head_dim",))
+    q_rank = r.optional("q_lora_rank", ("q_lora_rank",))
+    if q_rank:
+        attention += [Matrix(in_features=hidden, out_features=q_rank, count=layers),
+                      Matrix(in_features=q_rank, out_features=heads * (nope + rope), count=layers)]
+        attn_other += q_rank * layers  # q_a_layernorm
+    else:
+        attention.append(Matrix(in_features=hidden, out_features=heads * (nope + rope), count=layers))
+    attention += [
+        Matrix(in_features=hidden, out_features=rank + rope, count=layers),  # kv_a_proj_with_mqa
+        Matrix(in_features=rank, out_features=heads * (nope + v_dim), count=layers),  # kv_b_proj
+        Matrix(in_features=heads * v_dim, out_features=hidden, count=layers),  # o_proj
+    ]
+    attn_other += rank * layers  # kv_a_layernorm
+    qkv_width = heads * (nope + rope) + rank + rope + heads * (nope + v_dim)
+    r.note(f"MLA projections counted: q {'LoRA rank ' + str(q_rank) if q_rank else 'full'}, kv_lora_rank {rank}")
+    return attention, attn_other, qkv_width
+
+
+class DeepseekMoeParser(LlamaParser):
+    """DeepSeek-MoE (``deepseek``, V1): Llama's cache, fine-grained and shared experts after the first dense layers.
+
+    The cache is read by the Llama rules (llama.py lists the type); this class counts its weights.
+    """
+
+    model_types = ()
+    defaults_by_type = {"deepseek": {"tie_word_embeddings": False}}
+    weight_types = ("deepseek",)
+
+    def moe_layout(self, r: ConfigReader, model_type: str, layers: int, intermediate: int, top_k: int | None) -> MoeLayout:
+        return first_k_dense_moe(r, layers, top_k)
+
+
+PARSERS: tuple[type[ArchParser], ...] = (DeepseekParser, DeepseekMoeParser)
