@@ -303,7 +303,8 @@ def count_weights(config: Mapping[str, Any], *, model_id: str) -> WeightsEstimat
     counted = parser().count_weights(r, model_type)
     parts = counted.parts
     if isinstance(outer.get("vision_config"), Mapping):
-        parts += vision_weights(outer, r, text_hidden=hidden_of(r))
+        tower = parser().vision_weights(outer, r, hidden_of(r))
+        parts += tower if tower is not None else vision_weights(outer, r, text_hidden=hidden_of(r))
 
     dtype, dtype_bytes = checkpoint_dtype(text, outer, r)
     quant = quantisation(outer.get("quantization_config") or text.get("quantization_config"), model_id, r)

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from kvplan.errors import ConfigError
 from kvplan.geometry import Provenance
-from kvplan.models.tensors import WeightCount
+from kvplan.models.tensors import WeightCount, WeightPart
 from kvplan.specs import (
     ChunkedLocalSpec,
     CrossAttentionSpec,
@@ -374,6 +374,10 @@ class ArchParser:
         return None
 
     # ---- weights --------------------------------------------------------------------------------
+    def vision_weights(self, outer: Mapping[str, Any], r: ConfigReader, text_hidden: int) -> list[WeightPart] | None:
+        """The vision tower and projector of ``outer["vision_config"]``; None: the generic ViT counts them."""
+        return None
+
     def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
         """The language model's weight tensors, read from the same config as the cache."""
         raise ConfigError(

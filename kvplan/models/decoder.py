@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
 from kvplan.models.base import ArchParser, ConfigReader
 from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, hidden_of, vocab_of
@@ -54,6 +55,9 @@ NO_MOE = MoeLayout(layers=[], experts=None, top_k=None, expert_size=None, shared
 class DecoderParser(ArchParser):
     """A family whose weights follow the pre-norm gated decoder (Llama, Mistral, Qwen, Gemma, DeepSeek...)."""
 
+    #: The config key that counts multi-token-prediction layers (noted, not counted).
+    MTP_KEY: ClassVar[str] = "num_nextn_predict_layers"
+
     def decoder_layout(self, model_type: str) -> DecoderLayout:
         return DecoderLayout()
 
@@ -75,7 +79,9 @@ class DecoderParser(ArchParser):
             if r.raw("attention_bias") is True and layout.o_bias:
                 other += hidden * layers  # o_proj bias
         if layout.qk_norm or r.raw("use_qk_norm") is True:
-            other += 2 * head_dim * layers
+            # one RMSNorm per head dim, or (``qk_norm_type`` "per_layer", MiniMax-M2) over all q and k heads
+            per_layer = r.raw("qk_norm_type") == "per_layer"
+            other += ((heads + kv_heads) * head_dim if per_layer else 2 * head_dim) * layers
         if layout.attention_sinks:
             other += heads * layers
         return attention, other, q + 2 * kv
@@ -135,7 +141,7 @@ class DecoderParser(ArchParser):
             )
         parts.append(WeightPart(name="norms", other_parameters=(layout.norms_per_layer * layers + 1) * hidden,
                                 tp_sharded=False))
-        note_mtp(r)
+        note_mtp(r, self.MTP_KEY)
         if moe.layers and moe.expert_size:
             mlp_width = max(dense_size if dense_layers else 0,
                             (moe.top_k or 1) * moe.expert_size + (moe.shared_size or 0))

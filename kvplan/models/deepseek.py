@@ -6,10 +6,13 @@ plus shared experts, after ``first_k_dense_replace`` dense layers.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from kvplan.models.base import ArchParser, ConfigReader
 from kvplan.models.decoder import DecoderLayout, DecoderParser, MoeLayout, first_k_dense_moe
 from kvplan.models.llama import LlamaParser
-from kvplan.models.tensors import Matrix
+from kvplan.models.tensors import Matrix, WeightPart
 
 
 class DeepseekParser(DecoderParser):
@@ -58,6 +61,40 @@ class DeepseekParser(DecoderParser):
     def moe_layout(self, r: ConfigReader, model_type: str, layers: int, intermediate: int, top_k: int | None) -> MoeLayout:
         return first_k_dense_moe(r, layers, top_k)
 
+    def vision_weights(self, outer: Mapping[str, Any], r: ConfigReader, text_hidden: int) -> list[WeightPart] | None:
+        vision = outer["vision_config"]
+        return moonvit_weights(outer, r) if isinstance(vision, Mapping) and "vt_hidden_size" in vision else None
+
+
+def moonvit_weights(outer: Mapping[str, Any], text: ConfigReader) -> list[WeightPart]:
+    """Kimi K2.5's MoonViT: a patch convolution, a learned 2-D position table (the temporal one is fixed),
+    ViT blocks with biases, a final LayerNorm, and the patch-merger projector into the language model."""
+    v = ConfigReader(outer["vision_config"], source_name=text.source_name, prefix="vision_config.")
+    hidden = v.first_of("vt_hidden_size", ("vt_hidden_size",))
+    inner = v.first_of("vt_intermediate_size", ("vt_intermediate_size",))
+    layers = v.first_of("vt_num_hidden_layers", ("vt_num_hidden_layers",))
+    patch = v.first_of("patch_size", ("patch_size",))
+    grid = v.first_of("init_pos_emb_height", ("init_pos_emb_height",)) * v.first_of(
+        "init_pos_emb_width", ("init_pos_emb_width",))
+    merge = v.first_of("merge_kernel_size", ("merge_kernel_size",), kind="list")
+    out = v.first_of("text_hidden_size", ("text_hidden_size",))
+    merged = hidden * merge[0] * merge[1]
+    tower = WeightPart(
+        name="vision_tower", vision=True,
+        matrices=(Matrix(in_features=3 * patch * patch, out_features=hidden),
+                  Matrix(in_features=hidden, out_features=hidden, count=4 * layers),
+                  Matrix(in_features=hidden, out_features=inner, count=layers),
+                  Matrix(in_features=inner, out_features=hidden, count=layers)),
+        # patch bias, positions, final LayerNorm; per block q/k/v/o and MLP biases and two LayerNorms
+        other_parameters=hidden + grid * hidden + 2 * hidden + (4 * hidden + inner + hidden + 4 * hidden) * layers,
+    )
+    projector = WeightPart(name="projector", vision=True,
+                           matrices=(Matrix(in_features=merged, out_features=merged),
+                                     Matrix(in_features=merged, out_features=out)),
+                           other_parameters=2 * hidden + merged + out)
+    text.note(f"vision tower (MoonViT, {layers} layers) reported separately as weights.vision_*")
+    return [tower, projector]
+
 
 def mla_weights(r: ConfigReader, hidden: int, layers: int, heads: int) -> tuple[list[Matrix], int, int]:
     """MLA projections: q (full, or LoRA through q_lora_rank), the joint kv down-projection with the
@@ -83,6 +120,16 @@ def mla_weights(r: ConfigReader, hidden: int, layers: int, heads: int) -> tuple[
     attn_other += rank * layers  # kv_a_layernorm
     qkv_width = heads * (nope + rope) + rank + rope + heads * (nope + v_dim)
     r.note(f"MLA projections counted: q {'LoRA rank ' + str(q_rank) if q_rank else 'full'}, kv_lora_rank {rank}")
+    if r.has("index_head_dim") and q_rank:
+        # the DeepSeek-Sparse-Attention indexer: wq_b from the q LoRA, wk and a LayerNorm on its key,
+        # weights_proj scoring its heads (DeepSeek-V3.2, GLM-5)
+        index_dim = r.first_of("index_head_dim", ("index_head_dim",))
+        index_heads = r.first_of("index_n_heads", ("index_n_heads",))
+        attention += [Matrix(in_features=q_rank, out_features=index_heads * index_dim, count=layers),
+                      Matrix(in_features=hidden, out_features=index_dim, count=layers),
+                      Matrix(in_features=hidden, out_features=index_heads, count=layers)]
+        attn_other += 2 * index_dim * layers
+        r.note(f"sparse-attention indexer counted: {index_heads} heads of {index_dim}")
     return attention, attn_other, qkv_width
 
 

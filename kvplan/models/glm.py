@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kvplan.models.base import ArchParser, ConfigReader
 from kvplan.models.decoder import DecoderLayout, MoeLayout, first_k_dense_moe
+from kvplan.models.deepseek import DeepseekParser
 from kvplan.models.llama import LlamaParser
 from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, hidden_of, switch, vocab_of
 
@@ -76,4 +77,16 @@ class Glm4MoeParser(LlamaParser):
         return first_k_dense_moe(r, layers, top_k)
 
 
-PARSERS: tuple[type[ArchParser], ...] = (ChatGlmParser, Glm4MoeParser)
+class GlmMoeDsaParser(DeepseekParser):
+    """GLM-5 (``glm_moe_dsa``): DeepSeek-V3.2's layout -- MLA with a q LoRA, the sparse-attention indexer,
+    routed and shared experts after ``first_k_dense_replace`` dense layers. The cache is read by the MLA rules."""
+
+    model_types = ()
+    defaults_by_type = {}
+    weight_types = ("glm_moe_dsa",)
+
+    def decoder_layout(self, model_type: str) -> DecoderLayout:
+        return DecoderLayout(router_bias=True)
+
+
+PARSERS: tuple[type[ArchParser], ...] = (ChatGlmParser, Glm4MoeParser, GlmMoeDsaParser)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from kvplan.errors import ConfigError
 from kvplan.models.base import FULL, STATE, ArchParser, ConfigReader
+from kvplan.models.decoder import DecoderLayout, MoeLayout, every_layer_moe
+from kvplan.models.llama import LlamaParser
 from kvplan.models.tensors import (
     Matrix,
     WeightCount,
@@ -78,4 +80,20 @@ class MiniMaxParser(ArchParser):
                                                 "qkv_width": 4 * inner, "vocab_size": vocab_of(r)})
 
 
-PARSERS: tuple[type[ArchParser], ...] = (MiniMaxParser,)
+class MiniMaxM2Parser(LlamaParser):
+    """MiniMax-M2 (``minimax_m2``): Llama's cache (the Llama rules read it); every layer a MoE of
+    ``num_local_experts`` experts with a routing bias, q/k RMSNorms over all heads (``qk_norm_type`` per_layer)."""
+
+    model_types = ()
+    defaults_by_type = {}
+    weight_types = ("minimax_m2",)
+    MTP_KEY = "num_mtp_modules"
+
+    def decoder_layout(self, model_type: str) -> DecoderLayout:
+        return DecoderLayout(router_bias=True)  # e_score_correction_bias (use_routing_bias)
+
+    def moe_layout(self, r: ConfigReader, model_type: str, layers: int, intermediate: int, top_k: int | None) -> MoeLayout:
+        return every_layer_moe(r, layers, intermediate, top_k)
+
+
+PARSERS: tuple[type[ArchParser], ...] = (MiniMaxParser, MiniMaxM2Parser)
