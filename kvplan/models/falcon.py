@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from kvplan.models.base import ArchParser, ConfigReader
 from kvplan.models.decoder import classic_decoder
-from kvplan.models.mamba import MAMBA2_DEFAULTS, Mamba2Keys, read_mamba2_state
-from kvplan.models.tensors import WeightCount
+from kvplan.models.mamba import MAMBA2_DEFAULTS, Mamba2Keys, hybrid_weights, read_mamba2_state
+from kvplan.models.tensors import WeightCount, WeightPart, count_of, hidden_of, vocab_of
 from kvplan.specs import LayerSpec, StateSpec
 
 
@@ -84,7 +84,9 @@ class FalconH1Parser(ArchParser):
     defaults = {
         "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
         "max_position_embeddings": 8192, "mamba_d_ssm": 1024, **MAMBA2_DEFAULTS,
+        "vocab_size": 128000, "intermediate_size": 14336, "tie_word_embeddings": False,
     }
+    weight_types = ("falcon_h1",)
     MAMBA = Mamba2Keys(d_inner=("mamba_d_ssm",))
 
     def build_layers(self, r: ConfigReader) -> list[LayerSpec]:
@@ -98,6 +100,17 @@ class FalconH1Parser(ArchParser):
 
     def state_spec(self, r: ConfigReader, index: int) -> StateSpec:
         return read_mamba2_state(r, self.MAMBA, self.HIDDEN)
+
+    def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
+        """Every layer: GQA attention and a Mamba-2 mixer side by side (its RMSNorm only with
+        ``mamba_rms_norm``), then a gated MLP; an input and a pre-MLP RMSNorm."""
+        layers = self.num_layers(r)
+        parts, width = hybrid_weights(r, self, self.MAMBA, n_mamba=layers, n_attn=layers,
+                                      gated_norm=r.raw("mamba_rms_norm") is True, mlp_layers=layers)
+        hidden = hidden_of(r)
+        parts.append(WeightPart(name="norms", other_parameters=(2 * layers + 1) * hidden, tp_sharded=False))
+        return count_of(parts, None, None, {"hidden_size": hidden, "mlp_width": r.first_of(
+            "intermediate_size", ("intermediate_size",)), "qkv_width": width, "vocab_size": vocab_of(r)})
 
 
 PARSERS: tuple[type[ArchParser], ...] = (FalconParser, FalconH1Parser)

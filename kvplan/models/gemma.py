@@ -3,9 +3,13 @@ global, Gemma 3n adds KV sharing across its last layers."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from kvplan.errors import ConfigError
 from kvplan.models.base import FULL, SLIDING, ArchParser, ConfigReader
 from kvplan.models.decoder import DecoderLayout, DecoderParser
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, hidden_of, vocab_of
 from kvplan.specs import LayerSpec, NoCacheSpec
 
 
@@ -78,7 +82,10 @@ class Gemma3nParser(ArchParser):
     defaults = {
         "hidden_size": 2048, "num_hidden_layers": 35, "num_attention_heads": 8, "num_key_value_heads": 2,
         "head_dim": 256, "max_position_embeddings": 32768, "sliding_window": 512, "num_kv_shared_layers": 15,
+        "vocab_size": 262400, "vocab_size_per_layer_input": 262144, "hidden_size_per_layer_input": 256,
+        "intermediate_size": 16384, "altup_num_inputs": 4, "laurel_rank": 64, "tie_word_embeddings": True,
     }
+    weight_types = ("gemma3n_text",)
 
     def pattern_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
         r.note("no layer_types: gemma3n makes layer i global when (i + 1) % 5 == 0, else sliding (4 local : 1 global)")
@@ -102,6 +109,59 @@ class Gemma3nParser(ArchParser):
             )
             specs[first:] = [NoCacheSpec(reason="reuses the K/V cache of an earlier layer (num_kv_shared_layers)")] * shared
         return specs
+
+    def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
+        """Gemma 3n's text model (transformers Gemma3nTextModel): per-layer input embeddings and their
+        projections, AltUp (``altup_num_inputs`` streams) and LAuReL blocks, q/k norms, five RMSNorms per
+        layer; the KV-sharing layers hold no k/v projections."""
+        hidden = hidden_of(r)
+        layers = self.num_layers(r)
+        heads = r.first_of("num_attention_heads", self.HEADS)
+        kv_heads = self.kv_heads(r, heads)
+        head_dim = self.head_dim(r, heads)
+        raw = r.raw("num_kv_shared_layers")
+        shared = 0 if raw == 0 else r.first_of("num_kv_shared_layers", ["num_kv_shared_layers"])
+        own_kv = layers - shared
+        per_layer = r.first_of("hidden_size_per_layer_input", ("hidden_size_per_layer_input",))
+        per_layer_vocab = r.first_of("vocab_size_per_layer_input", ("vocab_size_per_layer_input",))
+        streams = r.first_of("altup_num_inputs", ("altup_num_inputs",))
+        rank = r.first_of("laurel_rank", ("laurel_rank",))
+        sizes = r.raw("intermediate_size")
+        if not isinstance(sizes, list):
+            sizes = [r.first_of("intermediate_size", ("intermediate_size",))] * layers
+        parts = embeddings(r, hidden)
+        parts.append(WeightPart(name="per_layer_embeddings", matrices=(
+            Matrix(in_features=per_layer_vocab, out_features=layers * per_layer),  # embed_tokens_per_layer
+            Matrix(in_features=hidden, out_features=layers * per_layer),  # per_layer_model_projection
+            Matrix(in_features=hidden, out_features=per_layer, count=layers),  # per_layer_input_gate
+            Matrix(in_features=per_layer, out_features=hidden, count=layers)),  # per_layer_projection
+            other_parameters=per_layer))
+        q, kv = heads * head_dim, kv_heads * head_dim
+        parts.append(WeightPart(name="attention", matrices=(
+            Matrix(in_features=hidden, out_features=q, count=layers),
+            Matrix(in_features=hidden, out_features=kv, count=2 * own_kv),
+            Matrix(in_features=q, out_features=hidden, count=layers)),
+            other_parameters=head_dim * (layers + own_kv)))  # q_norm everywhere, k_norm with own K/V
+        parts.append(WeightPart(name="mlp", matrices=tuple(
+            m for size in sizes for m in (Matrix(in_features=hidden, out_features=size, count=2),
+                                          Matrix(in_features=size, out_features=hidden)))))
+        # AltUp: stream projections in and out; per layer the router, its norm, the prediction and correction
+        # coefficients and the output scale. LAuReL: a rank-``laurel_rank`` residual and its norm.
+        parts.append(WeightPart(name="altup_laurel", matrices=(
+            Matrix(in_features=hidden, out_features=hidden, count=2 * (streams - 1)),
+            Matrix(in_features=hidden, out_features=streams, count=layers),
+            Matrix(in_features=hidden, out_features=rank, count=layers),
+            Matrix(in_features=rank, out_features=hidden, count=layers)),
+            other_parameters=(streams ** 3 + streams ** 2 + 2 * hidden) * layers + hidden * layers))
+        parts.append(WeightPart(name="norms", other_parameters=(5 * layers + 1) * hidden, tp_sharded=False))
+        r.note(f"Gemma 3n: {own_kv} layers with their own K/V projections, {shared} sharing them")
+        return count_of(parts, None, None, {"hidden_size": hidden, "mlp_width": max(sizes),
+                                            "qkv_width": q + 2 * kv, "vocab_size": vocab_of(r)})
+
+    def vision_weights(self, outer: Mapping[str, Any], r: ConfigReader, text_hidden: int) -> list[WeightPart] | None:
+        r.note("the vision (timm MobileNetV5) and audio towers of gemma3n are not counted: the config names them "
+               "by architecture only")
+        return []
 
 
 PARSERS: tuple[type[ArchParser], ...] = (GemmaParser, Gemma2Parser, Gemma3Parser, Gemma3nParser)

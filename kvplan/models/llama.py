@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from kvplan.errors import ConfigError
 from kvplan.models.base import CHUNKED, FULL, ArchParser, ConfigReader, layer_indices
 from kvplan.models.decoder import DecoderParser, MoeLayout
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, gqa_attention, hidden_of, tied, vocab_of
 from kvplan.specs import LayerSpec
 
 
@@ -98,9 +99,16 @@ class MllamaParser(ArchParser):
     defaults = {
         "hidden_size": 4096, "num_hidden_layers": 40, "num_attention_heads": 32, "num_key_value_heads": 8,
         "max_position_embeddings": 131072, "cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38],
+        "vocab_size": 128256, "intermediate_size": 14336, "tie_word_embeddings": False,
     }
+    weight_types = ("mllama_text_model",)
     #: MllamaVisionConfig defaults.
     VISION_DEFAULTS: Mapping[str, Any] = {"image_size": 448, "patch_size": 14, "max_num_tiles": 4}
+    #: MllamaVisionConfig defaults of the keys weight counting reads.
+    VISION_WEIGHT_DEFAULTS: Mapping[str, Any] = {
+        "hidden_size": 1280, "num_hidden_layers": 32, "num_global_layers": 8, "intermediate_size": 5120,
+        "vision_output_dim": 7680, "num_channels": 3, **VISION_DEFAULTS,
+    }
 
     def build_layers(self, r: ConfigReader) -> list[LayerSpec]:
         num_layers = self.num_layers(r)
@@ -125,6 +133,64 @@ class MllamaParser(ArchParser):
         indices = layer_indices(r, key, value, num_layers)
         r.record("cross_attention_layers", sorted(indices), source)
         return indices
+
+    def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
+        """Self-attention and cross-attention layers (the latter with q/k norms and two tanh gates), a SwiGLU
+        MLP and two RMSNorms in each; the embedding has 8 extra rows for the image tokens."""
+        hidden = hidden_of(r)
+        layers = self.num_layers(r)
+        n_cross = len(self.cross_layers(r, layers))
+        heads = r.first_of("num_attention_heads", self.HEADS)
+        kv_heads = self.kv_heads(r, heads)
+        head_dim = self.head_dim(r, heads)
+        vocab = vocab_of(r)
+        parts = [WeightPart(name="embed_tokens", matrices=(Matrix(in_features=hidden, out_features=vocab + 8),))]
+        if not tied(r):
+            parts.append(WeightPart(name="lm_head", matrices=(Matrix(in_features=hidden, out_features=vocab),)))
+        parts.append(WeightPart(name="attention", matrices=tuple(gqa_attention(hidden, heads, kv_heads, head_dim, layers)),
+                                other_parameters=(2 * head_dim + 2) * n_cross))
+        inner = r.first_of("intermediate_size", ("intermediate_size",))
+        parts.append(WeightPart(name="mlp", matrices=(Matrix(in_features=hidden, out_features=inner, count=2 * layers),
+                                                      Matrix(in_features=inner, out_features=hidden, count=layers))))
+        parts.append(WeightPart(name="norms", other_parameters=(2 * layers + 1) * hidden, tp_sharded=False))
+        return count_of(parts, None, None, {"hidden_size": hidden, "mlp_width": inner,
+                                            "qkv_width": (heads + 2 * kv_heads) * head_dim, "vocab_size": vocab})
+
+    def vision_weights(self, outer: Mapping[str, Any], r: ConfigReader, text_hidden: int) -> list[WeightPart] | None:
+        """MllamaVisionModel: a patch convolution, a class embedding, gated position and per-tile embeddings,
+        ``num_hidden_layers`` local and ``num_global_layers`` gated global ViT layers, and the projector of the
+        concatenated intermediate features (``vision_output_dim``) into the text model."""
+        v = ConfigReader(outer["vision_config"], source_name=r.source_name, prefix="vision_config.",
+                         defaults=self.VISION_WEIGHT_DEFAULTS, defaults_name="mllama_vision_model")
+        hidden = v.first_of("hidden_size", ("hidden_size",))
+        local = v.first_of("num_hidden_layers", ("num_hidden_layers",))
+        global_ = v.first_of("num_global_layers", ("num_global_layers",))
+        inner = v.first_of("intermediate_size", ("intermediate_size",))
+        channels = v.first_of("num_channels", ("num_channels",))
+        patch = v.first_of("patch_size", ("patch_size",))
+        tiles = v.first_of("max_num_tiles", ("max_num_tiles",))
+        patches = (v.first_of("image_size", ("image_size",)) // patch) ** 2 + 1
+        ratios = v.raw("supported_aspect_ratios")
+        # aspect-ratio ids: every (w, h) tiling with w * h <= max_num_tiles, plus the padding id 0
+        n_ratios = (len(ratios) if isinstance(ratios, list)
+                    else sum(1 for w in range(1, tiles + 1) for h in range(1, tiles + 1) if w * h <= tiles)) + 1
+        layers = local + global_
+        tower = WeightPart(
+            name="vision_tower", vision=True,
+            matrices=(Matrix(in_features=channels * patch * patch, out_features=hidden),
+                      Matrix(in_features=hidden, out_features=hidden, count=4 * layers),
+                      Matrix(in_features=hidden, out_features=inner, count=layers),
+                      Matrix(in_features=inner, out_features=hidden, count=layers)),
+            # class embedding, positions + gate, per-tile positions, pre/post tile embeddings + gates, two
+            # LayerNorms around the stack; per layer MLP biases and two LayerNorms; two gates per global layer
+            other_parameters=hidden + patches * hidden + 1 + n_ratios * tiles * patches * hidden
+            + 2 * (n_ratios * tiles * hidden + 1) + 4 * hidden + (inner + hidden + 4 * hidden) * layers + 2 * global_,
+        )
+        out = v.first_of("vision_output_dim", ("vision_output_dim",))
+        projector = WeightPart(name="projector", vision=True,
+                               matrices=(Matrix(in_features=out, out_features=text_hidden),), other_parameters=text_hidden)
+        r.note(f"vision tower (Mllama ViT, {local} + {global_} global layers) reported separately as weights.vision_*")
+        return [tower, projector]
 
     def encoder_len(self, r: ConfigReader) -> int | None:
         vision = r.outer.get("vision_config")

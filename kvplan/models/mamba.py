@@ -183,3 +183,54 @@ def mamba1_mixer(r: ConfigReader, hidden: int, count: int, *, d_inner: int, d_st
 
 
 PARSERS: tuple[type[ArchParser], ...] = (MambaParser, Mamba2Parser)
+
+
+def mamba2_mixer(hidden: int, count: int, *, d_inner: int, n_heads: int, n_groups: int, d_state: int, d_conv: int,
+                 conv_bias: bool, proj_bias: bool, gated_norm: bool) -> WeightPart:
+    """Mamba-2 mixers: in_proj to (z, x, B, C, dt), the depthwise conv1d over x/B/C, dt_bias, A_log, D,
+    the gated RMSNorm (when the family has one) and out_proj (transformers' Mamba2Mixer and its copies)."""
+    conv_dim = d_inner + 2 * n_groups * d_state
+    in_out = d_inner + conv_dim + n_heads
+    vectors = conv_dim * d_conv + (conv_dim if conv_bias else 0) + 3 * n_heads + (d_inner if gated_norm else 0)
+    vectors += (in_out + hidden) if proj_bias else 0
+    return WeightPart(name="mamba", matrices=(Matrix(in_features=hidden, out_features=in_out, count=count),
+                                              Matrix(in_features=d_inner, out_features=hidden, count=count)),
+                      other_parameters=vectors * count)
+
+
+def hybrid_weights(r: ConfigReader, parser: ArchParser, keys: Mamba2Keys, *, n_mamba: int, n_attn: int,
+                   gated_norm: bool, mlp_layers: int) -> tuple[list[WeightPart], int]:
+    """The Mamba-2 mixers and GQA attention of a ``mamba_*``-keyed hybrid (Bamba, Granite 4.0, Falcon-H1),
+    with a gated MLP of ``intermediate_size`` in ``mlp_layers`` layers; and the widest q/k/v or in_proj."""
+    hidden = hidden_of(r)
+    parts = embeddings(r, hidden)
+    width = 0
+    if n_attn:
+        heads = r.first_of("num_attention_heads", parser.HEADS)
+        kv_heads = parser.kv_heads(r, heads)
+        head_dim = parser.head_dim(r, heads)
+        q, kv = heads * head_dim, kv_heads * head_dim
+        bias = (q + 2 * kv + hidden) * n_attn if r.raw("attention_bias") is True else 0
+        parts.append(WeightPart(name="attention", matrices=(
+            Matrix(in_features=hidden, out_features=q, count=n_attn),
+            Matrix(in_features=hidden, out_features=kv, count=2 * n_attn),
+            Matrix(in_features=q, out_features=hidden, count=n_attn)), other_parameters=bias))
+        width = q + 2 * kv
+    if n_mamba:
+        state = read_mamba2_state(r, keys, parser.HIDDEN)
+        (_, (d_conv_1, conv_dim)), (_, (n_heads, head_dim, d_state)) = state.shapes
+        d_inner = n_heads * head_dim
+        n_groups = (conv_dim - d_inner) // (2 * d_state)
+        conv_bias = r.raw("mamba_conv_bias") is not False
+        proj_bias = r.raw("mamba_proj_bias") is True
+        mixer = mamba2_mixer(hidden, n_mamba, d_inner=d_inner, n_heads=n_heads, n_groups=n_groups, d_state=d_state,
+                             d_conv=d_conv_1 + 1, conv_bias=conv_bias, proj_bias=proj_bias, gated_norm=gated_norm)
+        parts.append(mixer)
+        width = max(width, mixer.matrices[0].out_features)
+    if mlp_layers:
+        inner = r.first_of("intermediate_size", ("intermediate_size",))
+        bias = (2 * inner + hidden) * mlp_layers if r.raw("mlp_bias") is True else 0
+        parts.append(WeightPart(name="mlp", matrices=(
+            Matrix(in_features=hidden, out_features=inner, count=2 * mlp_layers),
+            Matrix(in_features=inner, out_features=hidden, count=mlp_layers)), other_parameters=bias))
+    return parts, width
