@@ -9,10 +9,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kvplan.errors import ConfigError
 from kvplan.models.base import ArchParser, ConfigReader
-from kvplan.models.decoder import DecoderLayout, DecoderParser, MoeLayout, first_k_dense_moe
+from kvplan.models.decoder import DecoderLayout, DecoderParser, MoeLayout, first_k_dense_moe, note_mtp
 from kvplan.models.llama import LlamaParser
-from kvplan.models.tensors import Matrix, WeightPart
+from kvplan.models.tensors import (
+    Matrix,
+    WeightCount,
+    WeightPart,
+    count_of,
+    embeddings,
+    experts_parts,
+    hidden_of,
+    vocab_of,
+)
 
 
 class DeepseekParser(DecoderParser):
@@ -147,4 +157,81 @@ class DeepseekMoeParser(LlamaParser):
         return first_k_dense_moe(r, layers, top_k)
 
 
-PARSERS: tuple[type[ArchParser], ...] = (DeepseekParser, DeepseekMoeParser)
+class DeepseekV4Parser(DecoderParser):
+    """DeepSeek-V4 (``deepseek_v4``): one shared K/V head with a q LoRA and a grouped low-rank output,
+    attention sinks; per layer a sliding window only (ratio 0), a compressed-sparse compressor with its
+    lightning indexer (ratio 4) or a heavily compressed one (ratio 128); hyper-connections of ``hc_mult``
+    streams around attention and MoE; MoE in every layer (hash-routed in the first ``num_hash_layers``).
+
+    The cache is read by kvplan's generic rules; this class counts the weights (transformers DeepseekV4).
+    """
+
+    model_types = ()
+    weight_types = ("deepseek_v4",)
+    _RATIO_NAMES = {"sliding_attention": 0, "compressed_sparse_attention": 4, "heavily_compressed_attention": 128}
+
+    def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
+        hidden = hidden_of(r)
+        layers = r.first_of("num_hidden_layers", ("num_hidden_layers",))
+        heads = r.first_of("num_attention_heads", ("num_attention_heads",))
+        head_dim = r.first_of("head_dim", ("head_dim",))
+        q_rank = r.first_of("q_lora_rank", ("q_lora_rank",))
+        o_rank = r.first_of("o_lora_rank", ("o_lora_rank",))
+        o_groups = r.first_of("o_groups", ("o_groups",))
+        ratios = self._ratios(r, layers)
+        n_csa, n_hca = ratios.count(4), ratios.count(128)
+        index_dim = r.first_of("index_head_dim", ("index_head_dim",))
+        index_heads = r.first_of("index_n_heads", ("index_n_heads",))
+        q = heads * head_dim
+        attention = [Matrix(in_features=hidden, out_features=q_rank, count=layers),
+                     Matrix(in_features=q_rank, out_features=q, count=layers),
+                     Matrix(in_features=hidden, out_features=head_dim, count=layers),  # the shared K/V head
+                     Matrix(in_features=q // o_groups, out_features=o_rank, count=o_groups * layers),  # o_a, grouped
+                     Matrix(in_features=o_groups * o_rank, out_features=hidden, count=layers),  # o_b
+                     # compressors: kv and gate projections (CSA at twice the width), the CSA indexer's own
+                     Matrix(in_features=hidden, out_features=2 * head_dim, count=2 * n_csa),
+                     Matrix(in_features=hidden, out_features=head_dim, count=2 * n_hca),
+                     Matrix(in_features=hidden, out_features=2 * index_dim, count=2 * n_csa),
+                     Matrix(in_features=q_rank, out_features=index_heads * index_dim, count=n_csa),
+                     Matrix(in_features=hidden, out_features=index_heads, count=n_csa)]
+        # q_a/kv norms, sinks; compressor position biases and norms
+        other = (q_rank + head_dim + heads) * layers + n_csa * (4 * 2 * head_dim + head_dim) \
+            + n_hca * (128 * head_dim + head_dim) + n_csa * (4 * 2 * index_dim + index_dim)
+        parts = embeddings(r, hidden)
+        parts.append(WeightPart(name="attention", matrices=tuple(attention), other_parameters=other))
+        streams = r.first_of("hc_mult", ("hc_mult",))
+        mix = (2 + streams) * streams
+        parts.append(WeightPart(name="hyper_connections", matrices=(
+            Matrix(in_features=streams * hidden, out_features=mix, count=2 * layers),
+            Matrix(in_features=streams * hidden, out_features=streams)),
+            other_parameters=(mix + 3) * 2 * layers + streams + 1, tp_sharded=False))
+        top_k = r.optional("num_experts_per_tok", ("num_experts_per_tok",))
+        experts = r.first_of("num_experts", ("n_routed_experts",))
+        size = r.first_of("moe_intermediate_size", ("moe_intermediate_size",))
+        shared = r.first_of("n_shared_experts", ("n_shared_experts",), kind="count")
+        hashed = min(layers, r.first_of("num_hash_layers", ("num_hash_layers",), kind="count"))
+        parts += experts_parts(hidden, size, experts, layers, shared_size=shared * size or None)
+        # the top-k routers' correction bias; the hash routers' token -> experts table
+        parts.append(WeightPart(name="router_tables", other_parameters=experts * (layers - hashed)
+                                + vocab_of(r) * (top_k or 0) * hashed, tp_sharded=False))
+        parts.append(WeightPart(name="norms", other_parameters=(2 * layers + 1) * hidden, tp_sharded=False))
+        r.note(f"DeepSeek-V4: {n_csa} compressed-sparse, {n_hca} heavily compressed and "
+               f"{layers - n_csa - n_hca} sliding-only attention layers; {experts} experts per layer, all resident")
+        note_mtp(r, self.MTP_KEY)
+        return count_of(parts, experts, top_k, {"hidden_size": hidden, "mlp_width": (top_k or 1) * size + shared * size,
+                                                "qkv_width": q + head_dim, "vocab_size": vocab_of(r)})
+
+    def _ratios(self, r: ConfigReader, layers: int) -> list[int]:
+        """Each layer's compression ratio: the Hub's ``compress_ratios`` (its entries past the layers are the
+        MTP layers') or transformers' ``layer_types`` names."""
+        value = r.raw("compress_ratios")
+        if isinstance(value, list) and len(value) >= layers and set(value[:layers]) <= {0, 4, 128}:
+            return list(value[:layers])
+        types = r.first_of("layer_types", ("layer_types",), kind="list")
+        if len(types) < layers or not set(types[:layers]) <= set(self._RATIO_NAMES):
+            raise ConfigError(f"{r.source_name}: {r.prefix}layer_types does not give one DeepSeek-V4 attention type "
+                              f"per layer", f"use {', '.join(self._RATIO_NAMES)}, or compress_ratios of 0, 4 or 128")
+        return [self._RATIO_NAMES[t] for t in types[:layers]]
+
+
+PARSERS: tuple[type[ArchParser], ...] = (DeepseekParser, DeepseekMoeParser, DeepseekV4Parser)
