@@ -23,7 +23,7 @@ def block(text: str, lang: str = "") -> str:
 
 
 def architectures_table() -> str:
-    from kvplan.arch import PARSERS
+    from kvplan.models import PARSERS
 
     rows = ["| family | model_type values | what is special |", "|---|---|---|"]
     for parser in sorted(PARSERS, key=lambda p: p.family):

@@ -27,11 +27,11 @@ from types import MappingProxyType
 from typing import Any
 
 from kvplan.adjust import DEFAULT_RESIDUAL_LENGTH, deployment_from_flags
-from kvplan.arch import parse_config, parse_override
 from kvplan.calc import Estimate
 from kvplan.calc import estimate as _estimate
 from kvplan.dtypes import DEFAULT_GROUP_SIZE
 from kvplan.geometry import ModelGeometry
+from kvplan.models import parse_config, parse_override
 from kvplan.report import Source
 from kvplan.units import parse_tokens
 
@@ -307,8 +307,8 @@ def capacity(
     other): KV blocks and tokens, max concurrency and context, minimum TP, decode floor."""
     from kvplan.capacity import CapacityInputs, plan_capacity
     from kvplan.engine_flags import llama_context, tensor_split_shares, vllm_token_note
+    from kvplan.models import resolve_weights
     from kvplan.units import parse_size
-    from kvplan.weights import resolve_weights
 
     # NOTE: with --kv-budget alone the GPU is irrelevant to blocks, tokens and concurrency.
     no_gpu = gpu is None and gpu_mem is None and kv_budget is not None

@@ -36,7 +36,7 @@ from kvplan.units import MiB
 
 if TYPE_CHECKING:
     from kvplan.capacity import CapacityInputs
-    from kvplan.weights import WeightsEstimate
+    from kvplan.models import WeightsEstimate
 
 #: vLLM ``--gpu-memory-utilization`` default.
 VLLM_GPU_MEMORY_UTILIZATION = 0.9

@@ -128,7 +128,7 @@ def served_geometry(geometry: ModelGeometry, engine: str) -> ModelGeometry:
     ideal formula and transformers keep the checkpoint's dtype."""
     import dataclasses
 
-    from kvplan.weights import served_dtype
+    from kvplan.models import served_dtype
 
     config = (geometry.config_dtype or "").lower().removeprefix("torch.")
     if config not in ("float32", "float", "fp32", "float64"):

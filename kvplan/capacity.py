@@ -28,8 +28,8 @@ from kvplan.engines import (
 from kvplan.errors import InputError
 from kvplan.geometry import ModelGeometry
 from kvplan.gpus import GpuSpec
+from kvplan.models import DTYPE_BYTES, WeightsEstimate, serve_weights, served_dtype
 from kvplan.units import format_bytes
-from kvplan.weights import DTYPE_BYTES, WeightsEstimate, serve_weights, served_dtype
 
 #: TP sizes tried for ``min_tp``.
 TP_CANDIDATES = (1, 2, 4, 8, 16, 32, 64)

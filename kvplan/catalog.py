@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan import __version__
-from kvplan.arch import parse_config
 from kvplan.calc import estimate
+from kvplan.models import parse_config
 from kvplan.report import SCHEMA_VERSION
 from kvplan.sources import bundled_ids, bundled_index, read_json_config
 

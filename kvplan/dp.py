@@ -24,7 +24,7 @@ from kvplan.units import cdiv
 
 if TYPE_CHECKING:
     from kvplan.capacity import CapacityInputs
-    from kvplan.weights import WeightsEstimate
+    from kvplan.models import WeightsEstimate
 
 
 def attention_tp(inputs: CapacityInputs, tp: int) -> int:

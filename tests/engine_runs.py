@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from kvplan.adjust import Deployment
-from kvplan.arch import parse_config
 from kvplan.calc import estimate
+from kvplan.models import parse_config
 from tests.conftest import REPO_ROOT, shared_config
 
 

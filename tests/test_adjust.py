@@ -19,9 +19,9 @@ from kvplan.adjust import (
     shard_for_tp,
     shared_token_slots,
 )
-from kvplan.arch import parse_config
 from kvplan.calc import estimate
 from kvplan.errors import InputError
+from kvplan.models import parse_config
 from kvplan.specs import FullAttentionSpec, MLASpec, SlidingWindowSpec, StateSpec
 from tests.conftest import BF16, FP8, FP16, KV, REPO_ROOT, make_config, shared_config
 

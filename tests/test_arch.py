@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from kvplan.arch import parse_config
 from kvplan.calc import estimate
 from kvplan.errors import ConfigError
+from kvplan.models import parse_config
 from kvplan.sources import bundled_index, read_json_config
 
 from conftest import BF16, FP16, KV, make_config, shared_config

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from kvplan.arch import parse_config
 from kvplan.calc import estimate
 from kvplan.errors import ConfigError
+from kvplan.models import parse_config
 
 from conftest import BF16, FP32, KV
 

@@ -10,9 +10,9 @@ import pytest
 
 from kvplan.adjust import Deployment
 from kvplan.api import load_geometry
-from kvplan.arch import parse_config
 from kvplan.calc import estimate
 from kvplan.cli import app
+from kvplan.models import parse_config
 from kvplan.specs import IndexerSpec, MLASpec
 
 from conftest import BF16, FP8, SHARED_CONFIGS

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from kvplan.adjust import Deployment
-from kvplan.arch import parse_config
 from kvplan.calc import estimate
 from kvplan.errors import InputError
+from kvplan.models import parse_config
 from kvplan.units import MiB, cdiv
 from tests.conftest import FP16, FP32, KV, make_config
 from tests.engine_runs import run

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from kvplan.adjust import Deployment
-from kvplan.arch import parse_config
 from kvplan.calc import estimate
 from kvplan.errors import InputError
+from kvplan.models import parse_config
 from tests.conftest import BF16, FP16, FP32, KV, REPO_ROOT
 from tests.engine_runs import run
 

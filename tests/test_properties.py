@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvplan.arch import parse_config
 from kvplan.calc import estimate
+from kvplan.models import parse_config
 
 from conftest import make_config
 

@@ -7,14 +7,14 @@ from types import SimpleNamespace
 import pytest
 
 from kvplan.errors import ConfigError, InputError, SourceError
-from kvplan.sources import bundled_index, read_json_config
-from kvplan.weights import (
+from kvplan.models import (
     count_weights,
     resolve_weights,
     serve_weights,
     weights_from_safetensors,
     with_exact_bytes,
 )
+from kvplan.sources import bundled_index, read_json_config
 
 from conftest import make_config
 

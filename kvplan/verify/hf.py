@@ -85,7 +85,7 @@ def prepare_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], plan: V
     ``parse(config) -> layer specs`` is kvplan's own parser: a shrink is kept only when the parsed
     cache geometry does not change.
     """
-    from kvplan.arch import apply_overrides
+    from kvplan.models import apply_overrides
 
     config = dict(raw)
     nested = next((k for k in NESTED_TEXT_KEYS if isinstance(config.get(k), Mapping)), None)
@@ -309,7 +309,7 @@ def cross_check(plan: VerifyPlan, model: str, *, revision: str | None, token: st
                 overrides: Mapping[str, Any], gpu: bool, seed: int, progress: bool,
                 max_memory: int | None) -> VerifyMeasurement:
     """Load the raw config of ``model`` again, prepare it, build and measure (the command's entry point)."""
-    from kvplan.arch import parse_config
+    from kvplan.models import parse_config
     from kvplan.sources import load_raw_config
 
     check_supported(plan, gpu=gpu)

@@ -1,4 +1,5 @@
-"""Reading config.json values through alias lists, with provenance and notes.
+"""The generic machinery every family module builds on: reading config.json values through alias
+lists with provenance and notes, and the parser base class with its cache and weight hooks.
 
 A parser never invents a value silently: a key the file lacks is taken from the architecture's
 own default (as its transformers config class defines it) and noted, derived from other keys and
@@ -12,6 +13,7 @@ from typing import Any, ClassVar
 
 from kvplan.errors import ConfigError
 from kvplan.geometry import Provenance
+from kvplan.models.tensors import WeightCount, WeightPart
 from kvplan.specs import (
     ChunkedLocalSpec,
     CrossAttentionSpec,
@@ -131,11 +133,13 @@ class ConfigReader:
 
     def check(self, key: str, value: Any, kind: str) -> Any:
         where = f"{self.source_name}: {self.prefix}{key}"
-        if kind == "int":
+        if kind in ("int", "count"):
             if isinstance(value, float) and value.is_integer():
                 value = int(value)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ConfigError(f"{where} must be an integer, got {value!r}", "fix the config or pass --set")
+            if value == 0 and kind == "count":
+                return value
             if value <= 0:
                 raise ConfigError(f"{where} must be positive, got {value}", "fix the config or pass --set")
             if value > MAX_DIM and key not in _LONG_KEYS:
@@ -185,8 +189,13 @@ class ArchParser:
     model_types: ClassVar[tuple[str, ...]] = ()
     #: The architecture's defaults for keys a sparse config may omit (transformers config class).
     defaults: ClassVar[Mapping[str, Any]] = {}
+    #: Per-``model_type`` additions to ``defaults``: with it, the family's one table of architecture
+    #: defaults, read by the cache layout and the weight count alike.
+    defaults_by_type: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
     #: Whether a ``sliding_window`` value, alone, makes every layer sliding.
     sliding_window_applies: ClassVar[bool] = True
+    #: The ``model_type``s whose weights this parser counts (:meth:`count_weights`); usually its own.
+    weight_types: ClassVar[tuple[str, ...]] = ()
 
     LAYERS: ClassVar[tuple[str, ...]] = ("num_hidden_layers", "n_layer", "n_layers", "num_layers")
     HEADS: ClassVar[tuple[str, ...]] = ("num_attention_heads", "n_head", "n_heads", "num_heads")
@@ -231,7 +240,7 @@ class ArchParser:
     # ---- hooks --------------------------------------------------------------------------------
     def defaults_for(self, model_type: str) -> Mapping[str, Any]:
         """The architecture defaults that apply to this ``model_type``."""
-        return self.defaults
+        return {**self.defaults, **self.defaults_by_type.get(model_type, {})}
 
     def num_layers(self, r: ConfigReader) -> int:
         return r.first_of("num_hidden_layers", self.LAYERS)
@@ -363,6 +372,18 @@ class ArchParser:
 
     def encoder_len(self, r: ConfigReader) -> int | None:
         return None
+
+    # ---- weights --------------------------------------------------------------------------------
+    def vision_weights(self, outer: Mapping[str, Any], r: ConfigReader, text_hidden: int) -> list[WeightPart] | None:
+        """The vision tower and projector of ``outer["vision_config"]``; None: the generic ViT counts them."""
+        return None
+
+    def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
+        """The language model's weight tensors, read from the same config as the cache."""
+        raise ConfigError(
+            f"{r.source_name}: kvplan cannot count the weights of model_type {model_type!r} from its config",
+            "pass --weights-bytes SIZE (the checkpoint's size), or --kv-budget SIZE to size the cache directly",
+        )
 
 
 def layer_indices(r: ConfigReader, key: str, value: Any, num_layers: int) -> frozenset[int]:

@@ -1,4 +1,4 @@
-"""Encoder-decoder models: the decoder caches self-attention K/V and cross-attention K/V.
+"""Encoder-decoder models of the BART lineage (BART, mBART, Marian, Pegasus, M2M-100, NLLB-MoE, Blenderbot, PLBart).
 
 The encoder keeps no cache. Cross-attention holds the encoder output's K/V for every decoder
 layer, sized by the encoder length, not by the generated length.
@@ -6,7 +6,7 @@ layer, sized by the encoder length, not by the generated length.
 
 from __future__ import annotations
 
-from kvplan.arch.base import ArchParser, ConfigReader
+from kvplan.models.base import ArchParser, ConfigReader
 from kvplan.specs import LayerSpec
 
 
@@ -34,26 +34,4 @@ class EncoderDecoderParser(ArchParser):
         return r.optional("encoder_len", self.ENCODER_LEN)
 
 
-class WhisperParser(EncoderDecoderParser):
-    family = "whisper"
-    model_types = ("whisper",)
-    defaults = {"max_source_positions": 1500, "max_target_positions": 448}
-    MAX_CONTEXT = ("max_target_positions",)
-    ENCODER_LEN = ("max_source_positions",)
-
-
-class T5Parser(EncoderDecoderParser):
-    """T5 family: ``d_kv`` is the head dim; the decoder has ``num_decoder_layers`` (default ``num_layers``)."""
-
-    family = "t5"
-    model_types = ("t5", "mt5", "umt5", "longt5", "switch_transformers")
-    LAYERS = ("num_decoder_layers", "num_layers")
-    HEADS = ("num_heads",)
-    HEAD_DIM = ("d_kv",)
-    KV_HEADS = ()
-    MAX_CONTEXT = ("n_positions",)
-    ENCODER_LEN = ("n_positions",)
-
-    def kv_heads(self, r: ConfigReader, heads: int) -> int:
-        r.record("num_kv_heads", heads, "derived: T5 attention is multi-head, num_kv_heads = num_heads")
-        return heads
+PARSERS: tuple[type[ArchParser], ...] = (EncoderDecoderParser,)

@@ -1,69 +1,74 @@
-"""config.json -> ModelGeometry: the registry of family parsers keyed by ``model_type``."""
+"""config.json -> ModelGeometry and weights: the registry of family modules keyed by ``model_type``.
+
+One module per family (``llama.py``, ``qwen.py``, ``gemma.py``...) holds the ``model_type``s it answers
+for, its architecture defaults, its cache layout and its weight layout, and lists its parsers in
+``PARSERS``. This module finds them, unwraps multimodal configs (``text_config``) and runs them.
+"""
 
 from __future__ import annotations
 
 import copy
+import importlib
 import json
-from collections.abc import Mapping
+import os
+import pkgutil
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from kvplan.arch.base import ArchParser, ConfigReader
-from kvplan.arch.dense import (
-    ChatGlmParser,
-    DbrxParser,
-    FalconParser,
-    GemmaParser,
-    Gpt2Parser,
-    GptBigCodeParser,
-    LlamaParser,
-    MistralParser,
-    MixtralParser,
-    MptParser,
-    NemotronNasParser,
-    PhiParser,
-    QwenParser,
-)
-from kvplan.arch.encdec import EncoderDecoderParser, T5Parser, WhisperParser
-from kvplan.arch.hybrid import (
-    BambaParser,
-    FalconH1Parser,
-    GraniteMoeHybridParser,
-    JambaParser,
-    KimiLinearParser,
-    Lfm2Parser,
-    Mamba2Parser,
-    MambaParser,
-    MiniMaxParser,
-    NemotronHParser,
-    Qwen3NextParser,
-)
-from kvplan.arch.mla import DeepseekParser
-from kvplan.arch.multimodal import MllamaParser
-from kvplan.arch.windowed import (
-    Cohere2Parser,
-    Exaone4Parser,
-    Gemma2Parser,
-    Gemma3nParser,
-    Gemma3Parser,
-    GptOssParser,
-    Llama4Parser,
-)
-from kvplan.errors import ConfigError
+from kvplan.errors import ConfigError, InputError, SourceError
 from kvplan.geometry import ModelGeometry
+from kvplan.models.base import ArchParser, ConfigReader
+from kvplan.models.storage import (
+    DTYPE_BYTES,
+    checkpoint_dtype,
+    quantisation,
+    serve_weights,
+    served_dtype,
+    store,
+    weights_from_bytes,
+    weights_from_safetensors,
+    with_exact_bytes,
+)
+from kvplan.models.tensors import WeightsEstimate, hidden_of
+from kvplan.models.vision import vision_weights
 from kvplan.specs import LayerSpec, NoCacheSpec
 
-PARSERS: tuple[type[ArchParser], ...] = (
-    LlamaParser, MistralParser, MixtralParser, QwenParser, PhiParser, GemmaParser, Gpt2Parser,
-    GptBigCodeParser, FalconParser, MptParser, ChatGlmParser, Gemma2Parser, Gemma3Parser, Cohere2Parser,
-    GptOssParser, Llama4Parser, DeepseekParser, MambaParser, Mamba2Parser, JambaParser, NemotronHParser,
-    Qwen3NextParser, MiniMaxParser, FalconH1Parser, GraniteMoeHybridParser, BambaParser, Lfm2Parser,
-    EncoderDecoderParser, WhisperParser, T5Parser, MllamaParser, Exaone4Parser, DbrxParser, NemotronNasParser,
-    Gemma3nParser, KimiLinearParser,
-)
+__all__ = [
+    "DTYPE_BYTES", "PARSERS", "REGISTRY", "WEIGHT_REGISTRY", "WeightsEstimate", "apply_overrides", "count_weights",
+    "parse_config", "parse_override", "resolve_weights", "serve_weights", "served_dtype", "supported_model_types",
+    "weights_from_safetensors", "with_exact_bytes",
+]
 
-REGISTRY: dict[str, type[ArchParser]] = {
-    model_type: parser for parser in PARSERS for model_type in parser.model_types
-}
+#: Modules of this package that hold generic machinery; every other module is one family.
+GENERIC_MODULES = frozenset({"base", "decoder", "storage", "tensors", "vision"})
+
+
+def _family_parsers() -> list[type[ArchParser]]:
+    """Every family module's ``PARSERS``, in module-name order: adding a family is adding its module."""
+    found: list[type[ArchParser]] = []
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name not in GENERIC_MODULES:
+            found += importlib.import_module(f"{__name__}.{info.name}").PARSERS
+    return found
+
+
+def _registry(parsers: list[type[ArchParser]], attribute: str) -> dict[str, type[ArchParser]]:
+    registry: dict[str, type[ArchParser]] = {}
+    for parser in parsers:
+        for model_type in getattr(parser, attribute):
+            assert model_type not in registry, f"{model_type} claimed by {registry[model_type]} and {parser}"
+            registry[model_type] = parser
+    return registry
+
+
+_ALL = _family_parsers()
+#: The parsers that read a cache layout (the README's architecture table lists them).
+PARSERS: tuple[type[ArchParser], ...] = tuple(p for p in _ALL if p.model_types)
+#: ``model_type`` -> the parser that reads its cache layout.
+REGISTRY: dict[str, type[ArchParser]] = _registry(_ALL, "model_types")
+#: ``model_type`` -> the parser that counts its weights (usually the same; a few types whose cache
+#: follows another family's rules are counted by their own family's module).
+WEIGHT_REGISTRY: dict[str, type[ArchParser]] = _registry(_ALL, "weight_types")
 
 #: Keys under which multimodal / wrapper configs nest the language model's config.
 NESTED_TEXT_KEYS = ("text_config", "llm_config", "language_config")
@@ -266,3 +271,103 @@ def _dedupe(items: list) -> tuple:
     for item in items:
         seen.setdefault(item.field, item)
     return tuple(seen.values())
+
+
+# ---- weights ----------------------------------------------------------------------------------
+def count_weights(config: Mapping[str, Any], *, model_id: str) -> WeightsEstimate:
+    """Parameters and bytes of the checkpoint a ``config.json`` describes."""
+    if not isinstance(config, Mapping):
+        raise ConfigError(f"{model_id}: config must be a JSON object", "pass a Hugging Face config.json")
+    outer = dict(config)
+    nested_key = next((k for k in NESTED_TEXT_KEYS if isinstance(outer.get(k), Mapping)), None)
+    outer_type = outer.get("model_type")
+    if nested_key:
+        text = dict(outer[nested_key])
+        model_type = text.get("model_type") or WRAPPER_TEXT_TYPES.get(str(outer_type)) or outer_type
+    else:
+        text = outer
+        model_type = outer_type
+    model_type = str(model_type or "")
+    if model_type == "gemma3" and nested_key:
+        model_type = "gemma3_text"
+    parser = WEIGHT_REGISTRY.get(model_type) or ArchParser
+    defaults = parser().defaults_for(model_type)
+    r = ConfigReader(
+        text, source_name=model_id, prefix=f"{nested_key}." if nested_key else "", outer=outer,
+        defaults=defaults, defaults_name=model_type or "generic",
+    )
+    if nested_key and "tie_word_embeddings" not in text and isinstance(outer.get("tie_word_embeddings"), bool):
+        text = {**text, "tie_word_embeddings": outer["tie_word_embeddings"]}
+        r.config = text
+
+    counted = parser().count_weights(r, model_type)
+    parts = counted.parts
+    if isinstance(outer.get("vision_config"), Mapping):
+        tower = parser().vision_weights(outer, r, hidden_of(r))
+        parts += tower if tower is not None else vision_weights(outer, r, text_hidden=hidden_of(r))
+
+    dtype, dtype_bytes = checkpoint_dtype(text, outer, r)
+    quant = quantisation(outer.get("quantization_config") or text.get("quantization_config"), model_id, r)
+    stored = tuple(store(part, dtype_bytes, quant) for part in parts)
+    return WeightsEstimate(
+        model_id=model_id, model_type=model_type, parts=stored, dtype=dtype, dtype_bytes=dtype_bytes,
+        quantisation=quant, num_experts=counted.num_experts, experts_per_token=counted.experts_per_token,
+        source="config", notes=tuple(r.notes), hidden_size=counted.hidden_size, mlp_width=counted.mlp_width,
+        qkv_width=counted.qkv_width, vocab_size=counted.vocab_size,
+    )
+
+
+def resolve_weights(
+    config: Mapping[str, Any],
+    *,
+    model_id: str,
+    source_kind: str,
+    weights_bytes: int | None = None,
+    weights_from: str = "auto",
+    revision: str | None = None,
+    token: str | None = None,
+    required: bool = True,
+    fetch: Callable[..., Any] | None = None,
+) -> tuple[WeightsEstimate | None, list[str]]:
+    """The weights for ``kvplan capacity``, and notes on where they came from.
+
+    ``weights_from``: ``config`` counts from config.json; ``safetensors`` reads the Hub's safetensors
+    headers (Hub models only); ``auto`` = safetensors for Hub models when online, else config.
+    ``--weights-bytes`` beats both. With ``required=False`` a model kvplan cannot count gives None.
+    """
+    if weights_from not in ("auto", "config", "safetensors"):
+        raise InputError(f"--weights-from {weights_from!r} is not auto, config or safetensors", "e.g. --weights-from config")
+    if weights_from == "safetensors" and source_kind != "hub":
+        raise InputError(
+            "--weights-from safetensors reads the Hub's metadata, but --model is a local or bundled config",
+            "pass the Hub repo id with --revision (bundled names resolve offline), or --weights-bytes SIZE",
+        )
+    notes: list[str] = []
+    try:
+        counted = count_weights(config, model_id=model_id)
+    except ConfigError as exc:
+        if weights_bytes is not None:
+            return weights_from_bytes(weights_bytes, model_id=model_id, model_type=str(config.get("model_type")),
+                                      why=exc.message), notes
+        if not required:
+            notes.append(f"weights not counted ({exc.message}); pass --weights-bytes for the decode floor")
+            return None, notes
+        raise
+    if weights_bytes is not None:
+        return with_exact_bytes(counted, weights_bytes, source="--weights-bytes",
+                                note=f"weight bytes from --weights-bytes ({weights_bytes:,}); counted "
+                                f"{counted.counted_bytes:,}"), notes
+    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    if weights_from == "safetensors" or (weights_from == "auto" and source_kind == "hub" and not offline):
+        try:
+            total, counts = weights_from_safetensors(model_id, revision=revision, token=token, fetch=fetch)
+        except SourceError as exc:
+            if weights_from == "safetensors":
+                raise
+            notes.append(f"safetensors metadata unavailable ({exc.message}); weights counted from config.json")
+            return counted, notes
+        dtypes = ", ".join(f"{d} {n:,}" for d, n in sorted(counts.items()))
+        return with_exact_bytes(counted, total, source="safetensors",
+                                note=f"weight bytes from the Hub's safetensors metadata ({dtypes} elements); "
+                                f"counted from config: {counted.counted_bytes:,}"), notes
+    return counted, notes

@@ -1,0 +1,253 @@
+"""DeepSeek: DeepSeek-MoE (V1), the multi-head latent attention of V2/V3/R1 and of Kimi K2, and V4.
+
+MLA caches one latent row per token per layer. The MoE layers hold fine-grained routed experts
+plus shared experts, after ``first_k_dense_replace`` dense layers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from kvplan.errors import ConfigError
+from kvplan.models.base import ArchParser, ConfigReader
+from kvplan.models.decoder import DecoderLayout, DecoderParser, MoeLayout, first_k_dense_moe, note_mtp
+from kvplan.models.llama import LlamaParser
+from kvplan.models.tensors import (
+    Matrix,
+    WeightCount,
+    WeightPart,
+    count_of,
+    embeddings,
+    experts_parts,
+    hidden_of,
+    vocab_of,
+)
+from kvplan.specs import IndexerSpec, LayerSpec, MLASpec
+
+
+class DeepseekParser(DecoderParser):
+    family = "deepseek_mla"
+    model_types = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "kimi_k25", "kimi_vl", "deepseek_vl_v2",
+                   "glm_moe_dsa")
+    defaults = {"kv_lora_rank": 512, "qk_rope_head_dim": 64}
+    defaults_by_type = {"deepseek_v2": {"tie_word_embeddings": False}, "deepseek_v3": {"tie_word_embeddings": False},
+                        "kimi_k2": {"tie_word_embeddings": False}}
+    weight_types = ("deepseek_v2", "deepseek_v3", "kimi_k2")
+
+    def attention_dims(self, r: ConfigReader) -> dict[str, int]:
+        if not r.has("kv_lora_rank"):
+            r.note("kv_lora_rank is null: this checkpoint uses plain multi-head attention, not MLA")
+            return super().attention_dims(r)
+        heads = r.first_of("num_attention_heads", self.HEADS)
+        rank = r.first_of("kv_lora_rank", ["kv_lora_rank"])
+        rope = r.first_of("qk_rope_head_dim", ["qk_rope_head_dim"])
+        # NOTE: recorded for `kvplan compare`: the MHA a latent replaces has K heads of
+        # qk_nope_head_dim + qk_rope_head_dim and V heads of v_head_dim.
+        r.optional("qk_nope_head_dim", ["qk_nope_head_dim"])
+        r.optional("v_head_dim", ["v_head_dim"])
+        r.note(
+            f"MLA caches one latent per token per layer: kv_lora_rank + qk_rope_head_dim = {rank} + {rope} "
+            f"= {rank + rope} values, no separate K and V (vLLM MLAAttentionSpec; transformers >= 5.15)"
+        )
+        return {"mla": 1, "kv_lora_rank": rank, "qk_rope_head_dim": rope, "num_attention_heads": heads}
+
+    def build_layers(self, r: ConfigReader) -> list[LayerSpec]:
+        """DSA (DeepSeek-V3.2, GLM-5): one indexer key cache per MLA layer, appended after the decoder
+        layers (as encoder-decoder models append cross layers); the MLA specs are marked so engines price
+        an fp8 cache in the fp8_ds_mla layout."""
+        specs = super().build_layers(r)
+        if not r.has("index_head_dim"):
+            return specs
+        index_dim = r.first_of("index_head_dim", ["index_head_dim"])
+        heads = r.optional("index_n_heads", ["index_n_heads"])
+        topk = r.optional("index_topk", ["index_topk"])
+        mla = [i for i, s in enumerate(specs) if isinstance(s, MLASpec)]
+        r.note(
+            f"sparse attention (DSA): each of the {len(mla)} MLA layers also caches an indexer key of index_head_dim "
+            f"{index_dim} (vLLM/SGLang/TensorRT-LLM: fp8 + a fp32 scale per 128 = {index_dim + 4 * -(-index_dim // 128)} "
+            f"B; transformers: the model dtype), reported as its own 'indexer' layer group"
+        )
+        specs = [dataclasses.replace(s, fp8_ds_mla=True) if isinstance(s, MLASpec) else s for s in specs]
+        indexer = IndexerSpec(kv_lora_rank=index_dim, qk_rope_head_dim=0, index_n_heads=heads, index_topk=topk)
+        return [*specs, *(indexer for _ in mla)]
+
+    def decoder_layout(self, model_type: str) -> DecoderLayout:
+        # DeepSeek-V3's router carries an e_score_correction_bias
+        return DecoderLayout(router_bias=model_type in ("deepseek_v3", "kimi_k2"))
+
+    def attention_weights(
+        self, r: ConfigReader, model_type: str, hidden: int, layers: int, heads: int
+    ) -> tuple[list[Matrix], int, int]:
+        if not r.has("kv_lora_rank"):
+            return super().attention_weights(r, model_type, hidden, layers, heads)
+        return mla_weights(r, hidden, layers, heads)
+
+    def moe_layout(self, r: ConfigReader, model_type: str, layers: int, intermediate: int, top_k: int | None) -> MoeLayout:
+        return first_k_dense_moe(r, layers, top_k)
+
+    def vision_weights(self, outer: Mapping[str, Any], r: ConfigReader, text_hidden: int) -> list[WeightPart] | None:
+        vision = outer["vision_config"]
+        return moonvit_weights(outer, r) if isinstance(vision, Mapping) and "vt_hidden_size" in vision else None
+
+
+def moonvit_weights(outer: Mapping[str, Any], text: ConfigReader) -> list[WeightPart]:
+    """Kimi K2.5's MoonViT: a patch convolution, a learned 2-D position table (the temporal one is fixed),
+    ViT blocks with biases, a final LayerNorm, and the patch-merger projector into the language model."""
+    v = ConfigReader(outer["vision_config"], source_name=text.source_name, prefix="vision_config.")
+    hidden = v.first_of("vt_hidden_size", ("vt_hidden_size",))
+    inner = v.first_of("vt_intermediate_size", ("vt_intermediate_size",))
+    layers = v.first_of("vt_num_hidden_layers", ("vt_num_hidden_layers",))
+    patch = v.first_of("patch_size", ("patch_size",))
+    grid = v.first_of("init_pos_emb_height", ("init_pos_emb_height",)) * v.first_of(
+        "init_pos_emb_width", ("init_pos_emb_width",))
+    merge = v.first_of("merge_kernel_size", ("merge_kernel_size",), kind="list")
+    out = v.first_of("text_hidden_size", ("text_hidden_size",))
+    merged = hidden * merge[0] * merge[1]
+    tower = WeightPart(
+        name="vision_tower", vision=True,
+        matrices=(Matrix(in_features=3 * patch * patch, out_features=hidden),
+                  Matrix(in_features=hidden, out_features=hidden, count=4 * layers),
+                  Matrix(in_features=hidden, out_features=inner, count=layers),
+                  Matrix(in_features=inner, out_features=hidden, count=layers)),
+        # patch bias, positions, final LayerNorm; per block q/k/v/o and MLP biases and two LayerNorms
+        other_parameters=hidden + grid * hidden + 2 * hidden + (4 * hidden + inner + hidden + 4 * hidden) * layers,
+    )
+    projector = WeightPart(name="projector", vision=True,
+                           matrices=(Matrix(in_features=merged, out_features=merged),
+                                     Matrix(in_features=merged, out_features=out)),
+                           other_parameters=2 * hidden + merged + out)
+    text.note(f"vision tower (MoonViT, {layers} layers) reported separately as weights.vision_*")
+    return [tower, projector]
+
+
+def mla_weights(r: ConfigReader, hidden: int, layers: int, heads: int) -> tuple[list[Matrix], int, int]:
+    """MLA projections: q (full, or LoRA through q_lora_rank), the joint kv down-projection with the
+    rope key, the kv up-projection to per-head nope keys and values, o; the two LoRA norms."""
+    attention: list[Matrix] = []
+    attn_other = 0
+    rank = r.first_of("kv_lora_rank", ("kv_lora_rank",))
+    rope = r.first_of("qk_rope_head_dim", ("qk_rope_head_dim",))
+    nope = r.first_of("qk_nope_head_dim", ("qk_nope_head_dim",))
+    v_dim = r.first_of("v_head_dim", ("v_head_dim",))
+    q_rank = r.optional("q_lora_rank", ("q_lora_rank",))
+    if q_rank:
+        attention += [Matrix(in_features=hidden, out_features=q_rank, count=layers),
+                      Matrix(in_features=q_rank, out_features=heads * (nope + rope), count=layers)]
+        attn_other += q_rank * layers  # q_a_layernorm
+    else:
+        attention.append(Matrix(in_features=hidden, out_features=heads * (nope + rope), count=layers))
+    attention += [
+        Matrix(in_features=hidden, out_features=rank + rope, count=layers),  # kv_a_proj_with_mqa
+        Matrix(in_features=rank, out_features=heads * (nope + v_dim), count=layers),  # kv_b_proj
+        Matrix(in_features=heads * v_dim, out_features=hidden, count=layers),  # o_proj
+    ]
+    attn_other += rank * layers  # kv_a_layernorm
+    qkv_width = heads * (nope + rope) + rank + rope + heads * (nope + v_dim)
+    r.note(f"MLA projections counted: q {'LoRA rank ' + str(q_rank) if q_rank else 'full'}, kv_lora_rank {rank}")
+    if r.has("index_head_dim") and q_rank:
+        # the DeepSeek-Sparse-Attention indexer: wq_b from the q LoRA, wk and a LayerNorm on its key,
+        # weights_proj scoring its heads (DeepSeek-V3.2, GLM-5)
+        index_dim = r.first_of("index_head_dim", ("index_head_dim",))
+        index_heads = r.first_of("index_n_heads", ("index_n_heads",))
+        attention += [Matrix(in_features=q_rank, out_features=index_heads * index_dim, count=layers),
+                      Matrix(in_features=hidden, out_features=index_dim, count=layers),
+                      Matrix(in_features=hidden, out_features=index_heads, count=layers)]
+        attn_other += 2 * index_dim * layers
+        r.note(f"sparse-attention indexer counted: {index_heads} heads of {index_dim}")
+    return attention, attn_other, qkv_width
+
+
+class DeepseekMoeParser(LlamaParser):
+    """DeepSeek-MoE (``deepseek``, V1): Llama's cache, fine-grained and shared experts after the first dense layers.
+
+    The cache is read by the Llama rules (llama.py lists the type); this class counts its weights.
+    """
+
+    model_types = ()
+    defaults_by_type = {"deepseek": {"tie_word_embeddings": False}}
+    weight_types = ("deepseek",)
+
+    def moe_layout(self, r: ConfigReader, model_type: str, layers: int, intermediate: int, top_k: int | None) -> MoeLayout:
+        return first_k_dense_moe(r, layers, top_k)
+
+
+class DeepseekV4Parser(DecoderParser):
+    """DeepSeek-V4 (``deepseek_v4``): one shared K/V head with a q LoRA and a grouped low-rank output,
+    attention sinks; per layer a sliding window only (ratio 0), a compressed-sparse compressor with its
+    lightning indexer (ratio 4) or a heavily compressed one (ratio 128); hyper-connections of ``hc_mult``
+    streams around attention and MoE; MoE in every layer (hash-routed in the first ``num_hash_layers``).
+
+    The cache is read by kvplan's generic rules; this class counts the weights (transformers DeepseekV4).
+    """
+
+    model_types = ()
+    weight_types = ("deepseek_v4",)
+    _RATIO_NAMES = {"sliding_attention": 0, "compressed_sparse_attention": 4, "heavily_compressed_attention": 128}
+
+    def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
+        hidden = hidden_of(r)
+        layers = r.first_of("num_hidden_layers", ("num_hidden_layers",))
+        heads = r.first_of("num_attention_heads", ("num_attention_heads",))
+        head_dim = r.first_of("head_dim", ("head_dim",))
+        q_rank = r.first_of("q_lora_rank", ("q_lora_rank",))
+        o_rank = r.first_of("o_lora_rank", ("o_lora_rank",))
+        o_groups = r.first_of("o_groups", ("o_groups",))
+        ratios = self._ratios(r, layers)
+        n_csa, n_hca = ratios.count(4), ratios.count(128)
+        index_dim = r.first_of("index_head_dim", ("index_head_dim",))
+        index_heads = r.first_of("index_n_heads", ("index_n_heads",))
+        q = heads * head_dim
+        attention = [Matrix(in_features=hidden, out_features=q_rank, count=layers),
+                     Matrix(in_features=q_rank, out_features=q, count=layers),
+                     Matrix(in_features=hidden, out_features=head_dim, count=layers),  # the shared K/V head
+                     Matrix(in_features=q // o_groups, out_features=o_rank, count=o_groups * layers),  # o_a, grouped
+                     Matrix(in_features=o_groups * o_rank, out_features=hidden, count=layers),  # o_b
+                     # compressors: kv and gate projections (CSA at twice the width), the CSA indexer's own
+                     Matrix(in_features=hidden, out_features=2 * head_dim, count=2 * n_csa),
+                     Matrix(in_features=hidden, out_features=head_dim, count=2 * n_hca),
+                     Matrix(in_features=hidden, out_features=2 * index_dim, count=2 * n_csa),
+                     Matrix(in_features=q_rank, out_features=index_heads * index_dim, count=n_csa),
+                     Matrix(in_features=hidden, out_features=index_heads, count=n_csa)]
+        # q_a/kv norms, sinks; compressor position biases and norms
+        other = (q_rank + head_dim + heads) * layers + n_csa * (4 * 2 * head_dim + head_dim) \
+            + n_hca * (128 * head_dim + head_dim) + n_csa * (4 * 2 * index_dim + index_dim)
+        parts = embeddings(r, hidden)
+        parts.append(WeightPart(name="attention", matrices=tuple(attention), other_parameters=other))
+        streams = r.first_of("hc_mult", ("hc_mult",))
+        mix = (2 + streams) * streams
+        parts.append(WeightPart(name="hyper_connections", matrices=(
+            Matrix(in_features=streams * hidden, out_features=mix, count=2 * layers),
+            Matrix(in_features=streams * hidden, out_features=streams)),
+            other_parameters=(mix + 3) * 2 * layers + streams + 1, tp_sharded=False))
+        top_k = r.optional("num_experts_per_tok", ("num_experts_per_tok",))
+        experts = r.first_of("num_experts", ("n_routed_experts",))
+        size = r.first_of("moe_intermediate_size", ("moe_intermediate_size",))
+        shared = r.first_of("n_shared_experts", ("n_shared_experts",), kind="count")
+        hashed = min(layers, r.first_of("num_hash_layers", ("num_hash_layers",), kind="count"))
+        parts += experts_parts(hidden, size, experts, layers, shared_size=shared * size or None)
+        # the top-k routers' correction bias; the hash routers' token -> experts table
+        parts.append(WeightPart(name="router_tables", other_parameters=experts * (layers - hashed)
+                                + vocab_of(r) * (top_k or 0) * hashed, tp_sharded=False))
+        parts.append(WeightPart(name="norms", other_parameters=(2 * layers + 1) * hidden, tp_sharded=False))
+        r.note(f"DeepSeek-V4: {n_csa} compressed-sparse, {n_hca} heavily compressed and "
+               f"{layers - n_csa - n_hca} sliding-only attention layers; {experts} experts per layer, all resident")
+        note_mtp(r, self.MTP_KEY)
+        return count_of(parts, experts, top_k, {"hidden_size": hidden, "mlp_width": (top_k or 1) * size + shared * size,
+                                                "qkv_width": q + head_dim, "vocab_size": vocab_of(r)})
+
+    def _ratios(self, r: ConfigReader, layers: int) -> list[int]:
+        """Each layer's compression ratio: the Hub's ``compress_ratios`` (its entries past the layers are the
+        MTP layers') or transformers' ``layer_types`` names."""
+        value = r.raw("compress_ratios")
+        if isinstance(value, list) and len(value) >= layers and set(value[:layers]) <= {0, 4, 128}:
+            return list(value[:layers])
+        types = r.first_of("layer_types", ("layer_types",), kind="list")
+        if len(types) < layers or not set(types[:layers]) <= set(self._RATIO_NAMES):
+            raise ConfigError(f"{r.source_name}: {r.prefix}layer_types does not give one DeepSeek-V4 attention type "
+                              f"per layer", f"use {', '.join(self._RATIO_NAMES)}, or compress_ratios of 0, 4 or 128")
+        return [self._RATIO_NAMES[t] for t in types[:layers]]
+
+
+PARSERS: tuple[type[ArchParser], ...] = (DeepseekParser, DeepseekMoeParser, DeepseekV4Parser)

@@ -1,0 +1,42 @@
+"""LG EXAONE: EXAONE 3.x (``exaone``, read with the Llama rules in llama.py) and EXAONE 4.0 (``exaone4``),
+which interleaves sliding and global layers."""
+
+from __future__ import annotations
+
+from kvplan.errors import ConfigError
+from kvplan.models.base import FULL, SLIDING, ArchParser, ConfigReader
+
+
+class Exaone4Parser(ArchParser):
+    """EXAONE 4.0: ``layer_types`` when present, else ``sliding_window_pattern`` (default 4: 3 local, 1 global).
+
+    Exaone4Config builds ``layer_types`` from an integer pattern: layer i is global when
+    (i + 1) % pattern == 0; a null ``sliding_window`` means no local layers. A string pattern
+    ("LLLG") is documented there but not expanded by its code, so kvplan asks for ``layer_types``.
+    """
+
+    family = "exaone4"
+    model_types = ("exaone4",)
+    #: Exaone4Config defaults.
+    defaults = {
+        "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
+        "max_position_embeddings": 2048, "sliding_window": 4096, "sliding_window_pattern": 4,
+    }
+
+    def pattern_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
+        if "sliding_window" in r.config and r.config["sliding_window"] is None:
+            r.note("sliding_window is null: every layer is full attention")
+            return [FULL] * num_layers
+        if isinstance(r.raw("sliding_window_pattern"), str):
+            raise ConfigError(
+                f"{r.source_name}: sliding_window_pattern is the string {r.raw('sliding_window_pattern')!r} and the "
+                "config has no layer_types",
+                'add layer_types (one "sliding_attention" or "full_attention" per layer) or an integer '
+                "sliding_window_pattern",
+            )
+        period = r.first_of("sliding_window_pattern", ["sliding_window_pattern"])
+        r.note(f"layer i is global when (i + 1) % {period} == 0, else sliding ({period - 1} local : 1 global)")
+        return [SLIDING if (i + 1) % period else FULL for i in range(num_layers)]
+
+
+PARSERS: tuple[type[ArchParser], ...] = (Exaone4Parser,)

@@ -1,0 +1,71 @@
+"""IBM Granite: Granite 3 dense and MoE (``granite``, ``granitemoe``, read by the Llama rules) and the
+Granite 4.0 hybrid (``granitemoehybrid``): Mamba-2 and attention layers, MoE or dense MLPs."""
+
+from __future__ import annotations
+
+from kvplan.errors import ConfigError
+from kvplan.models.base import FULL, STATE, ArchParser, ConfigReader
+from kvplan.models.mamba import MAMBA2_DEFAULTS, Mamba2Keys, hybrid_weights, read_mamba2_state
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, experts_parts, hidden_of, vocab_of
+from kvplan.specs import StateSpec
+
+
+class GraniteMoeHybridParser(ArchParser):
+    """IBM Granite 4.0 hybrid: ``layer_types`` of "mamba" (Mamba-2) and "attention"; all Mamba when absent."""
+
+    family = "granitemoehybrid"
+    model_types = ("granitemoehybrid",)
+    defaults = {
+        "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "max_position_embeddings": 2048,
+        **MAMBA2_DEFAULTS,
+        "vocab_size": 32000, "intermediate_size": 11008, "tie_word_embeddings": False, "num_local_experts": 8,
+        "shared_intermediate_size": 1024,
+    }
+    weight_types = ("granitemoehybrid",)
+    MAMBA = Mamba2Keys()
+    _NAMES = frozenset({"mamba", "attention"})
+
+    def layer_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
+        for key in ("layer_types", "layers_block_type"):
+            if r.has(key):
+                types = r.check(key, r.raw(key), "list")
+                unknown = [name for name in types if name not in self._NAMES]
+                if unknown:
+                    raise ConfigError(
+                        f"{r.source_name}: unknown layer type {unknown[0]!r} in {r.prefix}{key}",
+                        'granitemoehybrid layers are "mamba" or "attention"',
+                    )
+                return self.kinds_from_layer_types(r, types, num_layers, key=key)
+        r.note("layer_types is not in the config: the granitemoehybrid default makes every layer a Mamba-2 layer")
+        return [STATE] * num_layers
+
+    def state_spec(self, r: ConfigReader, index: int) -> StateSpec:
+        return read_mamba2_state(r, self.MAMBA, self.HIDDEN)
+
+    def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
+        """Each layer: a Mamba-2 mixer (gated RMSNorm) or GQA attention; then ``num_local_experts`` experts of
+        ``intermediate_size`` and a router (none when 0: Granite-4.0-H-Micro) beside a shared gated MLP of
+        ``shared_intermediate_size``; two RMSNorms."""
+        layers = self.num_layers(r)
+        n_attn = self.layer_kinds(r, layers).count(FULL)
+        parts, width = hybrid_weights(r, self, self.MAMBA, n_mamba=layers - n_attn, n_attn=n_attn, gated_norm=True,
+                                      mlp_layers=0)
+        hidden = hidden_of(r)
+        experts = r.first_of("num_experts", ("num_local_experts",), kind="count")
+        top_k = r.optional("num_experts_per_tok", ("num_experts_per_tok",)) if experts else None
+        shared = r.first_of("shared_intermediate_size", ("shared_intermediate_size",))
+        parts.append(WeightPart(name="mlp", matrices=(Matrix(in_features=hidden, out_features=shared, count=2 * layers),
+                                                      Matrix(in_features=shared, out_features=hidden, count=layers))))
+        width_mlp = shared
+        if experts:
+            size = r.first_of("intermediate_size", ("intermediate_size",))
+            parts += experts_parts(hidden, size, experts, layers)
+            width_mlp += (top_k or 1) * size
+        parts.append(WeightPart(name="norms", other_parameters=(2 * layers + 1) * hidden, tp_sharded=False))
+        r.note(f"Granite 4.0 hybrid: {layers - n_attn} Mamba-2 and {n_attn} attention layers; "
+               + (f"{experts} experts per layer, all resident, beside a shared MLP" if experts else "a dense shared MLP"))
+        return count_of(parts, experts or None, top_k, {"hidden_size": hidden, "mlp_width": width_mlp,
+                                                        "qkv_width": width, "vocab_size": vocab_of(r)})
+
+
+PARSERS: tuple[type[ArchParser], ...] = (GraniteMoeHybridParser,)

@@ -1,0 +1,118 @@
+"""Moonshot Kimi Linear: Kimi Delta Attention layers and MLA full-attention layers.
+
+Kimi K2 / K2.5 are DeepSeek-V3's architecture and are read by deepseek.py.
+"""
+
+from __future__ import annotations
+
+from kvplan.errors import ConfigError
+from kvplan.models.base import FULL, STATE, ArchParser, ConfigReader
+from kvplan.models.deepseek import mla_weights
+from kvplan.models.tensors import (
+    Matrix,
+    WeightCount,
+    WeightPart,
+    count_of,
+    embeddings,
+    experts_parts,
+    hidden_of,
+    vocab_of,
+)
+from kvplan.specs import StateSpec
+
+
+class KimiLinearParser(ArchParser):
+    """Kimi Linear: Kimi Delta Attention (KDA) layers and MLA full-attention layers.
+
+    ``linear_attn_config.kda_layers`` lists the KDA layers **1-based** (KimiLinearConfig.is_kda_layer:
+    ``layer_idx + 1 in kda_layers``); the others are full attention, MLA when ``kv_lora_rank`` is set.
+    A KDA layer keeps short-convolution states for q, k and v, ``(conv - 1, num_heads * head_dim)`` each,
+    and a ``(num_heads, head_dim, head_dim)`` recurrent state that vLLM keeps in float32
+    (``kda_state_shape`` / ``kda_state_dtype``).
+    """
+
+    family = "kimi_linear"
+    model_types = ("kimi_linear",)
+    #: KimiLinearConfig defaults of the keys weight counting reads.
+    defaults_by_type = {"kimi_linear": {"tie_word_embeddings": False, "num_experts": 256, "moe_intermediate_size": 1024,
+                                        "num_shared_experts": 1, "first_k_dense_replace": 1, "intermediate_size": 9216}}
+    weight_types = ("kimi_linear",)
+    _KDA = "linear_attn_config.kda_layers"
+
+    def layer_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
+        kda = r.first_of("kda_layers", [self._KDA], kind="list")
+        bad = [i for i in kda if isinstance(i, bool) or not isinstance(i, int) or not 1 <= i <= num_layers]
+        if bad:
+            raise ConfigError(
+                f"{r.source_name}: {r.prefix}{self._KDA} holds {bad[0]!r}, not a 1-based layer number in 1..{num_layers}",
+                "kda_layers numbers layers from 1 (KimiLinearConfig.is_kda_layer)",
+            )
+        r.record("layer_types", f"KDA at 1-based {sorted(set(kda))}", r.where(self._KDA))
+        r.note(f"{self._KDA} is 1-based: layer i is KDA when i + 1 is listed; the others are full attention")
+        return [STATE if i + 1 in kda else FULL for i in range(num_layers)]
+
+    def state_spec(self, r: ConfigReader, index: int) -> StateSpec:
+        heads = r.first_of("kda_num_heads", ["linear_attn_config.num_heads"])
+        head_dim = r.first_of("kda_head_dim", ["linear_attn_config.head_dim"])
+        conv = r.first_of("kda_conv_kernel", ["linear_attn_config.short_conv_kernel_size"])
+        if conv < 2:
+            raise ConfigError(
+                f"{r.source_name}: {r.prefix}linear_attn_config.short_conv_kernel_size must be at least 2, got {conv}",
+                "fix the config",
+            )
+        return StateSpec(
+            mixer="kda",
+            shapes=(("conv", (conv - 1, 3 * heads * head_dim)), ("ssm", (heads, head_dim, head_dim))),
+            fp32_tensors=("ssm",),
+        )
+
+    def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
+        """KDA layers: q/k/v, their short convolutions, the forget gate (f_a/f_b, A_log, dt_bias), the beta
+        projection, the output gate (g_a/g_b) and norm, o_proj. Full layers: MLA (deepseek.py's layout).
+        MLP: dense for the first ``first_k_dense_replace`` layers, then routed + shared experts with a
+        router correction bias (transformers KimiLinear)."""
+        hidden = hidden_of(r)
+        layers = self.num_layers(r)
+        n_kda = self.layer_kinds(r, layers).count(STATE)
+        n_full = layers - n_kda
+        heads = r.first_of("kda_num_heads", ["linear_attn_config.num_heads"])
+        head_dim = r.first_of("kda_head_dim", ["linear_attn_config.head_dim"])
+        conv = r.first_of("kda_conv_kernel", ["linear_attn_config.short_conv_kernel_size"])
+        inner = heads * head_dim
+        attention = [Matrix(in_features=hidden, out_features=inner, count=3 * n_kda),  # q, k, v
+                     Matrix(in_features=hidden, out_features=head_dim, count=2 * n_kda),  # f_a, g_a
+                     Matrix(in_features=head_dim, out_features=inner, count=2 * n_kda),  # f_b, g_b
+                     Matrix(in_features=hidden, out_features=heads, count=n_kda),  # b_proj
+                     Matrix(in_features=inner, out_features=hidden, count=n_kda)]  # o_proj
+        other = (3 * inner * conv + heads + inner + head_dim) * n_kda  # convs, A_log, dt_bias, o_norm
+        width = 3 * inner
+        if n_full:
+            mla, mla_other, mla_width = mla_weights(r, hidden, n_full, r.first_of("num_attention_heads", self.HEADS))
+            attention += mla
+            other += mla_other
+            width = max(width, mla_width)
+        parts = embeddings(r, hidden)
+        parts.append(WeightPart(name="attention", matrices=tuple(attention), other_parameters=other))
+        top_k = r.optional("num_experts_per_tok", ("num_experts_per_token", "num_experts_per_tok"))
+        first_dense = r.first_of("first_k_dense_replace", ("first_k_dense_replace",), kind="count")
+        n_moe = max(0, layers - first_dense)
+        experts = r.first_of("num_experts", ("num_experts", "n_routed_experts"))
+        size = r.first_of("moe_intermediate_size", ("moe_intermediate_size",))
+        shared = r.first_of("num_shared_experts", ("num_shared_experts", "n_shared_experts"), kind="count")
+        mlp_width = (top_k or 1) * size + shared * size
+        if first_dense:
+            dense = r.first_of("intermediate_size", ("intermediate_size",))
+            parts.append(WeightPart(name="mlp", matrices=(
+                Matrix(in_features=hidden, out_features=dense, count=2 * first_dense),
+                Matrix(in_features=dense, out_features=hidden, count=first_dense))))
+            mlp_width = max(mlp_width, dense)
+        if n_moe:
+            parts += experts_parts(hidden, size, experts, n_moe, shared_size=shared * size or None, router_bias=True)
+        parts.append(WeightPart(name="norms", other_parameters=(2 * layers + 1) * hidden, tp_sharded=False))
+        r.note(f"Kimi Linear: {n_kda} KDA and {n_full} MLA layers; {experts} experts in {n_moe} of {layers} layers, "
+               "all resident")
+        return count_of(parts, experts if n_moe else None, top_k if n_moe else None,
+                        {"hidden_size": hidden, "mlp_width": mlp_width, "qkv_width": width, "vocab_size": vocab_of(r)})
+
+
+PARSERS: tuple[type[ArchParser], ...] = (KimiLinearParser,)

@@ -1,0 +1,229 @@
+"""Llama (1-3.x), Llama 4 and Llama 3.2 Vision (mllama); and the many families that keep Llama's
+per-layer layout.
+
+Defaults are the architectures' own (their transformers config classes), used only for keys a
+sparse config omits, and always noted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from kvplan.errors import ConfigError
+from kvplan.models.base import CHUNKED, FULL, ArchParser, ConfigReader, layer_indices
+from kvplan.models.decoder import DecoderParser, MoeLayout
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, gqa_attention, hidden_of, tied, vocab_of
+from kvplan.specs import LayerSpec
+
+
+# NOTE: Llama and the families that keep its layout: every layer caches K and V of GQA heads. The cache
+# rule answers for every type listed; a type whose weights differ from Llama's is counted in its own
+# family's module (deepseek.py: ``deepseek``; glm.py: ``glm4_moe``; minimax.py: ``minimax_m2``...).
+class LlamaParser(DecoderParser):
+
+    family = "llama"
+    model_types = ("llama", "internlm2", "internlm3", "baichuan", "stablelm", "olmo", "olmo2", "olmo3",
+                   "cohere", "glm", "glm4", "glm4_moe", "granite", "granitemoe", "exaone", "deepseek",
+                   "yi", "aquila", "mistral_nemo", "arcee", "smollm3", "ernie4_5", "ernie4_5_moe",
+                   "hunyuan_v1_dense", "hunyuan_v1_moe", "hunyuan", "seed_oss", "apertus", "minimax_m2", "dbrx_text", "nemotron",
+                   "olmoe", "arctic", "glm4_moe_lite", "ministral3", "phi3small", "granite_moe",
+                   "persimmon", "qwen", "orion", "xverse")
+    #: LlamaConfig's defaults; of the other members, only what weight counting needs.
+    defaults_by_type: ClassVar[Mapping[str, Mapping[str, Any]]] = {
+        "llama": {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+                  "max_position_embeddings": 2048, "intermediate_size": 11008, "vocab_size": 32000,
+                  "tie_word_embeddings": False},
+        "internlm2": {"tie_word_embeddings": False}, "baichuan": {"tie_word_embeddings": False},
+        "stablelm": {"tie_word_embeddings": False}, "cohere": {"tie_word_embeddings": True},
+        "granite": {"tie_word_embeddings": False}, "olmo2": {"tie_word_embeddings": False},
+    }
+    weight_types = ("llama", "internlm2", "internlm3", "baichuan", "cohere", "stablelm", "granite", "granitemoe",
+                    "olmo", "olmo2", "exaone", "yi", "mistral_nemo", "smollm3")
+
+
+class Llama4Parser(DecoderParser):
+    """Llama 4: RoPE layers use chunked local attention (chunk ``attention_chunk_size``), NoPE layers are global."""
+
+    family = "llama4"
+    model_types = ("llama4_text", "llama4")
+    defaults = {
+        "hidden_size": 5120, "num_hidden_layers": 48, "num_attention_heads": 40, "num_key_value_heads": 8,
+        "head_dim": 128, "max_position_embeddings": 4096 * 32, "no_rope_layer_interval": 4,
+    }
+    defaults_by_type = {"llama4_text": {"tie_word_embeddings": False}}
+    weight_types = ("llama4_text",)
+
+    def pattern_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
+        if not r.has("attention_chunk_size"):
+            r.note("attention_chunk_size is not set: every layer is full attention")
+            return [FULL] * num_layers
+        if r.has("no_rope_layers"):
+            flags = r.check("no_rope_layers", r.raw("no_rope_layers"), "list")
+            if len(flags) != num_layers:
+                raise ConfigError(
+                    f"{r.source_name}: no_rope_layers has {len(flags)} entries for {num_layers} layers",
+                    "make no_rope_layers one 0/1 entry per layer",
+                )
+            r.record("layer_types", "no_rope_layers", r.where("no_rope_layers"))
+            r.note("layers with no_rope_layers[i] = 1 (RoPE) use chunked attention; NoPE layers are global")
+        else:
+            interval = r.first_of("no_rope_layer_interval", ["no_rope_layer_interval"])
+            flags = [int((i + 1) % interval != 0) for i in range(num_layers)]
+            r.note(f"layer i is global (NoPE) when (i + 1) % {interval} == 0, else chunked local attention")
+        return [CHUNKED if flag else FULL for flag in flags]
+
+    def moe_layout(self, r: ConfigReader, model_type: str, layers: int, intermediate: int, top_k: int | None) -> MoeLayout:
+        """MoE every ``interleave_moe_layer_step`` layers (or at ``moe_layers``), one shared expert of the same size."""
+        experts = r.first_of("num_experts", ("num_local_experts",))
+        step = r.optional("interleave_moe_layer_step", ("interleave_moe_layer_step",)) or 1
+        moe_list = r.raw("moe_layers")
+        moe = list(moe_list) if isinstance(moe_list, list) else [i for i in range(layers) if (i + 1) % step == 0]
+        return MoeLayout(layers=moe, experts=experts, top_k=top_k, expert_size=intermediate, shared_size=intermediate)
+
+    def dense_mlp_size(self, r: ConfigReader, model_type: str, intermediate: int) -> int:
+        return r.first_of("intermediate_size_mlp", ("intermediate_size_mlp",))
+
+
+class MllamaParser(ArchParser):
+    """Llama 3.2 Vision: self-attention layers plus cross-attention layers over the image tokens.
+
+    One image is ``max_num_tiles`` tiles of ``(image_size // patch_size)^2`` patches plus a class
+    token each (transformers ``MllamaVisionModel.num_patches``; vLLM's largest encoder input for one
+    image): 4 x (40^2 + 1) = 6404 tokens for the released models.
+    """
+
+    family = "mllama"
+    model_types = ("mllama_text_model", "mllama")
+    #: MllamaTextConfig defaults.
+    defaults = {
+        "hidden_size": 4096, "num_hidden_layers": 40, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "max_position_embeddings": 131072, "cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38],
+        "vocab_size": 128256, "intermediate_size": 14336, "tie_word_embeddings": False,
+    }
+    weight_types = ("mllama_text_model",)
+    #: MllamaVisionConfig defaults.
+    VISION_DEFAULTS: Mapping[str, Any] = {"image_size": 448, "patch_size": 14, "max_num_tiles": 4}
+    #: MllamaVisionConfig defaults of the keys weight counting reads.
+    VISION_WEIGHT_DEFAULTS: Mapping[str, Any] = {
+        "hidden_size": 1280, "num_hidden_layers": 32, "num_global_layers": 8, "intermediate_size": 5120,
+        "vision_output_dim": 7680, "num_channels": 3, **VISION_DEFAULTS,
+    }
+
+    def build_layers(self, r: ConfigReader) -> list[LayerSpec]:
+        num_layers = self.num_layers(r)
+        cross = self.cross_layers(r, num_layers)
+        dims = self.attention_dims(r)
+        self_attn, cross_attn = self.full_spec(dims), self.cross_spec(dims)
+        r.note(
+            f"layers {sorted(cross)} cross-attend to the image tokens (K/V fixed by the image, per image); "
+            "the others are self-attention"
+        )
+        return [cross_attn if i in cross else self_attn for i in range(num_layers)]
+
+    def cross_layers(self, r: ConfigReader, num_layers: int) -> frozenset[int]:
+        key = "cross_attention_layers"
+        if r.has(key):
+            value = r.raw(key)
+            source = r.where(key)
+        else:
+            value = self.defaults[key]
+            source = f"default of {r.defaults_name}: {key}"
+            r.note(f"{r.prefix}{key} is not in the config; using the {r.defaults_name} architecture default {value}")
+        indices = layer_indices(r, key, value, num_layers)
+        r.record("cross_attention_layers", sorted(indices), source)
+        return indices
+
+    def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
+        """Self-attention and cross-attention layers (the latter with q/k norms and two tanh gates), a SwiGLU
+        MLP and two RMSNorms in each; the embedding has 8 extra rows for the image tokens."""
+        hidden = hidden_of(r)
+        layers = self.num_layers(r)
+        n_cross = len(self.cross_layers(r, layers))
+        heads = r.first_of("num_attention_heads", self.HEADS)
+        kv_heads = self.kv_heads(r, heads)
+        head_dim = self.head_dim(r, heads)
+        vocab = vocab_of(r)
+        parts = [WeightPart(name="embed_tokens", matrices=(Matrix(in_features=hidden, out_features=vocab + 8),))]
+        if not tied(r):
+            parts.append(WeightPart(name="lm_head", matrices=(Matrix(in_features=hidden, out_features=vocab),)))
+        parts.append(WeightPart(name="attention", matrices=tuple(gqa_attention(hidden, heads, kv_heads, head_dim, layers)),
+                                other_parameters=(2 * head_dim + 2) * n_cross))
+        inner = r.first_of("intermediate_size", ("intermediate_size",))
+        parts.append(WeightPart(name="mlp", matrices=(Matrix(in_features=hidden, out_features=inner, count=2 * layers),
+                                                      Matrix(in_features=inner, out_features=hidden, count=layers))))
+        parts.append(WeightPart(name="norms", other_parameters=(2 * layers + 1) * hidden, tp_sharded=False))
+        return count_of(parts, None, None, {"hidden_size": hidden, "mlp_width": inner,
+                                            "qkv_width": (heads + 2 * kv_heads) * head_dim, "vocab_size": vocab})
+
+    def vision_weights(self, outer: Mapping[str, Any], r: ConfigReader, text_hidden: int) -> list[WeightPart] | None:
+        """MllamaVisionModel: a patch convolution, a class embedding, gated position and per-tile embeddings,
+        ``num_hidden_layers`` local and ``num_global_layers`` gated global ViT layers, and the projector of the
+        concatenated intermediate features (``vision_output_dim``) into the text model."""
+        v = ConfigReader(outer["vision_config"], source_name=r.source_name, prefix="vision_config.",
+                         defaults=self.VISION_WEIGHT_DEFAULTS, defaults_name="mllama_vision_model")
+        hidden = v.first_of("hidden_size", ("hidden_size",))
+        local = v.first_of("num_hidden_layers", ("num_hidden_layers",))
+        global_ = v.first_of("num_global_layers", ("num_global_layers",))
+        inner = v.first_of("intermediate_size", ("intermediate_size",))
+        channels = v.first_of("num_channels", ("num_channels",))
+        patch = v.first_of("patch_size", ("patch_size",))
+        tiles = v.first_of("max_num_tiles", ("max_num_tiles",))
+        patches = (v.first_of("image_size", ("image_size",)) // patch) ** 2 + 1
+        ratios = v.raw("supported_aspect_ratios")
+        # aspect-ratio ids: every (w, h) tiling with w * h <= max_num_tiles, plus the padding id 0
+        n_ratios = (len(ratios) if isinstance(ratios, list)
+                    else sum(1 for w in range(1, tiles + 1) for h in range(1, tiles + 1) if w * h <= tiles)) + 1
+        layers = local + global_
+        tower = WeightPart(
+            name="vision_tower", vision=True,
+            matrices=(Matrix(in_features=channels * patch * patch, out_features=hidden),
+                      Matrix(in_features=hidden, out_features=hidden, count=4 * layers),
+                      Matrix(in_features=hidden, out_features=inner, count=layers),
+                      Matrix(in_features=inner, out_features=hidden, count=layers)),
+            # class embedding, positions + gate, per-tile positions, pre/post tile embeddings + gates, two
+            # LayerNorms around the stack; per layer MLP biases and two LayerNorms; two gates per global layer
+            other_parameters=hidden + patches * hidden + 1 + n_ratios * tiles * patches * hidden
+            + 2 * (n_ratios * tiles * hidden + 1) + 4 * hidden + (inner + hidden + 4 * hidden) * layers + 2 * global_,
+        )
+        out = v.first_of("vision_output_dim", ("vision_output_dim",))
+        projector = WeightPart(name="projector", vision=True,
+                               matrices=(Matrix(in_features=out, out_features=text_hidden),), other_parameters=text_hidden)
+        r.note(f"vision tower (Mllama ViT, {local} + {global_} global layers) reported separately as weights.vision_*")
+        return [tower, projector]
+
+    def encoder_len(self, r: ConfigReader) -> int | None:
+        vision = r.outer.get("vision_config")
+        if vision is not None and not isinstance(vision, Mapping):
+            raise ConfigError(f"{r.source_name}: vision_config must be an object", "fix the config")
+        vision = vision or {}
+        values: dict[str, int] = {}
+        for key, default in self.VISION_DEFAULTS.items():
+            raw = vision.get(key)
+            if raw is None:
+                values[key] = default
+                r.note(f"vision_config.{key} is not in the config; using the mllama_vision_model default {default}")
+                continue
+            if isinstance(raw, float) and raw.is_integer():
+                raw = int(raw)
+            if isinstance(raw, bool) or not isinstance(raw, int) or raw <= 0:
+                raise ConfigError(
+                    f"{r.source_name}: vision_config.{key} must be a positive integer, got {raw!r}",
+                    f"fix the config or pass --set vision_config.{key}=VALUE",
+                )
+            values[key] = raw
+        tiles, size, patch = values["max_num_tiles"], values["image_size"], values["patch_size"]
+        per_tile = (size // patch) ** 2 + 1
+        value = tiles * per_tile
+        r.record(
+            "encoder_len", value,
+            "derived: vision_config.max_num_tiles * ((image_size // patch_size)^2 + 1 class token)",
+        )
+        r.note(
+            f"cross-attention holds one image: {tiles} tiles x {per_tile} tokens ({size} // {patch} = {size // patch}; "
+            f"{size // patch}^2 patches + 1 class token) = {value}; pass --encoder-len {value} x N for N images"
+        )
+        return value
+
+
+PARSERS: tuple[type[ArchParser], ...] = (LlamaParser, Llama4Parser, MllamaParser)

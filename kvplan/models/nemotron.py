@@ -1,0 +1,180 @@
+"""NVIDIA Nemotron: Nemotron-H (Mamba-2, attention, MLP and MoE blocks by ``hybrid_override_pattern``) and the
+NAS-pruned Llama-3.x-Nemotron (DeciLM ``block_configs``). Nemotron-4 (``nemotron``) is read by the Llama rules."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from kvplan.errors import ConfigError
+from kvplan.models.base import FULL, NONE, STATE, ArchParser, ConfigReader
+from kvplan.models.mamba import mamba2_state
+from kvplan.models.tensors import (
+    Matrix,
+    WeightCount,
+    WeightPart,
+    count_of,
+    embeddings,
+    experts_parts,
+    gqa_attention,
+    hidden_of,
+    switch,
+    vocab_of,
+)
+from kvplan.specs import FullAttentionSpec, LayerSpec, NoCacheSpec, SlidingWindowSpec, StateSpec
+
+
+class NemotronHParser(ArchParser):
+    """Nemotron-H: ``hybrid_override_pattern`` with M = Mamba-2, * = attention, - = MLP, E = MoE."""
+
+    family = "nemotron_h"
+    model_types = ("nemotron_h",)
+    #: NemotronHConfig defaults of the keys weight counting reads.
+    defaults_by_type = {"nemotron_h": {"tie_word_embeddings": False, "use_conv_bias": True, "use_bias": False,
+                                       "mlp_bias": False, "attention_bias": False}}
+    weight_types = ("nemotron_h",)
+    HEAD_DIM = ("head_dim", "attention_head_dim")
+    _KINDS = {"M": STATE, "*": FULL, "-": NONE, "E": NONE}
+
+    def layer_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
+        pattern = r.first_of("hybrid_override_pattern", ["hybrid_override_pattern"], kind="str")
+        if len(pattern) != num_layers:
+            raise ConfigError(
+                f"{r.source_name}: hybrid_override_pattern has {len(pattern)} symbols for {num_layers} layers",
+                "make the pattern one symbol per layer",
+            )
+        unknown = sorted(set(pattern) - set(self._KINDS))
+        if unknown:
+            raise ConfigError(
+                f"{r.source_name}: unknown symbol(s) {''.join(unknown)!r} in hybrid_override_pattern",
+                "kvplan knows M (Mamba-2), * (attention), - (MLP) and E (MoE)",
+            )
+        return [self._KINDS[symbol] for symbol in pattern]
+
+    def state_spec(self, r: ConfigReader, index: int) -> StateSpec:
+        return mamba2_state(
+            r.first_of("mamba_num_heads", ["mamba_num_heads"]),
+            r.first_of("mamba_head_dim", ["mamba_head_dim"]),
+            r.first_of("n_groups", ["n_groups"]),
+            r.first_of("conv_kernel", ["conv_kernel"]),
+            r.first_of("ssm_state_size", ["ssm_state_size", "state_size"]),
+        )
+
+    def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
+        """Nemotron-H: one mixer per block from hybrid_override_pattern: M = Mamba-2, * = attention,
+        - = MLP (up/down, squared ReLU), E = MoE; each block has one RMSNorm."""
+        hidden = hidden_of(r)
+        layers = r.first_of("num_hidden_layers", ("num_hidden_layers",))
+        pattern = r.first_of("hybrid_override_pattern", ("hybrid_override_pattern",), kind="str")
+        if len(pattern) != layers or set(pattern) - set("M*-E"):
+            raise ConfigError(f"{r.source_name}: hybrid_override_pattern {pattern!r} does not describe {layers} layers",
+                              "use one of M, *, -, E per layer")
+        n_m, n_a, n_mlp, n_e = (pattern.count(s) for s in "M*-E")
+        heads = r.first_of("num_attention_heads", ("num_attention_heads",))
+        kv_heads = self.kv_heads(r, heads)
+        head_dim = self.head_dim(r, heads)
+        parts = embeddings(r, hidden)
+        attn_bias = (heads + 2 * kv_heads) * head_dim + hidden if switch(r, "attention_bias", False) else 0
+        parts.append(WeightPart(name="attention", matrices=tuple(gqa_attention(hidden, heads, kv_heads, head_dim, n_a)),
+                                other_parameters=attn_bias * n_a))
+        qkv_width = (heads + 2 * kv_heads) * head_dim
+        if n_m:
+            n_heads = r.first_of("mamba_num_heads", ("mamba_num_heads",))
+            d_head = r.first_of("mamba_head_dim", ("mamba_head_dim",))
+            groups = r.first_of("n_groups", ("n_groups",))
+            d_state = r.first_of("ssm_state_size", ("ssm_state_size", "state_size"))
+            conv = r.first_of("conv_kernel", ("conv_kernel",))
+            d_inner = n_heads * d_head
+            conv_dim = d_inner + 2 * groups * d_state
+            in_out = 2 * d_inner + 2 * groups * d_state + n_heads
+            vectors = conv_dim * conv + (conv_dim if switch(r, "use_conv_bias", True) else 0) + 3 * n_heads + d_inner
+            if switch(r, "use_bias", False):
+                vectors += in_out + hidden
+            parts.append(WeightPart(name="mamba", matrices=(
+                Matrix(in_features=hidden, out_features=in_out, count=n_m),
+                Matrix(in_features=d_inner, out_features=hidden, count=n_m)), other_parameters=vectors * n_m))
+            qkv_width = max(qkv_width, in_out)
+        intermediate = r.first_of("intermediate_size", ("intermediate_size",)) if n_mlp else 0
+        if n_mlp:
+            bias = (intermediate + hidden) * n_mlp if switch(r, "mlp_bias", False) else 0
+            parts.append(WeightPart(name="mlp", matrices=(
+                Matrix(in_features=hidden, out_features=intermediate, count=n_mlp),
+                Matrix(in_features=intermediate, out_features=hidden, count=n_mlp)), other_parameters=bias))
+        experts = top_k = None
+        width = intermediate
+        if n_e:
+            experts = r.first_of("num_experts", ("n_routed_experts", "num_experts"))
+            top_k = r.optional("num_experts_per_tok", ("num_experts_per_tok",))
+            size = r.first_of("moe_intermediate_size", ("moe_intermediate_size",))
+            shared = r.optional("moe_shared_expert_intermediate_size", ("moe_shared_expert_intermediate_size",))
+            parts += experts_parts(hidden, size, experts, n_e, gated=False, shared_size=shared, router_bias=True)
+            width = max(width, (top_k or 1) * size + (shared or 0))
+        parts.append(WeightPart(name="norms", other_parameters=(layers + 1) * hidden, tp_sharded=False))
+        r.note(f"Nemotron-H: {n_m} Mamba-2, {n_a} attention, {n_mlp} MLP and {n_e} MoE blocks")
+        return count_of(parts, experts, top_k, {"hidden_size": hidden, "mlp_width": width, "qkv_width": qkv_width,
+                                                "vocab_size": vocab_of(r)})
+
+
+class NemotronNasParser(ArchParser):
+    """Nemotron NAS / DeciLM (Llama-3.x-Nemotron-51B/49B/253B): one ``block_configs`` entry per layer.
+
+    A layer's attention is absent when ``attention.no_op`` or ``attention.replace_with_linear`` is true
+    (no cache); otherwise it has ``num_attention_heads // attention.n_heads_in_group`` KV heads
+    (vLLM ``nemotron_nas``; DeciLMConfig). ``num_key_value_heads`` is not used by these checkpoints.
+    """
+
+    family = "nemotron_nas"
+    model_types = ("nemotron-nas",)
+
+    def build_layers(self, r: ConfigReader) -> list[LayerSpec]:
+        num_layers = self.num_layers(r)
+        blocks = r.first_of("block_configs", ["block_configs"], kind="list")
+        if len(blocks) != num_layers:
+            raise ConfigError(
+                f"{r.source_name}: {r.prefix}block_configs has {len(blocks)} entries but the model has {num_layers} layers",
+                "make block_configs one entry per layer",
+            )
+        heads = r.first_of("num_attention_heads", self.HEADS)
+        head_size = self.head_dim(r, heads)
+        specs: list[LayerSpec] = []
+        for index, block in enumerate(blocks):
+            attention = block.get("attention") if isinstance(block, Mapping) else None
+            if not isinstance(attention, Mapping):
+                raise ConfigError(
+                    f"{r.source_name}: {r.prefix}block_configs[{index}].attention is missing",
+                    "each block_configs entry needs an attention object",
+                )
+            if attention.get("no_op") is True or attention.get("replace_with_linear") is True:
+                specs.append(NoCacheSpec(reason="attention is a no-op or a linear layer in this block"))
+                continue
+            key = f"block_configs[{index}].attention.n_heads_in_group"
+            group = attention.get("n_heads_in_group")
+            if isinstance(group, float) and group.is_integer():
+                group = int(group)
+            if isinstance(group, bool) or not isinstance(group, int) or group <= 0:
+                raise ConfigError(
+                    f"{r.source_name}: {r.prefix}{key} must be a positive integer, got {group!r}",
+                    "an attention block needs n_heads_in_group (or no_op / replace_with_linear true)",
+                )
+            if heads % group:
+                raise ConfigError(
+                    f"{r.source_name}: {heads} attention heads are not a multiple of {r.prefix}{key} = {group}",
+                    "check num_attention_heads and n_heads_in_group",
+                )
+            kv = heads // group
+            window = attention.get("window_length")
+            if isinstance(window, int) and not isinstance(window, bool) and window > 0:
+                specs.append(SlidingWindowSpec(num_kv_heads=kv, head_size=head_size, head_size_v=head_size,
+                                               sliding_window=window))
+            else:
+                specs.append(FullAttentionSpec(num_kv_heads=kv, head_size=head_size, head_size_v=head_size))
+        attn = [s for s in specs if not isinstance(s, NoCacheSpec)]
+        r.record("layer_types", f"{len(attn)} attention, {num_layers - len(attn)} without attention",
+                 r.where("block_configs"))
+        r.note(
+            "block_configs: KV heads per layer = num_attention_heads // attention.n_heads_in_group; "
+            f"{num_layers - len(attn)} layer(s) with attention no_op / replace_with_linear cache nothing"
+        )
+        return specs
+
+
+PARSERS: tuple[type[ArchParser], ...] = (NemotronHParser, NemotronNasParser)

@@ -1,0 +1,46 @@
+"""StepFun Step-3.7-Flash: GQA with per-head q/k norms and a head-wise output gate, sliding and full
+layers, fine-grained MoE with a shared expert after ``first_k_dense_replace`` dense layers.
+
+The cache is read by kvplan's generic rules (``layer_types`` / ``sliding_window``); this module counts
+the language model's weights (transformers Step3p7 text model).
+"""
+
+from __future__ import annotations
+
+from kvplan.models.base import ArchParser, ConfigReader
+from kvplan.models.decoder import DecoderLayout, DecoderParser, MoeLayout
+from kvplan.models.tensors import Matrix
+
+
+class Step3p7Parser(DecoderParser):
+    model_types = ()
+    #: Step3p7TextConfig defaults of the keys weight counting reads.
+    defaults_by_type = {"step3p7": {"tie_word_embeddings": False}}
+    weight_types = ("step3p7",)
+
+    def decoder_layout(self, model_type: str) -> DecoderLayout:
+        return DecoderLayout(qk_norm=True, router_bias=True)  # the router's correction bias (use_moe_router_bias)
+
+    def attention_weights(
+        self, r: ConfigReader, model_type: str, hidden: int, layers: int, heads: int
+    ) -> tuple[list[Matrix], int, int]:
+        attention, other, width = super().attention_weights(r, model_type, hidden, layers, heads)
+        attention.append(Matrix(in_features=hidden, out_features=heads, count=layers))  # g_proj: one gate per head
+        return attention, other, width
+
+    def moe_layout(self, r: ConfigReader, model_type: str, layers: int, intermediate: int, top_k: int | None) -> MoeLayout:
+        experts = r.first_of("num_experts", ("num_experts", "n_routed_experts", "moe_num_experts"))
+        size = r.first_of("moe_intermediate_size", ("moe_intermediate_size",))
+        enum = r.raw("moe_layers_enum")
+        if isinstance(enum, (str, list)):
+            items = enum.split(",") if isinstance(enum, str) else enum
+            moe = sorted({int(i) for i in items if str(i).strip()} & set(range(layers)))
+        else:
+            first_dense = r.first_of("first_k_dense_replace", ("first_k_dense_replace",), kind="count")
+            moe = list(range(first_dense, layers))
+        shared = r.first_of("n_shared_experts", ("n_shared_experts",), required=False, kind="count")
+        shared_size = shared * r.first_of("share_expert_dim", ("share_expert_dim",)) if shared else None
+        return MoeLayout(layers=moe, experts=experts, top_k=top_k, expert_size=size, shared_size=shared_size)
+
+
+PARSERS: tuple[type[ArchParser], ...] = (Step3p7Parser,)

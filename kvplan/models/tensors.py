@@ -1,0 +1,274 @@
+"""Weight tensors, generically: the matrices and vectors a family's layout is made of, the estimate
+they add up to, and the building blocks every family counts with (embeddings, GQA attention,
+experts). Family-free: what a given architecture holds is said in its own module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kvplan.units import cdiv
+
+if TYPE_CHECKING:
+    from kvplan.models.base import ConfigReader
+
+
+#: Roles whose matrices a weight-quantisation method converts (unless listed as not converted).
+QUANTISED_ROLES = frozenset({"attention", "mlp", "experts", "shared_experts"})
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Matrix:
+    """``count`` linear weight matrices of ``in_features`` x ``out_features``."""
+
+    in_features: int
+    out_features: int
+    count: int = 1
+
+    @property
+    def parameters(self) -> int:
+        return self.in_features * self.out_features * self.count
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WeightPart:
+    """A group of tensors that share a role (and so a storage format)."""
+
+    name: str
+    """``embed_tokens``, ``lm_head``, ``attention``, ``mlp``, ``experts``, ``shared_experts``,
+    ``router``, ``norms``, ``position_embeddings``, ``vision_tower``, ``projector``."""
+    matrices: tuple[Matrix, ...] = ()
+    other_parameters: int = 0
+    """Biases, norm weights, conv kernels and other vectors (stored in the checkpoint dtype)."""
+    tp_sharded: bool = True
+    """Split across tensor-parallel ranks (norms and routers are replicated)."""
+    vision: bool = False
+    bytes: int = 0
+    """Filled in by the storage layout."""
+    storage: str = ""
+
+    @property
+    def parameters(self) -> int:
+        return sum(m.parameters for m in self.matrices) + self.other_parameters
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Quantisation:
+    """How a checkpoint stores its quantised matrices."""
+
+    method: str
+    """``fp8``, ``awq``, ``gptq``, ``mxfp4``, ``bitsandbytes``, ``compressed-tensors``..."""
+    bits: int
+    group_size: int | None = None
+    """Values per scale along the input dimension (None: one scale per output row or tensor)."""
+    block: tuple[int, int] | None = None
+    """fp8 block scales: (out, in) block shape."""
+    scale_bytes: int = 2
+    zero_bits: int = 0
+    """Bits of zero point per group (AWQ/GPTQ store them packed at the weight's bit width)."""
+    g_idx: bool = False
+    """GPTQ stores an int32 group index per input feature."""
+    roles: frozenset[str] = QUANTISED_ROLES
+    not_converted: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        text = f"{self.method} {self.bits}-bit"
+        if self.block:
+            text += f", {self.block[0]}x{self.block[1]} block scales"
+        elif self.group_size:
+            text += f", group size {self.group_size}"
+        return text
+
+    def matrix_bytes(self, m: Matrix) -> int:
+        values = m.in_features * m.out_features
+        data = cdiv(values * self.bits, 8)
+        if self.block is not None:
+            scales = cdiv(m.out_features, self.block[0]) * cdiv(m.in_features, self.block[1]) * self.scale_bytes
+        elif self.group_size:
+            groups = cdiv(m.in_features, self.group_size) * m.out_features
+            scales = groups * self.scale_bytes + cdiv(groups * self.zero_bits, 8)
+        else:
+            scales = m.out_features * self.scale_bytes
+        extra = m.in_features * 4 if self.g_idx else 0
+        return (data + scales + extra) * m.count
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WeightsEstimate:
+    model_id: str
+    model_type: str
+    parts: tuple[WeightPart, ...]
+    dtype: str
+    """The plain dtype of unquantised tensors (``bfloat16``...)."""
+    dtype_bytes: int
+    quantisation: Quantisation | None
+    num_experts: int | None
+    experts_per_token: int | None
+    source: str
+    """``config`` (counted), ``safetensors`` (Hub metadata) or ``--weights-bytes``."""
+    hidden_size: int
+    """Shape figures for the activation estimate (0 when the weights were not counted)."""
+    mlp_width: int
+    """Per-token MLP width: intermediate size, or experts per token x expert size (+ shared)."""
+    qkv_width: int
+    vocab_size: int
+    bytes_override: int | None = None
+    """Exact total bytes (safetensors metadata or --weights-bytes) that replace the counted bytes."""
+    notes: tuple[str, ...] = ()
+
+    # ---- counts --------------------------------------------------------------------------------
+    @property
+    def counted(self) -> bool:
+        """Whether parameters were counted from the config (False: only bytes are known)."""
+        return any(p.parameters for p in self.parts)
+
+    @property
+    def parameters(self) -> int:
+        return sum(p.parameters for p in self.parts)
+
+    @property
+    def vision_parameters(self) -> int:
+        return sum(p.parameters for p in self.parts if p.vision)
+
+    @property
+    def language_parameters(self) -> int:
+        return self.parameters - self.vision_parameters
+
+    @property
+    def expert_parameters(self) -> int:
+        return sum(p.parameters for p in self.parts if p.name == "experts")
+
+    @property
+    def active_parameters(self) -> int:
+        """Parameters one token reads: everything but the experts it is not routed to."""
+        if not self.num_experts or not self.experts_per_token:
+            return self.parameters
+        unused = self.expert_parameters * (self.num_experts - self.experts_per_token) // self.num_experts
+        return self.parameters - unused
+
+    # ---- bytes ---------------------------------------------------------------------------------
+    @property
+    def counted_bytes(self) -> int:
+        return sum(p.bytes for p in self.parts)
+
+    @property
+    def bytes(self) -> int:
+        return self.bytes_override if self.bytes_override is not None else self.counted_bytes
+
+    @property
+    def vision_bytes(self) -> int:
+        return self._scaled(sum(p.bytes for p in self.parts if p.vision))
+
+    @property
+    def expert_bytes(self) -> int:
+        return self._scaled(sum(p.bytes for p in self.parts if p.name == "experts"))
+
+    def _scaled(self, counted: int) -> int:
+        """A part's share of the exact total when bytes come from outside the count."""
+        if self.bytes_override is None or not self.counted_bytes:
+            return counted
+        return counted * self.bytes_override // self.counted_bytes
+
+    def bytes_per_gpu(self, *, tp: int = 1, pp: int = 1) -> int:
+        """Bytes on the busiest GPU: TP splits matrices and embeddings, replicates norms and routers;
+        PP splits the whole model into ``pp`` equal stages (a planning approximation)."""
+        sharded = self._scaled(sum(p.bytes for p in self.parts if p.tp_sharded))
+        replicated = self.bytes - sharded
+        return cdiv(sharded, tp * pp) + cdiv(replicated, pp)
+
+    def read_bytes_per_step(self, *, batch: int, tp: int = 1, pp: int = 1) -> int:
+        """Weight bytes one decode step reads on one GPU: all but the experts no token is routed to.
+
+        A batch of B tokens touches at most min(E, B * k) of E experts per MoE layer (distinct
+        routing assumed, the most a step can read)."""
+        resident = self.bytes_per_gpu(tp=tp, pp=pp)
+        if not self.num_experts or not self.experts_per_token:
+            return resident
+        touched = min(self.num_experts, batch * self.experts_per_token)
+        experts_gpu = cdiv(self.expert_bytes, tp * pp)
+        return resident - experts_gpu + experts_gpu * touched // self.num_experts
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WeightCount:
+    """What a family's counter returns: the tensors, the expert routing, and the shape figures
+    the activation estimate reads."""
+
+    parts: list[WeightPart]
+    num_experts: int | None
+    experts_per_token: int | None
+    hidden_size: int
+    mlp_width: int
+    qkv_width: int
+    vocab_size: int
+
+
+def count_of(parts: list[WeightPart], experts: int | None, top_k: int | None, shape: dict[str, int]) -> WeightCount:
+    return WeightCount(parts=parts, num_experts=experts, experts_per_token=top_k, **shape)
+
+
+# ---- building blocks -----------------------------------------------------------------------
+def hidden_of(r: ConfigReader) -> int:
+    return r.first_of("hidden_size", ("hidden_size", "n_embd", "d_model", "dim"))
+
+
+def tied(r: ConfigReader) -> bool:
+    value = r.raw("tie_word_embeddings")
+    if isinstance(value, bool):
+        return value
+    if "tie_word_embeddings" in r.defaults:
+        tied = bool(r.defaults["tie_word_embeddings"])
+        r.note(f"tie_word_embeddings is not in the config; the {r.defaults_name} default is {str(tied).lower()}")
+        return tied
+    r.note("tie_word_embeddings is not in the config; transformers' default true (lm_head shares the embedding)")
+    return True
+
+
+def embeddings(r: ConfigReader, hidden: int, *, lm_head_bias: bool = False) -> list[WeightPart]:
+    vocab = vocab_of(r)
+    parts = [WeightPart(name="embed_tokens", matrices=(Matrix(in_features=hidden, out_features=vocab),))]
+    if not tied(r):
+        parts.append(
+            WeightPart(name="lm_head", matrices=(Matrix(in_features=hidden, out_features=vocab),),
+                       other_parameters=vocab if lm_head_bias else 0)
+        )
+    return parts
+
+
+def vocab_of(r: ConfigReader) -> int:
+    return r.first_of("vocab_size", ("vocab_size", "padded_vocab_size", "n_vocab"))
+
+
+def gqa_attention(hidden: int, heads: int, kv_heads: int, head_dim: int, layers: int, *,
+                  q_factor: int = 1) -> list[Matrix]:
+    """q (x q_factor for gated attention), k, v and o projections of ``layers`` attention layers."""
+    q, kv = heads * head_dim, kv_heads * head_dim
+    return [Matrix(in_features=hidden, out_features=q * q_factor, count=layers),
+            Matrix(in_features=hidden, out_features=kv, count=2 * layers),
+            Matrix(in_features=q, out_features=hidden, count=layers)]
+
+
+def experts_parts(hidden: int, expert_size: int, experts: int, n_moe: int, *, gated: bool = True,
+                  shared_size: int | None = None, shared_gate: bool = False, router_bias: bool = False) -> list[WeightPart]:
+    """Every expert resident (gated: gate/up/down; else up/down), optional shared expert, the router."""
+    per_expert = 2 if gated else 1
+    parts = [WeightPart(name="experts", matrices=(
+        Matrix(in_features=hidden, out_features=expert_size, count=per_expert * experts * n_moe),
+        Matrix(in_features=expert_size, out_features=hidden, count=experts * n_moe)))]
+    if shared_size:
+        parts.append(WeightPart(name="shared_experts", matrices=(
+            Matrix(in_features=hidden, out_features=shared_size, count=per_expert * n_moe),
+            Matrix(in_features=shared_size, out_features=hidden, count=n_moe)),
+            other_parameters=hidden * n_moe if shared_gate else 0))
+    parts.append(WeightPart(name="router", matrices=(Matrix(in_features=hidden, out_features=experts, count=n_moe),),
+                            other_parameters=experts * n_moe if router_bias else 0, tp_sharded=False))
+    return parts
+
+
+def switch(r: ConfigReader, key: str, default: bool) -> bool:
+    value = r.raw(key)
+    if isinstance(value, bool):
+        return value
+    default = bool(r.defaults.get(key, default))
+    r.note(f"{r.prefix}{key} is not in the config; the {r.defaults_name} default is {str(default).lower()}")
+    return default
