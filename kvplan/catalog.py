@@ -50,6 +50,9 @@ def models_report() -> dict[str, Any]:
                 "max_context_len": geometry.max_context_tokens,
                 "kv_dtype": est.kv_dtype.name,
                 "bytes_per_token": est.bytes_per_token,
+                "bytes_per_token_at_max_context": (
+                    round(est.bytes_per_sequence / geometry.max_context_tokens) if geometry.max_context_tokens else None
+                ),
                 "state_bytes_per_seq": est.state_bytes or None,
             }
         )

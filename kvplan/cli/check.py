@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli.options import Format, FormatOpt, OutputOpt, emit
+from kvplan.cli.options import Format, FormatOpt, OutputOpt, echo_wrapped, emit
 from kvplan.errors import EXIT_NOT_FIT
 
 EPILOG = (
@@ -46,6 +46,6 @@ def check(
     for row in report["scenarios"]:
         for gate in row["gates"]:
             if not gate["passed"]:
-                typer.echo(f"FAIL {row['name']}: {gate['message']}", err=True)
+                echo_wrapped(f"{row['name']}: {gate['message']}", prefix="FAIL ")
     if not report["passed"]:
         raise typer.Exit(EXIT_NOT_FIT)

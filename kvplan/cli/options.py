@@ -145,7 +145,17 @@ def emit(report: dict[str, Any], fmt: Format, output: Path | None, table: Any) -
 
         make_console().print(table)
         for line in notes_text(report):
-            typer.echo(f"note: {line}", err=True)
+            echo_wrapped(line, prefix="note: ")
+
+
+def echo_wrapped(text: str, *, prefix: str = "") -> None:
+    """``prefix + text`` on stderr, wrapped on word boundaries at the terminal width (COLUMNS, else 80)."""
+    import shutil
+    import textwrap
+
+    width = max(shutil.get_terminal_size((80, 24)).columns, 20)
+    typer.echo(textwrap.fill(prefix + text, width=width, subsequent_indent=" " * min(len(prefix), 8),
+                             break_long_words=False, break_on_hyphens=False), err=True)
 
 
 def lazy_table(name: str, report: dict[str, Any]) -> Any:
