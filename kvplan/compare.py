@@ -95,10 +95,16 @@ class Variant:
     qk_rope_head_dim: int | None = None
     window: int | None = None
     local_per_global: int | None = None
+    kv_dtype: str | None = None
+    """Set when one run compares several KV dtypes (--kv-dtype bf16,fp8): the name ends in ``@fp8``."""
 
     @property
     def name(self) -> str:
-        """The canonical spelling: ``gqa:8``, ``mla:512+64``, ``hybrid:1024:5``."""
+        """The canonical spelling: ``gqa:8``, ``mla:512+64``, ``hybrid:1024:5`` (``gqa:8@fp8`` with a dtype)."""
+        return self.layout_name + (f"@{self.kv_dtype}" if self.kv_dtype else "")
+
+    @property
+    def layout_name(self) -> str:
         if self.kind == "gqa":
             return f"gqa:{self.num_kv_heads}"
         if self.kind == "mla":
@@ -448,6 +454,10 @@ def compare(
     dep = deployment or Deployment()
     names = list(variants) or ([*DEFAULT_VARIANTS] if not base.from_model else ["model", *DEFAULT_VARIANTS])
     parsed = list({v.name: v for v in (parse_variant(name, base, tp=dep.tp) for name in names)}.values())
+    dtypes = list(dict.fromkeys(d.strip() for d in kv_dtype.split(",") if d.strip())) or ["auto"]
+    kv_dtype = dtypes[0]  # MHA, the reference of every ratio, at the first dtype
+    if len(dtypes) > 1:
+        parsed = [replace(v, kv_dtype=d) for v in parsed for d in dtypes]
     notes = [*base.notes]
     heads = base.num_attention_heads
     plain_gqa = default_gqa_kv_heads(heads, dep.tp)
@@ -477,9 +487,9 @@ def compare(
     notes.extend(mha.notes)
     sweep_lens = tuple(sorted(set(sweep_seq_lens)))
 
-    def sweep_of(geometry: ModelGeometry) -> tuple[tuple[int, int], ...]:
+    def sweep_of(geometry: ModelGeometry, dtype: str = kv_dtype) -> tuple[tuple[int, int], ...]:
         return tuple(
-            (length, estimate(geometry, batch=batch, seq_len=length, kv_dtype=kv_dtype, deployment=dep).kv_cache_bytes)
+            (length, estimate(geometry, batch=batch, seq_len=length, kv_dtype=dtype, deployment=dep).kv_cache_bytes)
             for length in sweep_lens
         )
 
@@ -487,7 +497,8 @@ def compare(
     for variant in parsed:
         geometry = variant_geometry(base, variant)
         try:
-            est = estimate(geometry, batch=batch, seq_len=resolved_len, kv_dtype=kv_dtype, deployment=dep)
+            est = estimate(geometry, batch=batch, seq_len=resolved_len, kv_dtype=variant.kv_dtype or kv_dtype,
+                           deployment=dep)
         except KvplanError as exc:  # name the variant: the user may not have typed it (plain gqa, the defaults)
             raise type(exc)(f"variant {variant.name}: {exc.message}", exc.hint) from None
         notes.extend(est.notes)
@@ -508,7 +519,7 @@ def compare(
                 description=describe(base, variant, geometry),
                 estimate=est,
                 ratio_to_mha=est.kv_cache_bytes / mha.kv_cache_bytes,
-                sweep=sweep_of(geometry),
+                sweep=sweep_of(geometry, variant.kv_dtype or kv_dtype),
             )
         )
     notes.extend([MEMORY_ONLY_NOTE, DECODE_NOTE])
@@ -576,6 +587,7 @@ def variant_dict(result: VariantResult, comparison: Comparison) -> dict[str, Any
         "window": _uniform([s.window for s in attention if s.window is not None]),
         "local_layers_per_global": variant.local_per_global,
         "num_attention_layers": len(attention),
+        "kv_dtype": est.kv_dtype.name,
         "bytes_per_token": est.bytes_per_token,
         "kv_cache_bytes": est.kv_cache_bytes,
         "kv_cache_bytes_per_gpu": result.kv_cache_bytes_per_gpu,

@@ -510,7 +510,7 @@ def compare_table(report: dict[str, Any]) -> Group:
             f"batch {inputs['batch']} × {seq_len:,} tokens, {inputs['kv_dtype']}; "
             + (f"engine {inputs['engine']}; " if inputs["engine"] != "ideal" else "")
             + (f"tp {inputs['tp']} × pp {inputs['pp']} (KV cache: all GPUs); " if per_gpu else "")
-            + f"MHA = {format_bytes(report['mha_kv_cache_bytes'])}"
+            + f"MHA ({inputs['kv_dtype']}) = {format_bytes(report['mha_kv_cache_bytes'])}"
             + (f"; bar: KV cache at {_tokens_short(seq_len)}" if sweep else "; read/step: KV bytes a decode step reads")
         ),
         Text("memory only: not model quality or measured speed", style="italic"),

@@ -392,6 +392,7 @@ def _compare_def(layer: Schema) -> Schema:
         "window": nullable(POS),
         "local_layers_per_global": nullable(POS),
         "num_attention_layers": NONNEG,
+        "kv_dtype": {**STR, "description": "this variant's KV dtype (they differ with --kv-dtype bf16,fp8)"},
         "bytes_per_token": NONNEG,
         "kv_cache_bytes": NONNEG,
         "kv_cache_bytes_per_gpu": {**NONNEG, "description": "on the most loaded GPU; equals kv_cache_bytes on one GPU"},
