@@ -544,7 +544,9 @@ def decode_read_bytes(est: Estimate) -> int:
 def plot_series(comparison: Comparison, *, num_points: int = 48) -> tuple[list[int], dict[str, list[int]]]:
     """Context lengths (log-spaced, windows included so their knees show) and KV bytes per variant, on
     the most loaded GPU (the whole cache on one GPU), so a --gpu-mem line compares like with like."""
-    top = max([comparison.seq_len, 128 * 1024, *comparison.sweep_seq_lens])
+    # NOTE: a model's lines stop at its maximum context (bare dims have none: up to 128k).
+    limit = comparison.base.geometry.max_context_tokens if comparison.base.from_model else None
+    top = max([comparison.seq_len, limit or 128 * 1024, *comparison.sweep_seq_lens])
     bottom = min([1024, *comparison.sweep_seq_lens, comparison.seq_len])
     lengths = {round(bottom * (top / bottom) ** (i / (num_points - 1))) for i in range(num_points)}
     lengths.update([*comparison.sweep_seq_lens, comparison.seq_len])  # the table's own points lie on the lines
@@ -553,7 +555,7 @@ def plot_series(comparison: Comparison, *, num_points: int = 48) -> tuple[list[i
         lengths.update(w for w in windows if isinstance(w, int) and bottom <= w <= top)
     xs = sorted(lengths)
     series = {
-        result.variant.name: [
+        plot_label(result): [
             estimate(result.estimate.geometry, batch=result.estimate.batch, seq_len=x,
                      kv_dtype=result.estimate.kv_dtype.name, deployment=result.estimate.deployment).kv_cache_bytes_per_gpu
             for x in xs
@@ -561,6 +563,16 @@ def plot_series(comparison: Comparison, *, num_points: int = 48) -> tuple[list[i
         for result in comparison.variants
     }
     return xs, series
+
+
+def plot_label(result: VariantResult) -> str:
+    """The variant's name, with its windows when the name does not say them (``model (window 4,096)``)."""
+    windows = sorted({w for spec in result.estimate.geometry.layers
+                      if isinstance(w := getattr(spec, "window", None), int)})
+    name = result.variant.name
+    if windows and not any(str(w) in name for w in windows):
+        name += f" (window {', '.join(f'{w:,}' for w in windows)})"
+    return name
 
 
 # ---- the report ----------------------------------------------------------------------------------
