@@ -344,3 +344,24 @@ def test_readme_job_fails_a_pull_request_that_grows_the_cache(tmp_path) -> None:
 def test_readme_job_passes_an_unchanged_plan(tmp_path) -> None:
     check, compare = _run_job(tmp_path, PLAN.format(batch=4), PLAN.format(batch=4))
     assert (check.returncode, compare.returncode) == (0, 0), compare.stdout + compare.stderr
+
+
+def test_plot_is_legible_in_a_readme(runner, tmp_path) -> None:
+    """1280 x 720 px, and with --model the line is the KV room after the weights, not the whole card."""
+    pytest.importorskip("matplotlib")
+    import struct
+
+    path = tmp_path / "kv.png"
+    result = runner.invoke(app, ["compare", "model", "mha", "gqa", "--model", "openai/gpt-oss-20b", "-s", "32k",
+                                 "--plot", str(path), "--gpu-mem", "80GiB"])
+    assert result.exit_code == 0, result.output
+    width, height = struct.unpack(">II", path.read_bytes()[16:24])  # the PNG IHDR chunk
+    assert (width, height) == (1280, 720)
+    from kvplan.api import load_geometry
+    from kvplan.compare import base_from_model, compare, plot_label, plot_series
+
+    geometry, _source = load_geometry("openai/gpt-oss-20b")
+    comparison = compare(base_from_model(geometry), ["model"], seq_len=32768)
+    xs, series = plot_series(comparison)
+    assert xs[-1] == geometry.max_context_tokens  # the x range stops at the model's maximum
+    assert plot_label(comparison.variants[0]) == "model (window 128)" and list(series) == ["model (window 128)"]
