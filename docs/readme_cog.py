@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 
-def run(*args: str, width: int = 100, stderr: bool = True) -> str:
+def run(*args: str, width: int = 80, stderr: bool = True) -> str:
     """The real output of `kvplan ARGS`, at a pinned terminal width, offline."""
     env = {**os.environ, "COLUMNS": str(width), "HF_HUB_OFFLINE": "1", "NO_COLOR": "1", "TERM": "dumb"}
     env.pop("FORCE_COLOR", None)
@@ -37,21 +37,30 @@ def models_table() -> str:
     from kvplan.catalog import models_report
     from kvplan.units import format_bytes
 
-    rows = ["| model (Hub id) | alias | layers | KV heads × head dim | max context | KV per token |", "|---|---|---|---|---|---|"]
+    rows = [
+        "| model (Hub id) | alias | layers | KV heads × head dim | max context | KV per token, full attention "
+        "| KV per token at max context |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for row in models_report()["models"]:
-        heads = "-" if row["num_kv_heads"] is None else f"{row['num_kv_heads']} × {row['head_dim']}"
+        heads = "-" if row["num_kv_heads"] is None else (
+            f"latent {row['head_dim']}" if "mla" in row["layers"] else f"{row['num_kv_heads']} × {row['head_dim']}"
+        )
         per_token = format_bytes(row["bytes_per_token"]) if row["bytes_per_token"] else "-"
         if row["state_bytes_per_seq"]:
             per_token += f" + {format_bytes(row['state_bytes_per_seq'])}/seq state"
         ctx = "-" if row["max_context_len"] is None else f"{row['max_context_len']:,}"
+        at_max = row["bytes_per_token_at_max_context"]
+        at_max_text = "-" if at_max is None else format_bytes(at_max)
         rows.append(
-            f"| `{row['id']}` | `{row['alias']}` | {row['layers']} | {heads} | {ctx} | {per_token} ({row['kv_dtype']}) |"
+            f"| `{row['id']}` | `{row['alias']}` | {row['layers']} | {heads} | {ctx} | {per_token} ({row['kv_dtype']}) "
+            f"| {at_max_text} |"
         )
     return "\n".join(rows)
 
 
 def help_of(command: str) -> str:
-    return block(run(command, "--help", width=100, stderr=False))
+    return block(run(command, "--help", width=80, stderr=False))
 
 
 def command_names() -> list[str]:

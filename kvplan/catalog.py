@@ -50,7 +50,23 @@ def models_report() -> dict[str, Any]:
                 "max_context_len": geometry.max_context_tokens,
                 "kv_dtype": est.kv_dtype.name,
                 "bytes_per_token": est.bytes_per_token,
+                "bytes_per_token_at_max_context": (
+                    round(est.bytes_per_sequence / geometry.max_context_tokens) if geometry.max_context_tokens else None
+                ),
                 "state_bytes_per_seq": est.state_bytes or None,
             }
         )
     return {"schema_version": SCHEMA_VERSION, "kvplan_version": __version__, "command": "models", "models": rows}
+
+
+def filter_models(report: dict[str, Any], query: str) -> dict[str, Any]:
+    """The report with only the rows whose id, alias or model_type contains ``query`` (case-insensitive)."""
+    from kvplan.errors import InputError
+    from kvplan.sources import _suggest
+
+    needle = query.strip().lower()
+    rows = [row for row in report["models"]
+            if any(needle in str(row[key]).lower() for key in ("id", "alias", "model_type"))]
+    if not rows:
+        raise InputError(f"no bundled model matches {query!r}", _suggest(query))
+    return {**report, "models": rows}

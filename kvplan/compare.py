@@ -95,10 +95,16 @@ class Variant:
     qk_rope_head_dim: int | None = None
     window: int | None = None
     local_per_global: int | None = None
+    kv_dtype: str | None = None
+    """Set when one run compares several KV dtypes (--kv-dtype bf16,fp8): the name ends in ``@fp8``."""
 
     @property
     def name(self) -> str:
-        """The canonical spelling: ``gqa:8``, ``mla:512+64``, ``hybrid:1024:5``."""
+        """The canonical spelling: ``gqa:8``, ``mla:512+64``, ``hybrid:1024:5`` (``gqa:8@fp8`` with a dtype)."""
+        return self.layout_name + (f"@{self.kv_dtype}" if self.kv_dtype else "")
+
+    @property
+    def layout_name(self) -> str:
         if self.kind == "gqa":
             return f"gqa:{self.num_kv_heads}"
         if self.kind == "mla":
@@ -448,6 +454,10 @@ def compare(
     dep = deployment or Deployment()
     names = list(variants) or ([*DEFAULT_VARIANTS] if not base.from_model else ["model", *DEFAULT_VARIANTS])
     parsed = list({v.name: v for v in (parse_variant(name, base, tp=dep.tp) for name in names)}.values())
+    dtypes = list(dict.fromkeys(d.strip() for d in kv_dtype.split(",") if d.strip())) or ["auto"]
+    kv_dtype = dtypes[0]  # MHA, the reference of every ratio, at the first dtype
+    if len(dtypes) > 1:
+        parsed = [replace(v, kv_dtype=d) for v in parsed for d in dtypes]
     notes = [*base.notes]
     heads = base.num_attention_heads
     plain_gqa = default_gqa_kv_heads(heads, dep.tp)
@@ -477,9 +487,9 @@ def compare(
     notes.extend(mha.notes)
     sweep_lens = tuple(sorted(set(sweep_seq_lens)))
 
-    def sweep_of(geometry: ModelGeometry) -> tuple[tuple[int, int], ...]:
+    def sweep_of(geometry: ModelGeometry, dtype: str = kv_dtype) -> tuple[tuple[int, int], ...]:
         return tuple(
-            (length, estimate(geometry, batch=batch, seq_len=length, kv_dtype=kv_dtype, deployment=dep).kv_cache_bytes)
+            (length, estimate(geometry, batch=batch, seq_len=length, kv_dtype=dtype, deployment=dep).kv_cache_bytes)
             for length in sweep_lens
         )
 
@@ -487,7 +497,8 @@ def compare(
     for variant in parsed:
         geometry = variant_geometry(base, variant)
         try:
-            est = estimate(geometry, batch=batch, seq_len=resolved_len, kv_dtype=kv_dtype, deployment=dep)
+            est = estimate(geometry, batch=batch, seq_len=resolved_len, kv_dtype=variant.kv_dtype or kv_dtype,
+                           deployment=dep)
         except KvplanError as exc:  # name the variant: the user may not have typed it (plain gqa, the defaults)
             raise type(exc)(f"variant {variant.name}: {exc.message}", exc.hint) from None
         notes.extend(est.notes)
@@ -508,7 +519,7 @@ def compare(
                 description=describe(base, variant, geometry),
                 estimate=est,
                 ratio_to_mha=est.kv_cache_bytes / mha.kv_cache_bytes,
-                sweep=sweep_of(geometry),
+                sweep=sweep_of(geometry, variant.kv_dtype or kv_dtype),
             )
         )
     notes.extend([MEMORY_ONLY_NOTE, DECODE_NOTE])
@@ -533,7 +544,9 @@ def decode_read_bytes(est: Estimate) -> int:
 def plot_series(comparison: Comparison, *, num_points: int = 48) -> tuple[list[int], dict[str, list[int]]]:
     """Context lengths (log-spaced, windows included so their knees show) and KV bytes per variant, on
     the most loaded GPU (the whole cache on one GPU), so a --gpu-mem line compares like with like."""
-    top = max([comparison.seq_len, 128 * 1024, *comparison.sweep_seq_lens])
+    # NOTE: a model's lines stop at its maximum context (bare dims have none: up to 128k).
+    limit = comparison.base.geometry.max_context_tokens if comparison.base.from_model else None
+    top = max([comparison.seq_len, limit or 128 * 1024, *comparison.sweep_seq_lens])
     bottom = min([1024, *comparison.sweep_seq_lens, comparison.seq_len])
     lengths = {round(bottom * (top / bottom) ** (i / (num_points - 1))) for i in range(num_points)}
     lengths.update([*comparison.sweep_seq_lens, comparison.seq_len])  # the table's own points lie on the lines
@@ -542,7 +555,7 @@ def plot_series(comparison: Comparison, *, num_points: int = 48) -> tuple[list[i
         lengths.update(w for w in windows if isinstance(w, int) and bottom <= w <= top)
     xs = sorted(lengths)
     series = {
-        result.variant.name: [
+        plot_label(result): [
             estimate(result.estimate.geometry, batch=result.estimate.batch, seq_len=x,
                      kv_dtype=result.estimate.kv_dtype.name, deployment=result.estimate.deployment).kv_cache_bytes_per_gpu
             for x in xs
@@ -550,6 +563,16 @@ def plot_series(comparison: Comparison, *, num_points: int = 48) -> tuple[list[i
         for result in comparison.variants
     }
     return xs, series
+
+
+def plot_label(result: VariantResult) -> str:
+    """The variant's name, with its windows when the name does not say them (``model (window 4,096)``)."""
+    windows = sorted({w for spec in result.estimate.geometry.layers
+                      if isinstance(w := getattr(spec, "window", None), int)})
+    name = result.variant.name
+    if windows and not any(str(w) in name for w in windows):
+        name += f" (window {', '.join(f'{w:,}' for w in windows)})"
+    return name
 
 
 # ---- the report ----------------------------------------------------------------------------------
@@ -576,6 +599,7 @@ def variant_dict(result: VariantResult, comparison: Comparison) -> dict[str, Any
         "window": _uniform([s.window for s in attention if s.window is not None]),
         "local_layers_per_global": variant.local_per_global,
         "num_attention_layers": len(attention),
+        "kv_dtype": est.kv_dtype.name,
         "bytes_per_token": est.bytes_per_token,
         "kv_cache_bytes": est.kv_cache_bytes,
         "kv_cache_bytes_per_gpu": result.kv_cache_bytes_per_gpu,

@@ -113,6 +113,8 @@ def load_raw_config(
         data = read_json_config(bundled, label=f"bundled {hub_id_of(bundled)}")
         return data, Source(kind="bundled", location=hub_id_of(bundled)), hub_id_of(bundled)
 
+    if "/" not in model and _close_bundled(model):  # a typo of a bundled alias, not a Hub namespace
+        raise SourceError(f"--model {model!r} is not a bundled model or a file", _suggest(model))
     if not _REPO_ID.match(model):
         raise SourceError(
             f"--model {model!r} is neither a file, a bundled model nor a Hub repo id",
@@ -160,9 +162,16 @@ def _id_from_config(data: dict[str, Any], fallback: str) -> str:
     return fallback
 
 
+def _close_bundled(model: str) -> list[str]:
+    """Bundled ids and aliases (as written) close to ``model``: the "did you mean" of a typo."""
+    index = bundled_index()
+    close = difflib.get_close_matches(model.lower(), list(index), n=3, cutoff=0.8)
+    spelled = {name.lower(): name for name in bundled_ids()}
+    return [spelled.get(name, name) for name in close]
+
+
 def _suggest(model: str) -> str:
-    names = list(bundled_index())
-    close = difflib.get_close_matches(model.lower(), names, n=3, cutoff=0.6)
+    close = _close_bundled(model) or difflib.get_close_matches(model.lower(), list(bundled_index()), n=3, cutoff=0.6)
     if close:
         return f"did you mean {', '.join(close)}? (kvplan models lists the bundled models)"
     return "kvplan models lists the bundled models; or pass a local config.json"
@@ -226,6 +235,8 @@ def fetch_hub_config(repo_id: str, *, revision: str | None, token: str | None) -
         ) from None
     except hub_errors.LocalEntryNotFoundError:
         why = f"the Hub ({endpoint}) cannot be reached" if unreachable else "offline mode is on (HF_HUB_OFFLINE)"
+        if _close_bundled(repo_id):
+            raise SourceError(f"{label} is not bundled, not in the Hub cache, and {why}", _suggest(repo_id)) from None
         raise SourceError(
             f"{label} is not bundled, not in the Hub cache, and {why}",
             f"{len(bundled_ids())} models are bundled and work offline (kvplan models lists them, e.g. "

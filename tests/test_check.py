@@ -409,7 +409,7 @@ def test_table_shows_the_per_gpu_need(runner, tmp_path, monkeypatch):
     result = run_check(runner, write_plan(tmp_path, [llama(engine="vllm", tp=4, max_kv_bytes_per_gpu=per_gpu)]))
     assert result.exit_code == 0, result.output
     assert "KV/GPU 512.00 MiB ≤ 512.00 MiB" in result.stdout
-    assert "4 × 4,096, bf16, vllm tp4" in result.stdout
+    assert "4×4k bf16 vllm tp4" in result.stdout
 
 
 # ---- estimate --max-kv-bytes-per-gpu --------------------------------------------------------------------

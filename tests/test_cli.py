@@ -20,7 +20,7 @@ def test_estimate_table_seed(runner) -> None:
     result = run(runner, "estimate", "--model", "meta-llama/Llama-2-7b-hf", "--seq-len", "4k")
     assert result.exit_code == 0, result.output
     assert "2,147,483,648" in result.stdout and "2.00 GiB" in result.stdout
-    assert "full_attention" in result.stdout
+    assert "full " in result.stdout  # the table names kinds short; the report keeps full_attention
 
 
 def test_estimate_issue_example(runner) -> None:

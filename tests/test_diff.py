@@ -71,8 +71,8 @@ def test_diff_table(runner, before_after):
     assert result.exit_code == 0, result.output
     assert "+512.00 MiB" in result.stdout  # 131072 B/token * 4096 tokens * 1 more sequence
     assert "1.250×" in result.stdout
-    assert "batch: 4 → 5" in result.stdout
-    assert "max_kv_bytes: unset → 4.00 GiB" in result.stdout  # sizes in human units in the table only
+    assert "chat: batch 4 → 5" in result.stdout
+    assert "chat: max_kv_bytes unset → 4.00 GiB" in result.stdout  # sizes in human units in the table only
     assert "4294967296" not in result.stdout
 
 
@@ -89,7 +89,7 @@ def test_model_change_is_reported(runner, tmp_path, monkeypatch):
     assert runner.invoke(app, ["diff", str(old), str(new), "--max-increase", "299.99%"]).exit_code == 1
     monkeypatch.setenv("COLUMNS", "200")
     table = runner.invoke(app, ["diff", str(old), str(new)])
-    assert f"model: {LLAMA} → meta-llama/Llama-2-7b-hf" in table.stdout
+    assert f"model {LLAMA} → meta-llama/Llama-2-7b-hf" in table.stdout
 
 
 @pytest.mark.parametrize(("threshold", "code"), [

@@ -137,7 +137,8 @@ def test_gpu_flag_without_cuda(runner) -> None:
 def test_table_output(runner) -> None:
     result = runner.invoke(app, ["verify", "--no-progress", "-m", GQA, "--layers", "2", "--prompt-len", "8", "--gen-len", "2"])
     assert result.exit_code == 0, result.output
-    assert "dynamic layout on cpu, 2 of 16 layers" in result.stdout
+    assert "PASS: meta-llama/Llama-3.2-1B, 2 of 16 layers" in result.stdout
+    assert "dynamic layout on cpu" in result.stdout
     assert "match" in result.stdout and "40,960" in result.stdout  # 2 layers' 20,480 each
 
 

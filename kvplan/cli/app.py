@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -24,7 +24,9 @@ APP_SETTINGS: dict[str, Any] = {
     "name": "kvplan",
     "help": "KV-cache memory planner: size the KV cache of an LLM from its config.json.",
     "no_args_is_help": True,
-    "add_completion": False,
+    # NOTE: typer's --install-completion / --show-completion; completion runs `kvplan` with no
+    # arguments, so it builds the full app (see _app_for).
+    "add_completion": True,
     "pretty_exceptions_enable": False,
     # NOTE: plain click output: usage errors end in one `Error: ...` line like kvplan's own errors.
     "rich_markup_mode": None,
@@ -92,12 +94,24 @@ def make_app(names: Sequence[str] = COMMANDS) -> typer.Typer:
     for name in names:
         module = importlib.import_module(f"{__package__}.{name}")
         root.command(epilog=module.EPILOG)(_guarded(getattr(module, name)))
-    if len(names) == 1:
-        root.callback()(_root)  # keeps `kvplan COMMAND ...` a group, as with the full app
+    root.callback()(_root)  # --version; also keeps `kvplan COMMAND ...` a group with one command
     return root
 
 
-def _root() -> None:
+def _print_version(value: bool) -> None:
+    if value:
+        from kvplan import __version__
+
+        typer.echo(f"kvplan {__version__}")
+        raise typer.Exit()
+
+
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", "-V", callback=_print_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
     """KV-cache memory planner: size the KV cache of an LLM from its config.json."""
 
 

@@ -32,8 +32,9 @@ GpuBandwidthOpt = Annotated[str | None, typer.Option("--gpu-bandwidth", help="Me
                             "e.g. 3.35TB/s (decimal units), for the decode floor.")]
 NumGpusOpt = Annotated[int | None, typer.Option("--num-gpus", min=1, help="GPUs available (default: tp x pp); "
                        "with only --num-gpus, tp = num-gpus.")]
-MaxModelLenOpt = Annotated[str | None, typer.Option("--max-model-len", help="Tokens per request, as vLLM's "
-                           "--max-model-len (default: the model's maximum context). 4096, 32k, 128k.")]
+MaxModelLenOpt = Annotated[str | None, typer.Option("--max-model-len", "--seq-len", "-s", help="Tokens per request, "
+                           "as vLLM's --max-model-len (--seq-len as in estimate; default: the model's maximum "
+                           "context). 4096, 32k, 128k.")]
 UtilOpt = Annotated[float | None, typer.Option("--gpu-memory-utilization", help="vLLM's "
                     "--gpu-memory-utilization (default 0.9): the share of total memory vLLM may use.")]
 MemFracOpt = Annotated[float | None, typer.Option("--mem-fraction-static", help="SGLang's --mem-fraction-static "
@@ -48,7 +49,7 @@ WeightsBytesOpt = Annotated[str | None, typer.Option("--weights-bytes", help="Ch
                             "count from config.json (e.g. 16GB).")]
 WeightsFromOpt = Annotated[str, typer.Option("--weights-from", help="auto (Hub safetensors metadata for Hub models "
                            "when online, else config.json), config, or safetensors.")]
-TpOptional = Annotated[int | None, typer.Option("--tensor-parallel-size", "--tp", min=1, help="Tensor-parallel "
+TpOptional = Annotated[int | None, typer.Option("--tensor-parallel-size", "--tp", "-tp", min=1, help="Tensor-parallel "
                        "GPUs, as vLLM's --tensor-parallel-size (default 1, or --num-gpus / --pp).")]
 DtypeOpt = Annotated[str, typer.Option("--dtype", help="Weight dtype, as vLLM's --dtype: auto (the engine's rule: "
                     "vLLM, SGLang, TensorRT-LLM and llama.cpp serve float32 checkpoints in 16 bits, transformers "

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli.options import Format, FormatOpt, OutputOpt
+from kvplan.cli.options import Format, FormatOpt, OutputOpt, echo_wrapped
 from kvplan.errors import EXIT_NOT_FIT
 
 EPILOG = (
@@ -43,6 +43,6 @@ def check(
     finally:
         run.close()
     for name, message in run.failures:
-        typer.echo(f"FAIL {name}: {message}", err=True)
+        echo_wrapped(f"{name}: {message}", prefix="FAIL ")
     if not run.passed:
         raise typer.Exit(EXIT_NOT_FIT)

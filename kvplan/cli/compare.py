@@ -121,8 +121,12 @@ def compare(
         per_gpu = tp * pp > 1
         if per_gpu:
             title += f", {engine} tp {tp} × pp {pp}"
+        room_bytes, room_label = None, None
+        if gpu_mem_bytes is not None and model is not None:
+            room_bytes, room_label = _kv_room(model, gpu_mem_bytes, tp=tp, pp=pp, revision=revision, token=token)
         write_plot(plot, xs, series, title=title, gpu_mem_bytes=gpu_mem_bytes,
-                   ylabel="KV cache per GPU (the most loaded one)" if per_gpu else "KV cache (batch total)")
+                   ylabel="KV cache per GPU (the most loaded one)" if per_gpu else "KV cache (batch total)",
+                   mark_tokens=comparison.seq_len, room_bytes=room_bytes, room_label=room_label)
     table = None
     if fmt is Format.table:
         from kvplan.report.render import compare_table
@@ -131,3 +135,21 @@ def compare(
     emit(report, fmt, output, table)
     if plot is not None:
         typer.echo(f"wrote {plot}", err=True)
+
+
+def _kv_room(model: str, gpu_mem_bytes: int, *, tp: int, pp: int, revision: str | None,
+             token: str | None) -> tuple[int | None, str | None]:
+    """--gpu-mem less the model's weights per GPU (counted from config.json): the room the KV cache has."""
+    from kvplan.models import resolve_weights
+    from kvplan.sources import load_raw_config
+    from kvplan.units import format_bytes
+
+    config, source, model_id = load_raw_config(model, revision=revision, token=token)
+    weights, _notes = resolve_weights(config, model_id=model_id, source_kind=source.kind, weights_from="config",
+                                      revision=revision, token=token, required=False)
+    if weights is None or not weights.counted:
+        return None, None
+    per_gpu = weights.bytes_per_gpu(tp=tp, pp=pp)
+    room = gpu_mem_bytes - per_gpu
+    return room, (f"KV room {format_bytes(max(room, 0))} = GPU {format_bytes(gpu_mem_bytes)} "
+                  f"- weights {format_bytes(per_gpu)} per GPU")

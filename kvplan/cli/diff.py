@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.options import Format, FormatOpt, emit
+from kvplan.cli.options import Format, FormatOpt, echo_wrapped, emit
 from kvplan.errors import EXIT_NOT_FIT
 
 EPILOG = (
@@ -43,10 +43,13 @@ def diff(
     emit(report, fmt, None, table)
     for row in report["scenarios"]:
         if row["over_threshold"]:
-            typer.echo(
-                f"FAIL {row['name']}: KV cache grew by {row['change_bytes']:,} bytes "
-                f"({row['old_kv_cache_bytes']:,} -> {row['new_kv_cache_bytes']:,}), past --max-increase {max_increase}",
-                err=True,
-            )
+            grew = "KV cache"
+            if row["change_bytes"] is not None:
+                grew += (f" grew by {row['change_bytes']:,} bytes ({row['old_kv_cache_bytes']:,} -> "
+                         f"{row['new_kv_cache_bytes']:,})")
+            if row["change_bytes_per_gpu"] is not None:
+                grew += (f", per GPU by {row['change_bytes_per_gpu']:,} bytes ({row['old_kv_cache_bytes_per_gpu']:,} -> "
+                         f"{row['new_kv_cache_bytes_per_gpu']:,})")
+            echo_wrapped(f"{row['name']}: {grew}, past --max-increase {max_increase}", prefix="FAIL ")
     if not report["passed"]:
         raise typer.Exit(EXIT_NOT_FIT)

@@ -85,8 +85,12 @@ def estimate(
     max_cache_len: MaxCacheLenOpt = None,
 ) -> None:
     """Size the KV cache of a model, layer group by layer group."""
+    from kvplan.errors import InputError
     from kvplan.units import parse_size
 
+    if "," in kv_dtype:
+        raise InputError(f"estimate sizes one KV dtype, got --kv-dtype {kv_dtype}",
+                         f"compare them in one run: kvplan compare model --model {model} --kv-dtype {kv_dtype}")
     budget_bytes = parse_size(max_kv_bytes, what="--max-kv-bytes") if max_kv_bytes is not None else None
     gpu_budget_bytes = (
         parse_size(max_kv_bytes_per_gpu, what="--max-kv-bytes-per-gpu") if max_kv_bytes_per_gpu is not None else None

@@ -36,16 +36,16 @@ BatchOpt = Annotated[int, typer.Option("--batch", "-b", min=1, help="Sequences h
 SeqLenOpt = Annotated[
     Optional[str],
     typer.Option(
-        "--seq-len", "-s",
-        help="Tokens held per sequence: 4096, 4k (= 4096), 128k, 1M (k = 1024). "
-        "Default: the model's maximum context (vLLM's --max-model-len).",
+        "--seq-len", "-s", "--max-model-len",
+        help="Tokens held per sequence: 4096, 4k (= 4096), 128k, 1M (k = 1024); --max-model-len is vLLM's "
+        "name for it. Default: the model's maximum context.",
     ),
 ]
 KvDtypeOpt = Annotated[
     str,
     typer.Option(
         "--kv-dtype", "--kv-cache-dtype",
-        help="KV element type (--kv-cache-dtype is vLLM's name): auto (the config's dtype; f16 for llama.cpp), "
+        help="KV element type (--kv-cache-dtype is vLLM's name; compare takes a list, bf16,fp8): auto (the config's dtype; f16 for llama.cpp), "
         "fp32, fp16, bf16, fp8 (= fp8_e4m3), fp8_e5m2, nvfp4, int8/int4/int2 (group scales, see "
         "--quant-group-size), llama.cpp q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl (real block bytes).",
     ),
@@ -90,10 +90,10 @@ EngineOpt = Annotated[
         "Each reproduces what that engine allocates (README: 'Engine profiles and deployment adjustments').",
     ),
 ]
-TpOpt = Annotated[int, typer.Option("--tensor-parallel-size", "--tp", min=1, help="Tensor-parallel GPUs, as vLLM's "
-                  "--tensor-parallel-size: each keeps max(1, H_kv // tp) KV heads; MLA is replicated.")]
-PpOpt = Annotated[int, typer.Option("--pipeline-parallel-size", "--pp", min=1, help="Pipeline stages, as vLLM's "
-                  "--pipeline-parallel-size: layers split as vLLM get_pp_indices.")]
+TpOpt = Annotated[int, typer.Option("--tensor-parallel-size", "--tp", "-tp", min=1, help="Tensor-parallel GPUs, as "
+                  "vLLM's --tensor-parallel-size/-tp: each keeps max(1, H_kv // tp) KV heads; MLA is replicated.")]
+PpOpt = Annotated[int, typer.Option("--pipeline-parallel-size", "--pp", "-pp", min=1, help="Pipeline stages, as vLLM's "
+                  "--pipeline-parallel-size/-pp: layers split as vLLM get_pp_indices.")]
 BlockSizeOpt = Annotated[Optional[int], typer.Option("--block-size", min=1, help="Tokens per KV block, as vLLM's "
                          "--block-size (default: the engine's; vLLM 16, 64 for MLA; TensorRT-LLM 32; SGLang page 1).")]
 BeamsOpt = Annotated[int, typer.Option("--beams", min=1, help="Beams per request: B x beams sequences each keep a cache.")]
@@ -145,7 +145,17 @@ def emit(report: dict[str, Any], fmt: Format, output: Path | None, table: Any) -
 
         make_console().print(table)
         for line in notes_text(report):
-            typer.echo(f"note: {line}", err=True)
+            echo_wrapped(line, prefix="note: ")
+
+
+def echo_wrapped(text: str, *, prefix: str = "") -> None:
+    """``prefix + text`` on stderr, wrapped on word boundaries at the terminal width (COLUMNS, else 80)."""
+    import shutil
+    import textwrap
+
+    width = max(shutil.get_terminal_size((80, 24)).columns, 20)
+    typer.echo(textwrap.fill(prefix + text, width=width, subsequent_indent=" " * min(len(prefix), 8),
+                             break_long_words=False, break_on_hyphens=False), err=True)
 
 
 def lazy_table(name: str, report: dict[str, Any]) -> Any:

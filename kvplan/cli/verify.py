@@ -76,7 +76,7 @@ def verify(
     ] = 128,
     tp: Annotated[
         int,
-        typer.Option("--tensor-parallel-size", "--tp", min=1,
+        typer.Option("--tensor-parallel-size", "--tp", "-tp", min=1,
                      help="Ranks of torch.distributed (gloo on the CPU, nccl with --gpu), as vLLM's -tp."),
     ] = 1,
     engine: Annotated[

@@ -92,6 +92,17 @@ def _entries(report: dict[str, Any]) -> dict[str, tuple[int, dict[str, Any]]]:
     return {model_id: (report["totals"]["kv_cache_bytes"], {"model": model_id, **inputs})}
 
 
+def _per_gpu_entries(report: dict[str, Any]) -> dict[str, int]:
+    """name -> KV bytes on the most loaded GPU, for the scenarios that hold a per-GPU budget."""
+    if report["command"] != "check":
+        return {}
+    return {
+        s["name"]: s["estimate"]["totals"]["kv_cache_bytes_per_gpu"] for s in report["scenarios"]
+        if (s.get("budgets") or {}).get("max_kv_bytes_per_gpu") is not None
+        or (s.get("budgets") or {}).get("require_fit_on") is not None
+    }
+
+
 def _changed_inputs(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
     keys = list(old) + [k for k in new if k not in old]
     return [{"field": k, "old": old.get(k), "new": new.get(k)} for k in keys if old.get(k) != new.get(k)]
@@ -106,6 +117,7 @@ def diff_report(
     max_increase: Threshold | None = None,
 ) -> dict[str, Any]:
     old_entries, new_entries = _entries(old), _entries(new)
+    old_gpu, new_gpu = _per_gpu_entries(old), _per_gpu_entries(new)
     names = list(old_entries) + [n for n in new_entries if n not in old_entries]
     rows = []
     for name in names:
@@ -119,6 +131,11 @@ def diff_report(
         else:
             status = "changed" if changed or old_bytes != new_bytes else "unchanged"
         both = old_bytes is not None and new_bytes is not None
+        old_gpu_bytes, new_gpu_bytes = old_gpu.get(name), new_gpu.get(name)
+        both_gpu = old_gpu_bytes is not None and new_gpu_bytes is not None
+        over = max_increase is not None and (
+            max_increase.exceeded(old_bytes, new_bytes) or max_increase.exceeded(old_gpu_bytes, new_gpu_bytes)
+        )
         rows.append({
             "name": name,
             "status": status,
@@ -126,8 +143,11 @@ def diff_report(
             "new_kv_cache_bytes": new_bytes,
             "change_bytes": new_bytes - old_bytes if both else None,  # type: ignore[operator]
             "ratio": round(new_bytes / old_bytes, 6) if both and old_bytes else None,  # type: ignore[operator]
+            "old_kv_cache_bytes_per_gpu": old_gpu_bytes,
+            "new_kv_cache_bytes_per_gpu": new_gpu_bytes,
+            "change_bytes_per_gpu": new_gpu_bytes - old_gpu_bytes if both_gpu else None,  # type: ignore[operator]
             "inputs_changed": changed,
-            "over_threshold": max_increase.exceeded(old_bytes, new_bytes) if max_increase else False,
+            "over_threshold": over,
         })
     return {
         "schema_version": SCHEMA_VERSION,

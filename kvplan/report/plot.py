@@ -6,6 +6,7 @@ through its object API (``Figure``), so no pyplot backend or global state is tou
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -30,8 +31,14 @@ def write_plot(
     title: str,
     gpu_mem_bytes: int | None = None,
     ylabel: str = "KV cache (batch total)",
+    mark_tokens: int | None = None,
+    room_bytes: int | None = None,
+    room_label: str | None = None,
 ) -> None:
-    """One line per variant (GiB against tokens, log x), plus a dashed line at ``gpu_mem_bytes``."""
+    """One line per variant (bytes against tokens, log-log), labelled at its right end and listed in the
+    legend top to bottom as the lines end; a dotted line at ``mark_tokens`` (the requested length);
+    a dashed line at ``room_bytes`` (the KV room left after weights) or else at ``gpu_mem_bytes``.
+    1280 x 720 px for PNG, legible in a README."""
     check_plot_path(path)
     try:
         from matplotlib.figure import Figure
@@ -39,27 +46,54 @@ def write_plot(
     except ImportError:
         raise InputError("--plot needs matplotlib, which is not installed", INSTALL_HINT) from None
 
-    figure = Figure(figsize=(8, 5), layout="constrained")
+    figure = Figure(figsize=(12.8, 7.2), dpi=100, layout="constrained")
     axes = figure.add_subplot()
-    for name, sizes in series.items():
-        axes.plot(seq_lens, sizes, label=name, linewidth=1.8)
-    if gpu_mem_bytes:
-        label = f"GPU memory {format_bytes(gpu_mem_bytes).replace('.00', '')}"
-        axes.axhline(gpu_mem_bytes, color="black", linestyle="--", linewidth=1, label=label)
+    # NOTE: legend order = the order the lines end, top to bottom, so the legend reads like the plot.
+    order = sorted(series, key=lambda name: series[name][-1], reverse=True)
+    ends = _spread([math.log2(max(series[name][-1], 1)) for name in order], gap=_label_gap(series))
+    for name, end in zip(order, ends):
+        (line,) = axes.plot(seq_lens, series[name], label=name, linewidth=2)
+        axes.annotate(name, (seq_lens[-1], 2**end), xytext=(6, 0), textcoords="offset points",
+                      va="center", fontsize=9, color=line.get_color(), annotation_clip=False)
+    if room_bytes is not None and room_bytes > 0:
+        axes.axhline(room_bytes, color="black", linestyle="--", linewidth=1.2,
+                     label=room_label or f"KV room {format_bytes(room_bytes)}")
+    elif gpu_mem_bytes:
+        label = room_label or f"GPU memory {format_bytes(gpu_mem_bytes).replace('.00', '')} (weights not subtracted)"
+        axes.axhline(gpu_mem_bytes, color="black", linestyle="--", linewidth=1.2, label=label)
+    if mark_tokens:
+        axes.axvline(mark_tokens, color="grey", linestyle=":", linewidth=1.2,
+                     label=f"requested length {_tokens_label(mark_tokens)}")
     # NOTE: log-log: a constant ratio between layouts is a constant gap, and a full window is a flat line.
     axes.set_xscale("log", base=2)
     axes.set_yscale("log", base=2)
+    axes.set_xlim(seq_lens[0], seq_lens[-1])
+    axes.margins(x=0)
     axes.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: _tokens_label(x)))
     axes.yaxis.set_major_formatter(FuncFormatter(lambda y, _pos: format_bytes(int(y)).replace(".00", "")))
     axes.set_xlabel("context length (tokens per sequence)")
     axes.set_ylabel(ylabel)
     axes.set_title(title)
     axes.grid(True, which="major", alpha=0.3)
-    axes.legend()
+    axes.legend(loc="upper left")
     try:
         figure.savefig(path, format=path.suffix.lower().lstrip("."))
     except OSError as exc:
         raise InputError(f"cannot write --plot {path}: {exc.strerror or exc}", "check the path") from None
+
+
+def _label_gap(series: Mapping[str, Sequence[int]]) -> float:
+    """The least distance, in log2 bytes, between two line-end labels: 1/40 of the y range."""
+    values = [math.log2(max(v, 1)) for sizes in series.values() for v in sizes]
+    return max((max(values) - min(values)) / 40, 0.05) if values else 0.05
+
+
+def _spread(ends: Sequence[float], *, gap: float) -> list[float]:
+    """Label heights (sorted high to low) moved apart so no two are closer than ``gap``."""
+    out: list[float] = []
+    for end in ends:
+        out.append(min(end, out[-1] - gap) if out else end)
+    return out
 
 
 def _tokens_label(tokens: float) -> str:

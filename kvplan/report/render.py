@@ -1,155 +1,306 @@
-"""Rich tables for reports: the only module in kvplan that imports rich."""
+"""Rich tables for reports (layouts that fit the width come from :mod:`kvplan.report.layout`).
+
+Every table fits the console width with nothing cut: each command offers its layouts from the
+widest to a vertical "key: value" one, the first that fits is printed.
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from typing import Any
 
-from rich.console import Console, Group
+from rich import box
+from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from kvplan.report.flags import engine_flags, engine_hints
+from kvplan.report.layout import KIND_LABEL, Fit, grid
+from kvplan.report.layout import n as _n
+from kvplan.report.layout import short_bytes as _short_bytes
+from kvplan.report.layout import signed_size as _size
+from kvplan.report.layout import tokens_short as _tokens_short
 from kvplan.units import format_bytes
-
-
-def _n(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, int):
-        return f"{value:,}"
-    return str(value)
-
-
-def estimate_table(report: dict[str, Any]) -> Group:
-    model, inputs, totals = report["model"], report["inputs"], report["totals"]
-    tp, pp = inputs.get("tp", 1), inputs.get("pp", 1)
-    gpus = tp * pp
-    # NOTE: with more than one GPU the line under the table says which numbers are one rank's.
-    title = f"KV cache of {model['id']} ({model['model_type']})"
-    table = Table(title=title, title_justify="left", show_lines=False)
-    table.add_column("kind", no_wrap=True)
-    table.add_column("layers", justify="right")
-    table.add_column("KV heads", justify="right")
-    table.add_column("head dim", justify="right", no_wrap=True)
-    table.add_column("window", justify="right", no_wrap=True)
-    table.add_column("tokens", justify="right", no_wrap=True)
-    table.add_column("per token", justify="right", no_wrap=True)
-    table.add_column("size", justify="right", no_wrap=True)
-    for layer in report["layers"]:
-        dims = "-" if layer["head_dim_k"] is None else f"{layer['head_dim_k']}/{layer['head_dim_v']}"
-        per_token = (
-            format_bytes(layer["bytes_per_token"]) if layer["bytes_per_token"] else
-            (f"{format_bytes(layer['state_bytes_per_seq'] // layer['count'])}/seq" if layer["state_bytes_per_seq"] else "-")
-        )
-        heads = _n(layer["num_kv_heads"])
-        if tp > 1 and layer.get("num_kv_heads_per_gpu") is not None:
-            heads += f" ({layer['num_kv_heads_per_gpu']}/GPU)"
-        table.add_row(
-            layer["kind"], _n(layer["count"]), heads, dims, _n(layer["window"]),
-            _n(layer["tokens_held"]), per_token, format_bytes(layer["bytes"]),
-        )
-    table.add_section()
-    table.add_row(
-        Text("total", style="bold"), _n(sum(layer["count"] for layer in report["layers"])), "", "", "", "",
-        "", Text(format_bytes(totals["kv_cache_bytes"]), style="bold"),
-    )
-    seq = "-" if inputs["seq_len"] is None else f"{inputs['seq_len']:,}"
-    lines = [
-        Text(f"KV cache: {totals['kv_cache_bytes']:,} bytes ({format_bytes(totals['kv_cache_bytes'])})", style="bold"),
-        Text("head dim is K/V; tokens: held per sequence in each layer; state layers show bytes per sequence per layer"),
-        Text(
-            f"batch {inputs['batch']} × {seq} tokens, KV dtype {inputs['kv_dtype']}"
-            + (f", encoder length {inputs['encoder_len']:,}" if inputs["encoder_len"] else "")
-        ),
-        Text(
-            f"per token: {format_bytes(totals['bytes_per_token'])} ({totals['bytes_per_token']:,} B over all layers"
-            + (f" and all {tp} tensor-parallel ranks" if tp > 1 else "") + "); "
-            f"per sequence: {format_bytes(totals['bytes_per_sequence'])}"
-        ),
-    ]
-    if gpus > 1:
-        lines.insert(0, Text(
-            f"{gpus} GPUs (tp {tp} × pp {pp}): KV heads = model (per GPU); per token and size = all GPUs"
-        ))
-    lines += _deployment_lines(report)
-    return Group(table, *lines)
-
-
-def _deployment_lines(report: dict[str, Any]) -> list[Text]:
-    """GPU split, per-GPU/all-GPU steady and peak bytes, CPU bytes and each adjustment (before -> after)."""
-    totals, adjustments, inputs = report["totals"], report.get("adjustments") or [], report["inputs"]
-    tp, pp = inputs.get("tp", 1), inputs.get("pp", 1)
-    peaks = totals["peak_bytes"] != totals["kv_cache_bytes"]
-    if not adjustments and not peaks:
-        return []
-    lines: list[Text] = []
-    engine = inputs.get("engine", "ideal")
-    if tp * pp > 1 or totals["cpu_bytes"]:
-        lines.append(Text(
-            f"engine {engine}, {tp * pp} GPU(s): the largest GPU holds "
-            f"{format_bytes(totals['kv_cache_bytes_per_gpu'])}, all GPUs {format_bytes(totals['kv_cache_bytes'])}"
-            + (f" (CPU {format_bytes(totals['cpu_bytes'])} offloaded)" if totals["cpu_bytes"] else "")
-        ))
-    else:
-        lines.append(Text(f"engine {engine}: {format_bytes(totals['kv_cache_bytes'])} on one GPU"))
-    if peaks:
-        lines.append(Text(
-            f"peak (transient): {format_bytes(totals['peak_bytes_per_gpu'])} on the largest GPU"
-            + (f", {format_bytes(totals['peak_bytes'])} all GPUs" if tp * pp > 1 else "")
-        ))
-    for item in adjustments:
-        scope = " (largest GPU)" if item.get("scope") == "per_gpu" else (" (all GPUs)" if tp * pp > 1 else "")
-        lines.append(Text(
-            f"  {item['name']}: {format_bytes(item['before_bytes'])} -> {format_bytes(item['after_bytes'])}{scope}"
-        ))
-    return lines
-
-
-def notes_text(report: dict[str, Any]) -> list[str]:
-    inputs = report.get("inputs") or {}
-    lines = [f"{key[:-7]}: {inputs[key]}" for key in ("seq_len_source", "kv_dtype_source") if inputs.get(key)]
-    lines += report.get("notes") or []
-    return lines
 
 
 def make_console(*, stderr: bool = False) -> Console:
     return Console(stderr=stderr, highlight=False, soft_wrap=False)
 
 
-def models_table(report: dict[str, Any]) -> Table:
-    table = Table(title="Bundled models (offline)", title_justify="left")
-    table.add_column("model", no_wrap=True)
-    for name, justify in (("type", "left"), ("layers", "left"), ("KV heads", "right"),
-                          ("head dim", "right"), ("max context", "right"), ("dtype", "left"), ("per token", "right")):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    for row in report["models"]:
-        per_token = format_bytes(row["bytes_per_token"]) if row["bytes_per_token"] else "-"
-        if row["state_bytes_per_seq"]:
-            per_token += f" + {format_bytes(row['state_bytes_per_seq'])}/seq"
-        table.add_row(
-            row["id"], row["model_type"], row["layers"], _n(row["num_kv_heads"]), _n(row["head_dim"]),
-            _n(row["max_context_len"]), row["kv_dtype"], per_token,
-        )
+def notes_text(report: dict[str, Any]) -> list[str]:
+    inputs = report.get("inputs") or {}
+    lines = [f"{key[:-7]}: {inputs[key]}" for key in ("seq_len_source", "kv_dtype_source") if inputs.get(key)]
+    lines += report.get("notes") or []
+    lines += engine_hints(report)
+    return lines
+
+
+# ---- kvplan estimate -----------------------------------------------------------------------------
+_MLA_DETAIL = re.compile(r"kv_lora_rank (\d+) \+ qk_rope_head_dim (\d+)")
+
+
+def head_dim_label(layer: dict[str, Any]) -> str:
+    """``128`` (K = V), ``192/128`` (K/V), ``latent 512+64`` (MLA: one latent, no separate K and V)."""
+    if layer["head_dim_k"] is None:
+        return "-"
+    if layer["kind"] == "mla":
+        match = _MLA_DETAIL.search(layer.get("detail") or "")
+        return f"latent {match[1]}+{match[2]}" if match else f"latent {layer['head_dim_k']}"
+    if layer["head_dim_k"] == layer["head_dim_v"]:
+        return str(layer["head_dim_k"])
+    return f"{layer['head_dim_k']}/{layer['head_dim_v']}"
+
+
+def _per_token_cell(layer: dict[str, Any]) -> str:
+    if layer["bytes_per_token"]:
+        return format_bytes(layer["bytes_per_token"])
+    if layer["state_bytes_per_seq"]:
+        return f"{format_bytes(layer['state_bytes_per_seq'] // layer['count'])}/seq"
+    return "-"
+
+
+def _heads_cell(layer: dict[str, Any], tp: int) -> str:
+    heads = _n(layer["num_kv_heads"])
+    if tp > 1 and layer.get("num_kv_heads_per_gpu") is not None:
+        heads += f" ({layer['num_kv_heads_per_gpu']}/GPU)"
+    return heads
+
+
+def effective_bytes_per_token(report: dict[str, Any]) -> int | None:
+    """What a token costs at the requested length: one sequence's bytes over its tokens (windows and state in)."""
+    seq_len = report["inputs"]["seq_len"]
+    if not seq_len:
+        return None
+    return round(report["totals"]["bytes_per_sequence"] / seq_len)
+
+
+def _replication(report: dict[str, Any]) -> str | None:
+    """Why the GPUs together hold more than one copy, when they do."""
+    tp = report["inputs"].get("tp", 1)
+    if tp <= 1:
+        return None
+    for layer in report["layers"]:
+        heads, per_gpu = layer["num_kv_heads"], layer.get("num_kv_heads_per_gpu")
+        if heads is None or per_gpu is None or per_gpu * tp <= heads:
+            continue
+        if layer["kind"] == "mla":
+            return f"replicated: each of the {tp} tensor-parallel ranks keeps the whole MLA latent"
+        return (f"replicated: {heads} KV heads over {tp} tensor-parallel ranks, each rank keeps {per_gpu}, "
+                f"so {per_gpu * tp // heads} copies of each head")
+    return None
+
+
+def estimate_headline(report: dict[str, Any]) -> list[Text]:
+    """The answer first: per GPU and total under parallelism, and per token at the requested length."""
+    inputs, totals = report["inputs"], report["totals"]
+    tp, pp = inputs.get("tp", 1), inputs.get("pp", 1)
+    gpus = tp * pp
+    total = totals["kv_cache_bytes"]
+    lines: list[Text] = []
+    if gpus > 1:
+        lines.append(Text(f"KV cache per GPU: {format_bytes(totals['kv_cache_bytes_per_gpu'])} "
+                          f"(the most loaded of {gpus} GPUs, tp {tp} × pp {pp})", style="bold"))
+        replicated = _replication(report)
+        lines.append(Text(f"KV cache, all {gpus} GPUs: {format_bytes(total)} ({total:,} bytes)"
+                          + (f"; {replicated}" if replicated else "")))
+    else:
+        lines.append(Text(f"KV cache: {format_bytes(total)} ({total:,} bytes)", style="bold"))
+    full_rate, effective = totals["bytes_per_token"], effective_bytes_per_token(report)
+    scope = "all layers" + (f", all {gpus} GPUs" if gpus > 1 else "")
+    if effective is not None and full_rate and effective != full_rate:
+        why = []
+        if any(layer["window"] for layer in report["layers"]):
+            why.append("windowed layers hold fewer tokens")
+        if totals["state_bytes"]:
+            why.append("the state is fixed per sequence")
+        lines.append(Text(
+            f"per token ({scope}): {format_bytes(effective)} at {inputs['seq_len']:,} tokens"
+            + (f" ({', '.join(why)})" if why else "") + f"; full-attention rate {format_bytes(full_rate)}"
+        ))
+    elif full_rate:
+        lines.append(Text(f"per token ({scope}): {format_bytes(full_rate)}; "
+                          f"per sequence: {format_bytes(totals['bytes_per_sequence'])}"))
+    else:
+        lines.append(Text(f"per sequence: {format_bytes(totals['bytes_per_sequence'])} (fixed state, no per-token cache)"))
+    return lines
+
+
+def estimate_table(report: dict[str, Any]) -> Group:
+    model, inputs = report["model"], report["inputs"]
+    tp, pp = inputs.get("tp", 1), inputs.get("pp", 1)
+    seq = "-" if inputs["seq_len"] is None else f"{inputs['seq_len']:,}"
+    engine = inputs.get("engine", "ideal")
+    title = (f"{model['id']} ({model['model_type']}): batch {inputs['batch']} × {seq} tokens, KV {inputs['kv_dtype']}"
+             + (f", encoder {inputs['encoder_len']:,}" if inputs["encoder_len"] else "")
+             + ("" if engine == "ideal" else f", engine {engine}"))
+    layers = report["layers"]
+    held = any(layer["tokens_held"] not in (None, inputs["seq_len"]) for layer in layers)
+    legend = ["per tok·layer: bytes of one token in one layer"]
+    if held:
+        legend.append("tokens: held per sequence by each layer")
+    if any(layer["state_bytes_per_seq"] for layer in layers):
+        legend.append("state layers: bytes per sequence per layer")
+    if tp * pp > 1:
+        legend.append(f"sizes: all {tp * pp} GPUs together")
+    body = Fit(
+        lambda: _estimate_grid(report, compact=False),
+        lambda: _estimate_grid(report, compact=True),
+        lambda: _estimate_vertical(report),
+    )
+    return Group(*estimate_headline(report), Text(title), body, Text("; ".join(legend), style="dim"),
+                 *_deployment_lines(report))
+
+
+def _estimate_grid(report: dict[str, Any], *, compact: bool) -> Table:
+    inputs, layers = report["inputs"], report["layers"]
+    tp = inputs.get("tp", 1)
+    windows = any(layer["window"] for layer in layers)
+    held = any(layer["tokens_held"] not in (None, inputs["seq_len"]) for layer in layers)
+    columns: list[tuple[str, str]] = [("kind", "left"), ("layers", "right")]
+    columns += [("heads × dim", "right")] if compact else [("KV heads", "right"), ("head dim", "right")]
+    if windows:
+        columns.append(("window", "right"))
+    if held and not compact:
+        columns.append(("tokens", "right"))
+    columns += [("per tok·layer", "right"), ("size", "right")]
+    table = grid(*columns)
+    for layer in layers:
+        heads, dim = _heads_cell(layer, tp), head_dim_label(layer)
+        row = [KIND_LABEL.get(layer["kind"], layer["kind"]), _n(layer["count"])]
+        if compact:
+            row.append("-" if layer["num_kv_heads"] is None else f"{heads} × {dim}")
+        else:
+            row += [heads, dim]
+        if windows:
+            row.append(_n(layer["window"]))
+        if held and not compact:
+            row.append(_n(layer["tokens_held"]))
+        row += [_per_token_cell(layer), format_bytes(layer["bytes"])]
+        table.add_row(*row)
+    table.add_section()
+    total = [Text("total", style="bold"), _n(sum(layer["count"] for layer in layers))]
+    table.add_row(*total, *[""] * (len(columns) - 3),
+                  Text(format_bytes(report["totals"]["kv_cache_bytes"]), style="bold"))
     return table
 
 
-def check_table(report: dict[str, Any]) -> Group:
-    """`kvplan check`: one row per budget of each scenario, PASS/FAIL."""
-    table = Table(title=f"kvplan check {report['plan']}", title_justify="left")
-    for name, justify in (("scenario", "left"), ("model", "left"), ("batch × tokens, dtype", "right"),
-                          ("KV cache", "right"), ("budget", "left"), ("result", "left")):
-        # NOTE: cells fold on narrow terminals rather than being cut: a scenario name is what CI users grep for.
-        table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
+def _estimate_vertical(report: dict[str, Any]) -> Group:
+    inputs = report["inputs"]
+    tp = inputs.get("tp", 1)
+    lines = []
+    for layer in report["layers"]:
+        lines.append(Text(f"{KIND_LABEL.get(layer['kind'], layer['kind'])} × {layer['count']} layers: "
+                          f"{format_bytes(layer['bytes'])}", style="bold"))
+        parts = []
+        if layer["num_kv_heads"] is not None:
+            parts.append(f"KV heads {_heads_cell(layer, tp)}, head dim {head_dim_label(layer)}")
+        if layer["window"]:
+            parts.append(f"window {layer['window']:,}")
+        if layer["tokens_held"] is not None:
+            parts.append(f"holds {layer['tokens_held']:,} tokens")
+        parts.append(f"per tok·layer {_per_token_cell(layer)}")
+        lines.append(Text("  " + "; ".join(parts)))
+    lines.append(Text(f"total × {sum(layer['count'] for layer in report['layers'])} layers: "
+                      f"{format_bytes(report['totals']['kv_cache_bytes'])}", style="bold"))
+    return Group(*lines)
+
+
+def _deployment_lines(report: dict[str, Any]) -> list[Text]:
+    """Peak and CPU bytes, and each adjustment that changed a number (before -> after)."""
+    totals, adjustments, inputs = report["totals"], report.get("adjustments") or [], report["inputs"]
+    gpus = inputs.get("tp", 1) * inputs.get("pp", 1)
+    lines: list[Text] = []
+    if totals["cpu_bytes"]:
+        lines.append(Text(f"offloaded to CPU memory: {format_bytes(totals['cpu_bytes'])}"))
+    if totals["peak_bytes"] != totals["kv_cache_bytes"]:
+        lines.append(Text(
+            f"peak (transient): {format_bytes(totals['peak_bytes_per_gpu'])}"
+            + (f" on the most loaded GPU, {format_bytes(totals['peak_bytes'])} all GPUs" if gpus > 1 else "")
+        ))
+    changed = [item for item in adjustments if item["before_bytes"] != item["after_bytes"]]
+    if changed:
+        lines.append(Text("adjustments:"))
+    for item in changed:
+        scope = " (most loaded GPU)" if item.get("scope") == "per_gpu" else (" (all GPUs)" if gpus > 1 else "")
+        lines.append(Text(
+            f"  {item['name']}: {format_bytes(item['before_bytes'])} -> {format_bytes(item['after_bytes'])}{scope}"
+        ))
+    return lines
+
+
+# ---- kvplan models -------------------------------------------------------------------------------
+def _models_rate(row: dict[str, Any]) -> str:
+    rate = format_bytes(row["bytes_per_token"]) if row["bytes_per_token"] else "-"
+    return rate
+
+
+def _models_at_max(row: dict[str, Any]) -> str:
+    at_max = row.get("bytes_per_token_at_max_context")
+    return "-" if at_max is None else format_bytes(at_max)
+
+
+def _models_heads(row: dict[str, Any]) -> str:
+    if row["num_kv_heads"] is None:
+        return "-"
+    if "mla" in row["layers"]:
+        return f"latent {row['head_dim']}"
+    return f"{row['num_kv_heads']} × {row['head_dim']}"
+
+
+def models_table(report: dict[str, Any]) -> Group:
+    rows = report["models"]
+    header = Text(f"Bundled models (offline): {len(rows)}")
+    legend = Text("per token: all layers at full attention; @ max ctx: what a token costs when one sequence "
+                  "holds the model's maximum context (windows and state included)", style="dim")
+
+    def layout(columns: tuple[str, ...]) -> Callable[[], Table]:
+        def make() -> Table:
+            spec = {"model": ("model", "left"), "type": ("type", "left"), "layers": ("layers", "left"),
+                    "heads": ("KV heads × dim", "right"), "ctx": ("max ctx", "right"), "dtype": ("dtype", "left"),
+                    "rate": ("per token", "right"), "at_max": ("@ max ctx", "right")}
+            table = grid(*(spec[c] for c in columns))
+            for row in rows:
+                cells = {"model": row["id"], "type": row["model_type"], "layers": row["layers"],
+                         "heads": _models_heads(row),
+                         "ctx": "-" if row["max_context_len"] is None else _tokens_short(row["max_context_len"]),
+                         "dtype": row["kv_dtype"], "rate": _models_rate(row), "at_max": _models_at_max(row)}
+                table.add_row(*(cells[c] for c in columns))
+            return table
+        return make
+
+    def vertical() -> Group:
+        lines = []
+        for row in rows:
+            lines.append(Text(row["id"], style="bold"))
+            ctx = "-" if row["max_context_len"] is None else f"{row['max_context_len']:,}"
+            lines.append(Text(f"  {row['layers']}; KV heads × dim {_models_heads(row)}; max ctx {ctx}; {row['kv_dtype']}"))
+            state = (f" + {format_bytes(row['state_bytes_per_seq'])}/seq state" if row["state_bytes_per_seq"] else "")
+            lines.append(Text(f"  per token {_models_rate(row)}{state}; @ max ctx {_models_at_max(row)}"))
+        return Group(*lines)
+
+    body = Fit(
+        layout(("model", "type", "layers", "heads", "ctx", "dtype", "rate", "at_max")),
+        layout(("model", "layers", "heads", "ctx", "rate", "at_max")),
+        layout(("model", "heads", "ctx", "rate", "at_max")),
+        layout(("model", "ctx", "rate", "at_max")),
+        vertical,
+    )
+    return Group(header, body, legend)
+
+
+# ---- kvplan check --------------------------------------------------------------------------------
+def _check_rows(report: dict[str, Any]) -> list[tuple[dict[str, Any], str, list[tuple[str, bool]]]]:
+    """(scenario row, its serving text, [(budget text, passed)])."""
+    out = []
     for row in report["scenarios"]:
         inputs = row["estimate"]["inputs"]
-        seq = "-" if inputs["seq_len"] is None else f"{inputs['seq_len']:,}"
-        serving = "" if inputs["engine"] == "ideal" else f", {inputs['engine']}"
+        seq = "-" if inputs["seq_len"] is None else _tokens_short(inputs["seq_len"])
+        serving = "" if inputs["engine"] == "ideal" else f" {inputs['engine']}"
         serving += f" tp{inputs['tp']}" if inputs["tp"] > 1 else ""
         serving += f" pp{inputs['pp']}" if inputs["pp"] > 1 else ""
-        head = [row["name"], row["estimate"]["model"]["id"],
-                f"{inputs['batch']} × {seq}, {inputs['kv_dtype']}{serving}", format_bytes(row["kv_cache_bytes"])]
-        if not row["gates"]:
-            table.add_row(*head, "none", "PASS")
-        for index, gate in enumerate(row["gates"]):
+        gates = []
+        for gate in row["gates"]:
             limit, actual = gate["limit"], gate["actual"]
             if isinstance(limit, dict):
                 budget = f"fits {limit['num_gpus']}× {limit['gpu']}" if limit["num_gpus"] else f"fits {limit['gpu']}"
@@ -160,14 +311,49 @@ def check_table(report: dict[str, Any]) -> Group:
                 budget = f"KV ≤ {format_bytes(limit)}"
             else:
                 budget = f"{gate['name'].removeprefix('min_')} {_n(actual)} ≥ {_n(limit)}"
-            result = Text("PASS", style="green") if gate["passed"] else Text("FAIL", style="bold red")
-            table.add_row(*(head if index == 0 else [""] * len(head)), budget, result)
+            gates.append((budget, gate["passed"]))
+        out.append((row, f"{inputs['batch']}×{seq} {inputs['kv_dtype']}{serving}", gates or [("none", True)]))
+    return out
+
+
+def _verdict(passed: bool) -> Text:
+    return Text("PASS", style="green") if passed else Text("FAIL", style="bold red")
+
+
+def check_table(report: dict[str, Any]) -> Group:
+    """`kvplan check`: one row per budget of each scenario, PASS/FAIL."""
+    rows = _check_rows(report)
+
+    def table(with_model: bool) -> Callable[[], Table]:
+        def make() -> Table:
+            columns = [("scenario", "left")] + ([("model", "left")] if with_model else [])
+            table = grid(*columns, ("batch×len dtype", "left"), ("KV cache", "right"), ("budget", "left"),
+                         ("result", "left"))
+            for row, serving, gates in rows:
+                head = [row["name"]] + ([row["estimate"]["model"]["id"]] if with_model else [])
+                head += [serving, format_bytes(row["kv_cache_bytes"])]
+                for index, (budget, passed) in enumerate(gates):
+                    table.add_row(*(head if index == 0 else [""] * len(head)), budget, _verdict(passed))
+            return table
+        return make
+
+    def vertical() -> Group:
+        lines = []
+        for row, serving, gates in rows:
+            verdict = all(passed for _budget, passed in gates)
+            lines.append(Text.assemble(_verdict(verdict), " ", (row["name"], "bold")))
+            lines.append(Text(f"  {row['estimate']['model']['id']}, {serving}: KV cache {format_bytes(row['kv_cache_bytes'])}"))
+            lines += [Text.assemble("  ", _verdict(passed), f" {budget}") for budget, passed in gates]
+        return Group(*lines)
+
     total = len(report["scenarios"])
     summary = (f"{total} scenario(s), all within budget" if report["passed"]
                else f"{report['num_failed']} of {total} scenario(s) over budget")
-    return Group(table, Text(summary, style="bold" if report["passed"] else "bold red"))
+    return Group(Text(f"kvplan check {report['plan']}"), Fit(table(True), table(False), vertical),
+                 Text(summary, style="bold" if report["passed"] else "bold red"))
 
 
+# ---- kvplan diff ---------------------------------------------------------------------------------
 #: Plan keys whose resolved values are integer bytes (shown in human units in tables only).
 _SIZE_KEYS = ("max_kv_bytes", "max_kv_bytes_per_gpu", "reserve", "kv_budget", "weights_bytes")
 
@@ -182,28 +368,56 @@ def _input_value(field: str, value: Any) -> str:
     return str(value)
 
 
+def _change(change: int | None) -> str:
+    if change is None:
+        return "-"
+    return ("+" if change > 0 else "-" if change < 0 else "") + format_bytes(abs(change))
+
+
 def diff_table(report: dict[str, Any]) -> Group:
-    """`kvplan diff`: KV bytes before and after per scenario, and the inputs that changed."""
-    table = Table(title=f"kvplan diff {report['old']} → {report['new']}", title_justify="left")
-    for name, justify in (("scenario", "left"), ("status", "left"), ("old", "right"), ("new", "right"),
-                          ("change", "right"), ("ratio", "right"), ("inputs changed", "left")):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    for row in report["scenarios"]:
-        change = row["change_bytes"]
-        change_text = "-" if change is None else ("+" if change > 0 else "-" if change < 0 else "") + format_bytes(abs(change))
-        inputs = "; ".join(
-            f"{c['field']}: {_input_value(c['field'], c['old'])} → {_input_value(c['field'], c['new'])}"
-            for c in row["inputs_changed"]
-        ) or "-"
-        status = Text(row["status"] + (" (over --max-increase)" if row["over_threshold"] else ""),
-                      style="bold red" if row["over_threshold"] else "")
-        table.add_row(
-            row["name"], status,
-            "-" if row["old_kv_cache_bytes"] is None else format_bytes(row["old_kv_cache_bytes"]),
-            "-" if row["new_kv_cache_bytes"] is None else format_bytes(row["new_kv_cache_bytes"]),
-            change_text, "-" if row["ratio"] is None else f"{row['ratio']:.3f}×", inputs,
-        )
-    lines: list[Table | Text] = [table]
+    """`kvplan diff`: KV bytes before and after per scenario (and per GPU where budgeted), then the inputs changed."""
+    rows = report["scenarios"]
+    per_gpu = any(row.get("old_kv_cache_bytes_per_gpu") is not None or row.get("new_kv_cache_bytes_per_gpu")
+                  is not None for row in rows)
+
+    def status(row: dict[str, Any]) -> Text:
+        return Text(row["status"] + (" (over)" if row["over_threshold"] else ""),
+                    style="bold red" if row["over_threshold"] else "")
+
+    def table() -> Table:
+        columns = [("scenario", "left"), ("status", "left"), ("old", "right"), ("new", "right"),
+                   ("change", "right"), ("ratio", "right")]
+        if per_gpu:
+            columns += [("old/GPU", "right"), ("new/GPU", "right")]
+        table = grid(*columns)
+        for row in rows:
+            cells = [row["name"], status(row), _size(row["old_kv_cache_bytes"]), _size(row["new_kv_cache_bytes"]),
+                     _change(row["change_bytes"]), "-" if row["ratio"] is None else f"{row['ratio']:.3f}×"]
+            if per_gpu:
+                cells += [_size(row.get("old_kv_cache_bytes_per_gpu")), _size(row.get("new_kv_cache_bytes_per_gpu"))]
+            table.add_row(*cells)
+        return table
+
+    def vertical() -> Group:
+        lines = []
+        for row in rows:
+            lines.append(Text.assemble((row["name"], "bold"), ": ", status(row)))
+            text = (f"  KV {_size(row['old_kv_cache_bytes'])} → {_size(row['new_kv_cache_bytes'])} "
+                    f"({_change(row['change_bytes'])}" + ("" if row["ratio"] is None else f", {row['ratio']:.3f}×") + ")")
+            if per_gpu and (row.get("old_kv_cache_bytes_per_gpu") is not None or row.get("new_kv_cache_bytes_per_gpu") is not None):
+                text += (f"; per GPU {_size(row.get('old_kv_cache_bytes_per_gpu'))} → "
+                         f"{_size(row.get('new_kv_cache_bytes_per_gpu'))}")
+            lines.append(Text(text))
+        return Group(*lines)
+
+    lines: list[RenderableType] = [Text(f"kvplan diff {report['old']} → {report['new']}"), Fit(table, vertical)]
+    changed = [row for row in rows if row["inputs_changed"]]
+    if changed:
+        lines.append(Text("inputs changed:"))
+    for row in changed:
+        for item in row["inputs_changed"]:
+            lines.append(Text(f"  {row['name']}: {item['field']} {_input_value(item['field'], item['old'])} → "
+                              f"{_input_value(item['field'], item['new'])}"))
     if report["max_increase"] is not None:
         lines.append(Text(f"--max-increase {report['max_increase']}: " + ("within" if report["passed"] else "EXCEEDED"),
                           style="bold" if report["passed"] else "bold red"))
@@ -227,92 +441,128 @@ def compare_table(report: dict[str, Any]) -> Group:
     """`kvplan compare`: one row per attention layout, its bytes, ratio to MHA and a bar.
 
     With --sweep-seq one column per length (--seq-len among them) replaces layout, KV cache and
-    read/step, which stay in yaml/json, so the table fits 100 columns.
+    read/step, which stay in yaml/json. Narrower terminals drop the bar, then the layout text
+    (listed under the table), then go vertical.
     """
     model, inputs, variants = report["model"], report["inputs"], report["variants"]
     seq_len, sweep = inputs["seq_len"], inputs["sweep_seq_lens"]
-    title = (
-        f"KV cache by attention layout: {model['id']} ({inputs['num_attention_layers']} attention layers, "
-        f"{inputs['num_attention_heads']} query heads, head dim {inputs['head_dim_k']})"
-    )
-    # NOTE: exact integer bytes are in --format yaml/json; the table keeps to human units.
-    table = Table(title=title, title_justify="left")
-    table.add_column("variant", no_wrap=True)
+    title = (f"KV cache by attention layout: {model['id']} ({inputs['num_attention_layers']} attention layers, "
+             f"{inputs['num_attention_heads']} query heads, head dim {inputs['head_dim_k']})")
     lengths = sorted({*sweep, seq_len})
     per_gpu = inputs["tp"] * inputs["pp"] > 1
-    if sweep:
-        table.add_column("KV heads", justify="right")
-        for length in lengths:
-            table.add_column(f"@{_tokens_short(length)}", justify="right", no_wrap=True)
-        table.add_column(f"× MHA @{_tokens_short(seq_len)}", justify="right")
-    else:
-        table.add_column("layout", min_width=14)
-        table.add_column("KV heads", justify="right")
-        table.add_column("KV cache", justify="right")
-        if per_gpu:
-            table.add_column("per GPU", justify="right")
-        table.add_column("× MHA", justify="right")
-        table.add_column("read/step", justify="right")
-    table.add_column("", no_wrap=True)
     largest = max((v["kv_cache_bytes"] for v in variants), default=0)
-    for v in variants:
-        ratio, bar = f"{v['ratio_to_mha']:.4g}", size_bar(v["kv_cache_bytes"], largest, width=12)
-        if sweep:
-            at = {point["seq_len"]: point["kv_cache_bytes"] for point in v["sweep"]} | {seq_len: v["kv_cache_bytes"]}
-            table.add_row(v["name"], _n(v["num_kv_heads"]), *(_short_bytes(at[n]) for n in lengths), ratio, bar)
-        else:
-            gpu_cell = [format_bytes(v["kv_cache_bytes_per_gpu"])] if per_gpu else []
-            table.add_row(
-                v["name"], v["description"], _n(v["num_kv_heads"]), format_bytes(v["kv_cache_bytes"]), *gpu_cell,
-                ratio, format_bytes(v["decode_read_bytes_per_step"]), bar,
-            )
+
+    def table(*, bar: int, layout: bool) -> Callable[[], Table]:
+        def make() -> Table:
+            if sweep:
+                columns = [("variant", "left"), ("KV heads", "right")]
+                columns += [(f"@{_tokens_short(n)}", "right") for n in lengths]
+                columns.append((f"× MHA @{_tokens_short(seq_len)}", "right"))
+            else:
+                columns = [("variant", "left")] + ([("layout", "left")] if layout else [])
+                columns += [("KV heads", "right"), ("KV cache", "right")]
+                columns += [("per GPU", "right")] if per_gpu else []
+                columns += [("× MHA", "right"), ("read/step", "right")]
+            if bar:
+                columns.append(("", "left"))
+            grid_table = grid(*columns)
+            for v in variants:
+                ratio = f"{v['ratio_to_mha']:.4g}"
+                if sweep:
+                    at = {p["seq_len"]: p["kv_cache_bytes"] for p in v["sweep"]} | {seq_len: v["kv_cache_bytes"]}
+                    cells = [v["name"], _n(v["num_kv_heads"]), *(_short_bytes(at[n]) for n in lengths), ratio]
+                else:
+                    cells = [v["name"]] + ([v["description"]] if layout else [])
+                    cells += [_n(v["num_kv_heads"]), format_bytes(v["kv_cache_bytes"])]
+                    cells += [format_bytes(v["kv_cache_bytes_per_gpu"])] if per_gpu else []
+                    cells += [ratio, format_bytes(v["decode_read_bytes_per_step"])]
+                if bar:
+                    cells.append(size_bar(v["kv_cache_bytes"], largest, width=bar))
+                grid_table.add_row(*cells)
+            return grid_table
+        return make
+
+    def layouts_below() -> Group:
+        return Group(table(bar=0, layout=False)(),
+                     *(Text(f"  {v['name']}: {v['description']}") for v in variants))
+
+    def vertical() -> Group:
+        lines = []
+        for v in variants:
+            lines.append(Text(f"{v['name']}: {format_bytes(v['kv_cache_bytes'])}, {v['ratio_to_mha']:.4g}× MHA",
+                              style="bold"))
+            parts = [v["description"], f"KV heads {_n(v['num_kv_heads'])}"]
+            if per_gpu:
+                parts.append(f"per GPU {format_bytes(v['kv_cache_bytes_per_gpu'])}")
+            if sweep:
+                parts += [f"@{_tokens_short(p['seq_len'])} {_short_bytes(p['kv_cache_bytes'])}" for p in v["sweep"]]
+            else:
+                parts.append(f"read/step {format_bytes(v['decode_read_bytes_per_step'])}")
+            lines.append(Text("  " + "; ".join(parts)))
+        return Group(*lines)
+
+    if sweep:
+        layouts = [table(bar=12, layout=False), table(bar=0, layout=False), vertical]
+    else:
+        layouts = [table(bar=12, layout=True), table(bar=0, layout=True), layouts_below, vertical]
     caption = [
         Text(
             f"batch {inputs['batch']} × {seq_len:,} tokens, {inputs['kv_dtype']}; "
             + (f"engine {inputs['engine']}; " if inputs["engine"] != "ideal" else "")
             + (f"tp {inputs['tp']} × pp {inputs['pp']} (KV cache: all GPUs); " if per_gpu else "")
-            + f"MHA = {format_bytes(report['mha_kv_cache_bytes'])}"
+            + f"MHA ({inputs['kv_dtype']}) = {format_bytes(report['mha_kv_cache_bytes'])}"
             + (f"; bar: KV cache at {_tokens_short(seq_len)}" if sweep else "; read/step: KV bytes a decode step reads")
         ),
         Text("memory only: not model quality or measured speed", style="italic"),
     ]
-    return Group(table, *caption)
+    return Group(Text(title), Fit(*layouts), *caption)
 
 
-def _short_bytes(num_bytes: int) -> str:
-    return format_bytes(num_bytes).replace(".00 ", " ")
-
-
-def _tokens_short(num_tokens: int) -> str:
-    if num_tokens % (1024**2) == 0:
-        return f"{num_tokens // 1024**2}M"
-    if num_tokens % 1024 == 0:
-        return f"{num_tokens // 1024}k"
-    return f"{num_tokens:,}"
+# ---- kvplan verify -------------------------------------------------------------------------------
+def verify_steps(gen_len: int) -> int:
+    """Decode steps the median step time is taken over: the first is a warm-up when there are more than two."""
+    return gen_len - 1 if gen_len > 2 else gen_len
 
 
 def verify_table(report: dict[str, Any]) -> Group:
-    """`kvplan verify`: predicted against measured, layer by layer, then the allocator and speed lines."""
+    """`kvplan verify`: PASS/FAIL first, then predicted against measured, layer by layer, allocator and speed."""
     model, inputs, result = report["model"], report["inputs"], report["verify"]
-    title = (
-        f"verify {model['id']}: {inputs['layout']} layout on {result['device_name']}, "
-        f"{inputs['layers']} of {inputs['layers_total']} layers"
-        + (f", transformers {result['transformers_version']}" if result.get("engine") == "transformers" else "")
+    passed = result["passed"]
+    verdict = Text.assemble(
+        _verdict(passed),
+        f": {model['id']}, {inputs['layers']} of {inputs['layers_total']} layers, measured "
+        f"{format_bytes(result['measured_bytes'])} vs predicted {format_bytes(result['predicted_bytes'])}"
+        + (" (exact)" if result["measured_bytes"] == result["predicted_bytes"] else ""),
     )
-    table = Table(title=title, title_justify="left")
-    for name, justify in (("layer", "right"), ("kind", "left"), ("KV heads", "right"), ("slots/blocks", "right"),
-                          ("predicted", "right"), ("measured", "right")):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    for layer in report["layers"]:
-        slots = _n(layer["cache_tokens"]) if layer["blocks_per_seq"] is None else (
-            f"{layer['peak_blocks_per_seq']}/{layer['blocks_per_seq']} blocks"
-        )
-        table.add_row(str(layer["index"]), layer["kind"], _n(layer["num_kv_heads"]), slots,
-                      _n(layer["predicted_bytes"]), _n(layer["measured_bytes"]))
-    table.add_section()
-    verdict = Text("match" if result["match"] else "MISMATCH", style="bold green" if result["match"] else "bold red")
-    table.add_row(Text("total", style="bold"), verdict, "", "", _n(result["predicted_bytes"]), _n(result["measured_bytes"]))
-    lines = [Text(
+    title = (f"{inputs['layout']} layout on {result['device_name']}"
+             + (f", transformers {result['transformers_version']}" if result.get("engine") == "transformers" else ""))
+
+    def table() -> Table:
+        grid_table = grid(("layer", "right"), ("kind", "left"), ("KV heads", "right"), ("slots/blocks", "right"),
+                          ("predicted", "right"), ("measured", "right"))
+        for layer in report["layers"]:
+            slots = _n(layer["cache_tokens"]) if layer["blocks_per_seq"] is None else (
+                f"{layer['peak_blocks_per_seq']}/{layer['blocks_per_seq']} blocks"
+            )
+            grid_table.add_row(str(layer["index"]), KIND_LABEL.get(layer["kind"], layer["kind"]),
+                               _n(layer["num_kv_heads"]), slots, _bytes_exact(layer["predicted_bytes"]),
+                               _bytes_exact(layer["measured_bytes"]))
+        grid_table.add_section()
+        match = Text("match" if result["match"] else "MISMATCH", style="bold green" if result["match"] else "bold red")
+        grid_table.add_row(Text("total", style="bold"), match, "", "", _bytes_exact(result["predicted_bytes"]),
+                           _bytes_exact(result["measured_bytes"]))
+        return grid_table
+
+    def vertical() -> Group:
+        lines = []
+        for layer in report["layers"]:
+            ok = layer["predicted_bytes"] == layer["measured_bytes"]
+            lines.append(Text(f"layer {layer['index']} ({KIND_LABEL.get(layer['kind'], layer['kind'])}): "
+                              f"predicted {_bytes_exact(layer['predicted_bytes'])}, measured "
+                              f"{_bytes_exact(layer['measured_bytes'])}" + ("" if ok else " MISMATCH")))
+        return Group(*lines)
+
+    lines: list[RenderableType] = [verdict, Text(title), Fit(table, vertical), Text(
         f"batch {inputs['batch']} x beams {inputs['beams']}, prompt {inputs['prompt_len']:,} + {inputs['gen_len']:,} "
         f"decode steps, KV dtype {inputs['kv_dtype']}, tp {inputs['tp']}"
     )]
@@ -328,61 +578,80 @@ def verify_table(report: dict[str, Any]) -> Group:
                 f"error {err:.4%} (tolerance {part['tolerance']:.1%}), peak {_n(part['peak'])} B"
             ))
     if result["step_seconds"] is not None:
-        speed = f"decode step: {result['step_seconds'] * 1e3:.3f} ms"
+        speed = (f"decode step: {result['step_seconds'] * 1e3:.3f} ms "
+                 f"(median of {verify_steps(inputs['gen_len'])} steps)")
         if result["bandwidth_fraction"] is not None:
             speed += f", {result['bandwidth_fraction']:.1%} of the bandwidth floor"
         lines.append(Text(speed))
-    return Group(table, *lines)
+    return Group(*lines)
 
 
+def _bytes_exact(value: int | None) -> str:
+    return "-" if value is None else f"{value:,} B"
+
+
+# ---- kvplan capacity -----------------------------------------------------------------------------
 def capacity_table(report: dict[str, Any]) -> Group:
-    """`kvplan capacity`: budget, weights, and the capacity answers."""
+    """`kvplan capacity`: the verdict first, then budget, weights and the capacity answers."""
     model, inputs, weights = report["model"], report["inputs"], report["weights"]
     budget, cap = report["budget"], report["capacity"]
+    engine = inputs["engine"]
+    tokens = inputs["max_model_len"]
     title = (f"Capacity of {model['id']} on {inputs['gpu'] or 'a --kv-budget'} (tp {inputs['tp']}, pp {inputs['pp']}, "
-             f"{inputs['engine']}, KV {inputs['kv_dtype']})")
-    table = Table(title=title, title_justify="left", show_header=False)
-    table.add_column("what")
-    table.add_column("value", justify="right")
-    table.add_column("detail")
-
-    def size(value: Any) -> str:
-        if value is None:
-            return "-"
-        return format_bytes(value) if value >= 0 else "-" + format_bytes(-value)
+             f"{engine}, KV {inputs['kv_dtype']})")
+    verdict = f"{inputs['batch']} × {tokens:,} tokens {'fits' if cap['fits'] else 'does NOT fit'}: needs "
+    verdict += f"{_size(cap['kv_bytes_needed'])} of KV per GPU, " + (
+        f"{_size(cap['kv_bytes_available'])} available" if cap["kv_bytes_available"] > 0
+        else "but the weights and reserve leave no KV memory per GPU")
+    table = Table(box=box.SIMPLE, show_header=False, show_edge=False, pad_edge=False, padding=(0, 1))
+    table.add_column("what", no_wrap=True)
+    table.add_column("value", justify="right", no_wrap=True)
+    table.add_column("detail", overflow="fold")
 
     params = "-" if weights["parameters"] is None else f"{weights['parameters'] / 1e9:.2f}B params"
-    table.add_row("GPU memory", size(inputs["gpu_memory_bytes"]), inputs.get("gpu_memory_source") or "")
+    table.add_row("GPU memory", _size(inputs["gpu_memory_bytes"]), inputs.get("gpu_memory_source") or "")
     held = weights["quantization"] or weights["dtype"] or ""
     if weights.get("checkpoint_dtype") and weights["checkpoint_dtype"] != weights["dtype"]:
         held += f" (checkpoint {weights['checkpoint_dtype']})"
-    table.add_row("weights", size(weights["bytes"]), f"{params}, {held} ({weights['source']})")
+    table.add_row("weights", _size(weights["bytes"]), f"{params}, {held} ({weights['source']})")
     if weights["vision_parameters"]:
-        table.add_row("  vision tower", size(weights["vision_bytes"]), f"{weights['vision_parameters'] / 1e9:.2f}B params")
-    table.add_row("weights per GPU", size(budget["weights_bytes_per_gpu"]), "")
-    table.add_row("reserve", size(budget["reserve_bytes"]), "activation peak + non-torch (estimate; --reserve)")
-    table.add_row(Text("KV budget per GPU", style="bold"), Text(size(budget["kv_bytes_per_gpu"]), style="bold"),
+        table.add_row("  vision tower", _size(weights["vision_bytes"]), f"{weights['vision_parameters'] / 1e9:.2f}B params")
+    table.add_row("weights per GPU", _size(budget["weights_bytes_per_gpu"]), "")
+    table.add_row("reserve", _size(budget["reserve_bytes"]), "activation peak + non-torch (estimate; --reserve)")
+    table.add_row(Text("KV budget per GPU", style="bold"), Text(_size(budget["kv_bytes_per_gpu"]), style="bold"),
                   budget["formula"])
     table.add_section()
     table.add_row("KV blocks", _n(cap["num_blocks"]), f"{cap['block_size']} tokens per block")
-    table.add_row("KV tokens", _n(cap["max_tokens"]), "token slots of the pool (true capacity; engine_log "
-                  "below shows the engine's own figure)")
+    table.add_row("KV tokens", _n(cap["max_tokens"]), "token slots of the pool (the true capacity; the engine's "
+                  "own figure is in its log lines below)")
+    requests = cap["max_concurrent_requests"]
     table.add_row("max concurrency", f"{cap['max_concurrency']:.2f}x",
-                  f"{cap['max_concurrent_requests']} requests of {inputs['max_model_len']:,} tokens")
+                  f"{requests:,} requests of {tokens:,} tokens" if requests
+                  else f"does not fit one request of {tokens:,} tokens")
     table.add_row("max context", _n(cap["max_context_len"]), f"at batch {inputs['batch']} ({cap['max_context_limit']})")
-    table.add_row("min TP / GPUs", f"{_n(cap['min_tp'])} / {_n(cap['min_num_gpus'])}",
-                  f"for one {inputs['max_model_len']:,}-token request")
+    if cap["min_tp"] is None:
+        table.add_row("GPUs needed", "-", f"one {tokens:,}-token request fits on no size tried")
+    elif engine == "llama.cpp":
+        table.add_row("GPUs needed", _n(cap["min_num_gpus"]),
+                      f"for one {tokens:,}-token request, layers split over them (-ts)")
+    else:
+        table.add_row("GPUs needed", _n(cap["min_num_gpus"]),
+                      f"for one {tokens:,}-token request: the smallest tp is {cap['min_tp']}, "
+                      f"× pp {inputs['pp']} = {cap['min_num_gpus']} GPUs")
     if cap["decode_floor_seconds"] is not None:
         table.add_row("decode floor", f"{cap['decode_floor_seconds'] * 1000:.2f} ms/token",
                       f"<= {cap['decode_tokens_per_s']:,.0f} tokens/s at batch {inputs['batch']} "
-                      f"({size(cap['decode_bytes_per_step'])} read per step)")
-    verdict = "fits" if cap["fits"] else "does NOT fit"
-    lines = [Text(
-        f"{inputs['batch']} x {inputs['max_model_len']:,} tokens {verdict}: needs {size(cap['kv_bytes_needed'])} of KV "
-        f"per GPU, {size(cap['kv_bytes_available'])} available",
-        style="bold" if cap["fits"] else "bold red",
-    )]
-    lines += [Text(f"  try {s}") for s in report["suggestions"]]
+                      f"({_size(cap['decode_bytes_per_step'])} read per step)")
+    lines: list[RenderableType] = [
+        Text(verdict, style="bold" if cap["fits"] else "bold red"), Text(title), table,
+    ]
+    if report["suggestions"]:
+        tries = Table.grid(padding=(0, 1))
+        tries.add_column(no_wrap=True)
+        tries.add_column(overflow="fold")
+        for index, suggestion in enumerate(report["suggestions"]):
+            tries.add_row("  try" if index == 0 else "   or", engine_flags(suggestion, engine, inputs["batch"]))
+        lines.append(tries)
     log = report.get("engine_log") or {}
     if log.get("lines"):
         lines.append(Text(f"{log['engine']} {log['version'] or ''} would log:".replace("  ", " ")))
@@ -392,18 +661,36 @@ def capacity_table(report: dict[str, Any]) -> Group:
         lines.append(Text(f"{compared['source']} ({compared['engine']}): {compared['matches']} figure(s) match, "
                           f"{compared['differs']} differ", style="bold"))
         for row in compared["rows"]:
-            verdict = "same" if row["match"] else f"differs ({row['difference']:+g}): {row['cause']}" \
-                if row["difference"] is not None else f"differs: {row['cause']}"
+            if row["match"]:
+                said = "same"
+            elif row["difference"] is not None:
+                said = f"differs ({row['difference']:+g}): {row['cause']}"
+            else:
+                said = f"differs: {row['cause']}"
             lines.append(Text(f"  line {row['line_no']} {row['figure']}: logged {row['logged']}, kvplan "
-                              f"{row['predicted'] if row['predicted'] is not None else '-'}; {verdict}"))
-    return Group(table, *lines)
+                              f"{row['predicted'] if row['predicted'] is not None else '-'}; {said}", overflow="fold"))
+    return Group(*lines)
 
 
-def gpus_table(report: dict[str, Any]) -> Table:
-    table = Table(title="GPU catalog", title_justify="left")
-    for name, justify in (("gpu", "left"), ("memory", "right"), ("bandwidth", "right"), ("aliases", "left")):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    for row in report["gpus"]:
-        table.add_row(row["name"], format_bytes(row["memory_bytes"]), f"{row['bandwidth_bytes_per_s'] / 1e9:,.0f} GB/s",
-                      ", ".join(row["aliases"]))
-    return table
+# ---- kvplan gpus ---------------------------------------------------------------------------------
+def gpus_table(report: dict[str, Any]) -> Group:
+    def table(aliases: bool) -> Callable[[], Table]:
+        def make() -> Table:
+            columns = [("gpu", "left"), ("memory", "right"), ("bandwidth", "right")]
+            grid_table = grid(*columns, *([("aliases", "left")] if aliases else []))
+            if aliases:
+                grid_table.columns[-1].no_wrap = False
+                grid_table.columns[-1].overflow = "fold"
+                grid_table.columns[-1].min_width = 16
+            for row in report["gpus"]:
+                cells = [row["name"], format_bytes(row["memory_bytes"]), f"{row['bandwidth_bytes_per_s'] / 1e9:,.0f} GB/s"]
+                grid_table.add_row(*cells, *([", ".join(row["aliases"])] if aliases else []))
+            return grid_table
+        return make
+
+    def vertical() -> Group:
+        return Group(*(Text(f"{row['name']}: {format_bytes(row['memory_bytes'])}, "
+                            f"{row['bandwidth_bytes_per_s'] / 1e9:,.0f} GB/s; aliases {', '.join(row['aliases']) or '-'}")
+                       for row in report["gpus"]))
+
+    return Group(Text("GPU catalog"), Fit(table(True), vertical))

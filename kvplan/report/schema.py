@@ -178,6 +178,10 @@ def _defs() -> dict[str, Schema]:
                     "max_context_len": nullable(POS),
                     "kv_dtype": STR,
                     "bytes_per_token": NONNEG,
+                    "bytes_per_token_at_max_context": {
+                        **nullable(NONNEG),
+                        "description": "one sequence's bytes at max_context_len over its tokens (windows and state in)",
+                    },
                     "state_bytes_per_seq": nullable(POS),
                 }),
             },
@@ -221,6 +225,9 @@ def _defs() -> dict[str, Schema]:
         "new_kv_cache_bytes": nullable(NONNEG),
         "change_bytes": nullable(INT),
         "ratio": nullable(NUM),
+        "old_kv_cache_bytes_per_gpu": {**nullable(NONNEG), "description": "most loaded GPU; null without a per-GPU budget"},
+        "new_kv_cache_bytes_per_gpu": {**nullable(NONNEG), "description": "most loaded GPU; null without a per-GPU budget"},
+        "change_bytes_per_gpu": nullable(INT),
         "inputs_changed": {
             "type": "array",
             "items": _obj({"field": STR, "old": {}, "new": {}}),
@@ -421,6 +428,7 @@ def _compare_def(layer: Schema) -> Schema:
         "window": nullable(POS),
         "local_layers_per_global": nullable(POS),
         "num_attention_layers": NONNEG,
+        "kv_dtype": {**STR, "description": "this variant's KV dtype (they differ with --kv-dtype bf16,fp8)"},
         "bytes_per_token": NONNEG,
         "kv_cache_bytes": NONNEG,
         "kv_cache_bytes_per_gpu": {**NONNEG, "description": "on the most loaded GPU; equals kv_cache_bytes on one GPU"},

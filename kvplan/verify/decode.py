@@ -328,7 +328,8 @@ def decode_rank(plan: VerifyPlan, device: torch.device, *, rank: int = 0, group:
 
 
 class _progress:
-    """A rich progress bar on stderr over the prefill and the decode steps (a no-op when disabled)."""
+    """A rich progress bar on stderr: the prefill phase, then the decode steps with a rate and an ETA
+    (a no-op when disabled)."""
 
     def __init__(self, enabled: bool, plan: VerifyPlan) -> None:
         self.enabled, self.plan = enabled, plan
@@ -343,15 +344,25 @@ class _progress:
             Progress,
             TextColumn,
             TimeElapsedColumn,
+            TimeRemainingColumn,
         )
 
         self.bar = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
             console=Console(stderr=True), transient=True,
         )
         self.bar.__enter__()
-        task = self.bar.add_task(f"decode ({self.plan.layout})", total=1 + self.plan.gen_tokens)
-        return lambda: self.bar.advance(task)
+        prefill = f"prefill {self.plan.prompt_tokens:,} tokens ({self.plan.layout})"
+        task = self.bar.add_task(prefill, total=1 + self.plan.gen_tokens, rate="")
+        decode = f"decode ({self.plan.layout})"
+
+        def advance() -> None:
+            self.bar.advance(task)
+            speed = self.bar.tasks[0].speed
+            self.bar.update(task, description=decode, rate=f"{speed:.1f} steps/s" if speed else "")
+
+        return advance
 
     def __exit__(self, *exc: object) -> None:
         if self.enabled:

@@ -1,0 +1,367 @@
+"""Output people read: every table fits 60, 80 and 120 columns and a pipe with nothing cut, the
+answer first, and the habits of the ecosystem (issue 13)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from rich.cells import cell_len
+
+from kvplan.cli import app
+from tests.conftest import BF16, FP8, KV, REPO_ROOT
+
+WIDTHS = (60, 80, 120)
+GiB = 1024**3
+
+# ---- every table at every width --------------------------------------------------------------------
+ESTIMATES = {
+    "llama": ["estimate", "-m", "meta-llama/Llama-3.1-8B", "-s", "32k", "-b", "4"],
+    "gpt-oss": ["estimate", "-m", "openai/gpt-oss-120b", "-s", "128k"],
+    "deepseek-mla-tp8": ["estimate", "-m", "deepseek-ai/DeepSeek-V3", "-s", "32k", "--engine", "vllm", "-tp", "8"],
+    "nemotron-h": ["estimate", "-m", "nvidia/Nemotron-H-56B-Base-8K"],
+    "whisper-cross": ["estimate", "-m", "openai/whisper-large-v3"],
+    "llama70-tp16-peaks": ["estimate", "-m", "meta-llama/Llama-3.1-70B", "-s", "32k", "--engine", "vllm",
+                           "--tp", "16", "--offload", "0.25"],
+}
+TABLES = {
+    **ESTIMATES,
+    "models": ["models"],
+    "models-query": ["models", "gemma"],
+    "gpus": ["gpus"],
+    "compare": ["compare", "mha", "gqa", "mqa", "mla", "swa:4k", "hybrid:1k:5", "--batch", "8"],
+    "compare-sweep": ["compare", "mha", "gqa", "mla", "swa:4k", "hybrid:1k:5", "--sweep-seq", "1k,32k,128k"],
+    "compare-model-tp": ["compare", "model", "mha", "gqa", "mla", "--model", "deepseek-ai/DeepSeek-V3", "-s", "32k",
+                         "--engine", "vllm", "-tp", "8"],
+    "compare-dtypes": ["compare", "model", "gqa", "--model", "meta-llama/Llama-3.1-8B", "--kv-dtype", "bf16,fp8"],
+    "capacity": ["capacity", "-m", "meta-llama/Llama-3.1-70B", "--gpu", "H100", "--max-model-len", "128k"],
+    "capacity-fits": ["capacity", "-m", "openai/gpt-oss-120b", "--gpu", "H200", "-s", "32k", "-b", "8"],
+    "capacity-llamacpp": ["capacity", "-m", "meta-llama/Llama-3.1-8B", "--gpu", "RTX4090", "-s", "128k",
+                          "--engine", "llama.cpp", "-b", "4"],
+    "check": ["check", str(REPO_ROOT / "examples" / "kvplan.yaml")],
+}
+
+
+def assert_fits(text: str, width: int) -> None:
+    for line in text.splitlines():
+        assert cell_len(line) <= width, f"{cell_len(line)} > {width}: {line!r}"
+    assert "…" not in text, text
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("name", list(TABLES))
+def test_table_fits_the_width(runner, monkeypatch, name: str, width: int) -> None:
+    monkeypatch.setenv("COLUMNS", str(width))
+    result = runner.invoke(app, TABLES[name])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip()
+    assert_fits(result.stdout, width)
+    assert_fits(result.stderr, width)  # notes wrap on word boundaries
+
+
+def _kvplan_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "FORCE_COLOR")}
+    return {**env, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1", **extra}
+
+
+@pytest.mark.parametrize("name", ["llama", "deepseek-mla-tp8", "nemotron-h", "models", "compare", "capacity", "check"])
+def test_table_fits_80_columns_through_a_pipe(name: str) -> None:
+    """No terminal, no COLUMNS (a CI log): rich falls back to 80 columns."""
+    result = subprocess.run([sys.executable, "-m", "kvplan", *TABLES[name]], capture_output=True, text=True,
+                            env=_kvplan_env(), cwd=REPO_ROOT, check=False)
+    assert result.returncode == 0, result.stderr
+    assert_fits(result.stdout, 80)
+    assert max(cell_len(line) for line in result.stdout.splitlines()) > 60  # it used the 80, not less
+
+
+def _diff_reports(runner, tmp_path: Path) -> tuple[Path, Path]:
+    plan = yaml.safe_load((REPO_ROOT / "examples" / "kvplan.yaml").read_text())
+    old, new = tmp_path / "old.yaml", tmp_path / "new.yaml"
+    (tmp_path / "old-plan.yaml").write_text(yaml.safe_dump(plan))
+    for scenario in plan["scenarios"]:
+        if scenario["name"] == "llama-3.1-70b-vllm-tp4":
+            scenario["tp"] = 2  # the same total, twice the bytes on each GPU
+            scenario["require_fit_on"]["num_gpus"] = 2
+            scenario["max_kv_bytes_per_gpu"] = "24GiB"
+    (tmp_path / "new-plan.yaml").write_text(yaml.safe_dump(plan))
+    for label, out in (("old", old), ("new", new)):
+        result = runner.invoke(app, ["check", str(tmp_path / f"{label}-plan.yaml"), "--output", str(out)])
+        assert result.exit_code in (0, 1), result.output
+    return old, new
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_diff_table_fits_the_width(runner, tmp_path, monkeypatch, width: int) -> None:
+    old, new = _diff_reports(runner, tmp_path)
+    monkeypatch.setenv("COLUMNS", str(width))
+    result = runner.invoke(app, ["diff", str(old), str(new)])
+    assert result.exit_code == 0, result.output
+    assert_fits(result.stdout, width)
+    assert "llama-3.1-70b-vllm-tp4: tp 4 → 2" in result.stdout
+
+
+def test_diff_compares_per_gpu_bytes_of_a_per_gpu_budget(runner, tmp_path) -> None:
+    old, new = _diff_reports(runner, tmp_path)
+    report = json.loads(runner.invoke(app, ["diff", str(old), str(new), "--format", "json"]).stdout)
+    rows = {row["name"]: row for row in report["scenarios"]}
+    tp4 = rows["llama-3.1-70b-vllm-tp4"]
+    total = 80 * 8 * 32768 * KV * 8 * 128 * FP8  # layers, batch, tokens, K+V, kv heads, head dim, fp8
+    assert (tp4["old_kv_cache_bytes"], tp4["new_kv_cache_bytes"], tp4["change_bytes"]) == (total, total, 0)
+    assert (tp4["old_kv_cache_bytes_per_gpu"], tp4["new_kv_cache_bytes_per_gpu"]) == (total // 4, total // 2)
+    assert tp4["change_bytes_per_gpu"] == total // 2 - total // 4
+    assert rows["llama-3.1-8b-chat"]["old_kv_cache_bytes_per_gpu"] is None  # only a whole-cache budget
+    # the per-GPU growth trips --max-increase although the total did not change
+    gate = runner.invoke(app, ["diff", str(old), str(new), "--max-increase", "10%"])
+    assert gate.exit_code == 1, gate.output
+    assert f"per GPU by {total // 2 - total // 4:,} bytes" in " ".join(gate.stderr.split())
+    table = runner.invoke(app, ["diff", str(old), str(new)])
+    assert "old/GPU" in table.stdout and "10.00 GiB" in table.stdout and "20.00 GiB" in table.stdout
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_verify_table_fits_the_width(runner, monkeypatch, width: int) -> None:
+    pytest.importorskip("torch")
+    monkeypatch.setenv("COLUMNS", str(width))
+    result = runner.invoke(app, ["verify", "-m", "meta-llama/Llama-3.2-1B", "--layers", "2", "--prompt-len", "8",
+                                 "--gen-len", "4", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert_fits(result.stdout, width)
+    flat = " ".join(result.stdout.split())
+    per_layer = 12 * KV * 8 * 64 * BF16  # prompt + gen tokens, K+V, kv heads, head dim, bf16
+    assert flat.startswith("PASS: meta-llama/Llama-3.2-1B, 2 of 16 layers")
+    assert f"{per_layer:,} B" in flat and f"{2 * per_layer:,} B" in flat  # units on byte columns
+    assert "(median of 3 steps)" in flat  # 4 decode steps, the first a warm-up
+
+
+# ---- the answer first ------------------------------------------------------------------------------
+def _flat(runner, args: list[str]) -> str:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    return " ".join(result.stdout.split())
+
+
+def test_estimate_under_tp_headlines_per_gpu_and_total_and_says_replicated(runner) -> None:
+    out = _flat(runner, ESTIMATES["deepseek-mla-tp8"])
+    per_gpu = 61 * 32768 * (512 + 64) * BF16  # layers, tokens, latent, bf16: one whole copy per rank
+    assert out.startswith(f"KV cache per GPU: {per_gpu / GiB:.2f} GiB (the most loaded of 8 GPUs")
+    assert f"KV cache, all 8 GPUs: {8 * per_gpu / GiB:.2f} GiB ({8 * per_gpu:,} bytes)" in out
+    assert "replicated: each of the 8 tensor-parallel ranks keeps the whole MLA latent" in out
+    assert "latent 512+64" in out and "576/0" not in out
+
+
+def test_estimate_shows_effective_bytes_per_token_at_the_length(runner) -> None:
+    out = _flat(runner, ESTIMATES["gpt-oss"])
+    full = 36 * KV * 8 * 64 * 2  # layers, K+V, kv heads, head dim, fp16
+    seq = 128 * 1024
+    effective = (18 * seq + 18 * 128) * KV * 8 * 64 * 2 / seq  # full layers hold all, sliding ones their 128
+    assert f"per token (all layers): {effective / 1024:.2f} KiB at {seq:,} tokens" in out
+    assert f"full-attention rate {full // 1024}.00 KiB" in out
+    assert "per tok·layer" in out  # the column says it is per layer
+
+
+def test_unchanged_adjustments_are_hidden(runner) -> None:
+    out = _flat(runner, ["estimate", "-m", "meta-llama/Llama-3.1-8B", "-s", "32k", "--engine", "vllm", "--tp", "2"])
+    assert "engine:vllm:" not in out  # 32k is a whole number of 16-token blocks: nothing changed
+    assert "tensor_parallel: 4.00 GiB -> 4.00 GiB" not in out and "adjustments:" not in out
+
+
+def test_models_shows_bytes_per_token_at_max_context(runner) -> None:
+    report = json.loads(runner.invoke(app, ["models", "gpt-oss-120b", "--format", "json"]).stdout)
+    (row,) = report["models"]
+    seq = 131072
+    assert row["bytes_per_token_at_max_context"] == round((18 * seq + 18 * 128) * KV * 8 * 64 * 2 / seq)
+    assert "@ max ctx" in _flat(runner, ["models", "gpt-oss-120b"])
+
+
+def test_capacity_says_does_not_fit_one_request_and_explains_gpus(runner) -> None:
+    out = _flat(runner, TABLES["capacity"])
+    assert "does not fit one request of 131,072 tokens" in out and "0 requests" not in out
+    assert "GPUs needed 4 for one 131,072-token request: the smallest tp is 4, × pp 1 = 4 GPUs" in out
+    assert "the weights and reserve leave no KV memory per GPU" in out
+
+
+def test_llamacpp_capacity_speaks_llamacpp(runner) -> None:
+    out = _flat(runner, TABLES["capacity-llamacpp"])
+    assert "try -c 68608 -np 4 (17,152 tokens per slot" in out  # 4 slots of 17,152 tokens
+    assert "-ctk q8_0 -ctv q8_0 -fa" in out and "--max-model-len" not in out
+    note = runner.invoke(app, ["estimate", "-m", "meta-llama/Llama-2-7b-hf", "-s", "4k", "--engine", "llama.cpp",
+                               "--kv-dtype", "q8_0"])
+    assert "needs flash attention: run with -fa" in " ".join(note.stderr.split())
+
+
+# ---- habits -----------------------------------------------------------------------------------------
+def test_version(runner) -> None:
+    from kvplan import __version__
+
+    for flag in ("--version", "-V"):
+        result = runner.invoke(app, [flag])
+        assert result.exit_code == 0 and result.stdout == f"kvplan {__version__}\n"
+
+
+def test_shell_completion_script() -> None:
+    result = subprocess.run([sys.executable, "-m", "kvplan", "--show-completion", "bash"], capture_output=True,
+                            text=True, env=_kvplan_env(SHELL="/bin/bash"), cwd=REPO_ROOT, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "complete" in result.stdout and "COMP_WORDS" in result.stdout
+
+
+def test_vllm_spellings(runner) -> None:
+    def inputs(*args: str) -> dict:
+        result = runner.invoke(app, [*args, "--format", "json"])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)["inputs"]
+
+    est = inputs("estimate", "-m", "llama-3.1-70b", "-tp", "4", "-pp", "2", "--max-model-len", "8k")
+    assert (est["tp"], est["pp"], est["seq_len"]) == (4, 2, 8192)
+    cmp = inputs("compare", "mha", "gqa", "-tp", "2", "--max-model-len", "8k")
+    assert (cmp["tp"], cmp["seq_len"]) == (2, 8192)
+    cap = inputs("capacity", "-m", "llama-3.1-8b", "--gpu", "H100", "--seq-len", "8k", "-tp", "2")
+    assert (cap["tp"], cap["max_model_len"]) == (2, 8192)
+
+
+@pytest.mark.parametrize(("typo", "meant"), [("llama-3.1-8bb", "llama-3.1-8b"),
+                                             ("meta-llama/Llama-3.1-8BB", "meta-llama/Llama-3.1-8B"),
+                                             ("gpt-oss-120", "gpt-oss-120b")])
+def test_model_typo_gets_did_you_mean(runner, typo: str, meant: str) -> None:
+    result = runner.invoke(app, ["estimate", "-m", typo])
+    assert result.exit_code == 2
+    assert f"Hint: did you mean {meant}," in result.stderr or f"Hint: did you mean {meant}?" in result.stderr
+
+
+def test_models_query_filters(runner) -> None:
+    report = json.loads(runner.invoke(app, ["models", "GEMMA-3", "--format", "json"]).stdout)
+    assert [row["id"] for row in report["models"]] == [
+        "google/gemma-3-12b-it", "google/gemma-3-1b-it", "google/gemma-3-27b-it"]
+    result = runner.invoke(app, ["models", "no-such-model-xyz"])
+    assert result.exit_code == 2 and "Error: no bundled model matches 'no-such-model-xyz'" in result.stderr
+
+
+def test_compare_kv_dtypes_in_one_run(runner) -> None:
+    result = runner.invoke(app, [*TABLES["compare-dtypes"], "-s", "32k", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    sizes = {v["name"]: (v["kv_dtype"], v["kv_cache_bytes"]) for v in report["variants"]}
+    bf16 = 32 * 32768 * KV * 8 * 128 * BF16  # layers, tokens, K+V, kv heads, head dim, bf16
+    assert sizes["model@bf16"] == ("bf16", bf16)
+    assert sizes["model@fp8"] == ("fp8_e4m3", bf16 // 2)  # the name keeps the user's spelling
+    assert [v["ratio_to_mha"] for v in report["variants"]][:2] == [8 / 32, 8 / 32 / 2]  # MHA at bf16, the first
+    estimate = runner.invoke(app, ["estimate", "-m", "llama-3.1-8b", "--kv-dtype", "bf16,fp8"])
+    assert estimate.exit_code == 2 and "kvplan compare model --model llama-3.1-8b --kv-dtype bf16,fp8" in estimate.stderr
+
+
+def test_notes_wrap_on_word_boundaries(runner, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "60")
+    result = runner.invoke(app, ESTIMATES["deepseek-mla-tp8"])
+    lines = result.stderr.splitlines()
+    assert all(len(line) <= 60 for line in lines)
+    assert any(line.startswith("      ") for line in lines)  # a continuation, indented under "note: "
+    words = " ".join(result.stderr.split())
+    assert "kv_lora_rank + qk_rope_head_dim = 512 + 64 = 576 values" in words  # no word broken
+
+
+# ---- the README's GitHub Actions job, run in a scratch repository -------------------------------------
+def _job_steps() -> list[dict]:
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    match = re.search(r"```yaml\n(# \.github/workflows/kv-budget\.yml\n.*?)```", readme, re.S)
+    assert match, "the README's GitHub Actions job"
+    job = yaml.safe_load(match[1])
+    return job["jobs"]["kvplan"]["steps"], job.get("env", {})
+
+
+def test_readme_job_installs_from_a_pinned_repository() -> None:
+    steps, env = _job_steps()
+    install = next(step["run"] for step in steps if "pip install" in step.get("run", ""))
+    assert install.startswith('pip install "kvplan @ $KVPLAN"')
+    assert re.fullmatch(r"git\+https://\S+@\S+", env["KVPLAN"])  # a repository pinned to a tag or commit
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                   env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                        "GIT_COMMITTER_EMAIL": "t@t"})
+
+
+def _run_job(tmp_path: Path, base_plan: str | None, head_plan: str) -> list[subprocess.CompletedProcess]:
+    """The job's shell steps (all but the install) in a repository whose main has ``base_plan``."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    (repo / "README").write_text("serving\n")
+    if base_plan is not None:
+        (repo / "kvplan.yaml").write_text(base_plan)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "base")
+    _git(repo, "update-ref", "refs/remotes/origin/main", "main")
+    _git(repo, "checkout", "-q", "-b", "feature")
+    (repo / "kvplan.yaml").write_text(head_plan)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "--allow-empty", "-m", "head")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "kvplan"  # what `pip install` puts on PATH, here this checkout
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m kvplan "$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
+    env = _kvplan_env(PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    steps, _env = _job_steps()
+    results = []
+    for step in steps:
+        script = step.get("run")
+        if script is None or "pip install" in script:
+            continue
+        script = script.replace("${{ github.base_ref }}", "main")
+        results.append(subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
+                                      cwd=repo, env=env, capture_output=True, text=True, check=False))
+    return results
+
+
+PLAN = "scenarios:\n  - name: chat\n    model: meta-llama/Llama-3.1-8B\n    batch: {batch}\n    seq_len: 4096\n"
+
+
+def test_readme_job_passes_the_pull_request_that_adds_the_plan(tmp_path) -> None:
+    check, compare = _run_job(tmp_path, None, PLAN.format(batch=4))
+    assert check.returncode == 0, check.stderr
+    assert compare.returncode == 0, compare.stderr
+    assert "origin/main has no kvplan.yaml yet" in compare.stdout
+
+
+def test_readme_job_fails_a_pull_request_that_grows_the_cache(tmp_path) -> None:
+    check, compare = _run_job(tmp_path, PLAN.format(batch=4), PLAN.format(batch=5))
+    assert check.returncode == 0, check.stderr
+    assert compare.returncode == 1, compare.stdout + compare.stderr  # +25% past --max-increase 10%
+    assert "FAIL chat" in compare.stderr
+
+
+def test_readme_job_passes_an_unchanged_plan(tmp_path) -> None:
+    check, compare = _run_job(tmp_path, PLAN.format(batch=4), PLAN.format(batch=4))
+    assert (check.returncode, compare.returncode) == (0, 0), compare.stdout + compare.stderr
+
+
+def test_plot_is_legible_in_a_readme(runner, tmp_path) -> None:
+    """1280 x 720 px, and with --model the line is the KV room after the weights, not the whole card."""
+    pytest.importorskip("matplotlib")
+    import struct
+
+    path = tmp_path / "kv.png"
+    result = runner.invoke(app, ["compare", "model", "mha", "gqa", "--model", "openai/gpt-oss-20b", "-s", "32k",
+                                 "--plot", str(path), "--gpu-mem", "80GiB"])
+    assert result.exit_code == 0, result.output
+    width, height = struct.unpack(">II", path.read_bytes()[16:24])  # the PNG IHDR chunk
+    assert (width, height) == (1280, 720)
+    from kvplan.api import load_geometry
+    from kvplan.compare import base_from_model, compare, plot_label, plot_series
+
+    geometry, _source = load_geometry("openai/gpt-oss-20b")
+    comparison = compare(base_from_model(geometry), ["model"], seq_len=32768)
+    xs, series = plot_series(comparison)
+    assert xs[-1] == geometry.max_context_tokens  # the x range stops at the model's maximum
+    assert plot_label(comparison.variants[0]) == "model (window 128)" and list(series) == ["model (window 128)"]
