@@ -21,10 +21,15 @@ def load_geometry(
     overrides: Mapping[str, Any] | Iterable[str] | None = None,
 ) -> tuple[ModelGeometry, Source]:
     """Resolve ``model`` (path, bundled id/alias or Hub id) and parse its per-layer geometry."""
-    from kvplan.sources import load_raw_config
+    from dataclasses import replace
+
+    from kvplan.sources import load_raw_config, source_notes
 
     config, source, model_id = load_raw_config(model, revision=revision, token=token)
-    return parse_config(config, model_id=model_id, source_name=model_id, overrides=normalise_overrides(overrides)), source
+    geometry = parse_config(config, model_id=model_id, source_name=model_id, overrides=normalise_overrides(overrides))
+    if source_notes(source):
+        geometry = replace(geometry, notes=source_notes(source) + geometry.notes)
+    return geometry, source
 
 
 def normalise_overrides(overrides: Mapping[str, Any] | Iterable[str] | None) -> dict[str, Any]:

@@ -3,6 +3,10 @@
 It serves ``/{repo}/resolve/{revision}/config.json`` for the repos it is given and answers the
 Hub's error codes (``X-Error-Code``) for missing, gated and revision-less repos, so the Hub path
 of ``kvplan`` is tested without the internet.
+
+``fault`` makes it a hostile Hub for every request: ``hang`` (accept, never answer), ``trickle``
+(headers, then one byte a second), ``500``/``503``/``429``/``403`` (a bare HTTP error, no Hub error
+code), ``redirect`` (302 to itself, forever) and ``short`` (a Content-Length it never sends).
 """
 
 from __future__ import annotations
@@ -17,10 +21,17 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
 class HubStub:
-    def __init__(self, repos: dict[str, Any], *, gated: set[str] | None = None, token: str | None = None) -> None:
+    FAULTS = ("hang", "trickle", "500", "503", "429", "403", "redirect", "short")
+
+    def __init__(
+        self, repos: dict[str, Any], *, gated: set[str] | None = None, token: str | None = None, fault: str | None = None
+    ) -> None:
+        assert fault is None or fault in self.FAULTS, fault
         self.repos = {k: (v if isinstance(v, bytes) else json.dumps(v).encode()) for k, v in repos.items()}
         self.gated = gated or set()
         self.token = token
+        self.fault = fault
+        self.closing = threading.Event()
         self.requests: list[tuple[str, str]] = []
         stub = self
 
@@ -46,11 +57,14 @@ class HubStub:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self.closing.set()  # ends hanging and trickling handlers
         self.server.shutdown()
         self.server.server_close()
 
     def handle(self, req: BaseHTTPRequestHandler, *, body: bool) -> None:
         self.requests.append((req.command, req.path))
+        if self.fault is not None:
+            return self.misbehave(req)
         path = req.path.split("?")[0].lstrip("/")
         if "/resolve/" not in path:
             return self.error(req, 404, "RepoNotFound", body)
@@ -87,3 +101,47 @@ class HubStub:
         req.end_headers()
         if body:
             req.wfile.write(payload)
+
+    def misbehave(self, req: BaseHTTPRequestHandler) -> None:
+        fault = self.fault
+        if fault == "hang":
+            self.closing.wait(120)
+            return
+        if fault == "redirect":
+            req.send_response(302)
+            req.send_header("Location", req.path)
+            req.send_header("Content-Length", "0")
+            req.end_headers()
+            return
+        if fault in ("500", "503", "429", "403"):
+            payload = b"{}"
+            req.send_response(int(fault))
+            if fault == "429":
+                req.send_header("Retry-After", "1")
+            req.send_header("Content-Type", "application/json")
+            req.send_header("Content-Length", str(len(payload)))
+            req.end_headers()
+            req.wfile.write(payload)
+            return
+        data = next(iter(self.repos.values()), b"{}")
+        req.send_response(200)
+        req.send_header("Content-Type", "application/json")
+        req.send_header("Content-Length", str(len(data) + 1000))
+        req.send_header("ETag", '"' + hashlib.sha256(data).hexdigest() + '"')
+        req.send_header("X-Repo-Commit", COMMIT)
+        req.end_headers()
+        if req.command == "HEAD":
+            return
+        if fault == "short":
+            req.wfile.write(data[: len(data) // 2])
+            req.wfile.flush()
+            req.close_connection = True
+            return
+        for byte in data:  # trickle
+            if self.closing.wait(1.0):
+                return
+            try:
+                req.wfile.write(bytes([byte]))
+                req.wfile.flush()
+            except OSError:
+                return
