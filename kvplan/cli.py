@@ -175,31 +175,54 @@ def _quiet_broken_pipe() -> None:
 
 
 def _error(message: str, hint: str | None) -> None:
-    typer.echo(f"Error: {message}", err=True)
+    from kvplan.textsafe import printable
+
+    typer.echo(f"Error: {printable(message)}", err=True)
     if hint:
-        typer.echo(f"Hint: {hint}", err=True)
+        typer.echo(f"Hint: {printable(hint)}", err=True)
 
 
-def emit(report: dict[str, Any], fmt: Format, output: Path | None, table: Any) -> None:
-    """Data on stdout (table, yaml or json); notes on stderr; optional file copy."""
+def _raise_broken_pipe() -> None:
+    """rich's Console exits 1 on a broken pipe; kvplan exits 141 in every format."""
+    raise BrokenPipeError
+
+
+def emit(
+    report: dict[str, Any], fmt: Format, output: Path | None, table: Any, *, inputs: tuple[Any, ...] = ()
+) -> None:
+    """Data on stdout (table, yaml or json); notes on stderr; optional file copy (``-``: stdout).
+
+    ``inputs`` are the command's input files: --output may not name one of them."""
     from kvplan.report import to_json, to_yaml
 
-    if output is not None:
-        as_json = fmt is Format.json or output.suffix.lower() == ".json"
-        try:
-            output.write_text(to_json(report) if as_json else to_yaml(report), encoding="utf-8")
-        except OSError as exc:
-            raise InputError(f"cannot write --output {output}: {exc.strerror or exc}", "check the path") from None
-    if fmt is Format.json:
-        typer.echo(to_json(report), nl=False)
-    elif fmt is Format.yaml:
-        typer.echo(to_yaml(report), nl=False)
-    else:
-        from kvplan.render import make_console, notes_text
+    to_stdout = output is not None and str(output) == "-"
+    if output is not None and not to_stdout:
+        from kvplan.outfile import refuse_inputs, write_atomic
 
-        make_console().print(table)
-        for line in notes_text(report):
-            typer.echo(f"note: {line}", err=True)
+        refuse_inputs(output, inputs)
+        as_json = fmt is Format.json or output.suffix.lower() == ".json"
+        write_atomic(output, to_json(report) if as_json else to_yaml(report))
+    try:
+        if fmt is Format.json:
+            typer.echo(to_json(report), nl=False)
+        elif fmt is Format.yaml or to_stdout:
+            typer.echo(to_yaml(report), nl=False)
+        else:
+            from kvplan.render import make_console, notes_text
+            from kvplan.textsafe import printable
+
+            console = make_console()
+            console.on_broken_pipe = _raise_broken_pipe  # type: ignore[method-assign]
+            console.print(table)
+            for line in notes_text(report):
+                typer.echo(f"note: {printable(line)}", err=True)
+    except BrokenPipeError:
+        raise
+    except OSError as exc:  # stdout on a full disk, or closed
+        raise InputError(f"cannot write the report to stdout: {exc.strerror or exc}",
+                         "check where stdout goes (a full disk?), or use --output FILE") from None
+    if sys.stdout is None:  # started with stdout closed (>&-): nothing was written
+        raise InputError("cannot write the report to stdout: it is closed", "use --output FILE")
 
 
 @app.command(
@@ -272,7 +295,8 @@ def estimate(
             geometry, batch=batch, seq_len=tokens, kv_dtype=kv_dtype, encoder_len=enc, deployment=deployment
         )
         report = estimate_report(est, source, overrides=overrides)
-        emit(report, fmt, output, _lazy_table("estimate_table", report) if fmt is Format.table else None)
+        emit(report, fmt, output, _lazy_table("estimate_table", report) if fmt is Format.table else None,
+             inputs=(model,))
         _budget_gate(report, budget_bytes, gpu_budget_bytes)
 
 

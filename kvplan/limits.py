@@ -20,19 +20,19 @@ class Limit:
 
 #: NOTE: the largest NVLink domain announced is 576 GPUs (NVIDIA Rubin Ultra NVL576) and no model
 #: has more than 128 KV heads to shard; 1,024 leaves room without admitting typos.
-MAX_TP = Limit(maximum=1024, why="above the largest NVLink domain (576 GPUs, NVL576)")
+MAX_TP = Limit(maximum=1024, why="above the largest NVLink domain, 576 GPUs in an NVL576 rack")
 #: NOTE: the deepest published LLMs have 126 (Llama-3.1-405B) to 160 layers; a stage holds >= 1 layer.
 MAX_PP = Limit(maximum=1024, why="a pipeline stage holds at least one layer; the deepest LLMs have about 160")
 #: NOTE: the largest single training clusters hold about 200,000 GPUs (2025).
-MAX_NUM_GPUS = Limit(maximum=1_048_576, why="about 5x the largest GPU cluster built (~200,000 GPUs)")
+MAX_NUM_GPUS = Limit(maximum=1_048_576, why="about 5x the largest GPU cluster built, about 200,000 GPUs")
 #: NOTE: beam search uses 1-16 beams in practice; transformers' examples stop at 64.
 MAX_BEAMS = Limit(maximum=1024, why="beam search uses 1-16 beams in practice")
 #: NOTE: vLLM's --max-num-seqs defaults to 256-1024; SGLang's largest running batch is in the thousands.
 MAX_BATCH = Limit(maximum=16_777_216, why="2**24 sequences, 16,000x vLLM's largest default --max-num-seqs")
 #: NOTE: the deepest published LLMs: Llama-3.1-405B 126 layers, PaLM 118, Megatron-Turing NLG 105.
-MAX_LAYERS = Limit(maximum=16_384, why="over 100x the deepest published LLM (Llama-3.1-405B: 126 layers)")
+MAX_LAYERS = Limit(maximum=16_384, why="over 100x the deepest published LLM, Llama-3.1-405B with 126 layers")
 #: Head counts, head sizes and hidden sizes of `kvplan compare` dims (largest real: 128 heads, 16,384 hidden).
-MAX_DIM = Limit(maximum=1_048_576, why="64x the widest published LLM (hidden size 16,384)")
+MAX_DIM = Limit(maximum=1_048_576, why="64x the widest published LLM, hidden size 16,384")
 
 #: ``--model``: longer than any path (PATH_MAX 4,096) or Hub id (96 + 1 + 96 characters).
 MAX_MODEL_ARG_CHARS = 4096

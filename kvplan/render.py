@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Console, Group
+from rich.console import Console, ConsoleOptions, ConsoleRenderable, Group, RenderHook, RenderResult
 from rich.table import Table
 from rich.text import Text
 
@@ -112,7 +112,33 @@ def notes_text(report: dict[str, Any]) -> list[str]:
 
 
 def make_console(*, stderr: bool = False) -> Console:
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    console = Console(stderr=stderr, highlight=False, soft_wrap=False)
+    console.push_render_hook(_EscapeControls())
+    return console
+
+
+class _EscapeControls(RenderHook):
+    """Every text segment through kvplan.textsafe.printable: a config's ``ESC ]0;...`` or a plan's
+    ``ESC [2J`` prints as ``\\x1b]0;...``, never reaching the terminal raw."""
+
+    def process_renderables(self, renderables: list[ConsoleRenderable]) -> list[ConsoleRenderable]:
+        return [_Escaped(item) for item in renderables]
+
+
+class _Escaped:
+    def __init__(self, inner: ConsoleRenderable) -> None:
+        self.inner = inner
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        from rich.segment import Segment
+
+        from kvplan.textsafe import has_control, printable
+
+        for segment in console.render(self.inner, options):
+            if segment.control is None and has_control(segment.text):
+                yield Segment(printable(segment.text), segment.style)
+            else:
+                yield segment
 
 
 def models_table(report: dict[str, Any]) -> Table:

@@ -127,7 +127,8 @@ def capacity(
         )
         report = capacity_report(plan_capacity(geometry, weights, inputs), source)
         report["notes"] = report["notes"] + weight_notes  # type: ignore[operator]
-        emit(report, fmt, output, _lazy_table("capacity_table", report) if fmt is Format.table else None)
+        emit(report, fmt, output, _lazy_table("capacity_table", report) if fmt is Format.table else None,
+             inputs=(model,))
         if require_fit and not report["capacity"]["fits"]:  # type: ignore[index]
             typer.echo("Does not fit: " + "; ".join(report["suggestions"]), err=True)  # type: ignore[arg-type]
             raise typer.Exit(EXIT_NOT_FIT)

@@ -9,6 +9,7 @@ import typer
 
 from kvplan.cli import Format, FormatOpt, OutputOpt, app, cli_errors, emit
 from kvplan.errors import EXIT_NOT_FIT
+from kvplan.textsafe import printable
 
 
 @app.command(
@@ -42,10 +43,10 @@ def check(
             from kvplan.render import check_table
 
             table = check_table(report)
-        emit(report, fmt, output, table)
+        emit(report, fmt, output, table, inputs=(plan,))
         for row in report["scenarios"]:
             for gate in row["gates"]:
                 if not gate["passed"]:
-                    typer.echo(f"FAIL {row['name']}: {gate['message']}", err=True)
+                    typer.echo(printable(f"FAIL {row['name']}: {gate['message']}"), err=True)
     if not report["passed"]:
         raise typer.Exit(EXIT_NOT_FIT)

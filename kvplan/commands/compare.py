@@ -129,6 +129,6 @@ def compare(
             from kvplan.render import compare_table
 
             table = compare_table(report)
-        emit(report, fmt, output, table)
+        emit(report, fmt, output, table, inputs=(model,))
         if plot is not None:
             typer.echo(f"wrote {plot}", err=True)

@@ -9,6 +9,7 @@ import typer
 
 from kvplan.cli import Format, FormatOpt, app, cli_errors, emit
 from kvplan.errors import EXIT_NOT_FIT
+from kvplan.textsafe import printable
 
 
 @app.command(
@@ -44,7 +45,7 @@ def diff(
         for row in report["scenarios"]:
             if row["over_threshold"]:
                 typer.echo(
-                    f"FAIL {row['name']}: KV cache grew by {row['change_bytes']:,} bytes "
+                    f"FAIL {printable(row['name'])}: KV cache grew by {row['change_bytes']:,} bytes "
                     f"({row['old_kv_cache_bytes']:,} -> {row['new_kv_cache_bytes']:,}), past --max-increase {max_increase}",
                     err=True,
                 )
