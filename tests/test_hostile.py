@@ -172,6 +172,14 @@ def test_plan_revision_is_validated(runner, tmp_path) -> None:
 def test_long_set_integer_and_long_model(runner) -> None:
     line = one_error_line(runner.invoke(app, ["estimate", "-m", "a" * 5000]))
     assert "5,000 characters long" in line
+    line = one_error_line(runner.invoke(app, ["estimate", "-m", LLAMA, "--set", "num_key_value_heads=" + "9" * 5000]))
+    assert "--set num_key_value_heads: the value is too long or too deeply nested" in line
+    line = one_error_line(runner.invoke(app, ["estimate", "-m", LLAMA, "--set", "x=" + "[" * 3000 + "]" * 3000]))
+    assert "--set x:" in line
+    line = one_error_line(runner.invoke(app, ["estimate", "-m", LLAMA, "-s", "9" * 5000]))
+    assert "has more than 30 digits" in line
+    line = one_error_line(runner.invoke(app, ["estimate", "-m", LLAMA, "--max-kv-bytes", "9" * 400 + ".5GiB"]))
+    assert "has more than 30 digits" in line  # once an OverflowError from float()
 
 
 # ---- --output: atomic, never over the input, '-' is stdout -------------------------------------------
