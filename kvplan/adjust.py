@@ -325,6 +325,11 @@ def deployment_from_flags(
     max_cache_len: str | int | None = None,
 ) -> Deployment:
     """A validated Deployment from CLI-style values (token counts accept ``4k``)."""
+    from kvplan.limits import MAX_BEAMS, MAX_PP, MAX_TP, check_limit
+
+    check_limit(tp, MAX_TP, "--tensor-parallel-size")
+    check_limit(pp, MAX_PP, "--pipeline-parallel-size")
+    check_limit(beams, MAX_BEAMS, "--beams")
     from kvplan.units import parse_tokens
 
     def tokens(value: str | int | None, what: str) -> int | None:

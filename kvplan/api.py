@@ -72,10 +72,13 @@ def _source_key(model: str, revision: str | None) -> tuple[Any, ...]:
     model (its file, whatever alias named it), or a Hub repo at a revision."""
     text = model.strip()
     path = Path(text).expanduser()
-    config_path = path / "config.json" if path.is_dir() else path
-    if config_path.is_file():
-        stat = config_path.stat()
-        return ("file", text, str(config_path.resolve()), stat.st_mtime_ns, stat.st_size)
+    try:
+        config_path = path / "config.json" if path.is_dir() else path
+        if config_path.is_file():
+            stat = config_path.stat()
+            return ("file", text, str(config_path.resolve()), stat.st_mtime_ns, stat.st_size)
+    except OSError:  # a name too long for a path: sources says what is wrong with it
+        return ("unreadable", text, revision)
     if revision is None:
         from kvplan.sources import bundled_index
 
@@ -97,7 +100,9 @@ def load_geometry(
 
     A GGUF reference (a ``.gguf`` path or folder, ``org/repo:Q4_K_M``, or ``gguf_file``) is read from the
     file's header. Parsed once per process: the same source, revision and overrides return the same object."""
-    from kvplan.sources import load_gguf_model, load_raw_config
+    from dataclasses import replace
+
+    from kvplan.sources import load_gguf_model, load_raw_config, source_notes
 
     resolved = normalise_overrides(overrides)
     key = (_source_key(model, revision), gguf_file, json.dumps(resolved, sort_keys=True, default=repr))
@@ -113,6 +118,8 @@ def load_geometry(
         return _remember(key, geometry)
     config, source, model_id = load_raw_config(model, revision=revision, token=token)
     parsed = parse_config(config, model_id=model_id, source_name=model_id, overrides=resolved)
+    if source_notes(source):  # e.g. the Hub failed and its cached copy was read
+        parsed = replace(parsed, notes=source_notes(source) + parsed.notes)
     geometry = Geometry(model_geometry=parsed, source=source, config=config, model_id=model_id, revision=revision,
                         overrides=MappingProxyType(resolved))
     return _remember(key, geometry)

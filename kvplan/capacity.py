@@ -383,6 +383,12 @@ def _validate(inputs: CapacityInputs) -> None:
             raise InputError(f"{name} must be a positive integer, got {value!r}", f"e.g. {name} 2")
     if inputs.num_gpus is not None and inputs.num_gpus < 1:
         raise InputError(f"--num-gpus must be a positive integer, got {inputs.num_gpus}", "e.g. --num-gpus 8")
+    from kvplan.limits import MAX_BATCH, MAX_NUM_GPUS, MAX_PP, MAX_TP, check_limit
+
+    check_limit(inputs.num_gpus, MAX_NUM_GPUS, "--num-gpus")
+    check_limit(inputs.tp, MAX_TP, "--tp")
+    check_limit(inputs.pp, MAX_PP, "--pp")
+    check_limit(inputs.batch, MAX_BATCH, "--batch")
     if inputs.gpu is None:
         if inputs.kv_budget_bytes is None:
             raise InputError("no GPU given", "pass --gpu NAME, --gpu-mem SIZE, or --kv-budget SIZE (KV bytes per GPU)")

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from kvplan.checks import check_header, iter_check_rows
-from kvplan.errors import InputError
 from kvplan.plan import Plan
 from kvplan.yamlio import dump
 
@@ -107,24 +106,28 @@ def run_check(plan: Plan, *, formats: set[str], table: bool = False, generated_a
 
 
 def output_format(fmt: str, output: Path | None) -> str | None:
-    """The format ``--output`` is written in (json for a .json name or --format json, else yaml)."""
-    if output is None:
+    """The format ``--output`` is written in (json for a .json name or --format json, else yaml);
+    None without --output or with ``--output -`` (stdout)."""
+    if output is None or str(output) == "-":
         return None
     return "json" if fmt == "json" or output.suffix.lower() == ".json" else "yaml"
 
 
-def write_check(run: CheckRun, fmt: str, output: Path | None, echo: Callable[[str], None]) -> None:
-    """``--output`` first, then stdout (``table``, ``yaml`` or ``json``), as every command emits."""
+def write_check(run: CheckRun, fmt: str, output: Path | None, echo: Callable[[str], None],
+                inputs: tuple[Path, ...] = ()) -> None:
+    """``--output`` first (whole or not at all, never over an input), then stdout (``table``, ``yaml``
+    or ``json``; ``--output -`` puts YAML on stdout), as every command emits."""
+    from kvplan.outfile import refuse_inputs, write_atomic
+
     out_fmt = output_format(fmt, output)
     if output is not None and out_fmt is not None:
-        try:
-            with output.open("w", encoding="utf-8") as handle:
-                for piece in run.chunks(out_fmt):
-                    handle.write(piece)
-        except OSError as exc:
-            raise InputError(f"cannot write --output {output}: {exc.strerror or exc}", "check the path") from None
+        refuse_inputs(output, inputs)
+        write_atomic(output, run.chunks(out_fmt))
+    if fmt == "table" and output is not None and str(output) == "-":
+        fmt = "yaml"
     if fmt == "table":
-        from kvplan.report.render import check_table, make_console
+        from kvplan.report.console import make_console
+        from kvplan.report.render import check_table
 
         make_console().print(check_table(run.table_report()))
     else:

@@ -164,6 +164,11 @@ def base_from_dims(
     for flag, value in (("--layers", layers), ("--heads", heads), ("--head-dim", head_dim), ("--hidden-size", hidden_size)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise InputError(f"{flag} must be a positive integer, got {value!r}", f"e.g. {flag} 32")
+    from kvplan.limits import MAX_DIM, MAX_LAYERS, check_limit
+
+    check_limit(layers, MAX_LAYERS, "--layers")
+    for flag, value in (("--heads", heads), ("--head-dim", head_dim), ("--hidden-size", hidden_size)):
+        check_limit(value, MAX_DIM, flag)
     if head_dim is not None and hidden_size is not None:
         raise InputError(
             "pass --head-dim or --hidden-size, not both",

@@ -58,6 +58,12 @@ def _str(value: Any, what: str) -> str:
     return str(value)
 
 
+def _revision(value: Any, what: str) -> str:
+    from kvplan.hubref import validate_revision
+
+    return validate_revision(value, what=what)
+
+
 def _overrides(value: Any, what: str) -> dict[str, Any]:
     for key in value:
         if not isinstance(key, str):
@@ -100,7 +106,7 @@ FIELDS: dict[str, Field] = {
     for f in (
         Field(name="name", kind="meta", types=_TEXT, expects="a string", resolve=_str),
         Field(name="model", kind="inputs", types=_TEXT, expects="a model id, alias or config path", resolve=_str),
-        Field(name="revision", kind="inputs", types=_TEXT, expects="a Hub revision string", resolve=_str),
+        Field(name="revision", kind="inputs", types=_TEXT, expects="a Hub revision string", resolve=_revision),
         Field(name="batch", kind="inputs", types=_INT, expects="a positive integer", resolve=_positive_int),
         Field(name="seq_len", kind="inputs", types=_INT_OR_TEXT, expects="a token count such as 4096 or 32k",
               resolve=_tokens),
@@ -194,11 +200,12 @@ class Plan:
         return os.path.normpath(os.path.join(self.base_dir, model))
 
 
-def _line_map(text: str) -> tuple[dict[Path_, int], list[tuple[Path_, int]]]:
-    """(path -> 1-based line, duplicate keys) from the YAML node tree (nothing is constructed)."""
+def _line_map(text: str, root: Any = None) -> tuple[dict[Path_, int], list[tuple[Path_, int]]]:
+    """(path -> 1-based line, duplicate keys) from the YAML node tree (``root``, or composed from
+    ``text`` with kvplan.safeload's bounds; nothing is constructed)."""
     import yaml
 
-    from kvplan import yamlio
+    from kvplan.safeload import bounded_yaml_loader
 
     lines: dict[Path_, int] = {}
     duplicates: list[tuple[Path_, int]] = []
@@ -218,7 +225,8 @@ def _line_map(text: str) -> tuple[dict[Path_, int], list[tuple[Path_, int]]]:
             for index, item in enumerate(node.value):
                 walk(item, path + (index,))
 
-    root = yamlio.compose(text)
+    if root is None:
+        root = yaml.compose(text, Loader=bounded_yaml_loader(label="plan file"))
     if root is not None:
         walk(root, ())
     return lines, duplicates
@@ -228,16 +236,14 @@ def load_plan(path: Path) -> Plan:
     """Read and validate a plan file; raise InputError naming the line, scenario and field."""
     import yaml
 
-    from kvplan import yamlio
+    from kvplan.safeload import load_yaml, read_bounded_text
 
     label = str(path)
+    text = read_bounded_text(path, label=f"plan file {label}", what="plan file")
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read plan file {label}: {exc.strerror or exc}", "check the path") from None
-    try:
-        data = yamlio.load(text)
-        lines, duplicates = _line_map(text)
+        # NOTE: bounded (size, depth, aliases expanded, recursion) before anything walks the data.
+        data, root = load_yaml(text, label=label)
+        lines, duplicates = _line_map(text, root)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""

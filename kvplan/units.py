@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 
 from kvplan.errors import InputError
 
@@ -25,6 +26,16 @@ _NUM_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$")
 MAX_TOKENS = 2**40
 
 
+#: Digits a number on the command line or in a plan may have: 10**30 bytes is far past any memory.
+MAX_DIGITS = 30
+
+
+def _check_digits(number: str, text: object, what: str) -> None:
+    if len(number.replace(".", "").lstrip("0")) > MAX_DIGITS:
+        shown = str(text) if len(str(text)) <= 40 else str(text)[:37] + "..."
+        raise InputError(f"{what} {shown!r} has more than {MAX_DIGITS} digits", "check the value")
+
+
 def cdiv(a: int, b: int) -> int:
     """Ceiling division of non-negative integers."""
     return -(-a // b)
@@ -45,7 +56,8 @@ def parse_tokens(text: str | int, *, what: str = "--seq-len") -> int:
                 "use an integer or a k/M suffix, e.g. 4096, 32k (= 32768) or 1M",
             )
         number, suffix = match.group(1), match.group(2).lower()
-        scaled = float(number) * _TOKEN_SUFFIX[suffix] if "." in number else int(number) * _TOKEN_SUFFIX[suffix]
+        _check_digits(number, text, what)
+        scaled = Fraction(number) * _TOKEN_SUFFIX[suffix]
         if scaled != int(scaled):
             raise InputError(f"{what} {text!r} is not a whole number of tokens", "e.g. 1.5k = 1536 works, 1.0001k does not")
         value = int(scaled)
@@ -64,7 +76,8 @@ def parse_size(text: str | int, *, what: str = "size") -> int:
         match = _NUM_RE.match(str(text))
         if not match or match.group(2).lower() not in _SIZE_SUFFIX:
             raise InputError(f"{what} {text!r} is not a size", "use bytes or a unit, e.g. 80GiB, 24G, 512MiB, 40GB")
-        value = int(float(match.group(1)) * _SIZE_SUFFIX[match.group(2).lower()])
+        _check_digits(match.group(1), text, what)
+        value = int(Fraction(match.group(1)) * _SIZE_SUFFIX[match.group(2).lower()])
     if value < 0:
         raise InputError(f"{what} must not be negative, got {value}")
     return value

@@ -5,6 +5,10 @@ Hub's error codes (``X-Error-Code``) for missing, gated and revision-less repos,
 of ``kvplan`` is tested without the internet. Extra ``files`` (``{repo: {name: bytes}}``) are served
 too, with HTTP Range support (206 + Content-Range), and listed by ``/api/models/{repo}``; every
 range answered is kept in ``ranges`` so tests can check how much of a file was read.
+
+``fault`` makes it a hostile Hub for every request: ``hang`` (accept, never answer), ``trickle``
+(headers, then one byte a second), ``500``/``503``/``429``/``403`` (a bare HTTP error, no Hub error
+code), ``redirect`` (302 to itself, forever) and ``short`` (a Content-Length it never sends).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
 class HubStub:
+    FAULTS = ("hang", "trickle", "500", "503", "429", "403", "redirect", "short")
+
     def __init__(
         self,
         repos: dict[str, Any],
@@ -26,12 +32,16 @@ class HubStub:
         gated: set[str] | None = None,
         token: str | None = None,
         files: dict[str, dict[str, bytes]] | None = None,
+        fault: str | None = None,
     ) -> None:
+        assert fault is None or fault in self.FAULTS, fault
         self.repos = {k: (v if isinstance(v, bytes) else json.dumps(v).encode()) for k, v in repos.items()}
         self.files = files or {}
         self.ranges: list[tuple[str, int, int]] = []
         self.gated = gated or set()
         self.token = token
+        self.fault = fault
+        self.closing = threading.Event()
         self.requests: list[tuple[str, str]] = []
         stub = self
 
@@ -57,11 +67,14 @@ class HubStub:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self.closing.set()  # ends hanging and trickling handlers
         self.server.shutdown()
         self.server.server_close()
 
     def handle(self, req: BaseHTTPRequestHandler, *, body: bool) -> None:
         self.requests.append((req.command, req.path))
+        if self.fault is not None:
+            return self.misbehave(req)
         path = req.path.split("?")[0].lstrip("/")
         if path.startswith("api/models/"):
             return self.model_info(req, path.removeprefix("api/models/"), body)
@@ -142,3 +155,47 @@ class HubStub:
         req.end_headers()
         if body:
             req.wfile.write(payload)
+
+    def misbehave(self, req: BaseHTTPRequestHandler) -> None:
+        fault = self.fault
+        if fault == "hang":
+            self.closing.wait(120)
+            return
+        if fault == "redirect":
+            req.send_response(302)
+            req.send_header("Location", req.path)
+            req.send_header("Content-Length", "0")
+            req.end_headers()
+            return
+        if fault in ("500", "503", "429", "403"):
+            payload = b"{}"
+            req.send_response(int(fault))
+            if fault == "429":
+                req.send_header("Retry-After", "1")
+            req.send_header("Content-Type", "application/json")
+            req.send_header("Content-Length", str(len(payload)))
+            req.end_headers()
+            req.wfile.write(payload)
+            return
+        data = next(iter(self.repos.values()), b"{}")
+        req.send_response(200)
+        req.send_header("Content-Type", "application/json")
+        req.send_header("Content-Length", str(len(data) + 1000))
+        req.send_header("ETag", '"' + hashlib.sha256(data).hexdigest() + '"')
+        req.send_header("X-Repo-Commit", COMMIT)
+        req.end_headers()
+        if req.command == "HEAD":
+            return
+        if fault == "short":
+            req.wfile.write(data[: len(data) // 2])
+            req.wfile.flush()
+            req.close_connection = True
+            return
+        for byte in data:  # trickle
+            if self.closing.wait(1.0):
+                return
+            try:
+                req.wfile.write(bytes([byte]))
+                req.wfile.flush()
+            except OSError:
+                return

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 PLAN = """\
 scenarios:
-  - name: tab\tin a long name that needs double quotes and folds past one hundred columns of yaml text ok
+  - name: "tab\\tin a long name that needs double quotes and folds past one hundred columns of yaml text ok"
     model: meta-llama/Llama-3.1-8B
     seq_len: 8k
     max_kv_bytes: 1GiB

@@ -72,9 +72,11 @@ def _quiet_broken_pipe() -> None:
 
 
 def _error(message: str, hint: str | None) -> None:
-    typer.echo(f"Error: {message}", err=True)
+    from kvplan.textsafe import printable
+
+    typer.echo(f"Error: {printable(message)}", err=True)
     if hint:
-        typer.echo(f"Hint: {hint}", err=True)
+        typer.echo(f"Hint: {printable(hint)}", err=True)
 
 
 def _guarded(command: Callable[..., None]) -> Callable[..., None]:

@@ -154,7 +154,8 @@ def capacity(
         from kvplan.logparse import compare_log as compare
 
         report["log_comparison"] = compare(parsed, report, source=str(compare_log))
-    emit(report, fmt, output, lazy_table("capacity_table", report) if fmt is Format.table else None)
+    emit(report, fmt, output, lazy_table("capacity_table", report) if fmt is Format.table else None,
+         inputs=(model, compare_log))
     if require_fit and not report["capacity"]["fits"]:  # type: ignore[index]
         typer.echo("Does not fit: " + "; ".join(report["suggestions"]), err=True)  # type: ignore[arg-type]
         raise typer.Exit(EXIT_NOT_FIT)

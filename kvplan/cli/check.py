@@ -36,10 +36,13 @@ def check(
         from datetime import datetime, timezone
 
         generated_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    formats = {f for f in (output_format(fmt.value, output), fmt.value) if f in ("yaml", "json")}
-    run = run_check(load_plan(plan), formats=formats, table=fmt is Format.table, generated_at=generated_at)
+    to_stdout = output is not None and str(output) == "-"
+    formats = {f for f in (output_format(fmt.value, output), "yaml" if to_stdout else fmt.value)
+               if f in ("yaml", "json")}
+    run = run_check(load_plan(plan), formats=formats, table=fmt is Format.table and not to_stdout,
+                    generated_at=generated_at)
     try:
-        write_check(run, fmt.value, output, lambda text: typer.echo(text, nl=False))
+        write_check(run, fmt.value, output, lambda text: typer.echo(text, nl=False), inputs=(plan,))
     finally:
         run.close()
     for name, message in run.failures:

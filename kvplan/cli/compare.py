@@ -132,7 +132,7 @@ def compare(
         from kvplan.report.render import compare_table
 
         table = compare_table(report)
-    emit(report, fmt, output, table)
+    emit(report, fmt, output, table, inputs=(model,))
     if plot is not None:
         typer.echo(f"wrote {plot}", err=True)
 

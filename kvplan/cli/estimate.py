@@ -117,7 +117,8 @@ def estimate(
         geometry, batch=batch, seq_len=tokens, kv_dtype=kv_dtype, encoder_len=enc, deployment=deployment
     )
     report = estimate_report(est, source, overrides=overrides)
-    emit(report, fmt, output, lazy_table("estimate_table", report) if fmt is Format.table else None)
+    emit(report, fmt, output, lazy_table("estimate_table", report) if fmt is Format.table else None,
+         inputs=(model,))
     _budget_gate(report, budget_bytes, gpu_budget_bytes)
 
 

@@ -126,26 +126,49 @@ MaxCacheLenOpt = Annotated[Optional[str], typer.Option("--max-cache-len", help="
                            "preallocated per sequence (default --seq-len).")]
 
 
-def emit(report: dict[str, Any], fmt: Format, output: Path | None, table: Any) -> None:
-    """Data on stdout (table, yaml or json); notes on stderr; optional file copy."""
+def _raise_broken_pipe() -> None:
+    """rich's Console exits 1 on a broken pipe; kvplan exits 141 in every format."""
+    raise BrokenPipeError
+
+
+def emit(
+    report: dict[str, Any], fmt: Format, output: Path | None, table: Any, *, inputs: tuple[Any, ...] = ()
+) -> None:
+    """Data on stdout (table, yaml or json); notes on stderr; optional file copy (``-``: stdout).
+
+    ``inputs`` are the command's input files: --output may not name one of them."""
+    import sys
+
     from kvplan.report import to_json, to_yaml
 
-    if output is not None:
-        as_json = fmt is Format.json or output.suffix.lower() == ".json"
-        try:
-            output.write_text(to_json(report) if as_json else to_yaml(report), encoding="utf-8")
-        except OSError as exc:
-            raise InputError(f"cannot write --output {output}: {exc.strerror or exc}", "check the path") from None
-    if fmt is Format.json:
-        typer.echo(to_json(report), nl=False)
-    elif fmt is Format.yaml:
-        typer.echo(to_yaml(report), nl=False)
-    else:
-        from kvplan.report.render import make_console, notes_text
+    to_stdout = output is not None and str(output) == "-"
+    if output is not None and not to_stdout:
+        from kvplan.outfile import refuse_inputs, write_atomic
 
-        make_console().print(table)
-        for line in notes_text(report):
-            echo_wrapped(line, prefix="note: ")
+        refuse_inputs(output, inputs)
+        as_json = fmt is Format.json or output.suffix.lower() == ".json"
+        write_atomic(output, to_json(report) if as_json else to_yaml(report))
+    try:
+        if fmt is Format.json:
+            typer.echo(to_json(report), nl=False)
+        elif fmt is Format.yaml or to_stdout:
+            typer.echo(to_yaml(report), nl=False)
+        else:
+            from kvplan.report.console import make_console
+            from kvplan.report.render import notes_text
+
+            console = make_console()
+            console.on_broken_pipe = _raise_broken_pipe  # type: ignore[method-assign]
+            console.print(table)
+            for line in notes_text(report):
+                echo_wrapped(line, prefix="note: ")
+    except BrokenPipeError:
+        raise
+    except OSError as exc:  # stdout on a full disk, or closed
+        raise InputError(f"cannot write the report to stdout: {exc.strerror or exc}",
+                         "check where stdout goes (a full disk?), or use --output FILE") from None
+    if sys.stdout is None:  # started with stdout closed (>&-): nothing was written
+        raise InputError("cannot write the report to stdout: it is closed", "use --output FILE")
 
 
 def echo_wrapped(text: str, *, prefix: str = "") -> None:
@@ -153,8 +176,10 @@ def echo_wrapped(text: str, *, prefix: str = "") -> None:
     import shutil
     import textwrap
 
+    from kvplan.textsafe import printable
+
     width = max(shutil.get_terminal_size((80, 24)).columns, 20)
-    typer.echo(textwrap.fill(prefix + text, width=width, subsequent_indent=" " * min(len(prefix), 8),
+    typer.echo(textwrap.fill(prefix + printable(text), width=width, subsequent_indent=" " * min(len(prefix), 8),
                              break_long_words=False, break_on_hyphens=False), err=True)
 
 

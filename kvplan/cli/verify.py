@@ -145,7 +145,7 @@ def verify(
         from kvplan.report.render import verify_table
 
         table = verify_table(report)
-    emit(report, fmt, output, table)
+    emit(report, fmt, output, table, inputs=(model,))
     if not report["verify"]["passed"]:
         raise typer.Exit(EXIT_NOT_FIT)
 

@@ -142,6 +142,14 @@ def parse_override(text: str) -> tuple[str, Any]:
         value = json.loads(raw)
     except json.JSONDecodeError:
         value = raw.strip()
+    except (ValueError, RecursionError):  # an integer past 4,300 digits, or thousands of brackets
+        raise ConfigError(f"--set {key}: the value is too long or too deeply nested to read",
+                          "e.g. --set num_key_value_heads=8") from None
+    from kvplan.limits import MAX_NESTING
+    from kvplan.safeload import nesting_depth
+
+    if nesting_depth(value) > MAX_NESTING:
+        raise ConfigError(f"--set {key}: the value is nested deeper than {MAX_NESTING} levels")
     return key, value
 
 

@@ -243,7 +243,11 @@ class ArchParser:
         return {**self.defaults, **self.defaults_by_type.get(model_type, {})}
 
     def num_layers(self, r: ConfigReader) -> int:
-        return r.first_of("num_hidden_layers", self.LAYERS)
+        from kvplan.limits import MAX_LAYERS, check_limit
+
+        num_layers = r.first_of("num_hidden_layers", self.LAYERS)
+        check_limit(num_layers, MAX_LAYERS, "the config's layer count")
+        return num_layers
 
     def layer_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
         types = r.raw("layer_types")

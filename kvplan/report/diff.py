@@ -6,7 +6,6 @@ entry per scenario; an `estimate` report one entry named after its model id.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -55,20 +54,19 @@ def parse_threshold(text: str) -> Threshold:
 
 
 def load_report(path: Path) -> dict[str, Any]:
-    """Read a YAML or JSON report written by `kvplan check` or `kvplan estimate`."""
+    """Read a YAML or JSON report written by `kvplan check` or `kvplan estimate` (bounded, then its
+    shape checked: every field the diff reads is present and of the right type)."""
     import yaml
 
-    from kvplan import yamlio
+    from kvplan.safeload import load_json, load_yaml, read_bounded_text
 
+    hint = "pass files written by `kvplan check --output` or `kvplan estimate --format yaml`"
+    text = read_bounded_text(path, label=f"report {path}", what="report")
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read report {path}: {exc.strerror or exc}", "check the path") from None
-    try:
-        data = json.loads(text) if path.suffix.lower() == ".json" else yamlio.load(text)
-    except (ValueError, yaml.YAMLError) as exc:
-        raise InputError(f"{path}: not a YAML/JSON report: {str(exc).splitlines()[0]}",
-                         "pass files written by `kvplan check --output` or `kvplan estimate --format yaml`") from None
+        data = load_json(text, label=str(path), hint=hint) if path.suffix.lower() == ".json" else load_yaml(
+            text, label=str(path))[0]
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path}: not a YAML/JSON report: {str(exc).splitlines()[0]}", hint) from None
     command = data.get("command") if isinstance(data, dict) else None
     if command not in DIFFABLE:
         raise InputError(
@@ -80,7 +78,51 @@ def load_report(path: Path) -> dict[str, Any]:
             f"{path}: report schema_version {data.get('schema_version')!r}, this kvplan reads {SCHEMA_VERSION}",
             "regenerate the report with this kvplan version",
         )
+    _check_shape(data, str(path))
     return data
+
+
+def _kv_bytes_ok(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _check_shape(report: dict[str, Any], label: str) -> None:
+    """Every field :func:`_entries` reads, present and typed; duplicate scenario names refused."""
+    hint = "regenerate the report with `kvplan check --output` or `kvplan estimate --format yaml`"
+
+    def need_mapping(value: Any, where: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise InputError(f"{label}: {where} must be a mapping, got {type(value).__name__}", hint)
+        return value
+
+    def need_bytes(value: Any, where: str) -> None:
+        if not _kv_bytes_ok(value):
+            raise InputError(f"{label}: {where} must be a non-negative integer, got {value!r}", hint)
+
+    if report["command"] == "check":
+        scenarios = report.get("scenarios")
+        if not isinstance(scenarios, list):
+            raise InputError(f"{label}: 'scenarios' must be a list, got {type(scenarios).__name__}", hint)
+        seen: set[str] = set()
+        for index, row in enumerate(scenarios):
+            row = need_mapping(row, f"scenario #{index + 1}")
+            name = row.get("name")
+            if not isinstance(name, str):
+                raise InputError(f"{label}: scenario #{index + 1} has no name (got {name!r})", hint)
+            if name in seen:
+                raise InputError(f"{label}: scenario name {name!r} appears twice; the diff cannot tell them apart",
+                                 "give every scenario a unique name")
+            seen.add(name)
+            need_bytes(row.get("kv_cache_bytes"), f"scenario {name!r} kv_cache_bytes")
+            need_mapping(row.get("inputs"), f"scenario {name!r} inputs")
+            need_mapping(row.get("budgets"), f"scenario {name!r} budgets")
+        return
+    totals = need_mapping(report.get("totals"), "'totals'")
+    need_bytes(totals.get("kv_cache_bytes"), "totals.kv_cache_bytes")
+    need_mapping(report.get("inputs"), "'inputs'")
+    model = need_mapping(report.get("model"), "'model'")
+    if not isinstance(model.get("id"), str):
+        raise InputError(f"{label}: model.id must be a string, got {model.get('id')!r}", hint)
 
 
 def _entries(report: dict[str, Any]) -> dict[str, tuple[int, dict[str, Any]]]:
@@ -96,11 +138,25 @@ def _per_gpu_entries(report: dict[str, Any]) -> dict[str, int]:
     """name -> KV bytes on the most loaded GPU, for the scenarios that hold a per-GPU budget."""
     if report["command"] != "check":
         return {}
-    return {
-        s["name"]: s["estimate"]["totals"]["kv_cache_bytes_per_gpu"] for s in report["scenarios"]
-        if (s.get("budgets") or {}).get("max_kv_bytes_per_gpu") is not None
-        or (s.get("budgets") or {}).get("require_fit_on") is not None
-    }
+    entries = {}
+    for s in report["scenarios"]:
+        budgets = s.get("budgets") or {}
+        if budgets.get("max_kv_bytes_per_gpu") is None and budgets.get("require_fit_on") is None:
+            continue
+        estimate = s.get("estimate")
+        totals = estimate.get("totals") if isinstance(estimate, dict) else None
+        value = totals.get("kv_cache_bytes_per_gpu") if isinstance(totals, dict) else None
+        if not _kv_bytes_ok(value):
+            raise InputError(f"scenario {s['name']!r}: estimate.totals.kv_cache_bytes_per_gpu must be a non-negative "
+                             f"integer, got {value!r}",
+                             "regenerate the report with `kvplan check --output`")
+        entries[s["name"]] = value
+    return entries
+
+
+def _names(entries: dict[str, Any]) -> str:
+    names = [repr(name) for name in list(entries)[:3]]
+    return ", ".join(names) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "") if names else "none"
 
 
 def _changed_inputs(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
@@ -119,6 +175,12 @@ def diff_report(
     old_entries, new_entries = _entries(old), _entries(new)
     old_gpu, new_gpu = _per_gpu_entries(old), _per_gpu_entries(new)
     names = list(old_entries) + [n for n in new_entries if n not in old_entries]
+    if max_increase is not None and not any(name in new_entries for name in old_entries):
+        raise InputError(
+            f"--max-increase {max_increase.text}: {old_label} and {new_label} share no scenario, so nothing "
+            f"can be compared (old: {_names(old_entries)}; new: {_names(new_entries)})",
+            "diff reports of the same plan, or of the same model for estimate reports",
+        )
     rows = []
     for name in names:
         old_bytes, old_inputs = old_entries.get(name, (None, {}))

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rich import box
-from rich.console import Console, Group, RenderableType
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -22,10 +22,6 @@ from kvplan.report.layout import short_bytes as _short_bytes
 from kvplan.report.layout import signed_size as _size
 from kvplan.report.layout import tokens_short as _tokens_short
 from kvplan.units import format_bytes
-
-
-def make_console(*, stderr: bool = False) -> Console:
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
 
 
 def notes_text(report: dict[str, Any]) -> list[str]:
