@@ -36,7 +36,8 @@ def test_records_hold_the_tokens_the_adapter_asks_kvplan_for() -> None:
     """Each record's layers add up to its total, and its cache holds the tokens ``cache_tokens`` says (FACTS h.1)."""
     for model_type, record in MEASURED.items():
         assert record["total_bytes"] == sum(layer["bytes"] for layer in record["layers"]), model_type
-        if record.get("cache_tokens"):  # None for pure state caches (no token axis)
+        # None for pure state caches (no token axis); CPM-Ant and XLM add tokens of their own: listed misses
+        if record.get("cache_tokens") and model_type not in EXPECTED_MISSES:
             assert record["cache_tokens"] == cache_tokens(record)[0], model_type
     exact = len(MEASURED) - len(EXPECTED_MISSES)
     print(f"\nhf-dynamic exact on {exact} of {len(MEASURED)} measured model types "

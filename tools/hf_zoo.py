@@ -61,7 +61,7 @@ MAX_EXPERTS_PER_TOKEN = 2
 MAX_LAYERS = 16
 #: Keys that count layers (decoder and encoder stacks alike).
 LAYER_COUNT_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "decoder_layers", "encoder_layers",
-                    "num_decoder_layers", "num_encoder_layers", "decoder_num_layers", "num_text_layers")
+                    "num_decoder_layers", "num_encoder_layers", "decoder_num_layers", "num_text_layers", "layers")
 #: MLP and expert widths: they never reach the cache.
 WIDTH_KEYS = ("intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size", "ffn_dim", "n_inner",
               "ffn_hidden_size", "expert_intermediate_size", "d_ff", "decoder_ffn_dim", "encoder_ffn_dim",
@@ -116,7 +116,7 @@ def _text_key(config: Any) -> str | None:
 
 
 def _layer_count(text_config: Any) -> int | None:
-    for key in ("num_hidden_layers", "decoder_layers", "num_decoder_layers", "num_layers", "n_layer", "n_layers"):
+    for key in ("num_hidden_layers", "decoder_layers", "num_decoder_layers", "num_layers", "n_layer", "n_layers", "layers"):
         with contextlib.suppress(Exception):
             value = getattr(text_config, key)
             if isinstance(value, int) and value > 0:
@@ -132,6 +132,12 @@ def _pattern_lists(d: dict[str, Any], total: int) -> dict[str, Any]:
     return {k: v for k, v in _per_layer_lists(d, total).items() if not any(w in k for w in NOT_CACHE_WORDS)}
 
 
+def _layer_keyed(d: dict[str, Any], total: int) -> dict[str, dict[Any, Any]]:
+    """Dicts keyed by layer index (``per_layer_config`` = {"05": {"head_dim": 512}, ...})."""
+    return {k: v for k, v in d.items() if isinstance(v, dict) and v and k not in ("id2label", "label2id")
+            and all(isinstance(i, str) and i.isdigit() and int(i) < total for i in v)}
+
+
 def _per_layer_lists(d: dict[str, Any], total: int) -> dict[str, Any]:
     return {k: v for k, v in d.items()
             if (isinstance(v, list) and len(v) == total and total > 1)
@@ -141,17 +147,23 @@ def _per_layer_lists(d: dict[str, Any], total: int) -> dict[str, Any]:
 def choose_layers(text_dict: dict[str, Any], total: int) -> int:
     """Few layers that keep one period of the layer pattern (all per-layer lists together)."""
     lists = _pattern_lists(text_dict, total)
+    for key, value in _layer_keyed(text_dict, total).items():
+        by_index = {int(i): v for i, v in value.items()}
+        lists[key] = [by_index.get(i) for i in range(total)]
     keep = 2
     if lists:
         rows = [tuple(json.dumps(v[i]) for v in lists.values()) for i in range(total)]
         period = _minimal_period(rows)
-        if period < total:
+        if 2 * period <= total:  # repeats at least twice: one period keeps the pattern
             keep = max(keep, period)
         else:  # irregular: the shortest prefix that shows every kind of layer
             firsts: dict[tuple[Any, ...], int] = {}
             for i, row in enumerate(rows):
                 firsts.setdefault(row, i)
-            keep = max(keep, max(firsts.values()) + 1)
+            keep = max(keep, min(MAX_LAYERS, max(firsts.values()) + 1))
+    for key, value in text_dict.items():  # a short list of block types that tiles the layers (RecurrentGemma)
+        if isinstance(value, list) and 1 < len(value) < total and ("types" in key or "pattern" in key):
+            keep = max(keep, len(value))
     for key, value in text_dict.items():  # patterns given as a period (Jamba attn_layer_period, ...)
         if (isinstance(value, int) and not isinstance(value, bool) and 1 < value <= MAX_LAYERS
                 and any(w in key for w in ("period", "interval", "pattern", "_every", "frequency"))):
@@ -171,13 +183,22 @@ def shrink_text(d: dict[str, Any], total: int, keep: int, notes: list[str], widt
             notes.append(f"{key} {value} -> {keep}")
             d[key] = keep
     if keep < total:
-        for key, value in _per_layer_lists(d, total).items():
+        per_layer = _per_layer_lists(d, total)
+        for key, value in per_layer.items():
             d[key] = value[:keep]
             notes.append(f"{key} cut to the first {keep}")
+        for key, value in _layer_keyed(d, total).items():
+            d[key] = {i: v for i, v in value.items() if int(i) < keep}
+            notes.append(f"{key} kept the layers below {keep}")
+        for key, value in list(d.items()):  # per-layer lists with the MTP layers' entries at the end
+            extra = len(value) - total if isinstance(value, list) else 0
+            if 0 < extra <= 2 and total > 2 and any(w in key for w in ("layer", "ratio", "type", "pattern")):
+                d[key] = value[:keep] + value[total:]
+                notes.append(f"{key} cut to the first {keep} and its last {extra} (MTP)")
         for key, value in list(d.items()):  # lists of layer indices (attention layers of a hybrid, ...)
             if (isinstance(value, list) and value and all(isinstance(i, int) and not isinstance(i, bool) for i in value)
                     and any(w in key for w in ("layer", "idx", "indices", "indexes")) and max(value) >= keep
-                    and len(value) != total):
+                    and key not in per_layer):
                 d[key] = [i for i in value if i < keep]
                 notes.append(f"{key} kept the indices below {keep}")
     shared = d.get("num_kv_shared_layers")
@@ -221,6 +242,9 @@ def shrink_tower(d: dict[str, Any], name: str, notes: list[str], width: int | No
         if isinstance(value, int) and not isinstance(value, bool) and value > 1:
             d[key] = 1
             notes.append(f"{name}.{key} {value} -> 1")
+            for k, v in list(d.items()):  # the tower's own layer_types
+                if isinstance(v, list) and len(v) == value and "type" in k:
+                    d[k] = v[:1]
     for key in WIDTH_KEYS if width else ():
         value = d.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value > width:
@@ -230,6 +254,8 @@ def shrink_tower(d: dict[str, Any], name: str, notes: list[str], width: int | No
         if (isinstance(value, list) and value and all(isinstance(i, int) and not isinstance(i, bool) for i in value)
                 and any(w in key for w in ("layer", "idx", "indices", "indexes"))):
             d[key] = [i for i in value if i < 1] or [0]
+        elif isinstance(value, dict) and value and all(str(i).isdigit() for i in value):  # per_layer_config
+            d[key] = {i: v for i, v in value.items() if int(i) < 1}
 
 
 def token_ids(d: dict[str, Any]) -> list[str]:
@@ -273,9 +299,13 @@ def shrink_config(raw: dict[str, Any], built: Any, width: int | None = SMALL_WID
         d[tkey] = {}  # a sparse real config: the class default text config, shrunk through its own keys
     text = d[tkey] if tkey is not None else d
     full_text = text_config.to_dict()
-    keep = choose_layers({**full_text, **text}, total)
+    keep = choose_layers(full_text, total)  # the built config's lists: what transformers will cache
     if tkey is not None and not text:
         text.update({k: full_text[k] for k in (*LAYER_COUNT_KEYS, "vocab_size") if k in full_text})
+    if not any(isinstance(text.get(k), int) for k in LAYER_COUNT_KEYS):  # a sparse real text_config
+        text.update({k: full_text[k] for k in LAYER_COUNT_KEYS if isinstance(full_text.get(k), int)})
+    if isinstance(full_text.get("vocab_size"), int):
+        text.setdefault("vocab_size", full_text["vocab_size"])
     shrink_text(text, total, keep, notes, width)
     vocab = text.get("vocab_size", SMALL_VOCAB)
     taken: dict[int, int] = {}
@@ -373,7 +403,7 @@ class _Timeout(Exception):
 
 
 def _alarm(signum: int, frame: Any) -> None:
-    raise _Timeout(f"over {PER_MODEL_SECONDS} s")
+    raise _Timeout("over the per-model time limit (--timeout)")
 
 
 def _pick_prompt_ids(d: dict[str, Any], vocab: int, count: int) -> list[int]:
@@ -452,6 +482,8 @@ def _measure(spec: dict[str, Any], built: Any, base: dict[str, Any], width: int 
     model_type = spec["model_type"]
     stage.name = "shrink"
     shrunk, notes, total, keep = shrink_config(base, built, width)
+    if shrunk.pop("quantization_config", None) is not None:  # fp8/fp4 weights need a GPU; the KV dtype is --dtype
+        notes.append("quantization_config dropped")
     shrunk["dtype"] = dtype_name
     tkey = _text_key(built)
     if tkey is not None and isinstance(shrunk.get(tkey), dict):
@@ -461,17 +493,19 @@ def _measure(spec: dict[str, Any], built: Any, base: dict[str, Any], width: int 
     config = _build_config(model_type, shrunk)
     text = config.get_text_config(decoder=True)
     got = _layer_count(text)
-    if got != keep:
-        raise ValueError(f"shrunk config has {got} layers, wanted {keep}")
-    lt_full = getattr(built.get_text_config(decoder=True), "layer_types", None)
-    lt = getattr(text, "layer_types", None)
-    if isinstance(lt_full, list) and isinstance(lt, list) and list(lt) != list(lt_full)[:keep]:
-        raise ValueError(f"shrunk layer_types {lt} are not the first {keep} of {lt_full}")
+    if got is None or got >= total or got < keep:  # LongCat counts two attention sublayers per layer
+        raise ValueError(f"shrunk config has {got} layers, wanted {keep} of {total}")
+    out["num_layers"] = keep = got
+    full_lists = _pattern_lists(built.get_text_config(decoder=True).to_dict(), total)
+    for key, value in _pattern_lists(text.to_dict(), keep).items():
+        if key in full_lists and list(value) != list(full_lists[key])[:keep]:
+            raise ValueError(f"shrunk {key} {value} is not the first {keep} of {full_lists[key]}")
     rec_config = config.to_dict() if spec.get("raw") is None else shrunk
     for big in ("id2label", "label2id"):
         rec_config.pop(big, None)
     out["config"] = rec_config
     dtype = getattr(torch, dtype_name)
+    enc_dec = bool(getattr(config, "is_encoder_decoder", False))  # WhisperForCausalLM resets it on the config
     attempts = [(c, config) for c in _generation_classes(model_type, spec.get("model_class"))]
     if text is not config:  # a multimodal wrapper: its language model alone holds the same cache
         attempts += [(c, text) for c in _generation_classes(text.model_type, None)[:1]]
@@ -510,9 +544,11 @@ def _measure(spec: dict[str, Any], built: Any, base: dict[str, Any], width: int 
     layers = measure_cache(cache)
     with contextlib.suppress(Exception):
         out["cache_tokens"] = int(cache.get_seq_length())
-    if getattr(cfg, "is_encoder_decoder", False) or out["cache_class"] == "EncoderDecoderCache":
+    if out["cache_class"] == "EncoderDecoderCache":
         out["encoder_decoder"] = True
         out["encoder_tokens"] = prompt
+    if enc_dec and not out.get("encoder_decoder"):
+        rec_config["architectures"] = [cls_name]  # the decoder-only variant was measured (WhisperForCausalLM)
     out["sequences_len"] = int(result.sequences.shape[-1])
     out["layers"] = layers
     out["total_bytes"] = sum(layer["bytes"] for layer in layers)
@@ -574,7 +610,8 @@ def run_one(spec: dict[str, Any], prompt: int, new: int, batch: int, dtype_name:
             built = _build_config(spec["model_type"], {})
             base = built.to_dict()
         got = _measure(spec, built, base, SMALL_WIDTH, prompt, new, batch, dtype_name, stage)
-        if any(set(layer["tensors"]) - {"keys", "values"} for layer in got["layers"]):
+        if any(name not in ("keys", "values") and not t["aux"]
+               for layer in got["layers"] for name, t in layer["tensors"].items()):
             probe = _measure(spec, built, base, PROBE_WIDTH, prompt, new, batch, dtype_name, stage)
             if _shapes(probe["layers"]) != _shapes(got["layers"]):
                 got = _measure(spec, built, base, None, prompt, new, batch, dtype_name, stage)
@@ -594,7 +631,7 @@ def run_one(spec: dict[str, Any], prompt: int, new: int, batch: int, dtype_name:
     return rec
 
 
-def worker(specs_path: str, out_path: str, prompt: int, new: int, batch: int, dtype: str) -> None:
+def worker(specs_path: str, out_path: str, prompt: int, new: int, batch: int, dtype: str, timeout: int) -> None:
     import warnings
 
     import torch
@@ -607,7 +644,7 @@ def worker(specs_path: str, out_path: str, prompt: int, new: int, batch: int, dt
     specs = json.loads(Path(specs_path).read_text())
     with open(out_path, "a") as out:
         for spec in specs:
-            signal.alarm(PER_MODEL_SECONDS)
+            signal.alarm(timeout)
             start = time.monotonic()
             try:
                 rec = run_one(spec, prompt, new, batch, dtype)
@@ -647,9 +684,10 @@ def run_all(specs: list[dict[str, Any]], args: argparse.Namespace, partial: Path
             sp.write_text(json.dumps(pending))
             op.write_text("")
             cmd = [sys.executable, __file__, "--worker", str(sp), str(op), "--prompt", str(args.prompt),
-                   "--new", str(args.new), "--batch", str(args.batch), "--dtype", args.dtype]
+                   "--new", str(args.new), "--batch", str(args.batch), "--dtype", args.dtype,
+                   "--timeout", str(args.timeout)]
             proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-            limit = (PER_MODEL_SECONDS + 30) * len(pending) + 60
+            limit = (args.timeout + 30) * len(pending) + 60
             try:
                 _, err = proc.communicate(timeout=limit)
             except subprocess.TimeoutExpired:
@@ -682,17 +720,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--real", type=Path, help="a folder of real config.json files (writes hf_real.json)")
     parser.add_argument("--only", nargs="*", help="model types (zoo) or file stems (real) to run; merged into out")
     parser.add_argument("--out", type=Path, help="output JSON (default tests/data/hf_zoo.json or hf_real.json)")
-    parser.add_argument("--prompt", type=int, default=12, help="prompt tokens P")
+    parser.add_argument("--prompt", type=int, default=5, help="prompt tokens P")
     parser.add_argument("--new", type=int, default=2, help="generated tokens N (the cache holds P + N - 1)")
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--dtype", default="bfloat16")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes at once")
     parser.add_argument("--chunk", type=int, default=12, help="models per worker process")
+    parser.add_argument("--timeout", type=int, default=PER_MODEL_SECONDS, help="seconds per model before it is given up")
     parser.add_argument("--resume", action="store_true", help="skip the records of an interrupted run (*.partial.jsonl)")
     parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        worker(*args.worker, args.prompt, args.new, args.batch, args.dtype)
+        worker(*args.worker, args.prompt, args.new, args.batch, args.dtype, args.timeout)
         return 0
     import transformers
 
