@@ -352,9 +352,10 @@ def _tensors(obj: Any, prefix: str, out: list[tuple[str, Any]], depth: int = 0) 
             _tensors(v, f"{prefix}.{k}" if prefix else k, out, depth + 1)
 
 
-def _layer_record(layer: Any, index: int, group: str, seen: set[int]) -> dict[str, Any]:
+def _layer_record(layer: Any, index: int, group: str, seen: set[int],
+                  extra: list[tuple[str, Any]] = ()) -> dict[str, Any]:  # type: ignore[assignment]
     found: list[tuple[str, Any]] = []
-    for k, v in (vars(layer).items() if hasattr(layer, "__dict__") else [("", layer)]):
+    for k, v in [*(vars(layer).items() if hasattr(layer, "__dict__") else [("", layer)]), *extra]:
         _tensors(v, k, found, 1)
     tensors: dict[str, Any] = {}
     state = aux = 0
@@ -385,7 +386,13 @@ def measure_cache(cache: Any) -> list[dict[str, Any]]:
     layers: list[dict[str, Any]] = []
     for group, c in groups:
         if hasattr(c, "layers") and isinstance(c.layers, (list, tuple)):
-            layers += [_layer_record(layer, i, group, seen) for i, layer in enumerate(c.layers)]
+            # per-layer lists a Cache subclass keeps beside .layers (MiniMaxCache.linear_cache[i])
+            extra: dict[int, list[tuple[str, Any]]] = {}
+            for k, v in vars(c).items():
+                if k != "layers" and isinstance(v, list) and 0 < len(v) <= max(len(c.layers), 1):
+                    for i, item in enumerate(v):
+                        extra.setdefault(i, []).append((f"{k}[{i}]", item))
+            layers += [_layer_record(layer, i, group, seen, extra.get(i, [])) for i, layer in enumerate(c.layers)]
         elif isinstance(c, (list, tuple)):  # legacy tuple-of-tuples caches
             layers += [_layer_record(layer, i, group, seen) for i, layer in enumerate(c)]
         else:  # a model's own cache class: every tensor attribute, lists split per layer
@@ -484,10 +491,12 @@ def _measure(spec: dict[str, Any], built: Any, base: dict[str, Any], width: int 
     shrunk, notes, total, keep = shrink_config(base, built, width)
     if shrunk.pop("quantization_config", None) is not None:  # fp8/fp4 weights need a GPU; the KV dtype is --dtype
         notes.append("quantization_config dropped")
-    shrunk["dtype"] = dtype_name
     tkey = _text_key(built)
-    if tkey is not None and isinstance(shrunk.get(tkey), dict):
-        shrunk[tkey]["dtype"] = dtype_name
+    for d in (shrunk, shrunk.get(tkey) if tkey is not None else None):
+        if isinstance(d, dict):  # one dtype, whichever key the file used (mamba-2.8b-hf says torch_dtype float32)
+            d["dtype"] = dtype_name
+            if "torch_dtype" in d:
+                d["torch_dtype"] = dtype_name
     out: dict[str, Any] = {"num_layers_default": total, "num_layers": keep, "shrink": notes}
     stage.name = "shrunk config"
     config = _build_config(model_type, shrunk)
