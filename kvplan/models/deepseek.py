@@ -37,7 +37,10 @@ from kvplan.specs import (
 class DeepseekParser(DecoderParser):
     family = "deepseek_mla"
     model_types = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "kimi_k25", "kimi_vl", "deepseek_vl_v2",
-                   "glm_moe_dsa")
+                   "glm_moe_dsa", "axk2", "hy_v4", "longcat_flash")
+    #: transformers' DSA configs (DeepseekV32Config, GlmMoeDsaConfig, AXK2Config, HYV4Config) name their MLA layers
+    #: ``indexed_attention``: an MLA latent plus, unless ``indexer_types`` says ``shared``, an indexer key.
+    INDEXED = "indexed_attention"
     defaults = {"kv_lora_rank": 512, "qk_rope_head_dim": 64}
     defaults_by_type = {"deepseek_v2": {"tie_word_embeddings": False}, "deepseek_v3": {"tie_word_embeddings": False},
                         "kimi_k2": {"tie_word_embeddings": False}}
@@ -60,10 +63,26 @@ class DeepseekParser(DecoderParser):
         )
         return {"mla": 1, "kv_lora_rank": rank, "qk_rope_head_dim": rope, "num_attention_heads": heads}
 
+    def kinds_from_layer_types(self, r: ConfigReader, types: Any, num_layers: int, *, key: str = "layer_types"
+                               ) -> list[str]:
+        if isinstance(types, list) and self.INDEXED in types:
+            r.note(f"{self.INDEXED} layers are MLA layers with a sparse-attention indexer")
+            types = ["full_attention" if t == self.INDEXED else t for t in types]
+        return super().kinds_from_layer_types(r, types, num_layers, key=key)
+
+    def num_layers(self, r: ConfigReader) -> int:
+        if r.has("num_layers") and not r.has("num_hidden_layers"):
+            # LongCat-Flash (LongcatFlashConfig.num_layers): each layer runs two MLA attentions, two cache layers
+            layers = r.first_of("num_layers", ("num_layers",))
+            r.note(f"num_layers = {layers} LongCat-Flash layers, each with two MLA attentions: {2 * layers} cache layers")
+            return 2 * layers
+        return super().num_layers(r)
+
     def build_layers(self, r: ConfigReader) -> list[LayerSpec]:
         """DSA (DeepSeek-V3.2, GLM-5): one indexer key cache per MLA layer, appended after the decoder
         layers (as encoder-decoder models append cross layers); the MLA specs are marked so engines price
-        an fp8 cache in the fp8_ds_mla layout."""
+        an fp8 cache in the fp8_ds_mla layout. Layers whose ``indexer_types`` entry is ``shared`` reuse an
+        earlier layer's indexer keys and cache none (HYV4Config)."""
         specs = super().build_layers(r)
         if not r.has("index_head_dim"):
             return specs
@@ -71,6 +90,15 @@ class DeepseekParser(DecoderParser):
         heads = r.optional("index_n_heads", ["index_n_heads"])
         topk = r.optional("index_topk", ["index_topk"])
         mla = [i for i, s in enumerate(specs) if isinstance(s, MLASpec)]
+        if r.has("indexer_types"):
+            kinds = r.first_of("indexer_types", ("indexer_types",), kind="list")
+            if len(kinds) != len(specs) or not set(kinds) <= {"full", "shared"}:
+                raise ConfigError(f"{r.source_name}: {r.prefix}indexer_types must give full or shared per layer",
+                                  "one entry per layer: full (own indexer keys) or shared (an earlier layer's)")
+            shared = [i for i in mla if kinds[i] == "shared"]
+            if shared:
+                r.note(f"indexer_types: {len(shared)} layers share an earlier layer's indexer keys and cache none")
+            mla = [i for i in mla if kinds[i] != "shared"]
         r.note(
             f"sparse attention (DSA): each of the {len(mla)} MLA layers also caches an indexer key of index_head_dim "
             f"{index_dim} (vLLM/SGLang/TensorRT-LLM: fp8 + a fp32 scale per 128 = {index_dim + 4 * -(-index_dim // 128)} "
