@@ -30,6 +30,7 @@ from kvplan.specs import (
     IndexerSpec,
     LayerSpec,
     MLASpec,
+    NoCacheSpec,
     SharedKVSlidingSpec,
 )
 
@@ -37,13 +38,15 @@ from kvplan.specs import (
 class DeepseekParser(DecoderParser):
     family = "deepseek_mla"
     model_types = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "kimi_k25", "kimi_vl", "deepseek_vl_v2",
-                   "glm_moe_dsa", "axk2", "hy_v4", "longcat_flash")
+                   "glm_moe_dsa", "axk2", "hy_v4", "longcat_flash", "mistral_large4", "mistral_large4_text")
     #: transformers' DSA configs (DeepseekV32Config, GlmMoeDsaConfig, AXK2Config, HYV4Config) name their MLA layers
     #: ``indexed_attention``: an MLA latent plus, unless ``indexer_types`` says ``shared``, an indexer key.
     INDEXED = "indexed_attention"
     defaults = {"kv_lora_rank": 512, "qk_rope_head_dim": 64}
     defaults_by_type = {"deepseek_v2": {"tie_word_embeddings": False}, "deepseek_v3": {"tie_word_embeddings": False},
-                        "kimi_k2": {"tie_word_embeddings": False}}
+                        "kimi_k2": {"tie_word_embeddings": False},
+                        # MistralLarge4TextConfig: NoPE every no_rope_layer_interval-th layer
+                        "mistral_large4_text": {"no_rope_layer_interval": 4}}
     weight_types = ("deepseek_v2", "deepseek_v3", "kimi_k2")
 
     def attention_dims(self, r: ConfigReader) -> dict[str, int]:
@@ -84,12 +87,14 @@ class DeepseekParser(DecoderParser):
         an fp8 cache in the fp8_ds_mla layout. Layers whose ``indexer_types`` entry is ``shared`` reuse an
         earlier layer's indexer keys and cache none (HYV4Config)."""
         specs = super().build_layers(r)
+        indexed = [i for i, s in enumerate(specs) if isinstance(s, MLASpec)]
+        specs = self._nope_and_shared_latents(r, specs)
         if not r.has("index_head_dim"):
             return specs
         index_dim = r.first_of("index_head_dim", ["index_head_dim"])
         heads = r.optional("index_n_heads", ["index_n_heads"])
         topk = r.optional("index_topk", ["index_topk"])
-        mla = [i for i, s in enumerate(specs) if isinstance(s, MLASpec)]
+        mla = indexed
         if r.has("indexer_types"):
             kinds = r.first_of("indexer_types", ("indexer_types",), kind="list")
             if len(kinds) != len(specs) or not set(kinds) <= {"full", "shared"}:
@@ -107,6 +112,38 @@ class DeepseekParser(DecoderParser):
         specs = [dataclasses.replace(s, fp8_ds_mla=True) if isinstance(s, MLASpec) else s for s in specs]
         indexer = IndexerSpec(kv_lora_rank=index_dim, qk_rope_head_dim=0, index_n_heads=heads, index_topk=topk)
         return [*specs, *(indexer for _ in mla)]
+
+    def _nope_and_shared_latents(self, r: ConfigReader, specs: list[LayerSpec]) -> list[LayerSpec]:
+        """MistralLarge4TextConfig: ``no_rope_layers`` (0 = NoPE: the latent has no rope part; default every
+        ``no_rope_layer_interval``-th layer when the model type defines it) and ``kv_source_layers`` (a layer
+        pointing at an earlier one reuses its latent and caches none of its own)."""
+        n = len(specs)
+        flags = r.raw("no_rope_layers")
+        interval = self.defaults_for(r.defaults_name).get("no_rope_layer_interval")
+        if not isinstance(flags, list) and interval and any(isinstance(s, MLASpec) for s in specs):
+            interval = r.first_of("no_rope_layer_interval", ("no_rope_layer_interval",))
+            flags = [int((i + 1) % interval != 0) for i in range(n)]
+        elif isinstance(flags, list):
+            r.check("no_rope_layers", flags, "list")
+        if isinstance(flags, list):
+            if len(flags) < n:
+                raise ConfigError(f"{r.source_name}: {r.prefix}no_rope_layers has {len(flags)} entries for {n} layers",
+                                  "one 1 (RoPE) or 0 (NoPE) per layer")
+            nope = [i for i in range(n) if not flags[i] and isinstance(specs[i], MLASpec)]
+            if nope:
+                r.note(f"{len(nope)} NoPE layers (no_rope_layers 0) cache the latent without its rope part")
+                specs = [dataclasses.replace(s, qk_rope_head_dim=0) if i in nope else s for i, s in enumerate(specs)]
+        sources = r.raw("kv_source_layers")
+        if isinstance(sources, list):
+            if len(sources) != n or any(not isinstance(x, int) or x > i or sources[x] != x for i, x in enumerate(sources)):
+                raise ConfigError(f"{r.source_name}: {r.prefix}kv_source_layers must name, per layer, itself or an "
+                                  "earlier layer that owns its cache", "e.g. [0, 1, 1, 3] (layer 2 reuses layer 1)")
+            reused = [i for i in range(n) if sources[i] != i]
+            if reused:
+                r.note(f"kv_source_layers: {len(reused)} layers reuse an earlier layer's latent and cache none")
+                specs = [NoCacheSpec(reason=f"reuses layer {sources[i]}'s latent") if i in reused else s
+                         for i, s in enumerate(specs)]
+        return specs
 
     def decoder_layout(self, model_type: str) -> DecoderLayout:
         # DeepSeek-V3's router carries an e_score_correction_bias
