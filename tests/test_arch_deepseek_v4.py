@@ -71,7 +71,7 @@ def test_v4_defaults_and_layer_types() -> None:
                                                  "heavily_compressed_attention", "compressed_sparse_attention"],
               "compress_rates": {"compressed_sparse_attention": 8, "heavily_compressed_attention": 64}}
     geometry = parse_config(config, model_id="v4-types")
-    assert [getattr(s, "compress_ratio") for s in geometry.layers] == [0, 8, 64, 8]
+    assert [s.compress_ratio for s in geometry.layers] == [0, 8, 64, 8]
     assert any("architecture default head_dim = 512" in n for n in geometry.notes)
     del config["layer_types"], config["compress_rates"]
     geometry = parse_config(config, model_id="v4-default")
