@@ -187,6 +187,8 @@ class IndexerSpec(MLASpec):
     """Indexer query heads (not cached; recorded for the report)."""
     index_topk: int | None = None
     """Tokens each query attends to (not a cache size)."""
+    hf_float32: bool = False
+    """transformers' modeling keeps these keys in float32 whatever the model dtype (dots3_note)."""
 
     @property
     def index_head_dim(self) -> int:

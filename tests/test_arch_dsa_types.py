@@ -118,3 +118,25 @@ def test_step3p7_mtp_padded_layer_types() -> None:
                               "full_attention"]}
     geometry = parse_config(config, model_id="step-mtp")
     assert [s.kind for s in geometry.layers] == ["full_attention", "sliding_window", "sliding_window", "full_attention"]
+
+
+DOTS3 = dict(model_type="dots3_note_text", num_hidden_layers=3, num_attention_heads=128, hidden_size=5120,
+             kv_lora_rank=512, qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128, q_lora_rank=1024,
+             index_head_dim=128, index_n_heads=64, sliding_window=512,
+             layer_types=["indexed_attention", "indexed_attention", "sliding_attention"],
+             per_layer_config={"2": {"num_attention_heads": 64, "num_key_value_heads": 64, "kv_lora_rank": 1024,
+                                     "qk_nope_head_dim": 192}})
+
+
+@pytest.mark.parametrize(("engine", "indexer_bytes"), [("ideal", BF16), ("hf-dynamic", 4)])
+def test_dots3_note_sliding_latent_and_float32_indexer(engine: str, indexer_bytes: int) -> None:
+    """Dots3NoteTextConfig: sliding MLA layers with their own latent (per_layer_config), DSA layers whose
+    indexer keys transformers keeps in float32 (zoo: 66,048 B measured for B 2, T 6)."""
+    geometry = parse_config(DOTS3, model_id="dots3")
+    est = estimate(geometry, batch=B, seq_len=T, kv_dtype="bf16", deployment=Deployment(engine=engine))
+    per_token = 2 * (512 + 64) * BF16 + 2 * 128 * indexer_bytes + (1024 + 64) * BF16  # 2 DSA layers, 1 sliding
+    assert est.kv_cache_bytes == B * T * per_token
+    if engine == "hf-dynamic":
+        assert est.kv_cache_bytes == 66048
+    long = estimate(geometry, batch=1, seq_len=4096, kv_dtype="bf16")
+    assert long.kv_cache_bytes == 4096 * (2 * (512 + 64) + 2 * 128) * BF16 + 512 * (1024 + 64) * BF16  # window 512

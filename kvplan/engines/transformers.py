@@ -15,6 +15,7 @@ from kvplan.specs import (
     ChunkedLocalSpec,
     CompressedAttentionSpec,
     CrossAttentionSpec,
+    IndexerSpec,
     LayerSpec,
     MLASpec,
     SlidingWindowSpec,
@@ -61,6 +62,11 @@ class HfDynamicProfile(EngineProfile):
         note = (f"{self.title} caches K/V broadcast to all {hf_cached_kv_heads} query heads "
                 f"({hf_cached_kv_heads // heads}x the {heads} KV heads), as transformers' modeling code does")
         return out, [note]
+
+    def bytes_per_token(self, spec: LayerSpec, ctx: SizingContext) -> int:
+        if isinstance(spec, IndexerSpec) and spec.hf_float32:
+            return 4 * spec.index_head_dim  # NOTE: the float32 rope promotes the indexer key (measured)
+        return super().bytes_per_token(spec, ctx)
 
     def compressed_attention_note(self) -> str | None:
         return ("transformers' DeepSeek-V4 cache (modeling_deepseek_v4.py DeepseekV4HCACache/CSACache, measured): "

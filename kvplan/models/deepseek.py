@@ -32,13 +32,18 @@ from kvplan.specs import (
     MLASpec,
     NoCacheSpec,
     SharedKVSlidingSpec,
+    SlidingWindowSpec,
 )
 
 
 class DeepseekParser(DecoderParser):
     family = "deepseek_mla"
     model_types = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "kimi_k25", "kimi_vl", "deepseek_vl_v2",
-                   "glm_moe_dsa", "axk2", "hy_v4", "longcat_flash", "mistral_large4", "mistral_large4_text")
+                   "glm_moe_dsa", "axk2", "hy_v4", "longcat_flash", "mistral_large4", "mistral_large4_text",
+                   "dots3_note", "dots3_note_text")
+    #: Types whose transformers modeling keeps the indexer keys in float32 (dots3_note: its float32 rope
+    #: promotes the key before cache.update_indexer; measured by tools/hf_zoo.py).
+    HF_FLOAT32_INDEXER = ("dots3_note", "dots3_note_text")
     #: transformers' DSA configs (DeepseekV32Config, GlmMoeDsaConfig, AXK2Config, HYV4Config) name their MLA layers
     #: ``indexed_attention``: an MLA latent plus, unless ``indexer_types`` says ``shared``, an indexer key.
     INDEXED = "indexed_attention"
@@ -46,7 +51,10 @@ class DeepseekParser(DecoderParser):
     defaults_by_type = {"deepseek_v2": {"tie_word_embeddings": False}, "deepseek_v3": {"tie_word_embeddings": False},
                         "kimi_k2": {"tie_word_embeddings": False},
                         # MistralLarge4TextConfig: NoPE every no_rope_layer_interval-th layer
-                        "mistral_large4_text": {"no_rope_layer_interval": 4}}
+                        "mistral_large4_text": {"no_rope_layer_interval": 4},
+                        # Dots3NoteTextConfig: sliding MLA layers (swa_* keys, normalised into per_layer_config)
+                        "dots3_note_text": {"sliding_window": 512, "swa_kv_lora_rank": 1024, "swa_head_dim": 256,
+                                            "swa_qk_nope_head_dim": 192}}
     weight_types = ("deepseek_v2", "deepseek_v3", "kimi_k2")
 
     def attention_dims(self, r: ConfigReader) -> dict[str, int]:
@@ -86,7 +94,7 @@ class DeepseekParser(DecoderParser):
         layers (as encoder-decoder models append cross layers); the MLA specs are marked so engines price
         an fp8 cache in the fp8_ds_mla layout. Layers whose ``indexer_types`` entry is ``shared`` reuse an
         earlier layer's indexer keys and cache none (HYV4Config)."""
-        specs = super().build_layers(r)
+        specs = self._sliding_latents(r, super().build_layers(r))
         indexed = [i for i, s in enumerate(specs) if isinstance(s, MLASpec)]
         specs = self._nope_and_shared_latents(r, specs)
         if not r.has("index_head_dim"):
@@ -110,8 +118,43 @@ class DeepseekParser(DecoderParser):
             f"B; transformers: the model dtype), reported as its own 'indexer' layer group"
         )
         specs = [dataclasses.replace(s, fp8_ds_mla=True) if isinstance(s, MLASpec) else s for s in specs]
-        indexer = IndexerSpec(kv_lora_rank=index_dim, qk_rope_head_dim=0, index_n_heads=heads, index_topk=topk)
+        indexer = IndexerSpec(kv_lora_rank=index_dim, qk_rope_head_dim=0, index_n_heads=heads, index_topk=topk,
+                              hf_float32=r.defaults_name in self.HF_FLOAT32_INDEXER)
         return [*specs, *(indexer for _ in mla)]
+
+    def windowed(self, attn: Mapping[str, int], cls: type, **window: int) -> LayerSpec:
+        if not attn.get("mla") or cls is not SlidingWindowSpec:
+            return super().windowed(attn, cls, **window)
+        # a sliding MLA layer (dots3_note): the latent as K, the rope key as V, as transformers caches them;
+        # _sliding_latents gives each layer its own dims
+        return SlidingWindowSpec(num_kv_heads=1, head_size=attn["kv_lora_rank"], head_size_v=attn["qk_rope_head_dim"],
+                                 **window)
+
+    def _sliding_latents(self, r: ConfigReader, specs: list[LayerSpec]) -> list[LayerSpec]:
+        """Sliding MLA layers (Dots3NoteTextConfig): the dims of ``per_layer_config[i]`` over the global ones, or,
+        without it, the ``swa_kv_lora_rank`` / ``swa_head_dim - swa_qk_nope_head_dim`` of the config class."""
+        sliding = [i for i, s in enumerate(specs) if isinstance(s, SlidingWindowSpec)]
+        if not sliding or not r.has("kv_lora_rank"):
+            return specs
+        per_layer = r.raw("per_layer_config")
+        out = list(specs)
+        for i in sliding:
+            spec = specs[i]
+            assert isinstance(spec, SlidingWindowSpec)
+            if isinstance(per_layer, Mapping):
+                own = per_layer.get(str(i), per_layer.get(i, {}))  # type: ignore[call-overload]
+                rank = own.get("kv_lora_rank", spec.head_size) if isinstance(own, Mapping) else spec.head_size
+                rope = own.get("qk_rope_head_dim", spec.head_size_v) if isinstance(own, Mapping) else spec.head_size_v
+            else:
+                rank = r.first_of("swa_kv_lora_rank", ("swa_kv_lora_rank",))
+                rope = r.optional("swa_qk_rope_head_dim", ("swa_qk_rope_head_dim",)) or (
+                    r.first_of("swa_head_dim", ("swa_head_dim",)) - r.first_of("swa_qk_nope_head_dim",
+                                                                              ("swa_qk_nope_head_dim",)))
+            out[i] = dataclasses.replace(spec, head_size=r.check("kv_lora_rank", rank, "int"),
+                                         head_size_v=r.check("qk_rope_head_dim", rope, "count"))
+        r.note(f"{len(sliding)} sliding MLA layers cache a latent of kv_lora_rank {out[sliding[0]].head_size} + "
+               f"qk_rope_head_dim {out[sliding[0]].head_size_v} over a window (shown as K + V), no indexer")
+        return out
 
     def _nope_and_shared_latents(self, r: ConfigReader, specs: list[LayerSpec]) -> list[LayerSpec]:
         """MistralLarge4TextConfig: ``no_rope_layers`` (0 = NoPE: the latent has no rope part; default every
