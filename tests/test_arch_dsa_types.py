@@ -140,3 +140,17 @@ def test_dots3_note_sliding_latent_and_float32_indexer(engine: str, indexer_byte
         assert est.kv_cache_bytes == 66048
     long = estimate(geometry, batch=1, seq_len=4096, kv_dtype="bf16")
     assert long.kv_cache_bytes == 4096 * (2 * (512 + 64) + 2 * 128) * BF16 + 512 * (1024 + 64) * BF16  # window 512
+
+
+def test_deepseek_v32_weights_are_v3_plus_the_indexer() -> None:
+    """DeepseekV32: V3's weights plus, per layer, the indexer's wq_b (q LoRA -> heads x dim), wk, its LayerNorm
+    (weight + bias) and weights_proj (transformers modeling_deepseek_v32.py)."""
+    from kvplan.models import count_weights
+
+    v3 = shared_config("deepseek-ai__DeepSeek-V3")
+    v3.pop("quantization_config", None)
+    index = dict(index_head_dim=128, index_n_heads=64, index_topk=2048)
+    v32 = dict(v3, model_type="deepseek_v32", architectures=["DeepseekV32ForCausalLM"], **index)
+    base, sparse = count_weights(v3, model_id="v3"), count_weights(v32, model_id="v32")
+    per_layer = (v3["q_lora_rank"] * 64 * 128 + v3["hidden_size"] * 128 + 2 * 128 + v3["hidden_size"] * 64)
+    assert sparse.parameters == base.parameters + v3["num_hidden_layers"] * per_layer

@@ -49,13 +49,13 @@ class DeepseekParser(DecoderParser):
     INDEXED = "indexed_attention"
     defaults = {"kv_lora_rank": 512, "qk_rope_head_dim": 64}
     defaults_by_type = {"deepseek_v2": {"tie_word_embeddings": False}, "deepseek_v3": {"tie_word_embeddings": False},
-                        "kimi_k2": {"tie_word_embeddings": False},
+                        "kimi_k2": {"tie_word_embeddings": False}, "deepseek_v32": {"tie_word_embeddings": False},
                         # MistralLarge4TextConfig: NoPE every no_rope_layer_interval-th layer
                         "mistral_large4_text": {"no_rope_layer_interval": 4},
                         # Dots3NoteTextConfig: sliding MLA layers (swa_* keys, normalised into per_layer_config)
                         "dots3_note_text": {"sliding_window": 512, "swa_kv_lora_rank": 1024, "swa_head_dim": 256,
                                             "swa_qk_nope_head_dim": 192}}
-    weight_types = ("deepseek_v2", "deepseek_v3", "kimi_k2")
+    weight_types = ("deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32")
 
     def attention_dims(self, r: ConfigReader) -> dict[str, int]:
         if not r.has("kv_lora_rank"):
@@ -190,7 +190,7 @@ class DeepseekParser(DecoderParser):
 
     def decoder_layout(self, model_type: str) -> DecoderLayout:
         # DeepSeek-V3's router carries an e_score_correction_bias
-        return DecoderLayout(router_bias=model_type in ("deepseek_v3", "kimi_k2"))
+        return DecoderLayout(router_bias=model_type in ("deepseek_v3", "kimi_k2", "deepseek_v32"))
 
     def attention_weights(
         self, r: ConfigReader, model_type: str, hidden: int, layers: int, heads: int
