@@ -187,6 +187,8 @@ class IndexerSpec(MLASpec):
     """Indexer query heads (not cached; recorded for the report)."""
     index_topk: int | None = None
     """Tokens each query attends to (not a cache size)."""
+    hf_float32: bool = False
+    """transformers' modeling keeps these keys in float32 whatever the model dtype (dots3_note)."""
 
     @property
     def index_head_dim(self) -> int:
@@ -195,6 +197,90 @@ class IndexerSpec(MLASpec):
     def fp8_key_bytes(self) -> int:
         """fp8 key + fp32 scale per 128 values: 128 + 4 = 132 B."""
         return self.index_head_dim + 4 * -(-self.index_head_dim // 128)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CompressedAttentionSpec(LayerSpec):
+    """DeepSeek-V4 attention: one shared K=V head (``head_size``) over a sliding window of recent tokens,
+    plus, when ``compress_ratio`` > 0, one compressed entry per ``compress_ratio`` past tokens (all of
+    them are kept) and, for compressed-sparse layers, an indexer key of ``index_head_size`` per entry.
+
+    The ideal cache: ``min(T, W)`` window rows + ``T // ratio`` compressed rows (+ as many indexer keys).
+    What transformers keeps besides (the uncompressed tail's projections, the overlap state) is priced by
+    the hf-dynamic profile."""
+
+    kind: ClassVar[str] = "compressed_attention"
+    head_size: int
+    """Width of the one K=V row (``head_dim``)."""
+    sliding_window: int
+    compress_ratio: int
+    """Source tokens per compressed entry; 0: the sliding window only."""
+    index_head_size: int = 0
+    """Indexer key width per compressed entry (``index_head_dim``; 0 without an indexer)."""
+    overlap: bool = False
+    """Two overlapping compressed series (compressed-sparse attention): projections twice as wide."""
+
+    @property
+    def num_kv_heads(self) -> int:
+        return 1
+
+    @property
+    def head_size_v(self) -> int:
+        return 0  # K = V: one row
+
+    def window_tokens(self, seq_len: int) -> int:
+        return min(seq_len, self.sliding_window)
+
+    def compressed_entries(self, seq_len: int) -> int:
+        return seq_len // self.compress_ratio if self.compress_ratio else 0
+
+    def tokens_held(self, inputs: SizingInputs) -> int:
+        """Rows held: the window plus the compressed entries."""
+        return self.window_tokens(inputs.seq_len) + self.compressed_entries(inputs.seq_len)
+
+    def bytes_per_token(self, kv_dtype: KvDtype) -> int:
+        return kv_dtype.bytes_for(self.head_size)
+
+    def entry_bytes(self, kv_dtype: KvDtype) -> int:
+        """One compressed entry with its indexer key."""
+        return kv_dtype.bytes_for(self.head_size) + kv_dtype.bytes_for(self.index_head_size)
+
+    def bytes_per_seq(self, inputs: SizingInputs) -> int:
+        return (self.window_tokens(inputs.seq_len) * self.bytes_per_token(inputs.kv_dtype)
+                + self.compressed_entries(inputs.seq_len) * self.entry_bytes(inputs.kv_dtype))
+
+    def describe(self) -> str:
+        text = f"K=V {self.head_size}, window {self.sliding_window}"
+        if self.compress_ratio:
+            text += f", 1 entry per {self.compress_ratio} tokens"
+        if self.index_head_size:
+            text += f" + indexer key {self.index_head_size}"
+        return text
+
+    @property
+    def grows_with_tokens(self) -> bool:
+        return True
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SharedKVSlidingSpec(CompressedAttentionSpec):
+    """DeepSeek-V4 sliding-only layer (compress ratio 0): one K=V row per token in the window."""
+
+    kind: ClassVar[str] = "sliding_kv_shared"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CompressedSparseSpec(CompressedAttentionSpec):
+    """DeepSeek-V4 compressed-sparse attention (CSA): overlapping compression and a lightning indexer."""
+
+    kind: ClassVar[str] = "compressed_sparse"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HeavilyCompressedSpec(CompressedAttentionSpec):
+    """DeepSeek-V4 heavily compressed attention (HCA): dense attention over a strongly compressed history."""
+
+    kind: ClassVar[str] = "heavily_compressed"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

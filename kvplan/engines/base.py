@@ -27,6 +27,7 @@ from kvplan.errors import InputError
 from kvplan.specs import (
     AttentionSpec,
     ChunkedLocalSpec,
+    CompressedAttentionSpec,
     CrossAttentionSpec,
     IndexerSpec,
     LayerSpec,
@@ -125,7 +126,16 @@ class EngineProfile:
                 f"{self.title} does not share prompt blocks between sequences",
                 "drop --share-prefix/--shared-prefix-tokens, or pick --engine vllm, sglang or trtllm",
             )
+        if any(isinstance(s, CompressedAttentionSpec) for s in layers):
+            note = self.compressed_attention_note()
+            if note:
+                notes.append(note)
         return notes
+
+    def compressed_attention_note(self) -> str | None:
+        """What this engine's price of DeepSeek-V4 compressed attention rests on (None: nothing to say)."""
+        return (f"{self.title}: DeepSeek-V4 attention priced by the ideal formula (window + compressed entries + "
+                "indexer keys; no block rounding or prefix sharing): kvplan has not read this engine's V4 cache code")
 
     def block_size(self, spec: LayerSpec, ctx: SizingContext) -> int | None:
         if ctx.attn_block_size is not None:
@@ -156,6 +166,8 @@ class EngineProfile:
     def tokens_held(self, spec: LayerSpec, ctx: SizingContext) -> int:
         """Tokens one sequence keeps in this layer (block-rounded)."""
         bs = self.block_size(spec, ctx)
+        if isinstance(spec, CompressedAttentionSpec):
+            return spec.window_tokens(ctx.seq_len) + spec.compressed_entries(ctx.seq_len)
         if isinstance(spec, StateSpec) or not isinstance(spec, (AttentionSpec, MLASpec)):
             return 0
         if isinstance(spec, CrossAttentionSpec):
@@ -166,7 +178,8 @@ class EngineProfile:
 
     def token_slots(self, spec: LayerSpec, ctx: SizingContext) -> int:
         """Token slots of this layer for the whole batch (beams and prefix sharing included)."""
-        if spec.grows_with_tokens and not isinstance(spec, (SlidingWindowSpec, ChunkedLocalSpec)):
+        if spec.grows_with_tokens and not isinstance(spec, (SlidingWindowSpec, ChunkedLocalSpec,
+                                                            CompressedAttentionSpec)):
             dep = ctx.dep
             return shared_token_slots(
                 seq_len=ctx.seq_len, batch=ctx.batch, beams=dep.beams, block_size=self.block_size(spec, ctx),
@@ -175,6 +188,8 @@ class EngineProfile:
         return ctx.seqs * self.tokens_held(spec, ctx)
 
     def bytes_per_token(self, spec: LayerSpec, ctx: SizingContext) -> int:
+        if isinstance(spec, CompressedAttentionSpec):
+            return spec.bytes_per_token(ctx.kv_dtype)
         if isinstance(spec, (AttentionSpec, MLASpec)):
             k, v = kv_row_bytes(spec, ctx.kv_dtype)
             return k + v
@@ -190,7 +205,15 @@ class EngineProfile:
         """Bytes of one layer on one rank for the whole batch."""
         if isinstance(spec, StateSpec):
             return ctx.seqs * self.state_bytes(spec, ctx)
+        if isinstance(spec, CompressedAttentionSpec):
+            return ctx.seqs * self.compressed_bytes(spec, ctx)
         return self.token_slots(spec, ctx) * self.bytes_per_token(spec, ctx)
+
+    def compressed_bytes(self, spec: CompressedAttentionSpec, ctx: SizingContext) -> int:
+        """Bytes of one sequence in a DeepSeek-V4 layer: ``min(T, W)`` K=V rows + ``T // ratio`` compressed
+        entries, each with its indexer key (the ideal formula)."""
+        return (spec.window_tokens(ctx.seq_len) * spec.bytes_per_token(ctx.kv_dtype)
+                + spec.compressed_entries(ctx.seq_len) * spec.entry_bytes(ctx.kv_dtype))
 
     def peak_extra_bytes(self, costs: list[tuple[LayerSpec, int]], ctx: SizingContext) -> int:
         """Transient bytes above the steady cache on one rank (``costs``: (spec, layer bytes))."""

@@ -9,6 +9,7 @@ from kvplan.errors import InputError
 from kvplan.specs import (
     AttentionSpec,
     ChunkedLocalSpec,
+    CompressedAttentionSpec,
     CrossAttentionSpec,
     LayerSpec,
     MLASpec,
@@ -85,6 +86,8 @@ class LlamaCppProfile(EngineProfile):
         return round_to_blocks(min(size_base, n_swa * seqs + ubatch), LLAMA_CPP_PAD)
 
     def tokens_held(self, spec: LayerSpec, ctx: SizingContext) -> int:
+        if isinstance(spec, CompressedAttentionSpec):
+            return super().tokens_held(spec, ctx)
         if isinstance(spec, CrossAttentionSpec) or not isinstance(spec, (AttentionSpec, MLASpec)):
             return 0
         if isinstance(spec, (SlidingWindowSpec, ChunkedLocalSpec)):

@@ -13,7 +13,9 @@ from kvplan.errors import InputError
 from kvplan.specs import (
     AttentionSpec,
     ChunkedLocalSpec,
+    CompressedAttentionSpec,
     CrossAttentionSpec,
+    IndexerSpec,
     LayerSpec,
     MLASpec,
     SlidingWindowSpec,
@@ -60,6 +62,45 @@ class HfDynamicProfile(EngineProfile):
         note = (f"{self.title} caches K/V broadcast to all {hf_cached_kv_heads} query heads "
                 f"({hf_cached_kv_heads // heads}x the {heads} KV heads), as transformers' modeling code does")
         return out, [note]
+
+    def bytes_per_token(self, spec: LayerSpec, ctx: SizingContext) -> int:
+        if isinstance(spec, IndexerSpec) and spec.hf_float32:
+            return 4 * spec.index_head_dim  # NOTE: the float32 rope promotes the indexer key (measured)
+        return super().bytes_per_token(spec, ctx)
+
+    def compressed_attention_note(self) -> str | None:
+        return ("transformers' DeepSeek-V4 cache (modeling_deepseek_v4.py DeepseekV4HCACache/CSACache, measured): "
+                "sliding-only layers keep K and V as two tensors; compressed layers keep one K=V window, the entries, "
+                "the uncompressed tail's kv and gate projections (a view of the last concatenation) and, for CSA, the "
+                "previous window's overlap slice (its gate in float32), for the compressor and the indexer")
+
+    def compressed_bytes(self, spec: CompressedAttentionSpec, ctx: SizingContext) -> int:
+        s, t, beams = ctx.kv_dtype, ctx.seq_len, ctx.dep.beams
+        window = min(t, spec.sliding_window - 1 if beams > 1 else spec.sliding_window)
+        row = spec.bytes_per_token(s)
+        if not spec.compress_ratio:
+            # NOTE: a plain DynamicSlidingWindowLayer: cache.update(kv, kv) stores K and V as separate tensors.
+            return 2 * window * row
+        m = spec.compress_ratio
+        tail = t % m
+        if beams > 1:
+            tail_held = tail  # reorder_cache's index_select compacts the buffer views
+        elif ctx.dep.prompt_len is not None and t <= ctx.dep.prompt_len:
+            tail_held = t  # after prefill the buffer is a view of the whole prompt's projection
+        else:
+            # NOTE: the buffer is kv[:, usable:] of the last torch.cat (old tail + 1 token); when that closed a
+            # window the empty view still holds the ratio tokens of the cat.
+            tail_held = tail or m
+        series = 2 if spec.overlap else 1
+        entries = spec.compressed_entries(t)
+        total = window * row + entries * spec.entry_bytes(s)
+        # kv and gate projections of the tail: the compressor's (and, with an indexer, the indexer's)
+        total += 2 * tail_held * (s.bytes_for(series * spec.head_size) + s.bytes_for(series * spec.index_head_size))
+        if spec.overlap and entries:
+            # the previous window's Ca slice: kv in the model dtype, gate (+ float32 position_bias) in float32
+            for width in (spec.head_size, spec.index_head_size):
+                total += m * (s.bytes_for(width) + 4 * width) if width else 0
+        return total
 
     def residual_tokens(self, ctx: SizingContext) -> int:
         """Tokens in the full-precision residual of a QuantizedCache: ``(N - 1) mod R``."""
@@ -178,6 +219,9 @@ class HfStaticProfile(HfDynamicProfile):
             )
 
     def check(self, layers: tuple[LayerSpec, ...], dep: Deployment, kv_dtype: KvDtype) -> list[str]:
+        if any(isinstance(s, CompressedAttentionSpec) for s in layers):
+            raise InputError("transformers' DeepSeek-V4 cache layers are dynamic only: they do not build a StaticCache",
+                             "use --engine hf-dynamic")
         return EngineProfile.check(self, layers, dep, kv_dtype) + (
             [] if dep.block_size is None else self._no_blocks()
         )

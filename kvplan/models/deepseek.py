@@ -24,17 +24,38 @@ from kvplan.models.tensors import (
     hidden_of,
     vocab_of,
 )
-from kvplan.specs import IndexerSpec, LayerSpec, MLASpec
+from kvplan.specs import (
+    CompressedSparseSpec,
+    HeavilyCompressedSpec,
+    IndexerSpec,
+    LayerSpec,
+    MLASpec,
+    NoCacheSpec,
+    SharedKVSlidingSpec,
+    SlidingWindowSpec,
+)
 
 
 class DeepseekParser(DecoderParser):
     family = "deepseek_mla"
     model_types = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "kimi_k25", "kimi_vl", "deepseek_vl_v2",
-                   "glm_moe_dsa")
+                   "glm_moe_dsa", "axk2", "hy_v4", "longcat_flash", "mistral_large4", "mistral_large4_text",
+                   "dots3_note", "dots3_note_text")
+    #: Types whose transformers modeling keeps the indexer keys in float32 (dots3_note: its float32 rope
+    #: promotes the key before cache.update_indexer; measured by tools/hf_zoo.py).
+    HF_FLOAT32_INDEXER = ("dots3_note", "dots3_note_text")
+    #: transformers' DSA configs (DeepseekV32Config, GlmMoeDsaConfig, AXK2Config, HYV4Config) name their MLA layers
+    #: ``indexed_attention``: an MLA latent plus, unless ``indexer_types`` says ``shared``, an indexer key.
+    INDEXED = "indexed_attention"
     defaults = {"kv_lora_rank": 512, "qk_rope_head_dim": 64}
     defaults_by_type = {"deepseek_v2": {"tie_word_embeddings": False}, "deepseek_v3": {"tie_word_embeddings": False},
-                        "kimi_k2": {"tie_word_embeddings": False}}
-    weight_types = ("deepseek_v2", "deepseek_v3", "kimi_k2")
+                        "kimi_k2": {"tie_word_embeddings": False}, "deepseek_v32": {"tie_word_embeddings": False},
+                        # MistralLarge4TextConfig: NoPE every no_rope_layer_interval-th layer
+                        "mistral_large4_text": {"no_rope_layer_interval": 4},
+                        # Dots3NoteTextConfig: sliding MLA layers (swa_* keys, normalised into per_layer_config)
+                        "dots3_note_text": {"sliding_window": 512, "swa_kv_lora_rank": 1024, "swa_head_dim": 256,
+                                            "swa_qk_nope_head_dim": 192}}
+    weight_types = ("deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32")
 
     def attention_dims(self, r: ConfigReader) -> dict[str, int]:
         if not r.has("kv_lora_rank"):
@@ -53,29 +74,123 @@ class DeepseekParser(DecoderParser):
         )
         return {"mla": 1, "kv_lora_rank": rank, "qk_rope_head_dim": rope, "num_attention_heads": heads}
 
+    def kinds_from_layer_types(self, r: ConfigReader, types: Any, num_layers: int, *, key: str = "layer_types"
+                               ) -> list[str]:
+        if isinstance(types, list) and self.INDEXED in types:
+            r.note(f"{self.INDEXED} layers are MLA layers with a sparse-attention indexer")
+            types = ["full_attention" if t == self.INDEXED else t for t in types]
+        return super().kinds_from_layer_types(r, types, num_layers, key=key)
+
+    def num_layers(self, r: ConfigReader) -> int:
+        if r.has("num_layers") and not r.has("num_hidden_layers"):
+            # LongCat-Flash (LongcatFlashConfig.num_layers): each layer runs two MLA attentions, two cache layers
+            layers = r.first_of("num_layers", ("num_layers",))
+            r.note(f"num_layers = {layers} LongCat-Flash layers, each with two MLA attentions: {2 * layers} cache layers")
+            return 2 * layers
+        return super().num_layers(r)
+
     def build_layers(self, r: ConfigReader) -> list[LayerSpec]:
         """DSA (DeepSeek-V3.2, GLM-5): one indexer key cache per MLA layer, appended after the decoder
         layers (as encoder-decoder models append cross layers); the MLA specs are marked so engines price
-        an fp8 cache in the fp8_ds_mla layout."""
-        specs = super().build_layers(r)
+        an fp8 cache in the fp8_ds_mla layout. Layers whose ``indexer_types`` entry is ``shared`` reuse an
+        earlier layer's indexer keys and cache none (HYV4Config)."""
+        specs = self._sliding_latents(r, super().build_layers(r))
+        indexed = [i for i, s in enumerate(specs) if isinstance(s, MLASpec)]
+        specs = self._nope_and_shared_latents(r, specs)
         if not r.has("index_head_dim"):
             return specs
         index_dim = r.first_of("index_head_dim", ["index_head_dim"])
         heads = r.optional("index_n_heads", ["index_n_heads"])
         topk = r.optional("index_topk", ["index_topk"])
-        mla = [i for i, s in enumerate(specs) if isinstance(s, MLASpec)]
+        mla = indexed
+        if r.has("indexer_types"):
+            kinds = r.first_of("indexer_types", ("indexer_types",), kind="list")
+            if len(kinds) != len(specs) or not set(kinds) <= {"full", "shared"}:
+                raise ConfigError(f"{r.source_name}: {r.prefix}indexer_types must give full or shared per layer",
+                                  "one entry per layer: full (own indexer keys) or shared (an earlier layer's)")
+            shared = [i for i in mla if kinds[i] == "shared"]
+            if shared:
+                r.note(f"indexer_types: {len(shared)} layers share an earlier layer's indexer keys and cache none")
+            mla = [i for i in mla if kinds[i] != "shared"]
         r.note(
             f"sparse attention (DSA): each of the {len(mla)} MLA layers also caches an indexer key of index_head_dim "
             f"{index_dim} (vLLM/SGLang/TensorRT-LLM: fp8 + a fp32 scale per 128 = {index_dim + 4 * -(-index_dim // 128)} "
             f"B; transformers: the model dtype), reported as its own 'indexer' layer group"
         )
         specs = [dataclasses.replace(s, fp8_ds_mla=True) if isinstance(s, MLASpec) else s for s in specs]
-        indexer = IndexerSpec(kv_lora_rank=index_dim, qk_rope_head_dim=0, index_n_heads=heads, index_topk=topk)
+        indexer = IndexerSpec(kv_lora_rank=index_dim, qk_rope_head_dim=0, index_n_heads=heads, index_topk=topk,
+                              hf_float32=r.defaults_name in self.HF_FLOAT32_INDEXER)
         return [*specs, *(indexer for _ in mla)]
+
+    def windowed(self, attn: Mapping[str, int], cls: type, **window: int) -> LayerSpec:
+        if not attn.get("mla") or cls is not SlidingWindowSpec:
+            return super().windowed(attn, cls, **window)
+        # a sliding MLA layer (dots3_note): the latent as K, the rope key as V, as transformers caches them;
+        # _sliding_latents gives each layer its own dims
+        return SlidingWindowSpec(num_kv_heads=1, head_size=attn["kv_lora_rank"], head_size_v=attn["qk_rope_head_dim"],
+                                 **window)
+
+    def _sliding_latents(self, r: ConfigReader, specs: list[LayerSpec]) -> list[LayerSpec]:
+        """Sliding MLA layers (Dots3NoteTextConfig): the dims of ``per_layer_config[i]`` over the global ones, or,
+        without it, the ``swa_kv_lora_rank`` / ``swa_head_dim - swa_qk_nope_head_dim`` of the config class."""
+        sliding = [i for i, s in enumerate(specs) if isinstance(s, SlidingWindowSpec)]
+        if not sliding or not r.has("kv_lora_rank"):
+            return specs
+        per_layer = r.raw("per_layer_config")
+        out = list(specs)
+        for i in sliding:
+            spec = specs[i]
+            assert isinstance(spec, SlidingWindowSpec)
+            if isinstance(per_layer, Mapping):
+                own = per_layer.get(str(i), per_layer.get(i, {}))  # type: ignore[call-overload]
+                rank = own.get("kv_lora_rank", spec.head_size) if isinstance(own, Mapping) else spec.head_size
+                rope = own.get("qk_rope_head_dim", spec.head_size_v) if isinstance(own, Mapping) else spec.head_size_v
+            else:
+                rank = r.first_of("swa_kv_lora_rank", ("swa_kv_lora_rank",))
+                rope = r.optional("swa_qk_rope_head_dim", ("swa_qk_rope_head_dim",)) or (
+                    r.first_of("swa_head_dim", ("swa_head_dim",)) - r.first_of("swa_qk_nope_head_dim",
+                                                                              ("swa_qk_nope_head_dim",)))
+            out[i] = dataclasses.replace(spec, head_size=r.check("kv_lora_rank", rank, "int"),
+                                         head_size_v=r.check("qk_rope_head_dim", rope, "count"))
+        r.note(f"{len(sliding)} sliding MLA layers cache a latent of kv_lora_rank {out[sliding[0]].head_size} + "
+               f"qk_rope_head_dim {out[sliding[0]].head_size_v} over a window (shown as K + V), no indexer")
+        return out
+
+    def _nope_and_shared_latents(self, r: ConfigReader, specs: list[LayerSpec]) -> list[LayerSpec]:
+        """MistralLarge4TextConfig: ``no_rope_layers`` (0 = NoPE: the latent has no rope part; default every
+        ``no_rope_layer_interval``-th layer when the model type defines it) and ``kv_source_layers`` (a layer
+        pointing at an earlier one reuses its latent and caches none of its own)."""
+        n = len(specs)
+        flags = r.raw("no_rope_layers")
+        interval = self.defaults_for(r.defaults_name).get("no_rope_layer_interval")
+        if not isinstance(flags, list) and interval and any(isinstance(s, MLASpec) for s in specs):
+            interval = r.first_of("no_rope_layer_interval", ("no_rope_layer_interval",))
+            flags = [int((i + 1) % interval != 0) for i in range(n)]
+        elif isinstance(flags, list):
+            r.check("no_rope_layers", flags, "list")
+        if isinstance(flags, list):
+            if len(flags) < n:
+                raise ConfigError(f"{r.source_name}: {r.prefix}no_rope_layers has {len(flags)} entries for {n} layers",
+                                  "one 1 (RoPE) or 0 (NoPE) per layer")
+            nope = [i for i in range(n) if not flags[i] and isinstance(specs[i], MLASpec)]
+            if nope:
+                r.note(f"{len(nope)} NoPE layers (no_rope_layers 0) cache the latent without its rope part")
+                specs = [dataclasses.replace(s, qk_rope_head_dim=0) if i in nope else s for i, s in enumerate(specs)]
+        sources = r.raw("kv_source_layers")
+        if isinstance(sources, list):
+            if len(sources) != n or any(not isinstance(x, int) or x > i or sources[x] != x for i, x in enumerate(sources)):
+                raise ConfigError(f"{r.source_name}: {r.prefix}kv_source_layers must name, per layer, itself or an "
+                                  "earlier layer that owns its cache", "e.g. [0, 1, 1, 3] (layer 2 reuses layer 1)")
+            reused = [i for i in range(n) if sources[i] != i]
+            if reused:
+                r.note(f"kv_source_layers: {len(reused)} layers reuse an earlier layer's latent and cache none")
+                specs = [NoCacheSpec(reason=f"reuses layer {sources[i]}'s latent") if i in reused else s
+                         for i, s in enumerate(specs)]
+        return specs
 
     def decoder_layout(self, model_type: str) -> DecoderLayout:
         # DeepSeek-V3's router carries an e_score_correction_bias
-        return DecoderLayout(router_bias=model_type in ("deepseek_v3", "kimi_k2"))
+        return DecoderLayout(router_bias=model_type in ("deepseek_v3", "kimi_k2", "deepseek_v32"))
 
     def attention_weights(
         self, r: ConfigReader, model_type: str, hidden: int, layers: int, heads: int
@@ -179,12 +294,76 @@ class DeepseekV4Parser(DecoderParser):
     lightning indexer (ratio 4) or a heavily compressed one (ratio 128); hyper-connections of ``hc_mult``
     streams around attention and MoE; MoE in every layer (hash-routed in the first ``num_hash_layers``).
 
-    The cache is read by kvplan's generic rules; this class counts the weights (transformers DeepseekV4).
+    Cache: every layer keeps a ``sliding_window`` of one K=V row of ``head_dim``; a compressed layer also keeps
+    one entry per ``compress_rates[type]`` tokens (and, CSA, an ``index_head_dim`` indexer key per entry).
+    Layer types from ``layer_types``, else the Hub's per-layer ``compress_ratios`` (entries past the layers are
+    the MTP layers'), else DeepseekV4Config's default schedule (transformers 5.24 configuration_deepseek_v4.py).
     """
 
-    model_types = ()
+    family = "deepseek_v4"
+    model_types = ("deepseek_v4",)
     weight_types = ("deepseek_v4",)
-    _RATIO_NAMES = {"sliding_attention": 0, "compressed_sparse_attention": 4, "heavily_compressed_attention": 128}
+    #: DeepseekV4Config defaults (transformers 5.24) of the keys the cache and weight count read.
+    defaults = {"head_dim": 512, "sliding_window": 128, "index_head_dim": 128, "index_n_heads": 64,
+                "num_hidden_layers": 43, "max_position_embeddings": 1048576, "tie_word_embeddings": False}
+    CSA, HCA, SWA = "compressed_sparse_attention", "heavily_compressed_attention", "sliding_attention"
+    DEFAULT_RATES = {CSA: 4, HCA: 128}
+
+    def build_layers(self, r: ConfigReader) -> list[LayerSpec]:
+        layers = self.num_layers(r)
+        types = self._layer_types(r, layers)
+        rates = self._rates(r)
+        head = r.first_of("head_dim", ("head_dim",))
+        window = r.first_of("sliding_window", ("sliding_window",))
+        index = r.first_of("index_head_dim", ("index_head_dim",)) if self.CSA in types else 0
+        specs: dict[str, LayerSpec] = {
+            self.SWA: SharedKVSlidingSpec(head_size=head, sliding_window=window, compress_ratio=0),
+            self.CSA: CompressedSparseSpec(head_size=head, sliding_window=window, compress_ratio=rates[self.CSA],
+                                           index_head_size=index, overlap=True),
+            self.HCA: HeavilyCompressedSpec(head_size=head, sliding_window=window, compress_ratio=rates[self.HCA]),
+        }
+        counts = {t: types.count(t) for t in (self.SWA, self.CSA, self.HCA)}
+        r.note(f"DeepSeek-V4 attention: one K=V row of head_dim {head} per token in a {window}-token window in every "
+               f"layer; {counts[self.CSA]} compressed-sparse layers add one entry per {rates[self.CSA]} tokens with an "
+               f"indexer key of {index}, {counts[self.HCA]} heavily compressed layers one entry per {rates[self.HCA]} "
+               f"tokens, {counts[self.SWA]} layers the window only")
+        return [specs[t] for t in types]
+
+    def _rates(self, r: ConfigReader) -> dict[str, int]:
+        rates = dict(self.DEFAULT_RATES)
+        given = r.raw("compress_rates")
+        if isinstance(given, Mapping):
+            rates.update({k: r.check(f"compress_rates.{k}", v, "int") for k, v in given.items() if k in rates})
+        else:
+            r.note(f"compress_rates is not in the config; using the deepseek_v4 architecture default {rates}")
+        for key, name in (("compress_rate_csa", self.CSA), ("compress_rate_hca", self.HCA)):
+            if r.has(key):  # legacy top-level overrides, folded in as DeepseekV4Config.__post_init__ does
+                rates[name] = r.first_of(key, (key,))
+        return rates
+
+    def _layer_types(self, r: ConfigReader, layers: int) -> list[str]:
+        """Each layer's attention type: ``layer_types``, else the Hub's ``compress_ratios`` (0 sliding, the CSA
+        rate, the HCA rate; entries past the layers are the MTP layers'), else the config class's default."""
+        allowed = (self.SWA, self.CSA, self.HCA)
+        if r.has("layer_types"):
+            types = r.first_of("layer_types", ("layer_types",), kind="list")
+            if len(types) < layers or not set(types[:layers]) <= set(allowed):
+                raise ConfigError(f"{r.source_name}: {r.prefix}layer_types does not give one DeepSeek-V4 attention "
+                                  f"type per layer", f"use {', '.join(allowed)}")
+            return list(types[:layers])
+        if r.has("compress_ratios"):
+            ratios = r.first_of("compress_ratios", ("compress_ratios",), kind="list")
+            by_ratio = {0: self.SWA, **{rate: name for name, rate in self._rates(r).items()}}
+            if len(ratios) < layers or not set(ratios[:layers]) <= set(by_ratio):
+                raise ConfigError(f"{r.source_name}: {r.prefix}compress_ratios does not give one ratio per layer "
+                                  f"from {sorted(by_ratio)}", "use 0 (sliding only) or a rate of compress_rates")
+            if len(ratios) > layers:
+                r.note(f"compress_ratios has {len(ratios)} entries for {layers} layers: the last "
+                       f"{len(ratios) - layers} are the multi-token-prediction layers', not cached at inference")
+            return [by_ratio[x] for x in ratios[:layers]]
+        r.note("neither layer_types nor compress_ratios is in the config: DeepseekV4Config's default schedule "
+               "(2 heavily compressed layers, then compressed-sparse and heavily compressed alternating)")
+        return [self.HCA] * min(layers, 2) + [self.CSA if i % 2 else self.HCA for i in range(max(layers - 2, 0))]
 
     def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
         hidden = hidden_of(r)
@@ -194,8 +373,10 @@ class DeepseekV4Parser(DecoderParser):
         q_rank = r.first_of("q_lora_rank", ("q_lora_rank",))
         o_rank = r.first_of("o_lora_rank", ("o_lora_rank",))
         o_groups = r.first_of("o_groups", ("o_groups",))
-        ratios = self._ratios(r, layers)
-        n_csa, n_hca = ratios.count(4), ratios.count(128)
+        types = self._layer_types(r, layers)
+        rates = self._rates(r)
+        n_csa, n_hca = types.count(self.CSA), types.count(self.HCA)
+        m_csa, m_hca = rates[self.CSA], rates[self.HCA]
         index_dim = r.first_of("index_head_dim", ("index_head_dim",))
         index_heads = r.first_of("index_n_heads", ("index_n_heads",))
         q = heads * head_dim
@@ -211,8 +392,8 @@ class DeepseekV4Parser(DecoderParser):
                      Matrix(in_features=q_rank, out_features=index_heads * index_dim, count=n_csa),
                      Matrix(in_features=hidden, out_features=index_heads, count=n_csa)]
         # q_a/kv norms, sinks; compressor position biases and norms
-        other = (q_rank + head_dim + heads) * layers + n_csa * (4 * 2 * head_dim + head_dim) \
-            + n_hca * (128 * head_dim + head_dim) + n_csa * (4 * 2 * index_dim + index_dim)
+        other = (q_rank + head_dim + heads) * layers + n_csa * (m_csa * 2 * head_dim + head_dim) \
+            + n_hca * (m_hca * head_dim + head_dim) + n_csa * (m_csa * 2 * index_dim + index_dim)
         parts = embeddings(r, hidden)
         parts.append(WeightPart(name="attention", matrices=tuple(attention), other_parameters=other))
         streams = r.first_of("hc_mult", ("hc_mult",))
@@ -236,18 +417,6 @@ class DeepseekV4Parser(DecoderParser):
         note_mtp(r, self.MTP_KEY)
         return count_of(parts, experts, top_k, {"hidden_size": hidden, "mlp_width": (top_k or 1) * size + shared * size,
                                                 "qkv_width": q + head_dim, "vocab_size": vocab_of(r)})
-
-    def _ratios(self, r: ConfigReader, layers: int) -> list[int]:
-        """Each layer's compression ratio: the Hub's ``compress_ratios`` (its entries past the layers are the
-        MTP layers') or transformers' ``layer_types`` names."""
-        value = r.raw("compress_ratios")
-        if isinstance(value, list) and len(value) >= layers and set(value[:layers]) <= {0, 4, 128}:
-            return list(value[:layers])
-        types = r.first_of("layer_types", ("layer_types",), kind="list")
-        if len(types) < layers or not set(types[:layers]) <= set(self._RATIO_NAMES):
-            raise ConfigError(f"{r.source_name}: {r.prefix}layer_types does not give one DeepSeek-V4 attention type "
-                              f"per layer", f"use {', '.join(self._RATIO_NAMES)}, or compress_ratios of 0, 4 or 128")
-        return [self._RATIO_NAMES[t] for t in types[:layers]]
 
 
 PARSERS: tuple[type[ArchParser], ...] = (DeepseekParser, DeepseekMoeParser, DeepseekV4Parser)

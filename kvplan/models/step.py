@@ -1,11 +1,15 @@
 """StepFun Step-3.7-Flash: GQA with per-head q/k norms and a head-wise output gate, sliding and full
 layers, fine-grained MoE with a shared expert after ``first_k_dense_replace`` dense layers.
 
-The cache is read by kvplan's generic rules (``layer_types`` / ``sliding_window``); this module counts
-the language model's weights (transformers Step3p7 text model).
+Cache: ``layer_types`` (Step3p7TextConfig: all ``full_attention`` when absent; legacy Hub lists padded with
+``num_nextn_predict_layers`` MTP entries are cut to the layers), ``sliding_window`` for the sliding layers, the
+same ``num_key_value_heads`` x ``head_dim`` in both kinds (``num_sliding_attention_heads`` are query heads only).
+This module also counts the language model's weights (transformers Step3p7 text model).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from kvplan.models.base import ArchParser, ConfigReader
 from kvplan.models.decoder import DecoderLayout, DecoderParser, MoeLayout
@@ -13,10 +17,19 @@ from kvplan.models.tensors import Matrix
 
 
 class Step3p7Parser(DecoderParser):
-    model_types = ()
+    model_types = ("step3p7", "step3p7_text")
     #: Step3p7TextConfig defaults of the keys weight counting reads.
     defaults_by_type = {"step3p7": {"tie_word_embeddings": False}}
     weight_types = ("step3p7",)
+
+    def kinds_from_layer_types(self, r: ConfigReader, types: Any, num_layers: int, *, key: str = "layer_types"
+                               ) -> list[str]:
+        mtp = r.raw("num_nextn_predict_layers")
+        if isinstance(types, list) and isinstance(mtp, int) and mtp > 0 and len(types) == num_layers + mtp:
+            r.note(f"{key} lists {len(types)} entries: the last {mtp} are the MTP layers' (num_nextn_predict_layers), "
+                   "not cached at inference")
+            types = types[:num_layers]
+        return super().kinds_from_layer_types(r, types, num_layers, key=key)
 
     def decoder_layout(self, model_type: str) -> DecoderLayout:
         return DecoderLayout(qk_norm=True, router_bias=True)  # the router's correction bias (use_moe_router_bias)

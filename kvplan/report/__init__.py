@@ -58,7 +58,8 @@ def layer_detail(group: LayerGroup) -> str:
         return f"{spec.mixer}: {shapes}"  # type: ignore[attr-defined]
     if spec.kind == "no_cache":
         return spec.reason  # type: ignore[attr-defined]
-    return ""
+    describe = getattr(spec, "describe", None)  # kinds that say their own layout (DeepSeek-V4)
+    return describe() if callable(describe) else ""
 
 
 def layer_dict(group: LayerGroup) -> dict[str, Any]:
