@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from kvplan.errors import ConfigError
-from kvplan.models.base import FULL, NONE, STATE, ArchParser, ConfigReader
+from kvplan.models.base import FULL, NONE, STATE, ArchParser, ConfigReader, with_config_ssm_dtype
 from kvplan.models.mamba import mamba2_state
 from kvplan.models.tensors import (
     Matrix,
@@ -51,13 +51,13 @@ class NemotronHParser(ArchParser):
         return [self._KINDS[symbol] for symbol in pattern]
 
     def state_spec(self, r: ConfigReader, index: int) -> StateSpec:
-        return mamba2_state(
+        return with_config_ssm_dtype(r, mamba2_state(
             r.first_of("mamba_num_heads", ["mamba_num_heads"]),
             r.first_of("mamba_head_dim", ["mamba_head_dim"]),
             r.first_of("n_groups", ["n_groups"]),
             r.first_of("conv_kernel", ["conv_kernel"]),
             r.first_of("ssm_state_size", ["ssm_state_size", "state_size"]),
-        )
+        ))
 
     def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
         """Nemotron-H: one mixer per block from hybrid_override_pattern: M = Mamba-2, * = attention,
