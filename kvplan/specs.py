@@ -326,6 +326,14 @@ class NoCacheSpec(LayerSpec):
         return 0
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SharedKVSpec(NoCacheSpec):
+    """A layer that attends over an earlier layer's K/V and stores none of its own (Gemma 3n and Gemma 4
+    ``num_kv_shared_layers``; vLLM ``kv_sharing_target_layer_name``; transformers puts a ``DummyLayer`` in its
+    cache). It costs no bytes in any engine, so it keeps the ``no_cache`` kind every engine already skips;
+    ``reason`` names the layers whose cache it reads."""
+
+
 def _count(shape: tuple[int, ...]) -> int:
     count = 1
     for dim in shape:

@@ -8,6 +8,7 @@ noted, or reported as an error that names the field and every alias tried.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -388,6 +389,34 @@ class ArchParser:
             f"{r.source_name}: kvplan cannot count the weights of model_type {model_type!r} from its config",
             "pass --weights-bytes SIZE (the checkpoint's size), or --kv-budget SIZE to size the cache directly",
         )
+
+
+#: Config keys that name the recurrent (ssm) state's dtype, and the engines that read each one.
+SSM_DTYPE_KEYS = ("mamba_ssm_dtype", "mamba_ssm_cache_dtype")
+
+
+def with_config_ssm_dtype(r: ConfigReader, spec: StateSpec) -> StateSpec:
+    """The state spec with its ``ssm`` tensor in float32 when the config names it (``mamba_ssm_dtype``: Qwen3.5;
+    ``mamba_ssm_cache_dtype``: Nemotron-H). A 16-bit value leaves the state in the model dtype (noted)."""
+    for key in SSM_DTYPE_KEYS:
+        value = r.raw(key)
+        if value is _MISSING:
+            continue
+        name = str(r.check(key, value, "str")).lower().removeprefix("torch.")
+        r.record("ssm_state_dtype", name, r.where(key))
+        if name in ("float32", "fp32"):
+            r.note(
+                f"{key} = float32: the recurrent (ssm) state is sized in float32 and the conv state in the model "
+                "dtype, as vLLM (mamba_ssm_cache_dtype auto reads the config), SGLang, transformers and llama.cpp "
+                "keep it"
+            )
+            return dataclasses.replace(spec, fp32_tensors=tuple(sorted({*spec.fp32_tensors, "ssm"})))
+        if name not in ("bfloat16", "float16", "bf16", "fp16", "auto"):
+            raise ConfigError(f"{r.source_name}: {r.prefix}{key} = {value!r} is not a dtype kvplan knows",
+                              "use float32, bfloat16 or float16")
+        r.note(f"{key} = {name}: the recurrent state is sized in the model dtype")
+        return spec
+    return spec
 
 
 def layer_indices(r: ConfigReader, key: str, value: Any, num_layers: int) -> frozenset[int]:

@@ -1,9 +1,10 @@
 """Xiaomi MiMo-V2-Flash: sliding-window and full-attention layers with their own head counts, attention
 sinks, and fine-grained MoE after a dense first layer.
 
-The cache is read by kvplan's generic rules (``layer_types`` / ``sliding_window``); this module counts
-the weights (transformers MiMoV2FlashForCausalLM, and the Hub config's ``hybrid_layer_pattern``,
-``moe_layer_freq`` and ``swa_*`` keys).
+Which layers slide comes from ``layer_types`` (transformers' form) or ``hybrid_layer_pattern`` (the Hub's,
+1 = sliding), else MiMoV2FlashConfig's rule (layer 0 and every sixth layer full). Full layers cache
+``num_key_value_heads`` heads of K ``head_dim`` and V ``v_head_dim``; sliding layers the ``swa_*`` values
+(transformers MiMoV2FlashAttention: twice the full layers' KV heads when the config names none).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan.errors import ConfigError
-from kvplan.models.base import ArchParser, ConfigReader
+from kvplan.models.base import FULL, SLIDING, ArchParser, ConfigReader
 from kvplan.models.decoder import DecoderParser, note_mtp
 from kvplan.models.tensors import (
     Matrix,
@@ -24,17 +25,75 @@ from kvplan.models.tensors import (
     switch,
     vocab_of,
 )
+from kvplan.specs import FullAttentionSpec, LayerSpec, SlidingWindowSpec
 
 
 class MimoV2FlashParser(DecoderParser):
-    model_types = ()
+    family = "mimo_v2_flash"
+    model_types = ("mimo_v2_flash",)
     weight_types = ("mimo_v2_flash",)
+    #: MiMoV2FlashConfig defaults (transformers 5.24).
+    defaults = {
+        "vocab_size": 152576, "hidden_size": 4096, "intermediate_size": 16384, "num_hidden_layers": 48,
+        "num_attention_heads": 64, "num_key_value_heads": 4, "max_position_embeddings": 131072,
+        "moe_intermediate_size": 2048, "num_experts_per_tok": 8, "n_routed_experts": 256, "head_dim": 192,
+        "v_head_dim": 128, "sliding_window": 129, "tie_word_embeddings": False,
+    }
+
+    def layer_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
+        if r.has("layer_types") or r.has("hybrid_layer_pattern"):
+            flags = _per_layer(r, "hybrid_layer_pattern", "layer_types", "sliding_attention", num_layers)
+            return [SLIDING if flag else FULL for flag in flags]
+        r.note("no layer_types or hybrid_layer_pattern: MiMoV2FlashConfig makes layer 0 and every layer with "
+               "(i + 1) % 6 == 0 full attention, the rest sliding")
+        return [FULL if i == 0 or not (i + 1) % 6 else SLIDING for i in range(num_layers)]
+
+    def sliding_window(self, r: ConfigReader) -> int:
+        if r.has("sliding_window_size"):
+            size = r.first_of("sliding_window_size", ["sliding_window_size"])
+            r.note(f"sliding_window = sliding_window_size + 1 = {size + 1} (MiMoV2FlashConfig)")
+            return size + 1
+        return r.first_of("sliding_window", ["sliding_window"])
+
+    def layer_dims(self, r: ConfigReader, prefix: str) -> tuple[int, int, int, int]:
+        """(attention heads, KV heads, K head dim, V head dim) of the full (``""``) or sliding (``"swa_"``) layers."""
+        heads = r.first_of(f"{prefix}num_attention_heads", (f"{prefix}num_attention_heads", "num_attention_heads"))
+        if prefix and not r.has("swa_num_key_value_heads"):
+            kv_heads = 2 * r.first_of("num_kv_heads", ("num_key_value_heads",))
+            r.note(f"no swa_num_key_value_heads: sliding layers cache 2 x num_key_value_heads = {kv_heads} KV heads "
+                   "(transformers MiMoV2FlashAttention)")
+        else:
+            kv_heads = r.first_of(f"{prefix}num_key_value_heads", (f"{prefix}num_key_value_heads",))
+        head_dim = r.first_of(f"{prefix}head_dim", (f"{prefix}head_dim", "head_dim"))
+        v_dim = r.first_of(f"{prefix}v_head_dim", (f"{prefix}v_head_dim", "v_head_dim"))
+        if kv_heads > heads or heads % kv_heads:
+            raise ConfigError(f"{r.source_name}: {heads} attention heads are not a multiple of {kv_heads} KV heads",
+                              f"check {prefix}num_key_value_heads / {prefix}num_attention_heads")
+        return heads, kv_heads, head_dim, v_dim
+
+    def build_layers(self, r: ConfigReader) -> list[LayerSpec]:
+        kinds = self.layer_kinds(r, self.num_layers(r))
+        specs: list[LayerSpec] = []
+        if FULL in kinds:
+            _h, kv, k_dim, v_dim = self.layer_dims(r, "")
+            full = FullAttentionSpec(num_kv_heads=kv, head_size=k_dim, head_size_v=v_dim)
+        if SLIDING in kinds:
+            _h, kv, k_dim, v_dim = self.layer_dims(r, "swa_")
+            sliding = SlidingWindowSpec(num_kv_heads=kv, head_size=k_dim, head_size_v=v_dim,
+                                        sliding_window=self.sliding_window(r))
+        for kind in kinds:
+            specs.append(full if kind == FULL else sliding)
+        return specs
 
     def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
         hidden = hidden_of(r)
         layers = r.first_of("num_hidden_layers", ("num_hidden_layers",))
-        sliding = _per_layer(r, "hybrid_layer_pattern", "layer_types", "sliding_attention", layers)
-        sparse = _per_layer(r, "moe_layer_freq", "mlp_layer_types", "sparse", layers)
+        sliding = [kind == SLIDING for kind in self.layer_kinds(r, layers)]
+        if r.has("moe_layer_freq") or r.has("mlp_layer_types"):
+            sparse = _per_layer(r, "moe_layer_freq", "mlp_layer_types", "sparse", layers)
+        else:
+            r.note("no mlp_layer_types or moe_layer_freq: MiMoV2FlashConfig makes layer 0 dense, the rest MoE")
+            sparse = [i > 0 for i in range(layers)]
         n_swa, n_moe = sum(sliding), sum(sparse)
         attention: list[Matrix] = []
         other = 0
@@ -43,15 +102,12 @@ class MimoV2FlashParser(DecoderParser):
                                          (n_swa, "swa_", "add_swa_attention_sink_bias")):
             if not count:
                 continue
-            heads = r.first_of(f"{prefix}num_attention_heads", (f"{prefix}num_attention_heads", "num_attention_heads"))
-            kv_heads = r.first_of(f"{prefix}num_key_value_heads", (f"{prefix}num_key_value_heads",))
-            head_dim = r.first_of(f"{prefix}head_dim", (f"{prefix}head_dim", "head_dim"))
-            v_dim = r.first_of(f"{prefix}v_head_dim", (f"{prefix}v_head_dim", "v_head_dim"))
+            heads, kv_heads, head_dim, v_dim = self.layer_dims(r, prefix)
             attention += [Matrix(in_features=hidden, out_features=heads * head_dim, count=count),
                           Matrix(in_features=hidden, out_features=kv_heads * head_dim, count=count),
                           Matrix(in_features=hidden, out_features=kv_heads * v_dim, count=count),
                           Matrix(in_features=heads * v_dim, out_features=hidden, count=count)]
-            if switch(r, sinks_key, False):
+            if switch(r, sinks_key, bool(prefix)):  # transformers: sinks on every sliding layer
                 other += heads * count  # one learned sink logit per head
             qkv_width = max(qkv_width, heads * head_dim + kv_heads * (head_dim + v_dim))
         parts = embeddings(r, hidden)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from kvplan.errors import ConfigError
-from kvplan.models.base import FULL, NONE, STATE, ArchParser, ConfigReader
+from kvplan.models.base import FULL, NONE, STATE, ArchParser, ConfigReader, with_config_ssm_dtype
 from kvplan.models.mamba import mamba2_state
 from kvplan.models.tensors import (
     Matrix,
@@ -51,13 +51,13 @@ class NemotronHParser(ArchParser):
         return [self._KINDS[symbol] for symbol in pattern]
 
     def state_spec(self, r: ConfigReader, index: int) -> StateSpec:
-        return mamba2_state(
+        return with_config_ssm_dtype(r, mamba2_state(
             r.first_of("mamba_num_heads", ["mamba_num_heads"]),
             r.first_of("mamba_head_dim", ["mamba_head_dim"]),
             r.first_of("n_groups", ["n_groups"]),
             r.first_of("conv_kernel", ["conv_kernel"]),
             r.first_of("ssm_state_size", ["ssm_state_size", "state_size"]),
-        )
+        ))
 
     def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
         """Nemotron-H: one mixer per block from hybrid_override_pattern: M = Mamba-2, * = attention,
@@ -106,7 +106,23 @@ class NemotronHParser(ArchParser):
             top_k = r.optional("num_experts_per_tok", ("num_experts_per_tok",))
             size = r.first_of("moe_intermediate_size", ("moe_intermediate_size",))
             shared = r.optional("moe_shared_expert_intermediate_size", ("moe_shared_expert_intermediate_size",))
-            parts += experts_parts(hidden, size, experts, n_e, gated=False, shared_size=shared, router_bias=True)
+            latent = r.optional("moe_latent_size", ("moe_latent_size",))
+            if latent:
+                # NOTE: latent MoE (Nemotron-3 Super, transformers NemotronHMoE): the routed experts work in
+                # moe_latent_size, between a down (fc1_latent_proj) and an up (fc2_latent_proj) projection;
+                # the shared expert and the router stay at hidden_size.
+                moe = experts_parts(latent, size, experts, n_e, gated=False, router_bias=True)
+                parts += [m for m in moe if m.name == "experts"]
+                parts += [p for p in experts_parts(hidden, size, experts, n_e, gated=False, shared_size=shared,
+                                                   router_bias=True) if p.name != "experts"]
+                bias = (latent + hidden) * n_e if switch(r, "mlp_bias", False) else 0
+                parts.append(WeightPart(name="latent_projections", matrices=(
+                    Matrix(in_features=hidden, out_features=latent, count=n_e),
+                    Matrix(in_features=latent, out_features=hidden, count=n_e)), other_parameters=bias))
+                r.note(f"latent MoE: {experts} routed experts of {size} work in moe_latent_size = {latent}, "
+                       f"not hidden_size = {hidden}")
+            else:
+                parts += experts_parts(hidden, size, experts, n_e, gated=False, shared_size=shared, router_bias=True)
             width = max(width, (top_k or 1) * size + (shared or 0))
         parts.append(WeightPart(name="norms", other_parameters=(layers + 1) * hidden, tp_sharded=False))
         r.note(f"Nemotron-H: {n_m} Mamba-2, {n_a} attention, {n_mlp} MLP and {n_e} MoE blocks")

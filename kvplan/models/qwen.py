@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kvplan.models.base import FULL, SLIDING, STATE, ArchParser, ConfigReader
+from kvplan.models.base import FULL, SLIDING, STATE, ArchParser, ConfigReader, with_config_ssm_dtype
 from kvplan.models.decoder import NO_MOE, DecoderLayout, DecoderParser, MoeLayout, sparse_step_moe
 from kvplan.models.tensors import (
     Matrix,
@@ -88,10 +88,10 @@ class Qwen3NextParser(ArchParser):
         dk = r.first_of("linear_key_head_dim", ["linear_key_head_dim"])
         dv = r.first_of("linear_value_head_dim", ["linear_value_head_dim"])
         conv = r.first_of("linear_conv_kernel_dim", ["linear_conv_kernel_dim"])
-        return StateSpec(
+        return with_config_ssm_dtype(r, StateSpec(
             mixer="gated_delta_net",
             shapes=(("conv", (conv - 1, 2 * hk * dk + hv * dv)), ("ssm", (hv, dk, dv))),
-        )
+        ))
 
     def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
         """Qwen3-Next: gated full attention every full_attention_interval-th layer (q_proj doubled for the

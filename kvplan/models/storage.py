@@ -142,6 +142,14 @@ def quantisation(qc: Any, model_id: str, r: ConfigReader) -> Quantisation | None
                                 group_size=int(group) if group else None, scale_bytes=2,
                                 zero_bits=0 if weights.get("symmetric", True) else int(weights["num_bits"]),
                                 not_converted=skip)
+    if method == "modelopt":
+        # NOTE: NVIDIA ModelOpt checkpoints: NVFP4 = 4-bit e2m1 values with one fp8 scale per 16 (plus one fp32
+        # scale per tensor, not counted); FP8 = 8-bit values with a per-tensor scale.
+        algo = str(qc.get("quant_algo") or "").upper()
+        if algo == "NVFP4":
+            return Quantisation(method="modelopt-nvfp4", bits=4, group_size=16, scale_bytes=1, not_converted=skip)
+        if algo == "FP8":
+            return Quantisation(method="modelopt-fp8", bits=8, scale_bytes=4, not_converted=skip)
     raise ConfigError(
         f"{model_id}: quantization_config quant_method {method or '(missing)'!r} is not one kvplan can size",
         "pass --weights-bytes SIZE (the checkpoint's size in bytes)",

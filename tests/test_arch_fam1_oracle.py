@@ -1,0 +1,115 @@
+"""transformers as the oracle for Gemma 4, MiMo-V2-Flash, Qwen3.5 and Nemotron-3 Super: each real config in
+../shared/hf_configs is shrunk without changing its cache geometry (fewer layers, cut consistently with
+the layer pattern; small hidden, MLP, vocabulary and expert counts: none of them reaches the cache), built
+with random weights on the CPU, run through a short greedy ``generate``, and the cache it returns is
+measured tensor by tensor. ``kvplan estimate --engine hf-dynamic`` must give the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import pytest
+
+from conftest import BF16, FP32, KV, shared_config
+
+transformers = pytest.importorskip("transformers")
+torch = pytest.importorskip("torch")
+
+BATCH, PROMPT, NEW = 2, 5, 2
+TOKENS = PROMPT + NEW - 1  # generate() never feeds the last new token back (FACTS h.1)
+
+#: Per-layer lists that must be cut with the layer count.
+LAYER_LISTS = ("layer_types", "hybrid_layer_pattern", "moe_layer_freq", "mlp_layer_types")
+SMALL = {"hidden_size": 256, "vocab_size": 512, "intermediate_size": 64, "moe_intermediate_size": 64,
+         "moe_shared_expert_intermediate_size": 64, "shared_expert_intermediate_size": 64,
+         "moe_latent_size": 32}
+EXPERTS = {"num_experts": 4, "n_routed_experts": 4, "num_experts_per_tok": 2, "top_k_experts": 2}
+
+
+def shrink(config: dict[str, Any], layers: int) -> dict[str, Any]:
+    """The text config cut to ``layers`` layers with small widths: heads, head dims, windows, state sizes
+    and the layer pattern's first ``layers`` entries are kept."""
+    text = dict(config.get("text_config") or config)
+    text.pop("auto_map", None)
+    text.pop("quantization_config", None)
+    text["num_hidden_layers"] = layers
+    for key in LAYER_LISTS:
+        if isinstance(text.get(key), list):
+            text[key] = text[key][:layers]
+    if isinstance(text.get("hybrid_override_pattern"), str):
+        text["hybrid_override_pattern"] = text["hybrid_override_pattern"][:layers]
+    for key, value in {**SMALL, **EXPERTS}.items():
+        if text.get(key) is not None:
+            text[key] = value
+    text["dtype"] = "bfloat16"
+    text["eos_token_id"] = text["bos_token_id"] = text["pad_token_id"] = None  # ids beyond the small vocabulary
+    return text
+
+
+def measured_cache_bytes(text: dict[str, Any]) -> int:
+    """Bytes of every floating-point tensor the returned cache holds (distinct storages counted once)."""
+    kwargs = {k: v for k, v in text.items() if k != "model_type"}
+    config = transformers.AutoConfig.for_model(text["model_type"], **kwargs)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).eval()
+    ids = torch.randint(3, 500, (BATCH, PROMPT))
+    with torch.no_grad():
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW, min_new_tokens=NEW,
+                             do_sample=False, return_dict_in_generate=True, pad_token_id=0)
+    storages: dict[int, int] = {}
+    for layer in out.past_key_values.layers:
+        for value in vars(layer).values():
+            values = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else [value]
+            for tensor in values:
+                if isinstance(tensor, torch.Tensor) and tensor.is_floating_point():
+                    storage = tensor.untyped_storage()
+                    storages[storage.data_ptr()] = storage.nbytes()
+    return sum(storages.values())
+
+
+def kvplan_hf_dynamic_bytes(runner, tmp_path, text: dict[str, Any]) -> int:
+    from kvplan.cli import app
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(text))
+    result = runner.invoke(app, ["estimate", "--model", str(path), "--engine", "hf-dynamic", "--seq-len",
+                                 str(TOKENS), "--batch", str(BATCH), "--kv-dtype", "bf16", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)["totals"]["kv_cache_bytes"]
+
+
+# (config, layers kept, expected bytes as arithmetic over the shrunk config's fields)
+CASES = [
+    # layers 0-4 slide (8 KV heads x 256), layer 5 is global (num_global_key_value_heads 2 x global_head_dim 512)
+    ("google__gemma-4-26B-A4B", 6, BATCH * TOKENS * KV * BF16 * (5 * 8 * 256 + 1 * 2 * 512)),
+    ("nvidia__Gemma-4-31B-IT-NVFP4", 6, BATCH * TOKENS * KV * BF16 * (5 * 16 * 256 + 1 * 4 * 512)),
+    # layer 0 full (4 KV heads), layer 1 sliding (swa 8 KV heads); K 192 + V 128 per head
+    ("XiaomiMiMo__MiMo-V2-Flash", 2, BATCH * TOKENS * BF16 * (4 * (192 + 128) + 8 * (192 + 128))),
+    # 3 gated-delta-net layers: conv (4 x (2*16*128 + 48*128)) bf16 + ssm (48 x 128 x 128) fp32; 1 full layer
+    ("Qwen__Qwen3.5-27B", 4, BATCH * (3 * (4 * (2 * 16 * 128 + 48 * 128) * BF16 + 48 * 128 * 128 * FP32)
+                                      + TOKENS * KV * 4 * 256 * BF16)),
+    # M E M E M E M *: 4 Mamba-2 layers (conv 4 x (128*64 + 2*8*128) bf16, ssm 128 x 64 x 128 fp32), 1 attention
+    ("nvidia__NVIDIA-Nemotron-3-Super-120B-A12B-FP8", 8,
+     BATCH * (4 * (4 * (128 * 64 + 2 * 8 * 128) * BF16 + 128 * 64 * 128 * FP32) + TOKENS * KV * 2 * 128 * BF16)),
+]
+
+
+#: Recurrent models run transformers' reference (torch) scan kernels on the CPU: minutes each on a shared box.
+#: tools/hf_zoo.py --real measured the same totals (19,415,040 B and 34,222,080 B, tests/data/hf_real.json).
+SLOW_ON_CPU = {"Qwen__Qwen3.5-27B", "nvidia__NVIDIA-Nemotron-3-Super-120B-A12B-FP8"}
+
+
+@pytest.mark.parametrize(("name", "layers", "expected"), CASES, ids=[c[0] for c in CASES])
+def test_hf_dynamic_on_shrunk_real_config(runner, tmp_path, name: str, layers: int, expected: int) -> None:
+    assert kvplan_hf_dynamic_bytes(runner, tmp_path, shrink(shared_config(name), layers)) == expected
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "layers", "expected"), CASES, ids=[c[0] for c in CASES])
+def test_transformers_caches_the_same_bytes(name: str, layers: int, expected: int) -> None:
+    if name in SLOW_ON_CPU and not os.environ.get("KVPLAN_ORACLE_ALL"):
+        pytest.skip("reference scan kernels on the CPU take minutes; set KVPLAN_ORACLE_ALL=1 to measure")
+    assert measured_cache_bytes(shrink(shared_config(name), layers)) == expected
