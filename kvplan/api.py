@@ -53,6 +53,9 @@ class Geometry:
     revision: str | None = None
     overrides: Mapping[str, Any] = field(default_factory=dict)
     """``--set`` overrides applied to ``model_geometry`` (the estimate report echoes them)."""
+    gguf: Any = None
+    """The :class:`kvplan.gguf.GgufModel` (header and tensor table) when the model is a GGUF file; capacity
+    takes its weights from the tensor table (``config`` is then empty)."""
 
     def __getattr__(self, name: str) -> Any:
         if name == "model_geometry":  # not yet set (copy, unpickle): no recursion
@@ -114,7 +117,7 @@ def load_geometry(
     if gguf is not None:
         parsed = gguf.geometry()
         geometry = Geometry(model_geometry=parsed, source=gguf.source, config={}, model_id=parsed.model_id,
-                            revision=revision, overrides=MappingProxyType(resolved))
+                            revision=revision, overrides=MappingProxyType(resolved), gguf=gguf)
         return _remember(key, geometry)
     config, source, model_id = load_raw_config(model, revision=revision, token=token)
     parsed = parse_config(config, model_id=model_id, source_name=model_id, overrides=resolved)
@@ -309,6 +312,7 @@ def capacity(
     revision: str | None = None,
     token: str | None = None,
     overrides: Mapping[str, Any] | Iterable[str] | None = None,
+    gguf_file: str | None = None,
 ) -> CapacityResult:
     """`kvplan capacity`: what fits on ``gpu`` (a catalog name or a ``GpuSpec``; ``gpu_mem`` for any
     other): KV blocks and tokens, max concurrency and context, minimum TP, decode floor."""
@@ -332,12 +336,12 @@ def capacity(
             raise _input_error("overrides apply when a model is loaded", "pass overrides to kvplan.load_geometry")
         loaded = model
     else:
-        loaded = load_geometry(model, revision=revision, token=token, overrides=overrides)
+        loaded = load_geometry(model, revision=revision, token=token, overrides=overrides, gguf_file=gguf_file)
     kv_budget_bytes = size(kv_budget, "--kv-budget")
-    weights, weight_notes = resolve_weights(
-        loaded.config, model_id=loaded.model_id, source_kind=loaded.source.kind,
-        weights_bytes=size(weights_bytes, "--weights-bytes"), weights_from=weights_from,
+    weights, weight_notes = model_weights(
+        loaded, engine=engine, weights_bytes=size(weights_bytes, "--weights-bytes"), weights_from=weights_from,
         revision=revision if revision is not None else loaded.revision, token=token, required=kv_budget_bytes is None,
+        tensor_split=tensor_split_shares(tensor_split),
     )
     inputs = CapacityInputs(
         gpu=gpu_spec, engine=engine, tp=tp if tp is not None else max(1, (num_gpus or 1) // pp),
@@ -355,6 +359,29 @@ def capacity(
     weight_notes = [*weight_notes, *vllm_token_note(
         {flag: text for flag, text in spelt.items() if isinstance(text, str)}, engine)]
     return CapacityResult(capacity=cap, source=loaded.source, weight_notes=tuple(weight_notes))
+
+
+def model_weights(
+    loaded: Geometry, *, engine: str, weights_bytes: int | None = None, weights_from: str = "auto",
+    revision: str | None = None, token: str | None = None, required: bool = True,
+    tensor_split: tuple[float, ...] | None = None,
+) -> tuple[Any, list[str]]:
+    """The weights capacity counts, and notes on where they came from: a GGUF's tensor table (exact bytes,
+    llama.cpp's layer split), else :func:`kvplan.models.resolve_weights` (config.json, safetensors, bytes)."""
+    from kvplan.engines import get_engine
+    from kvplan.models import resolve_weights
+
+    if loaded.gguf is not None and weights_bytes is None:
+        if weights_from == "safetensors":
+            raise _input_error(f"--weights-from safetensors reads the Hub's safetensors, but --model {loaded.model_id} is a GGUF",
+                               "drop --weights-from: the GGUF's tensor table gives the exact bytes")
+        from kvplan.gguf.weights import weights_estimate
+
+        return weights_estimate(loaded.gguf, engine=get_engine(engine).name, tensor_split=tensor_split)
+    return resolve_weights(
+        loaded.config, model_id=loaded.model_id, source_kind=loaded.source.kind, weights_bytes=weights_bytes,
+        weights_from=weights_from, revision=revision, token=token, required=required,
+    )
 
 
 def resolve_gpu(gpu: Any, gpu_mem: int | str | None = None, gpu_bandwidth: str | None = None) -> Any:

@@ -16,6 +16,7 @@ from kvplan.cli.options import (
     Format,
     FormatOpt,
     KvDtypeOpt,
+    GgufFileOpt,
     ModelOpt,
     OutputOpt,
     RevisionOpt,
@@ -51,6 +52,7 @@ EPILOG = (
 
 def verify(
     model: ModelOpt,
+    gguf_file: GgufFileOpt = None,
     layout: Annotated[Layout, typer.Option("--layout", help="Cache layout of the decode.")] = Layout.dynamic,
     layers: Annotated[
         int | None,
@@ -116,7 +118,7 @@ def verify(
         raise InputError("--engine transformers needs the transformers package, which is not installed",
                          "pip install 'kvplan[transformers]' (or pip install transformers)")
     overrides = normalise_overrides(set_)
-    geometry, source = load_geometry(model, revision=revision, token=token, overrides=overrides)
+    geometry, source = load_geometry(model, revision=revision, token=token, overrides=overrides, gguf_file=gguf_file)
     options = {
         "layout": layout.value, "batch": batch, "beams": beams, "prompt_len": prompt_len, "gen_len": gen_len,
         "kv_dtype": kv_dtype, "block_size": block_size, "max_cache_len": max_cache_len,
