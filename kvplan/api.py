@@ -150,7 +150,7 @@ def normalise_overrides(overrides: Mapping[str, Any] | Iterable[str] | None) -> 
 
 def _geometry(
     model: str | Geometry | ModelGeometry, *, revision: str | None, token: str | None,
-    overrides: Mapping[str, Any] | Iterable[str] | None,
+    overrides: Mapping[str, Any] | Iterable[str] | None, gguf_file: str | None = None,
 ) -> tuple[ModelGeometry, Source | None, dict[str, Any]]:
     if isinstance(model, Geometry):
         if overrides:
@@ -158,7 +158,7 @@ def _geometry(
         return model.model_geometry, model.source, dict(model.overrides)
     if isinstance(model, ModelGeometry):
         return model, None, normalise_overrides(overrides)
-    loaded = load_geometry(model, revision=revision, token=token, overrides=overrides)
+    loaded = load_geometry(model, revision=revision, token=token, overrides=overrides, gguf_file=gguf_file)
     return loaded.model_geometry, loaded.source, dict(loaded.overrides)
 
 
@@ -233,12 +233,14 @@ def estimate(
     kv_unified: bool = False,
     swa_full_tokens_ratio: float | None = None,
     max_cache_len: int | str | None = None,
+    gguf_file: str | None = None,
 ) -> EstimateResult:
     """`kvplan estimate`: the KV cache of ``batch`` sequences of ``seq_len`` tokens (``"32k"`` works),
     with every deployment flag of the command (engine, tp, pp, block_size, beams, kv_dtype ...)."""
     tokens = parse_tokens(seq_len) if seq_len is not None else None
     enc = parse_tokens(encoder_len, what="--encoder-len") if encoder_len is not None else None
-    geometry, source, resolved = _geometry(model, revision=revision, token=token, overrides=overrides)
+    geometry, source, resolved = _geometry(model, revision=revision, token=token, overrides=overrides,
+                                           gguf_file=gguf_file)
     deployment = deployment_from_flags(
         engine=engine, tp=tp, pp=pp, block_size=block_size, beams=beams, prompt_len=prompt_len,
         share_prefix=share_prefix, shared_prefix_tokens=shared_prefix_tokens, no_window=no_window,
@@ -378,10 +380,17 @@ def model_weights(
         from kvplan.gguf.weights import weights_estimate
 
         return weights_estimate(loaded.gguf, engine=get_engine(engine).name, tensor_split=tensor_split)
-    return resolve_weights(
+    weights, notes = resolve_weights(
         loaded.config, model_id=loaded.model_id, source_kind=loaded.source.kind, weights_bytes=weights_bytes,
         weights_from=weights_from, revision=revision, token=token, required=required,
     )
+    if weights is not None and weights.source != "--weights-bytes" and get_engine(engine).name == "llama.cpp":
+        # NOTE: the config describes the checkpoint, so its dtype is what is counted; guessing a quant type
+        # (Q4_K_M ...) would invent a figure the user never chose. The note points at the exact answer.
+        notes.append(f"llama.cpp: weights counted as the checkpoint stores them ({weights.dtype}); a quantised GGUF "
+                     "(Q4_K_M, Q8_0 ...) is smaller: pass the .gguf file (or org/repo:Q4_K_M) as --model for its "
+                     "exact bytes per device")
+    return weights, notes
 
 
 def resolve_gpu(gpu: Any, gpu_mem: int | str | None = None, gpu_bandwidth: str | None = None) -> Any:
