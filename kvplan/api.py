@@ -320,7 +320,6 @@ def capacity(
     other): KV blocks and tokens, max concurrency and context, minimum TP, decode floor."""
     from kvplan.capacity import CapacityInputs, plan_capacity
     from kvplan.engine_flags import llama_context, tensor_split_shares, vllm_token_note
-    from kvplan.models import resolve_weights
     from kvplan.units import parse_size
 
     # NOTE: with --kv-budget alone the GPU is irrelevant to blocks, tokens and concurrency.
