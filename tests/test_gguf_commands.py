@@ -170,6 +170,22 @@ def test_capacity_kv_agrees_with_config_json(family: str, tmp_path: Path, runner
         assert from_gguf["engine_log"] == from_config["engine_log"], engine
 
 
+def test_capacity_reads_a_folder_of_split_shards(tmp_path: Path, runner) -> None:
+    """Metadata from the first shard, tensors from every shard: the split set weighs what one file does."""
+    whole = write_quantised(tmp_path / "whole.gguf")
+    folder = tmp_path / "split"
+    folder.mkdir()
+    write_quantised(folder / "m-00001-of-00002.gguf", **{"split.count": 2})
+    write_gguf(folder / "m-00002-of-00002.gguf", "llama", {"split.count": 2},
+               [("blk.0.ffn_extra.weight", (256, 2), Q.Q8_0)])
+    args = ["capacity", "--engine", "llama.cpp", "--gpu-mem", "64MiB"]
+    one = invoke(runner, *args, "--model", str(whole))
+    split = invoke(runner, *args, "--model", str(folder))
+    extra = qbytes(256 * 2, Q8_0)  # the second shard's tensor sits in block 0
+    assert split["weights"]["bytes"] == one["weights"]["bytes"] + extra
+    assert split["budget"]["weights_bytes_per_gpu"] == one["budget"]["weights_bytes_per_gpu"] + extra
+
+
 # ---- every command --------------------------------------------------------------------------------
 def test_compare_reads_a_gguf(tmp_path: Path, runner) -> None:
     arch, kv, config = FAMILIES["gemma3-swa"]
