@@ -53,6 +53,9 @@ class Geometry:
     revision: str | None = None
     overrides: Mapping[str, Any] = field(default_factory=dict)
     """``--set`` overrides applied to ``model_geometry`` (the estimate report echoes them)."""
+    gguf: Any = None
+    """The :class:`kvplan.gguf.GgufModel` (header and tensor table) when the model is a GGUF file; capacity
+    takes its weights from the tensor table (``config`` is then empty)."""
 
     def __getattr__(self, name: str) -> Any:
         if name == "model_geometry":  # not yet set (copy, unpickle): no recursion
@@ -114,7 +117,7 @@ def load_geometry(
     if gguf is not None:
         parsed = gguf.geometry()
         geometry = Geometry(model_geometry=parsed, source=gguf.source, config={}, model_id=parsed.model_id,
-                            revision=revision, overrides=MappingProxyType(resolved))
+                            revision=revision, overrides=MappingProxyType(resolved), gguf=gguf)
         return _remember(key, geometry)
     config, source, model_id = load_raw_config(model, revision=revision, token=token)
     parsed = parse_config(config, model_id=model_id, source_name=model_id, overrides=resolved)
@@ -147,7 +150,7 @@ def normalise_overrides(overrides: Mapping[str, Any] | Iterable[str] | None) -> 
 
 def _geometry(
     model: str | Geometry | ModelGeometry, *, revision: str | None, token: str | None,
-    overrides: Mapping[str, Any] | Iterable[str] | None,
+    overrides: Mapping[str, Any] | Iterable[str] | None, gguf_file: str | None = None,
 ) -> tuple[ModelGeometry, Source | None, dict[str, Any]]:
     if isinstance(model, Geometry):
         if overrides:
@@ -155,7 +158,7 @@ def _geometry(
         return model.model_geometry, model.source, dict(model.overrides)
     if isinstance(model, ModelGeometry):
         return model, None, normalise_overrides(overrides)
-    loaded = load_geometry(model, revision=revision, token=token, overrides=overrides)
+    loaded = load_geometry(model, revision=revision, token=token, overrides=overrides, gguf_file=gguf_file)
     return loaded.model_geometry, loaded.source, dict(loaded.overrides)
 
 
@@ -230,12 +233,14 @@ def estimate(
     kv_unified: bool = False,
     swa_full_tokens_ratio: float | None = None,
     max_cache_len: int | str | None = None,
+    gguf_file: str | None = None,
 ) -> EstimateResult:
     """`kvplan estimate`: the KV cache of ``batch`` sequences of ``seq_len`` tokens (``"32k"`` works),
     with every deployment flag of the command (engine, tp, pp, block_size, beams, kv_dtype ...)."""
     tokens = parse_tokens(seq_len) if seq_len is not None else None
     enc = parse_tokens(encoder_len, what="--encoder-len") if encoder_len is not None else None
-    geometry, source, resolved = _geometry(model, revision=revision, token=token, overrides=overrides)
+    geometry, source, resolved = _geometry(model, revision=revision, token=token, overrides=overrides,
+                                           gguf_file=gguf_file)
     deployment = deployment_from_flags(
         engine=engine, tp=tp, pp=pp, block_size=block_size, beams=beams, prompt_len=prompt_len,
         share_prefix=share_prefix, shared_prefix_tokens=shared_prefix_tokens, no_window=no_window,
@@ -309,12 +314,12 @@ def capacity(
     revision: str | None = None,
     token: str | None = None,
     overrides: Mapping[str, Any] | Iterable[str] | None = None,
+    gguf_file: str | None = None,
 ) -> CapacityResult:
     """`kvplan capacity`: what fits on ``gpu`` (a catalog name or a ``GpuSpec``; ``gpu_mem`` for any
     other): KV blocks and tokens, max concurrency and context, minimum TP, decode floor."""
     from kvplan.capacity import CapacityInputs, plan_capacity
     from kvplan.engine_flags import llama_context, tensor_split_shares, vllm_token_note
-    from kvplan.models import resolve_weights
     from kvplan.units import parse_size
 
     # NOTE: with --kv-budget alone the GPU is irrelevant to blocks, tokens and concurrency.
@@ -332,12 +337,12 @@ def capacity(
             raise _input_error("overrides apply when a model is loaded", "pass overrides to kvplan.load_geometry")
         loaded = model
     else:
-        loaded = load_geometry(model, revision=revision, token=token, overrides=overrides)
+        loaded = load_geometry(model, revision=revision, token=token, overrides=overrides, gguf_file=gguf_file)
     kv_budget_bytes = size(kv_budget, "--kv-budget")
-    weights, weight_notes = resolve_weights(
-        loaded.config, model_id=loaded.model_id, source_kind=loaded.source.kind,
-        weights_bytes=size(weights_bytes, "--weights-bytes"), weights_from=weights_from,
+    weights, weight_notes = model_weights(
+        loaded, engine=engine, weights_bytes=size(weights_bytes, "--weights-bytes"), weights_from=weights_from,
         revision=revision if revision is not None else loaded.revision, token=token, required=kv_budget_bytes is None,
+        tensor_split=tensor_split_shares(tensor_split),
     )
     inputs = CapacityInputs(
         gpu=gpu_spec, engine=engine, tp=tp if tp is not None else max(1, (num_gpus or 1) // pp),
@@ -355,6 +360,36 @@ def capacity(
     weight_notes = [*weight_notes, *vllm_token_note(
         {flag: text for flag, text in spelt.items() if isinstance(text, str)}, engine)]
     return CapacityResult(capacity=cap, source=loaded.source, weight_notes=tuple(weight_notes))
+
+
+def model_weights(
+    loaded: Geometry, *, engine: str, weights_bytes: int | None = None, weights_from: str = "auto",
+    revision: str | None = None, token: str | None = None, required: bool = True,
+    tensor_split: tuple[float, ...] | None = None,
+) -> tuple[Any, list[str]]:
+    """The weights capacity counts, and notes on where they came from: a GGUF's tensor table (exact bytes,
+    llama.cpp's layer split), else :func:`kvplan.models.resolve_weights` (config.json, safetensors, bytes)."""
+    from kvplan.engines import get_engine
+    from kvplan.models import resolve_weights
+
+    if loaded.gguf is not None and weights_bytes is None:
+        if weights_from == "safetensors":
+            raise _input_error(f"--weights-from safetensors reads the Hub's safetensors, but --model {loaded.model_id} is a GGUF",
+                               "drop --weights-from: the GGUF's tensor table gives the exact bytes")
+        from kvplan.gguf.weights import weights_estimate
+
+        return weights_estimate(loaded.gguf, engine=get_engine(engine).name, tensor_split=tensor_split)
+    weights, notes = resolve_weights(
+        loaded.config, model_id=loaded.model_id, source_kind=loaded.source.kind, weights_bytes=weights_bytes,
+        weights_from=weights_from, revision=revision, token=token, required=required,
+    )
+    if weights is not None and weights.source != "--weights-bytes" and get_engine(engine).name == "llama.cpp":
+        # NOTE: the config describes the checkpoint, so its dtype is what is counted; guessing a quant type
+        # (Q4_K_M ...) would invent a figure the user never chose. The note points at the exact answer.
+        notes.append(f"llama.cpp: weights counted as the checkpoint stores them ({weights.dtype}); a quantised GGUF "
+                     "(Q4_K_M, Q8_0 ...) is smaller: pass the .gguf file (or org/repo:Q4_K_M) as --model for its "
+                     "exact bytes per device")
+    return weights, notes
 
 
 def resolve_gpu(gpu: Any, gpu_mem: int | str | None = None, gpu_bandwidth: str | None = None) -> Any:

@@ -79,6 +79,7 @@ def estimate_for(inputs: dict[str, Any]) -> dict[str, Any]:
     result = estimate(
         inputs["model"],
         revision=inputs.get("revision"),
+        gguf_file=inputs.get("gguf_file"),
         overrides=dict(inputs.get("set") or {}),
         batch=inputs.get("batch") or 1,
         seq_len=inputs.get("seq_len"),
@@ -103,6 +104,7 @@ def capacity_for(inputs: dict[str, Any], *, gpu: str, num_gpus: int | None) -> d
         inputs["model"], revision=inputs.get("revision"), overrides=dict(inputs.get("set") or {}), gpu=gpu, tp=tp,
         pp=pp, num_gpus=num_gpus, max_model_len=inputs.get("seq_len"), batch=inputs.get("batch") or 1,
         reserve=inputs.get("reserve"), kv_budget=inputs.get("kv_budget"), weights_bytes=inputs.get("weights_bytes"),
+        gguf_file=inputs.get("gguf_file"),
         **given,
     )
     return result.to_dict()

@@ -107,6 +107,8 @@ FIELDS: dict[str, Field] = {
         Field(name="name", kind="meta", types=_TEXT, expects="a string", resolve=_str),
         Field(name="model", kind="inputs", types=_TEXT, expects="a model id, alias or config path", resolve=_str),
         Field(name="revision", kind="inputs", types=_TEXT, expects="a Hub revision string", resolve=_revision),
+        Field(name="gguf_file", kind="inputs", types=_TEXT, expects="a .gguf file name in the model's Hub repo",
+              resolve=_str),
         Field(name="batch", kind="inputs", types=_INT, expects="a positive integer", resolve=_positive_int),
         Field(name="seq_len", kind="inputs", types=_INT_OR_TEXT, expects="a token count such as 4096 or 32k",
               resolve=_tokens),
@@ -191,11 +193,11 @@ class Plan:
     """The plan file's folder: ``model: ./config.json`` paths are relative to it."""
 
     def model_location(self, model: str) -> str:
-        """``model`` as load_geometry takes it: a local path (``./x``, ``../x``, ``*.json``) is joined
+        """``model`` as load_geometry takes it: a local path (``./x``, ``../x``, ``*.json``, ``*.gguf``) is joined
         to the plan's folder; a Hub id or alias is left alone."""
         import os.path
 
-        if os.path.isabs(model) or not (model.startswith(("./", "../")) or model.endswith(".json")):
+        if os.path.isabs(model) or not (model.startswith(("./", "../")) or model.lower().endswith((".json", ".gguf"))):
             return model
         return os.path.normpath(os.path.join(self.base_dir, model))
 

@@ -170,8 +170,8 @@ def _refuse_gguf(model: str) -> None:
     from kvplan.gguf.files import is_gguf_path
 
     if is_gguf_path(model) or hub_reference(model, None) is not None:
-        raise SourceError(f"--model {model} is a GGUF model, which this command does not read yet",
-                          "kvplan estimate reads GGUF files; for this command pass the model's config.json")
+        raise SourceError(f"--model {model} is a GGUF model, which has no config.json to read",
+                          "read it with kvplan.load_geometry (every command does), or pass the model's config.json")
 
 
 def _id_from_config(data: dict[str, Any], fallback: str) -> str:

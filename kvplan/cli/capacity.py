@@ -13,6 +13,7 @@ from kvplan.cli.options import (
     EngineOpt,
     Format,
     FormatOpt,
+    GgufFileOpt,
     KvDtypeOpt,
     MaxNumBatchedTokensOpt,
     ModelOpt,
@@ -93,6 +94,7 @@ EPILOG = (
 
 def capacity(
     model: ModelOpt,
+    gguf_file: GgufFileOpt = None,
     gpu: GpuOpt = None,
     gpu_mem: GpuMemOpt = None,
     gpu_bandwidth: GpuBandwidthOpt = None,
@@ -146,7 +148,7 @@ def capacity(
         reserve=reserve, kv_budget=kv_budget, weights_bytes=weights_bytes, weights_from=weights_from,
         block_size=block_size, engine_version=engine_version, dp=dp, enable_dp_attention=enable_dp_attention,
         kv_unified=kv_unified, ubatch_size=ubatch_size, tensor_split=tensor_split, ctx_size=ctx_size,
-        parallel=parallel, revision=revision, token=token,
+        parallel=parallel, revision=revision, token=token, gguf_file=gguf_file,
     )
     report = result.to_dict()
     report["notes"] = report["notes"] + log_notes  # type: ignore[operator]

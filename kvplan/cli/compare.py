@@ -13,6 +13,7 @@ from kvplan.cli.options import (
     EngineOpt,
     Format,
     FormatOpt,
+    GgufFileOpt,
     KvDtypeOpt,
     ModelOpt,
     OutputOpt,
@@ -50,6 +51,7 @@ def compare(
         typer.Argument(help="Attention layouts to size (default: mha gqa mqa, plus model with --model).", show_default=False),
     ] = None,
     model: Annotated[Optional[str], ModelOpt.__metadata__[0]] = None,
+    gguf_file: GgufFileOpt = None,
     layers: Annotated[Optional[int], _dim("--layers", "Attention layers (default 32, the seed articles' model).")] = None,
     heads: Annotated[Optional[int], _dim("--heads", "Query heads (default 32).")] = None,
     head_dim: Annotated[Optional[int], _dim("--head-dim", "Head dim (default 128).")] = None,
@@ -101,7 +103,7 @@ def compare(
     if model is not None:
         from kvplan.api import load_geometry
 
-        geometry, source = load_geometry(model, revision=revision, token=token)
+        geometry, source = load_geometry(model, revision=revision, token=token, gguf_file=gguf_file)
         base = base_from_model(geometry)
     else:
         base = base_from_dims(**dims)
@@ -123,7 +125,8 @@ def compare(
             title += f", {engine} tp {tp} × pp {pp}"
         room_bytes, room_label = None, None
         if gpu_mem_bytes is not None and model is not None:
-            room_bytes, room_label = _kv_room(model, gpu_mem_bytes, tp=tp, pp=pp, revision=revision, token=token)
+            room_bytes, room_label = _kv_room(model, gpu_mem_bytes, tp=tp, pp=pp, revision=revision, token=token,
+                                              gguf_file=gguf_file, engine=engine)
         write_plot(plot, xs, series, title=title, gpu_mem_bytes=gpu_mem_bytes,
                    ylabel="KV cache per GPU (the most loaded one)" if per_gpu else "KV cache (batch total)",
                    mark_tokens=comparison.seq_len, room_bytes=room_bytes, room_label=room_label)
@@ -138,15 +141,15 @@ def compare(
 
 
 def _kv_room(model: str, gpu_mem_bytes: int, *, tp: int, pp: int, revision: str | None,
-             token: str | None) -> tuple[int | None, str | None]:
-    """--gpu-mem less the model's weights per GPU (counted from config.json): the room the KV cache has."""
-    from kvplan.models import resolve_weights
-    from kvplan.sources import load_raw_config
+             token: str | None, gguf_file: str | None = None, engine: str = "ideal") -> tuple[int | None, str | None]:
+    """--gpu-mem less the model's weights per GPU (counted from config.json, or a GGUF's tensor table):
+    the room the KV cache has."""
+    from kvplan.api import load_geometry, model_weights
     from kvplan.units import format_bytes
 
-    config, source, model_id = load_raw_config(model, revision=revision, token=token)
-    weights, _notes = resolve_weights(config, model_id=model_id, source_kind=source.kind, weights_from="config",
-                                      revision=revision, token=token, required=False)
+    loaded = load_geometry(model, revision=revision, token=token, gguf_file=gguf_file)
+    weights, _notes = model_weights(loaded, engine=engine, weights_from="config", revision=revision, token=token,
+                                    required=False)
     if weights is None or not weights.counted:
         return None, None
     per_gpu = weights.bytes_per_gpu(tp=tp, pp=pp)

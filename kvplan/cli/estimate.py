@@ -14,6 +14,7 @@ from kvplan.cli.options import (
     EngineOpt,
     Format,
     FormatOpt,
+    GgufFileOpt,
     KvDtypeOpt,
     KvUnifiedOpt,
     MaxCacheLenOpt,
@@ -54,6 +55,7 @@ EPILOG = (
 
 def estimate(
     model: ModelOpt,
+    gguf_file: GgufFileOpt = None,
     batch: BatchOpt = 1,
     seq_len: SeqLenOpt = None,
     kv_dtype: KvDtypeOpt = "auto",
@@ -103,7 +105,7 @@ def estimate(
     overrides = normalise_overrides(set_)
     tokens = parse_tokens(seq_len) if seq_len is not None else None
     enc = parse_tokens(encoder_len, what="--encoder-len") if encoder_len is not None else None
-    geometry, source = load_geometry(model, revision=revision, token=token, overrides=overrides)
+    geometry, source = load_geometry(model, revision=revision, token=token, overrides=overrides, gguf_file=gguf_file)
     from kvplan.adjust import deployment_from_flags
 
     deployment = deployment_from_flags(

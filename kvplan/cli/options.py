@@ -27,8 +27,14 @@ ModelOpt = Annotated[
     typer.Option(
         "--model", "-m",
         help="A config.json path (or a folder with one), a bundled model (Hub id or short alias, "
-        "see `kvplan models`), or any Hugging Face Hub repo id.",
+        "see `kvplan models`), any Hugging Face Hub repo id, or a GGUF: a .gguf file (any shard of a split "
+        "set), a folder of one GGUF model, or org/repo:Q4_K_M as llama.cpp's -hf writes it.",
     ),
+]
+GgufFileOpt = Annotated[
+    Optional[str],
+    typer.Option("--gguf-file", help="The .gguf file in the --model Hub repo to read (its header only, by "
+                 "ranged reads), as transformers' gguf_file: --model org/repo --gguf-file model-Q4_K_M.gguf."),
 ]
 RevisionOpt = Annotated[Optional[str], typer.Option("--revision", help="Hub revision (branch, tag or commit).")]
 TokenOpt = Annotated[Optional[str], typer.Option("--token", help="Hub token (default: HF_TOKEN).")]

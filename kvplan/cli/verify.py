@@ -15,6 +15,7 @@ from kvplan.cli.options import (
     BatchOpt,
     Format,
     FormatOpt,
+    GgufFileOpt,
     KvDtypeOpt,
     ModelOpt,
     OutputOpt,
@@ -51,6 +52,7 @@ EPILOG = (
 
 def verify(
     model: ModelOpt,
+    gguf_file: GgufFileOpt = None,
     layout: Annotated[Layout, typer.Option("--layout", help="Cache layout of the decode.")] = Layout.dynamic,
     layers: Annotated[
         int | None,
@@ -116,7 +118,15 @@ def verify(
         raise InputError("--engine transformers needs the transformers package, which is not installed",
                          "pip install 'kvplan[transformers]' (or pip install transformers)")
     overrides = normalise_overrides(set_)
-    geometry, source = load_geometry(model, revision=revision, token=token, overrides=overrides)
+    geometry, source = load_geometry(model, revision=revision, token=token, overrides=overrides, gguf_file=gguf_file)
+    is_gguf = source.kind in ("gguf", "hub-gguf")
+    if is_gguf and engine is Engine.transformers:
+        raise InputError(
+            f"--engine transformers builds the model from a config.json, and --model {model} is a GGUF file",
+            "--engine kvplan decodes the GGUF's layer geometry with torch; for transformers pass the original "
+            "model's config.json or Hub id (running llama.cpp itself is not supported: it would take a llama.cpp "
+            "binary and parsing its llama_kv_cache log lines)",
+        )
     options = {
         "layout": layout.value, "batch": batch, "beams": beams, "prompt_len": prompt_len, "gen_len": gen_len,
         "kv_dtype": kv_dtype, "block_size": block_size, "max_cache_len": max_cache_len,
@@ -140,6 +150,10 @@ def verify(
             replan=lambda n: plan_verify(geometry, num_layers=n, **options),
         )
     report = verify_report(plan, measurement, source, overrides=overrides)
+    if is_gguf:
+        report["notes"].append(  # type: ignore[union-attr]
+            "GGUF: kvplan's own torch decode over the layer specs read from the file's metadata; llama.cpp itself "
+            "is not run (compare its start-up log with kvplan capacity --engine llama.cpp --compare-log)")
     table = None
     if fmt is Format.table:
         from kvplan.report.render import verify_table

@@ -67,7 +67,7 @@ def load_gguf(
     if local is not None:
         sources: list[ByteSource] = [LocalSource(str(path)) for path in local]
         try:
-            return _combine(sources, model_id=_model_id(local[0].name), source=Source(kind="file", location=str(local[0])))
+            return _combine(sources, model_id=_model_id(local[0].name), source=Source(kind="gguf", location=str(local[0])))
         finally:
             for s in sources:
                 s.close()  # type: ignore[attr-defined]
@@ -90,7 +90,7 @@ def load_gguf(
         names = files.pick_by_tag(list_gguf_files(repo_id, revision=revision, token=token), tag, repo_id)
     hub_sources: list[ByteSource] = [HubSource(repo_id, name, revision=revision, token=token) for name in names]
     return _combine(hub_sources, model_id=f"{repo_id}/{_model_id(names[0])}",
-                    source=Source(kind="hub", location=f"{repo_id}/{names[0]}", revision=revision))
+                    source=Source(kind="hub-gguf", location=f"{repo_id}/{names[0]}", revision=revision))
 
 
 def _model_id(name: str) -> str:

@@ -217,6 +217,10 @@ def serve_weights(weights: WeightsEstimate, *, engine: str, dtype: str = "auto")
     Quantised matrices keep their format; plain tensors take the served dtype. Exact bytes from the Hub's
     safetensors metadata are scaled by the same ratio; ``--weights-bytes`` is taken as given.
     """
+    if weights.source == "gguf":
+        if dtype.strip().lower() != "auto":
+            return weights, f"--dtype {dtype} ignored: a GGUF's tensors are held as the file stores them ({weights.dtype})"
+        return weights, None
     if not weights.counted:
         if dtype.strip().lower() != "auto":
             return weights, f"--dtype {dtype} ignored: the weights were given as bytes (--weights-bytes)"

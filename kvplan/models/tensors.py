@@ -6,7 +6,7 @@ experts). Family-free: what a given architecture holds is said in its own module
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvplan.units import cdiv
 
@@ -115,6 +115,9 @@ class WeightsEstimate:
     bytes_override: int | None = None
     """Exact total bytes (safetensors metadata or --weights-bytes) that replace the counted bytes."""
     notes: tuple[str, ...] = ()
+    device_split: Any = None
+    """The engine's own split of exact bytes over devices (a GGUF under llama.cpp's layer split): an object
+    with ``device_bytes(num_devices) -> tuple[int, ...]``; None: the tp/pp rule of ``bytes_per_gpu``."""
 
     # ---- counts --------------------------------------------------------------------------------
     @property
@@ -172,6 +175,8 @@ class WeightsEstimate:
     def bytes_per_gpu(self, *, tp: int = 1, pp: int = 1) -> int:
         """Bytes on the busiest GPU: TP splits matrices and embeddings, replicates norms and routers;
         PP splits the whole model into ``pp`` equal stages (a planning approximation)."""
+        if self.device_split is not None:
+            return max(self.device_split.device_bytes(tp * pp))
         sharded = self._scaled(sum(p.bytes for p in self.parts if p.tp_sharded))
         replicated = self.bytes - sharded
         return cdiv(sharded, tp * pp) + cdiv(replicated, pp)

@@ -26,7 +26,8 @@ class Source:
     """Where a model config came from."""
 
     kind: str
-    """``file``, ``bundled`` or ``hub``."""
+    """``file``, ``bundled``, ``hub``, ``gguf`` (a local .gguf file or split set: ``location`` is its first
+    file) or ``hub-gguf`` (``location`` is ``org/repo/file.gguf``)."""
     location: str
     """The file path, or the repo id for the Hub."""
     revision: str | None = None

@@ -100,7 +100,7 @@ def _defs() -> dict[str, Schema]:
                 "model_type": STR,
                 "family": nullable(STR),
                 "architecture": nullable(STR),
-                "source": {"enum": ["file", "bundled", "hub"]},
+                "source": {"enum": ["file", "bundled", "hub", "gguf", "hub-gguf"]},
                 "location": STR,
                 "revision": nullable(STR),
                 "num_hidden_layers": POS,
@@ -334,7 +334,7 @@ def _capacity_defs() -> dict[str, Schema]:
         **_header("capacity"),
         "model": _obj({
             "id": STR, "model_type": STR, "family": nullable(STR), "architecture": nullable(STR),
-            "source": {"enum": ["file", "bundled", "hub"]}, "location": STR, "revision": nullable(STR),
+            "source": {"enum": ["file", "bundled", "hub", "gguf", "hub-gguf"]}, "location": STR, "revision": nullable(STR),
             "num_hidden_layers": POS, "max_context_len": nullable(POS),
         }),
         "inputs": _obj({
@@ -348,7 +348,7 @@ def _capacity_defs() -> dict[str, Schema]:
             "engine_version": nullable(STR), "dp": POS, "enable_dp_attention": BOOL,
         }),
         "weights": _obj({
-            "source": nullable({"enum": ["config", "safetensors", "--weights-bytes"]}),
+            "source": nullable({"enum": ["config", "safetensors", "--weights-bytes", "gguf"]}),
             "parameters": nullable(NONNEG), "language_parameters": nullable(NONNEG),
             "vision_parameters": nullable(NONNEG), "active_parameters": nullable(NONNEG),
             "bytes": nullable(NONNEG), "vision_bytes": nullable(NONNEG), "bytes_per_gpu": nullable(NONNEG),
@@ -448,7 +448,7 @@ def _compare_def(layer: Schema) -> Schema:
                 "model_type": STR,
                 "family": nullable(STR),
                 "architecture": nullable(STR),
-                "source": {"enum": ["file", "bundled", "hub", "dims", "seed"]},
+                "source": {"enum": ["file", "bundled", "hub", "gguf", "hub-gguf", "dims", "seed"]},
                 "location": STR,
                 "revision": nullable(STR),
                 "num_hidden_layers": POS,
