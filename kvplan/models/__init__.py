@@ -344,7 +344,8 @@ def parse_config(
         config_dtype=dtype,
         config_dtype_source=dtype_source,
         provenance=_dedupe(reader.provenance),
-        notes=tuple(reader.notes),
+        notes=tuple(n for n in (_defaults_warning(reader, str(model_type or outer_type or "generic")),) if n)
+        + tuple(reader.notes),
     )
 
 
@@ -394,6 +395,38 @@ def _config_dtype(
         if value is not None:
             return value, f"config: {prefix}{key}"
     return None, None
+
+
+#: The fields a cache size is built from: when one comes from an architecture default rather than the
+#: config, the answer describes the architecture's default model, not this one.
+CORE_FIELDS = ("num_hidden_layers", "num_attention_heads", "num_kv_heads", "head_dim", "hidden_size", "kv_lora_rank")
+#: The first words of the note that says so; the table prints such notes beside the answer.
+WARNING_PREFIX = "WARNING: "
+
+
+def defaulted_core(geometry: ModelGeometry) -> list[str]:
+    """The core geometry fields whose value is an architecture default, not a config value."""
+    return [p.field for p in geometry.provenance if p.field in CORE_FIELDS and p.source.startswith("default of")]
+
+
+def require_config_geometry(geometry: ModelGeometry, *, what: str = "--strict") -> None:
+    """``--strict``: refuse a config whose core geometry comes from architecture defaults."""
+    fields = defaulted_core(geometry)
+    if fields:
+        raise ConfigError(
+            f"{geometry.model_id}: {what}: the config does not give {', '.join(fields)}; kvplan would use the "
+            f"{geometry.model_type} architecture defaults",
+            "add the fields to the config (or pass them with --set), or drop " + what,
+        )
+
+
+def _defaults_warning(reader: ConfigReader, model_type: str) -> str | None:
+    fields = [p for p in _dedupe(reader.provenance) if p.field in CORE_FIELDS and p.source.startswith("default of")]
+    if not fields:
+        return None
+    given = ", ".join(f"{p.field} = {p.value}" for p in fields)
+    return (f"{WARNING_PREFIX}core geometry from the {model_type} architecture defaults, not the config ({given}): "
+            "the numbers describe the default model; check the config (--strict refuses it)")
 
 
 def _dedupe(items: list) -> tuple:
