@@ -196,6 +196,17 @@ def nested_key_of(config: Mapping[str, Any]) -> str | None:
     return None
 
 
+def check_model_types(config: Mapping[str, Any], source_name: str) -> None:
+    """``model_type`` (top level and nested) must be a string: ``[]`` or ``7`` names no architecture."""
+    for key in ("", *NESTED_TEXT_KEYS):
+        node = config.get(key) if key else config
+        value = node.get("model_type") if isinstance(node, Mapping) else None
+        if value is not None and not isinstance(value, str):
+            where = f"{key}.model_type" if key else "model_type"
+            raise ConfigError(f"{source_name}: {where} must be a string such as \"llama\", got {value!r}"[:300],
+                              "fix the config, or pass --set model_type=NAME")
+
+
 def overridden_config(config: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
     """``config`` with ``--set`` overrides in place: where the language model's config is nested, an
     undotted key goes into it (``--set num_key_value_heads=4`` on Llama 4 sets text_config's)."""
@@ -269,7 +280,9 @@ def parse_config(
 
     reads: set[str] = set()
     outer_reads: set[str] = set()
+    check_model_types(config, source_name)
     full = overridden_config(config, overrides)
+    check_model_types(full, source_name)
     nested_key = nested_key_of(full)
     outer_type = full.get("model_type")
     outer = TrackedConfig(full, outer_reads)
@@ -447,6 +460,7 @@ def count_weights(
 
     if not isinstance(config, Mapping):
         raise ConfigError(f"{model_id}: config must be a JSON object", "pass a Hugging Face config.json")
+    check_model_types(config, model_id)
     reads = set() if reads is None else reads
     outer = TrackedConfig(config, set() if outer_reads is None else outer_reads)
     nested_key = nested_key_of(outer)
