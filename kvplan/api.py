@@ -31,7 +31,7 @@ from kvplan.calc import Estimate
 from kvplan.calc import estimate as _estimate
 from kvplan.dtypes import DEFAULT_GROUP_SIZE
 from kvplan.geometry import ModelGeometry
-from kvplan.models import parse_config, parse_override
+from kvplan.models import overridden_config, parse_config, parse_override
 from kvplan.report import Source
 from kvplan.units import parse_tokens
 
@@ -48,7 +48,8 @@ class Geometry:
     model_geometry: ModelGeometry
     source: Source
     config: dict[str, Any]
-    """The raw config.json (shared by every user of the cache: read it, do not change it)."""
+    """The config.json with the ``--set`` overrides in place, so the weights count sees them too (shared by
+    every user of the cache: read it, do not change it)."""
     model_id: str
     revision: str | None = None
     overrides: Mapping[str, Any] = field(default_factory=dict)
@@ -123,7 +124,8 @@ def load_geometry(
     parsed = parse_config(config, model_id=model_id, source_name=model_id, overrides=resolved)
     if source_notes(source):  # e.g. the Hub failed and its cached copy was read
         parsed = replace(parsed, notes=source_notes(source) + parsed.notes)
-    geometry = Geometry(model_geometry=parsed, source=source, config=config, model_id=model_id, revision=revision,
+    geometry = Geometry(model_geometry=parsed, source=source, config=overridden_config(config, resolved),
+                        model_id=model_id, revision=revision,
                         overrides=MappingProxyType(resolved))
     return _remember(key, geometry)
 

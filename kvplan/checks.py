@@ -158,6 +158,12 @@ def run_scenario(scenario: Scenario, *, model: str | None = None) -> dict[str, A
     ``model`` replaces the scenario's model as the location to load (a path joined to the plan's folder).
     """
     call_inputs = {**scenario.inputs, "model": model or scenario.inputs["model"]}
+    if scenario.strict:
+        from kvplan.api import load_geometry
+        from kvplan.models import require_config_geometry
+
+        require_config_geometry(load_geometry(call_inputs["model"], revision=call_inputs.get("revision"),
+                                              overrides=dict(call_inputs.get("set") or {})), what="strict: true")
     estimate = estimate_for(call_inputs)
     capacity = None
     fit = scenario.budgets.get("require_fit_on")

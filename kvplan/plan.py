@@ -105,6 +105,8 @@ FIELDS: dict[str, Field] = {
     f.name: f
     for f in (
         Field(name="name", kind="meta", types=_TEXT, expects="a string", resolve=_str),
+        Field(name="strict", kind="meta", types=_BOOL, expects="true or false (true: refuse a config whose core "
+              "geometry comes from architecture defaults, as --strict)"),
         Field(name="model", kind="inputs", types=_TEXT, expects="a model id, alias or config path", resolve=_str),
         Field(name="revision", kind="inputs", types=_TEXT, expects="a Hub revision string", resolve=_revision),
         Field(name="gguf_file", kind="inputs", types=_TEXT, expects="a .gguf file name in the model's Hub repo",
@@ -183,6 +185,8 @@ class Scenario:
     """Resolved budgets; every budget key present, None when not set."""
     lines: dict[str, int] = field(default_factory=dict)
     """Line of each key, for errors raised while running the scenario."""
+    strict: bool = False
+    """Refuse a model whose core geometry comes from architecture defaults (``strict: true``, as --strict)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -348,6 +352,7 @@ def parse_plan(data: Any, *, label: str = "<plan>", lines: Mapping[Path_, int] |
                 inputs={k: merged.get(k) for k, f in FIELDS.items() if f.kind in ("inputs", "capacity")},
                 budgets={k: merged.get(k) for k, f in FIELDS.items() if f.kind == "budget"},
                 lines=key_lines,
+                strict=merged.get("strict") is True,
             )
         )
     return Plan(path=label, scenarios=tuple(result))

@@ -20,6 +20,7 @@ from kvplan.cli.options import (
     OutputOpt,
     PpOpt,
     RevisionOpt,
+    StrictOpt,
     TokenOpt,
     emit,
     lazy_table,
@@ -129,11 +130,17 @@ def capacity(
     token: TokenOpt = None,
     fmt: FormatOpt = Format.table,
     output: OutputOpt = None,
+    strict: StrictOpt = False,
 ) -> None:
     """What fits on a GPU: KV blocks and tokens, max concurrency and context, GPUs needed, decode floor."""
     from kvplan.api import capacity as plan
     from kvplan.errors import EXIT_NOT_FIT
 
+    if strict:
+        from kvplan.api import load_geometry
+        from kvplan.models import require_config_geometry
+
+        require_config_geometry(load_geometry(model, revision=revision, token=token))
     parsed, log_notes = None, []
     if compare_log is not None:
         from kvplan.logparse import read_log

@@ -20,6 +20,7 @@ from kvplan.cli.options import (
     PpOpt,
     RevisionOpt,
     SeqLenOpt,
+    StrictOpt,
     TokenOpt,
     TpOpt,
     emit,
@@ -81,6 +82,7 @@ def compare(
     token: TokenOpt = None,
     fmt: FormatOpt = Format.table,
     output: OutputOpt = None,
+    strict: StrictOpt = False,
 ) -> None:
     """Compare attention layouts (MHA, GQA, MQA, MLA, sliding windows) at one model size: KV bytes and decode reads."""
     from kvplan.compare import base_from_dims, base_from_model, compare_report, parse_seq_list, plot_series
@@ -104,6 +106,10 @@ def compare(
         from kvplan.api import load_geometry
 
         geometry, source = load_geometry(model, revision=revision, token=token, gguf_file=gguf_file)
+        if strict:
+            from kvplan.models import require_config_geometry
+
+            require_config_geometry(geometry)
         base = base_from_model(geometry)
     else:
         base = base_from_dims(**dims)

@@ -35,6 +35,7 @@ from kvplan.cli.options import (
     SetOpt,
     SharedPrefixTokensOpt,
     SharePrefixOpt,
+    StrictOpt,
     SwaRatioOpt,
     TokenOpt,
     TpOpt,
@@ -85,6 +86,7 @@ def estimate(
     kv_unified: KvUnifiedOpt = False,
     swa_full_tokens_ratio: SwaRatioOpt = None,
     max_cache_len: MaxCacheLenOpt = None,
+    strict: StrictOpt = False,
 ) -> None:
     """Size the KV cache of a model, layer group by layer group."""
     from kvplan.errors import InputError
@@ -106,6 +108,10 @@ def estimate(
     tokens = parse_tokens(seq_len) if seq_len is not None else None
     enc = parse_tokens(encoder_len, what="--encoder-len") if encoder_len is not None else None
     geometry, source = load_geometry(model, revision=revision, token=token, overrides=overrides, gguf_file=gguf_file)
+    if strict:
+        from kvplan.models import require_config_geometry
+
+        require_config_geometry(geometry)
     from kvplan.adjust import deployment_from_flags
 
     deployment = deployment_from_flags(

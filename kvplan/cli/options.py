@@ -64,6 +64,9 @@ SetOpt = Annotated[
     Optional[list[str]],
     typer.Option("--set", help="Override a config field: --set num_key_value_heads=8 (repeatable; dotted keys nest)."),
 ]
+StrictOpt = Annotated[bool, typer.Option(
+    "--strict", help="Refuse a config whose core geometry (layers, heads, hidden size, KV heads, head dim) would come "
+    "from architecture defaults rather than the config (exit 2).")]
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table for people; yaml or json for machines.")]
 OutputOpt = Annotated[
     Optional[Path],

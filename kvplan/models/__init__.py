@@ -73,6 +73,29 @@ WEIGHT_REGISTRY: dict[str, type[ArchParser]] = _registry(_ALL, "weight_types")
 #: Keys under which multimodal / wrapper configs nest the language model's config.
 NESTED_TEXT_KEYS = ("text_config", "llm_config", "language_config")
 
+#: NOTE: the ``model_type``s whose transformers config class nests its language model's config
+#: (``sub_configs`` holds ``text_config``; transformers 5.24). Only these, the wrappers below, model
+#: types kvplan does not know, and a nested config that names a different ``model_type`` are unwrapped:
+#: a plain Llama config with a stray ``"text_config": {}`` is read from its own top-level fields.
+NESTING_TYPES = frozenset("""
+aimv2 align altclip apertus1p5 aria audioflamingo3 aya_vision blip blip-2 bridgetower chinese_clip clap clip
+clipseg clvp cohere2_vision cohere_compass cosmos3_edge cosmos3_omni deepseek_ocr2 deepseek_vl
+deepseek_vl_hybrid diffusion_gemma dots3_note embedding_gemma2 emu3 ernie4_5_vl_moe exaone4_5 fast_vlm flava
+florence2 fun_asr_nano fuyu gemma3 gemma3n gemma4 gemma4_assistant gemma4_unified gemma4_unified_assistant
+glm46v glm4v glm4v_moe glm5_next glm_image glm_ocr glmasr glmga got_ocr2 granite4_vision granite_docling
+granite_speech granite_speech_plus grounding-dino groupvit hunyuan_vl hy_v4_vl hyperclovax_vision_v2 idefics2
+idefics3 inkling2 inkling2_loop inkling_mm_model instructblip instructblipvideo internvl janus jev kimi_k25
+kosmos-2 kosmos-2.5 lfm2_vl lfm3_vl lighton_ocr llama4 llava llava_next llava_next_video llava_onevision
+metaclip_2 minicpm_ocr minicpmv4_6 minicpmv4_7 minimax_m3_vl mistral3 mistral_large4 mllama mm-grounding-dino
+modernvbert molmo2 moss_transcribe_diarize muse_glimmer muse_spark musicflamingo nemo_speechlm nemotron_h_omni
+omdet-turbo omniasr ovis2 owlv2 owlvit paddleocr_vl paligemma pe_audio pe_audio_video pe_video perception_lm
+pix2struct pp_chart2table pp_formulanet qianfan_ocr qwen2_5_omni_thinker qwen2_5_vl qwen2_audio qwen2_vl
+qwen3_5 qwen3_5_moe qwen3_asr qwen3_omni_moe_thinker qwen3_vl qwen3_vl_moe qwen4_exp sam3 sam3_lite_text
+shieldgemma2 siglip siglip2 smolvlm step3p7 t5gemma2_encoder tipsv2 ultravbert unlimited_ocr vibevoice
+vibevoice_asr video_llama_3 video_llava videoprism vipllava vision-text-dual-encoder voxtral voxtral_realtime
+xclip
+""".split())
+
 #: Wrapper model types whose nested text config may omit its own ``model_type``.
 WRAPPER_TEXT_TYPES = {
     "llava": "llama", "llava_next": "llama", "llava_onevision": "qwen2", "vipllava": "llama",
@@ -153,6 +176,91 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key, value
 
 
+def nested_key_of(config: Mapping[str, Any]) -> str | None:
+    """The key of the nested language-model config to read, or None: read the top level.
+
+    A nested dict is used only where the architecture nests one (transformers' composite configs, the
+    wrappers kvplan knows), for a ``model_type`` kvplan does not know, or when the nested dict names a
+    ``model_type`` of its own that differs from the outer one."""
+    key = next((k for k in NESTED_TEXT_KEYS if isinstance(config.get(k), Mapping)), None)
+    if key is None:
+        return None
+    outer_type = config.get("model_type")
+    if not isinstance(outer_type, str) or not outer_type:
+        return key
+    inner_type = config[key].get("model_type")
+    if outer_type in NESTING_TYPES or outer_type in WRAPPER_TEXT_TYPES or outer_type not in REGISTRY:
+        return key
+    if isinstance(inner_type, str) and inner_type and inner_type != outer_type:
+        return key
+    return None
+
+
+def check_model_types(config: Mapping[str, Any], source_name: str) -> None:
+    """``model_type`` (top level and nested) must be a string: ``[]`` or ``7`` names no architecture."""
+    for key in ("", *NESTED_TEXT_KEYS):
+        node = config.get(key) if key else config
+        value = node.get("model_type") if isinstance(node, Mapping) else None
+        if value is not None and not isinstance(value, str):
+            where = f"{key}.model_type" if key else "model_type"
+            raise ConfigError(f"{source_name}: {where} must be a string such as \"llama\", got {value!r}"[:300],
+                              "fix the config, or pass --set model_type=NAME")
+
+
+def overridden_config(config: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` with ``--set`` overrides in place: where the language model's config is nested, an
+    undotted key goes into it (``--set num_key_value_heads=4`` on Llama 4 sets text_config's)."""
+    if not overrides:
+        return dict(config)
+    outer_only = {k: v for k, v in overrides.items() if "." in k}
+    result = apply_overrides(dict(config), outer_only)
+    nested = nested_key_of(result)
+    inner = {k: v for k, v in overrides.items() if "." not in k}
+    if nested is None:
+        return apply_overrides(result, inner)
+    result[nested] = apply_overrides(dict(result[nested]), inner)
+    # NOTE: a model_type set on the nested config decides the family; the wrapper stays the wrapper.
+    return result
+
+
+def _override_keys(overrides: Mapping[str, Any], nested: str | None) -> dict[str, str]:
+    """override key -> the key a reader of the nested (or flat) config sees it under."""
+    keys: dict[str, str] = {}
+    for key in overrides:
+        if nested and key.startswith(nested + "."):
+            keys[key] = key[len(nested) + 1:]
+        elif nested and "." in key:
+            keys[key] = "^" + key  # an outer key, read through the wrapper
+        else:
+            keys[key] = key
+    return keys
+
+
+#: Keys every config may carry that kvplan reads outside a family's parser.
+_ALWAYS_READ = ("model_type", "torch_dtype", "dtype", "architectures", "quantization_config")
+
+
+def check_overrides_read(
+    overrides: Mapping[str, Any], nested: str | None, reads: set[str], outer_reads: set[str],
+    candidates: set[str], source_name: str,
+) -> None:
+    """An override that no parser read is an error, with a did-you-mean over the keys the family reads."""
+    import difflib
+
+    for key, seen in _override_keys(overrides, nested).items():
+        pool, name = (outer_reads, seen[1:]) if seen.startswith("^") else (reads, seen)
+        parts = name.split(".")
+        if any(".".join(parts[:n]) in pool for n in range(1, len(parts) + 1)) or parts[0] in _ALWAYS_READ:
+            continue
+        close = difflib.get_close_matches(name, sorted(c for c in candidates if isinstance(c, str)), n=3, cutoff=0.6)
+        where = f"the nested {nested}" if nested and not seen.startswith("^") else "the config"
+        raise ConfigError(
+            f"{source_name}: --set {key}: no part of kvplan reads {name!r} from {where}",
+            (f"did you mean {' or '.join(close)}?" if close else
+             "kvplan reads the keys named in the layer table's sources; check the spelling"),
+        )
+
+
 def parse_config(
     config: Any,
     *,
@@ -168,26 +276,23 @@ def parse_config(
             "pass a Hugging Face config.json",
         )
     overrides = dict(overrides or {})
-    outer = dict(config)
-    nested_key = next((k for k in NESTED_TEXT_KEYS if isinstance(outer.get(k), Mapping)), None)
-    outer_type = outer.get("model_type")
+    from kvplan.models.base import TrackedConfig
+
+    reads: set[str] = set()
+    outer_reads: set[str] = set()
+    check_model_types(config, source_name)
+    full = overridden_config(config, overrides)
+    check_model_types(full, source_name)
+    nested_key = nested_key_of(full)
+    outer_type = full.get("model_type")
+    outer = TrackedConfig(full, outer_reads)
     if nested_key is not None:
-        inner_overrides = {}
-        for key, value in overrides.items():
-            if key.startswith(nested_key + "."):
-                inner_overrides[key[len(nested_key) + 1:]] = value
-            elif "." not in key:
-                inner_overrides[key] = value
-            else:
-                outer = apply_overrides(outer, {key: value})
-        effective = apply_overrides(dict(outer[nested_key]), inner_overrides)
+        effective = TrackedConfig(full[nested_key], reads)
         prefix = nested_key + "."
-        overridden = frozenset(inner_overrides)
     else:
-        effective = apply_overrides(outer, overrides)
-        outer = effective
+        effective = TrackedConfig(full, reads)
         prefix = ""
-        overridden = frozenset(overrides)
+    overridden = frozenset(k for k in _override_keys(overrides, nested_key).values() if not k.startswith("^"))
 
     inner_type = effective.get("model_type") if nested_key else None
     model_type = inner_type or (WRAPPER_TEXT_TYPES.get(outer_type) if nested_key else outer_type) or outer_type
@@ -233,7 +338,9 @@ def parse_config(
     if encoder_len is not None:
         encoder_source = next(p.source for p in reversed(reader.provenance) if p.field == "encoder_len")
 
-    dtype, dtype_source = _config_dtype(effective, outer, prefix, overridden)
+    dtype, dtype_source = _config_dtype(effective, outer, prefix, overridden, source_name)
+    if overrides:
+        _check_overrides(full, overrides, nested_key, reads, outer_reads, parser, reader, model_id, source_name)
     architectures = outer.get("architectures") or effective.get("architectures")
     architecture = architectures[0] if isinstance(architectures, list) and architectures else None
     return ModelGeometry(
@@ -250,28 +357,89 @@ def parse_config(
         config_dtype=dtype,
         config_dtype_source=dtype_source,
         provenance=_dedupe(reader.provenance),
-        notes=tuple(reader.notes),
+        notes=tuple(n for n in (_defaults_warning(reader, str(model_type or outer_type or "generic")),) if n)
+        + tuple(reader.notes),
     )
 
 
+def _check_overrides(
+    full: Mapping[str, Any], overrides: Mapping[str, Any], nested_key: str | None, reads: set[str],
+    outer_reads: set[str], parser: ArchParser, reader: ConfigReader, model_id: str, source_name: str,
+) -> None:
+    """Refuse a ``--set`` key that neither the cache layout nor the weight count reads."""
+    from kvplan.errors import KvplanError
+
+    try:  # the weight count reads its own keys (intermediate_size, vocab_size...): they count as read
+        count_weights(full, model_id=model_id, reads=reads, outer_reads=outer_reads)
+    except KvplanError:
+        pass
+    candidates = (set(reads) | set(reader.defaults)) - set(overrides) - {
+        k for k in _override_keys(overrides, nested_key).values()}
+    for aliases in (parser.LAYERS, parser.HEADS, parser.HIDDEN, parser.KV_HEADS, parser.HEAD_DIM,
+                    parser.HEAD_DIM_V, parser.MAX_CONTEXT):
+        candidates.update(aliases)
+    check_overrides_read(overrides, nested_key, reads, outer_reads, candidates, source_name)
+
+
+def _dtype_value(config: Mapping[str, Any], key: str, where: str) -> str | None:
+    value = config.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    raise ConfigError(f"{where}{key} must be a dtype name such as \"bfloat16\", got {value!r}"[:300],
+                      f"fix the config, or pass --set {key}=bfloat16")
+
+
 def _config_dtype(
-    effective: Mapping[str, Any], outer: Mapping[str, Any], prefix: str, overridden: frozenset[str]
+    effective: Mapping[str, Any], outer: Mapping[str, Any], prefix: str, overridden: frozenset[str],
+    source_name: str = "config",
 ) -> tuple[str | None, str | None]:
     # NOTE: a --set on the text config wins; then the top-level dtype (what vLLM and transformers load a
     # composite model in), then the nested text config's.
     for key in ("torch_dtype", "dtype"):
-        value = effective.get(key)
-        if key in overridden and isinstance(value, str):
+        value = _dtype_value(effective, key, f"{source_name}: {prefix}")
+        if key in overridden and value is not None:
             return value, f"--set {key}"
     for key in ("torch_dtype", "dtype"):
-        value = outer.get(key)
-        if isinstance(value, str):
+        value = _dtype_value(outer, key, f"{source_name}: ")
+        if value is not None:
             return value, f"config: {key}"
     for key in ("torch_dtype", "dtype"):
-        value = effective.get(key)
-        if isinstance(value, str):
+        value = _dtype_value(effective, key, f"{source_name}: {prefix}")
+        if value is not None:
             return value, f"config: {prefix}{key}"
     return None, None
+
+
+#: The fields a cache size is built from: when one comes from an architecture default rather than the
+#: config, the answer describes the architecture's default model, not this one.
+CORE_FIELDS = ("num_hidden_layers", "num_attention_heads", "num_kv_heads", "head_dim", "hidden_size", "kv_lora_rank")
+#: The first words of the note that says so; the table prints such notes beside the answer.
+WARNING_PREFIX = "WARNING: "
+
+
+def defaulted_core(geometry: ModelGeometry) -> list[str]:
+    """The core geometry fields whose value is an architecture default, not a config value."""
+    return [p.field for p in geometry.provenance if p.field in CORE_FIELDS and p.source.startswith("default of")]
+
+
+def require_config_geometry(geometry: ModelGeometry, *, what: str = "--strict") -> None:
+    """``--strict``: refuse a config whose core geometry comes from architecture defaults."""
+    fields = defaulted_core(geometry)
+    if fields:
+        raise ConfigError(
+            f"{geometry.model_id}: {what}: the config does not give {', '.join(fields)}; kvplan would use the "
+            f"{geometry.model_type} architecture defaults",
+            "add the fields to the config (or pass them with --set), or drop " + what,
+        )
+
+
+def _defaults_warning(reader: ConfigReader, model_type: str) -> str | None:
+    fields = [p for p in _dedupe(reader.provenance) if p.field in CORE_FIELDS and p.source.startswith("default of")]
+    if not fields:
+        return None
+    given = ", ".join(f"{p.field} = {p.value}" for p in fields)
+    return (f"{WARNING_PREFIX}core geometry from the {model_type} architecture defaults, not the config ({given}): "
+            "the numbers describe the default model; check the config (--strict refuses it)")
 
 
 def _dedupe(items: list) -> tuple:
@@ -282,18 +450,26 @@ def _dedupe(items: list) -> tuple:
 
 
 # ---- weights ----------------------------------------------------------------------------------
-def count_weights(config: Mapping[str, Any], *, model_id: str) -> WeightsEstimate:
-    """Parameters and bytes of the checkpoint a ``config.json`` describes."""
+def count_weights(
+    config: Mapping[str, Any], *, model_id: str, reads: set[str] | None = None, outer_reads: set[str] | None = None,
+) -> WeightsEstimate:
+    """Parameters and bytes of the checkpoint a ``config.json`` describes.
+
+    ``reads`` and ``outer_reads`` collect the keys read (of the language model's config and of the outer one)."""
+    from kvplan.models.base import TrackedConfig
+
     if not isinstance(config, Mapping):
         raise ConfigError(f"{model_id}: config must be a JSON object", "pass a Hugging Face config.json")
-    outer = dict(config)
-    nested_key = next((k for k in NESTED_TEXT_KEYS if isinstance(outer.get(k), Mapping)), None)
+    check_model_types(config, model_id)
+    reads = set() if reads is None else reads
+    outer = TrackedConfig(config, set() if outer_reads is None else outer_reads)
+    nested_key = nested_key_of(outer)
     outer_type = outer.get("model_type")
     if nested_key:
-        text = dict(outer[nested_key])
+        text = TrackedConfig(outer[nested_key], reads)
         model_type = text.get("model_type") or WRAPPER_TEXT_TYPES.get(str(outer_type)) or outer_type
     else:
-        text = outer
+        text = TrackedConfig(outer, reads)
         model_type = outer_type
     model_type = str(model_type or "")
     if model_type == "gemma3" and nested_key:
@@ -305,7 +481,7 @@ def count_weights(config: Mapping[str, Any], *, model_id: str) -> WeightsEstimat
         defaults=defaults, defaults_name=model_type or "generic",
     )
     if nested_key and "tie_word_embeddings" not in text and isinstance(outer.get("tie_word_embeddings"), bool):
-        text = {**text, "tie_word_embeddings": outer["tie_word_embeddings"]}
+        text = TrackedConfig({**text, "tie_word_embeddings": outer["tie_word_embeddings"]}, reads)
         r.config = text
 
     counted = parser().count_weights(r, model_type)
@@ -315,7 +491,8 @@ def count_weights(config: Mapping[str, Any], *, model_id: str) -> WeightsEstimat
         parts += tower if tower is not None else vision_weights(outer, r, text_hidden=hidden_of(r))
 
     dtype, dtype_bytes = checkpoint_dtype(text, outer, r)
-    quant = quantisation(outer.get("quantization_config") or text.get("quantization_config"), model_id, r)
+    qc = outer.get("quantization_config")
+    quant = quantisation(text.get("quantization_config") if qc is None else qc, model_id, r)
     stored = tuple(store(part, dtype_bytes, quant) for part in parts)
     return WeightsEstimate(
         model_id=model_id, model_type=model_type, parts=stored, dtype=dtype, dtype_bytes=dtype_bytes,

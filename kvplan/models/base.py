@@ -29,6 +29,9 @@ from kvplan.specs import (
 #: Upper bound on any single dimension (heads, head dim, layers...), to catch absurd input.
 MAX_DIM = 1 << 24
 
+#: Upper bound on a width multiplier (MPT expansion_ratio is 4; LFM2's ffn multiplier about 1).
+MAX_RATIO = 1024
+
 _MISSING: Any = object()
 
 FULL, SLIDING, CHUNKED, STATE, NONE = "full", "sliding", "chunked", "state", "none"
@@ -43,6 +46,29 @@ LAYER_TYPE_NAMES: dict[str, str] = {
     "gated_delta_net": STATE, "linear": STATE,
     "mlp": NONE, "moe": NONE,
 }
+
+
+class TrackedConfig(dict):  # type: ignore[type-arg]
+    """A config dict that records the keys looked up in it (``--set`` keys nothing reads are refused)."""
+
+    __slots__ = ("reads",)
+
+    def __init__(self, data: Mapping[str, Any], reads: set[str]) -> None:
+        super().__init__(data)
+        self.reads = reads
+
+    def __getitem__(self, key: Any) -> Any:
+        self.reads.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        self.reads.add(key)
+        return super().get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        if isinstance(key, str):
+            self.reads.add(key)
+        return super().__contains__(key)
 
 
 class ConfigReader:
@@ -73,6 +99,9 @@ class ConfigReader:
     def raw(self, key: str) -> Any:
         """The value at ``key`` (dotted for nested dicts), or _MISSING; JSON null counts as missing."""
         node: Any = self.config
+        reads = getattr(node, "reads", None)
+        if reads is not None:
+            reads.add(key)
         for part in key.split("."):
             if not isinstance(node, Mapping) or part not in node:
                 return _MISSING
@@ -138,7 +167,7 @@ class ConfigReader:
             if isinstance(value, float) and value.is_integer():
                 value = int(value)
             if isinstance(value, bool) or not isinstance(value, int):
-                raise ConfigError(f"{where} must be an integer, got {value!r}", "fix the config or pass --set")
+                raise ConfigError(f"{where} must be an integer, got {value!r}"[:300], "fix the config or pass --set")
             if value == 0 and kind == "count":
                 return value
             if value <= 0:
@@ -148,17 +177,22 @@ class ConfigReader:
             if value > (1 << 40):
                 raise ConfigError(f"{where} = {value:,} is absurdly large", "check the config")
             return value
+        if kind == "ratio":  # a positive, finite multiplier (MPT expansion_ratio, LFM2 block_ffn_dim_multiplier)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_RATIO:
+                raise ConfigError(f"{where} must be a positive number up to {MAX_RATIO:,}, got {value!r}"[:300],
+                                  "fix the config or pass --set")
+            return value
         if kind == "bool":
             if not isinstance(value, bool):
-                raise ConfigError(f"{where} must be true or false, got {value!r}", "fix the config or pass --set")
+                raise ConfigError(f"{where} must be true or false, got {value!r}"[:300], "fix the config or pass --set")
             return value
         if kind == "str":
             if not isinstance(value, str):
-                raise ConfigError(f"{where} must be a string, got {value!r}", "fix the config or pass --set")
+                raise ConfigError(f"{where} must be a string, got {value!r}"[:300], "fix the config or pass --set")
             return value
         if kind == "list":
             if not isinstance(value, list):
-                raise ConfigError(f"{where} must be a list, got {value!r}", "fix the config or pass --set")
+                raise ConfigError(f"{where} must be a list, got {value!r}"[:300], "fix the config or pass --set")
             return value
         if kind == "any":
             return value
@@ -425,7 +459,7 @@ def layer_indices(r: ConfigReader, key: str, value: Any, num_layers: int) -> fro
     bad = [i for i in value if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < num_layers]
     if bad:
         raise ConfigError(
-            f"{r.source_name}: {r.prefix}{key} holds {bad[0]!r}, not a layer index in 0..{num_layers - 1}",
+            f"{r.source_name}: {r.prefix}{key} holds {bad[0]!r}, not a layer index in 0..{num_layers - 1}"[:300],
             f"make {key} a list of 0-based layer indices below num_hidden_layers ({num_layers})",
         )
     return frozenset(value)

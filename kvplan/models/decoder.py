@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
-from kvplan.models.base import ArchParser, ConfigReader
+from kvplan.models.base import ArchParser, ConfigReader, layer_indices
 from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, hidden_of, vocab_of
 
 
@@ -175,7 +175,8 @@ def sparse_step_moe(r: ConfigReader, layers: int, top_k: int | None) -> MoeLayou
     experts = r.first_of("num_experts", ("num_experts",))
     size = r.first_of("moe_intermediate_size", ("moe_intermediate_size",))
     step = r.optional("decoder_sparse_step", ("decoder_sparse_step",)) or 1
-    only_mlp = set(r.raw("mlp_only_layers") or []) if r.has("mlp_only_layers") else set()
+    only_mlp = set(layer_indices(r, "mlp_only_layers", r.raw("mlp_only_layers"), layers)) \
+        if r.has("mlp_only_layers") else set()
     moe = [i for i in range(layers) if i not in only_mlp and (i + 1) % step == 0]
     shared = r.first_of("shared_expert_intermediate_size", ("shared_expert_intermediate_size",), required=False,
                         kind="count")

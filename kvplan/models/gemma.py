@@ -144,7 +144,12 @@ class Gemma3nParser(ArchParser):
         streams = r.first_of("altup_num_inputs", ("altup_num_inputs",))
         rank = r.first_of("laurel_rank", ("laurel_rank",))
         sizes = r.raw("intermediate_size")
-        if not isinstance(sizes, list):
+        if isinstance(sizes, list):
+            if len(sizes) != layers:
+                raise ConfigError(f"{r.source_name}: {r.prefix}intermediate_size has {len(sizes)} entries for "
+                                  f"{layers} layers", "make intermediate_size one width per layer, or one number")
+            sizes = [r.check("intermediate_size", size, "int") for size in sizes]
+        else:
             sizes = [r.first_of("intermediate_size", ("intermediate_size",))] * layers
         parts = embeddings(r, hidden)
         parts.append(WeightPart(name="per_layer_embeddings", matrices=(

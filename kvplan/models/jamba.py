@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from kvplan.models.base import FULL, STATE, ArchParser, ConfigReader
+from kvplan.models.base import _MISSING, FULL, STATE, ArchParser, ConfigReader
 from kvplan.models.mamba import mamba1_mixer, mamba1_state
 from kvplan.models.tensors import (
     Matrix,
@@ -67,6 +67,9 @@ class JambaParser(ArchParser):
         d_state = r.first_of("mamba_d_state", ("mamba_d_state",))
         d_conv = r.first_of("mamba_d_conv", ("mamba_d_conv",))
         rank = r.raw("mamba_dt_rank")
+        # NOTE: JambaConfig's mamba_dt_rank "auto" (its default) is ceil(hidden_size / 16).
+        if rank is not _MISSING and rank != "auto":
+            rank = r.check("mamba_dt_rank", rank, "int")
         dt_rank = rank if isinstance(rank, int) and not isinstance(rank, bool) else math.ceil(hidden / 16)
         if not isinstance(rank, int):
             r.note(f"mamba_dt_rank auto = ceil(hidden_size / 16) = {dt_rank}")

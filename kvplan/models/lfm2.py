@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from kvplan.errors import ConfigError
-from kvplan.models.base import FULL, STATE, ArchParser, ConfigReader, layer_indices
+from kvplan.models.base import _MISSING, FULL, STATE, ArchParser, ConfigReader, layer_indices
 from kvplan.models.tensors import (
     Matrix,
     WeightCount,
@@ -118,7 +118,8 @@ class Lfm2Parser(ArchParser):
             return inner
         value = int(2 * inner / 3)
         multiplier = r.raw("block_ffn_dim_multiplier")
-        if isinstance(multiplier, (int, float)) and not isinstance(multiplier, bool):
+        if multiplier is not _MISSING:
+            multiplier = r.check("block_ffn_dim_multiplier", multiplier, "ratio")
             value = int(multiplier * value)
         multiple = r.first_of("block_multiple_of", ("block_multiple_of",))
         value = multiple * -(-value // multiple)

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from kvplan.errors import ConfigError
-from kvplan.models.base import CHUNKED, FULL, ArchParser, ConfigReader, layer_indices
+from kvplan.models.base import _MISSING, CHUNKED, FULL, ArchParser, ConfigReader, layer_indices
 from kvplan.models.decoder import DecoderParser, MoeLayout
 from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, gqa_attention, hidden_of, tied, vocab_of
 from kvplan.specs import LayerSpec
@@ -60,6 +60,10 @@ class Llama4Parser(DecoderParser):
             return [FULL] * num_layers
         if r.has("no_rope_layers"):
             flags = r.check("no_rope_layers", r.raw("no_rope_layers"), "list")
+            if not all(type(flag) is int and flag in (0, 1) for flag in flags):
+                raise ConfigError(f"{r.source_name}: {r.prefix}no_rope_layers must hold 0 or 1 per layer, got "
+                                  f"{next(f for f in flags if type(f) is not int or f not in (0, 1))!r}"[:300],
+                                  "make no_rope_layers one 0/1 entry per layer")
             if len(flags) != num_layers:
                 raise ConfigError(
                     f"{r.source_name}: no_rope_layers has {len(flags)} entries for {num_layers} layers",
@@ -78,7 +82,8 @@ class Llama4Parser(DecoderParser):
         experts = r.first_of("num_experts", ("num_local_experts",))
         step = r.optional("interleave_moe_layer_step", ("interleave_moe_layer_step",)) or 1
         moe_list = r.raw("moe_layers")
-        moe = list(moe_list) if isinstance(moe_list, list) else [i for i in range(layers) if (i + 1) % step == 0]
+        moe = (sorted(layer_indices(r, "moe_layers", moe_list, layers)) if moe_list is not _MISSING
+               else [i for i in range(layers) if (i + 1) % step == 0])
         return MoeLayout(layers=moe, experts=experts, top_k=top_k, expert_size=intermediate, shared_size=intermediate)
 
     def dense_mlp_size(self, r: ConfigReader, model_type: str, intermediate: int) -> int:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvplan.errors import ConfigError
-from kvplan.models.base import STATE, ArchParser, ConfigReader
+from kvplan.models.base import _MISSING, STATE, ArchParser, ConfigReader
 from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, hidden_of, vocab_of
 from kvplan.specs import StateSpec
 
@@ -59,6 +59,9 @@ class MambaParser(ArchParser):
         state = r.first_of("state_size", ("state_size", "d_state"))
         conv = r.first_of("conv_kernel", ("conv_kernel", "d_conv"))
         rank = r.raw("time_step_rank")
+        # NOTE: MambaConfig's time_step_rank "auto" (its default) is ceil(hidden_size / 16).
+        if rank is not _MISSING and rank != "auto":
+            rank = r.check("time_step_rank", rank, "int")
         dt_rank = rank if isinstance(rank, int) else math.ceil(hidden / 16)
         matrices = (Matrix(in_features=hidden, out_features=2 * inner, count=layers),
                     Matrix(in_features=inner, out_features=dt_rank + 2 * state, count=layers),

@@ -70,8 +70,8 @@ class MiniMaxParser(ArchParser):
         experts = r.first_of("num_experts", ("num_local_experts", "num_experts"))
         top_k = r.optional("num_experts_per_tok", ("num_experts_per_tok",))
         size = r.first_of("intermediate_size", ("intermediate_size",))
-        shared = r.raw("shared_intermediate_size")
-        shared = shared if isinstance(shared, int) and shared > 0 else None
+        shared = r.first_of("shared_intermediate_size", ("shared_intermediate_size",), required=False, kind="count")
+        shared = shared or None
         parts += experts_parts(hidden, size, experts, layers, shared_size=shared)
         parts.append(WeightPart(name="norms", other_parameters=(2 * layers + 1) * hidden, tp_sharded=False))
         r.note(f"MiniMax: {n_lin} lightning-attention and {n_soft} softmax-attention layers; {experts} experts per layer, "

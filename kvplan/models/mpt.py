@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvplan.models.base import ArchParser, ConfigReader
+from kvplan.models.base import _MISSING, ArchParser, ConfigReader
 from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, hidden_of, switch, vocab_of
 
 
@@ -36,7 +36,9 @@ class MptParser(ArchParser):
         head_dim = hidden // heads
         kv_heads = r.optional("num_kv_heads", ("attn_config.kv_n_heads",)) or heads
         ratio = r.raw("expansion_ratio")
-        if not isinstance(ratio, (int, float)) or isinstance(ratio, bool):
+        if ratio is not _MISSING:
+            ratio = r.check("expansion_ratio", ratio, "ratio")
+        else:
             ratio = 4
             r.note("expansion_ratio is not in the config; the MPT default is 4")
         inner = int(ratio * hidden)

@@ -178,7 +178,9 @@ class NemotronNasParser(ArchParser):
                 )
             kv = heads // group
             window = attention.get("window_length")
-            if isinstance(window, int) and not isinstance(window, bool) and window > 0:
+            if window is not None:
+                window = r.check(f"block_configs[{index}].attention.window_length", window, "int")
+            if window is not None:
                 specs.append(SlidingWindowSpec(num_kv_heads=kv, head_size=head_size, head_size_v=head_size,
                                                sliding_window=window))
             else:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvplan.models.base import ArchParser, ConfigReader
+from kvplan.errors import ConfigError
+from kvplan.models.base import ArchParser, ConfigReader, layer_indices
 from kvplan.models.decoder import DecoderLayout, DecoderParser, MoeLayout
 from kvplan.models.tensors import Matrix
 
@@ -46,8 +47,12 @@ class Step3p7Parser(DecoderParser):
         size = r.first_of("moe_intermediate_size", ("moe_intermediate_size",))
         enum = r.raw("moe_layers_enum")
         if isinstance(enum, (str, list)):
-            items = enum.split(",") if isinstance(enum, str) else enum
-            moe = sorted({int(i) for i in items if str(i).strip()} & set(range(layers)))
+            items = [i.strip() for i in enum.split(",") if i.strip()] if isinstance(enum, str) else enum
+            if isinstance(enum, str) and not all(i.isdigit() and len(i) < 7 for i in items):
+                raise ConfigError(f"{r.source_name}: {r.prefix}moe_layers_enum must be comma-separated layer "
+                                  f"indices, got {enum!r}"[:300], "fix the config")
+            moe = sorted(layer_indices(r, "moe_layers_enum", [int(i) if isinstance(i, str) else i for i in items],
+                                       layers))
         else:
             first_dense = r.first_of("first_k_dense_replace", ("first_k_dense_replace",), kind="count")
             moe = list(range(first_dense, layers))

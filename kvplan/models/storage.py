@@ -93,6 +93,9 @@ def checkpoint_dtype(text: Mapping[str, Any], outer: Mapping[str, Any], r: Confi
     for source in (text, outer):
         for key in ("torch_dtype", "dtype"):
             value = source.get(key)
+            if value is not None and not isinstance(value, str):
+                raise ConfigError(f"{r.source_name}: {key} must be a dtype name such as \"bfloat16\", got {value!r}"[:300],
+                                  f"fix the config, or pass --set {key}=bfloat16")
             if isinstance(value, str):
                 name = value.lower().removeprefix("torch.")
                 if name not in DTYPE_BYTES:
@@ -102,19 +105,83 @@ def checkpoint_dtype(text: Mapping[str, Any], outer: Mapping[str, Any], r: Confi
     return "float16", 2
 
 
+#: Weight bit widths the integer quantisation formats store (AWQ 4; GPTQ 2, 3, 4, 8; compressed-tensors 4, 8).
+QUANT_BITS = range(2, 9)
+#: Upper bound on a group or block size: larger than any matrix dimension kvplan accepts.
+MAX_GROUP = 1 << 24
+
+
+def _where(model_id: str, key: str) -> str:
+    return f"{model_id}: quantization_config.{key}"
+
+
+def _quant_int(qc: Mapping[str, Any], key: str, model_id: str, *, path: str = "", lo: int, hi: int, what: str,
+               default: int | None = None, allow: tuple[int, ...] = ()) -> int | None:
+    """An integer field of ``quantization_config`` (bool and fractional floats refused), within lo..hi."""
+    value = qc.get(key)
+    if value is None:
+        return default
+    if isinstance(value, float) and value.is_integer() and abs(value) <= hi:
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{_where(model_id, path + key)} must be an integer ({what}), got {value!r}"[:300],
+                          "fix the config, or pass --weights-bytes SIZE")
+    if value in allow:
+        return value
+    if not lo <= value <= hi:
+        raise ConfigError(f"{_where(model_id, path + key)} = {value} is out of range: {what} is {lo}..{hi}",
+                          "fix the config, or pass --weights-bytes SIZE")
+    return value
+
+
+def _not_converted(qc: Mapping[str, Any], model_id: str) -> tuple[str, ...]:
+    for key in ("modules_to_not_convert", "ignored_layers", "ignore"):
+        value = qc.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, list) or not all(isinstance(m, str) for m in value):
+            raise ConfigError(f"{_where(model_id, key)} must be a list of module names, got {value!r}"[:300],
+                              "fix the config, or pass --weights-bytes SIZE")
+        if value:
+            return tuple(value)
+    return ()
+
+
 def quantisation(qc: Any, model_id: str, r: ConfigReader) -> Quantisation | None:
-    if not isinstance(qc, Mapping):
+    if qc is None:
         return None
-    method = str(qc.get("quant_method") or "").lower()
-    skip = tuple(str(m) for m in (qc.get("modules_to_not_convert") or qc.get("ignored_layers") or qc.get("ignore") or ()))
+    if not isinstance(qc, Mapping):
+        raise ConfigError(
+            f"{model_id}: quantization_config must be a mapping (quant_method, bits...), got {type(qc).__name__} "
+            f"{qc!r}"[:300],
+            "fix the config, or pass --weights-bytes SIZE (the checkpoint's size in bytes)",
+        )
+    if not qc:
+        return None
+    method_value = qc.get("quant_method")
+    if method_value is not None and not isinstance(method_value, str):
+        raise ConfigError(f"{_where(model_id, 'quant_method')} must be a string, got {method_value!r}"[:300],
+                          "fix the config, or pass --weights-bytes SIZE")
+    method = (method_value or "").lower()
+    skip = _not_converted(qc, model_id)
     if method == "fp8" or method == "fbgemm_fp8":
         block = qc.get("weight_block_size")
-        if isinstance(block, list) and len(block) == 2:
-            return Quantisation(method="fp8", bits=8, block=(int(block[0]), int(block[1])), scale_bytes=4, not_converted=skip)
-        return Quantisation(method=method, bits=8, scale_bytes=4, not_converted=skip)
+        if block is None:
+            return Quantisation(method=method, bits=8, scale_bytes=4, not_converted=skip)
+        if (not isinstance(block, list) or len(block) != 2
+                or not all(isinstance(b, int) and not isinstance(b, bool) and 0 < b <= MAX_GROUP for b in block)):
+            raise ConfigError(f"{_where(model_id, 'weight_block_size')} must be a pair of positive integers "
+                              f"[out, in], got {block!r}"[:300], "fix the config, or pass --weights-bytes SIZE")
+        return Quantisation(method="fp8", bits=8, block=(block[0], block[1]), scale_bytes=4, not_converted=skip)
     if method in ("awq", "gptq"):
-        bits = int(qc.get("bits") or qc.get("w_bit") or 4)
-        group = int(qc.get("group_size") or qc.get("q_group_size") or 128)
+        bits_key = "bits" if "bits" in qc or "w_bit" not in qc else "w_bit"
+        bits = _quant_int(qc, bits_key, model_id, lo=QUANT_BITS.start, hi=QUANT_BITS.stop - 1,
+                          what="weight bits", default=4)
+        group_key = "group_size" if "group_size" in qc or "q_group_size" not in qc else "q_group_size"
+        # NOTE: GPTQ's group_size -1 means one scale per output channel (no groups).
+        group = _quant_int(qc, group_key, model_id, lo=1, hi=MAX_GROUP, what="group size (-1: per channel)",
+                           default=128, allow=(-1,))
+        assert bits is not None and group is not None
         zero = method == "gptq" or qc.get("zero_point", True) is not False
         return Quantisation(
             method=method, bits=bits, group_size=None if group <= 0 else group, scale_bytes=2,
@@ -125,22 +192,34 @@ def quantisation(qc: Any, model_id: str, r: ConfigReader) -> Quantisation | None
         return Quantisation(method="mxfp4", bits=4, group_size=32, scale_bytes=1, roles=frozenset({"experts"}),
                             not_converted=skip)
     if method == "bitsandbytes":
-        if qc.get("load_in_4bit"):
-            return Quantisation(method="bitsandbytes", bits=4, group_size=int(qc.get("bnb_4bit_blocksize") or 64),
-                                scale_bytes=4, not_converted=skip)
-        if qc.get("load_in_8bit"):
+        if qc.get("load_in_4bit") is True:
+            block_size = _quant_int(qc, "bnb_4bit_blocksize", model_id, lo=1, hi=MAX_GROUP, what="block size",
+                                    default=64)
+            assert block_size is not None
+            return Quantisation(method="bitsandbytes", bits=4, group_size=block_size, scale_bytes=4,
+                                not_converted=skip)
+        if qc.get("load_in_8bit") is True:
             return Quantisation(method="bitsandbytes", bits=8, scale_bytes=4, not_converted=skip)
     if method == "compressed-tensors":
-        groups = qc.get("config_groups") or {}
-        first = next(iter(groups.values()), {}) if isinstance(groups, Mapping) else {}
+        groups = qc.get("config_groups")
+        if groups is not None and not isinstance(groups, Mapping):
+            raise ConfigError(f"{_where(model_id, 'config_groups')} must be a mapping, got {groups!r}"[:300],
+                              "fix the config, or pass --weights-bytes SIZE")
+        groups = groups or {}
+        name, first = next(iter(groups.items()), ("", {}))
         weights = first.get("weights") if isinstance(first, Mapping) else None
-        if isinstance(weights, Mapping) and weights.get("num_bits"):
-            group = weights.get("group_size") if weights.get("strategy") == "group" else None
+        if isinstance(weights, Mapping) and weights.get("num_bits") is not None:
+            prefix = f"config_groups.{name}.weights."
+            bits = _quant_int(weights, "num_bits", model_id, path=prefix, lo=QUANT_BITS.start, hi=QUANT_BITS.stop - 1, what="weight bits")
+            group = None
+            if weights.get("strategy") == "group":
+                group = _quant_int(weights, "group_size", model_id, path=prefix, lo=1,
+                                   hi=MAX_GROUP, what="group size")
+            assert bits is not None
             if len(groups) > 1:
                 r.note("compressed-tensors: only the first config group's weight format is counted")
-            return Quantisation(method="compressed-tensors", bits=int(weights["num_bits"]),
-                                group_size=int(group) if group else None, scale_bytes=2,
-                                zero_bits=0 if weights.get("symmetric", True) else int(weights["num_bits"]),
+            return Quantisation(method="compressed-tensors", bits=bits, group_size=group, scale_bytes=2,
+                                zero_bits=0 if weights.get("symmetric", True) is not False else bits,
                                 not_converted=skip)
     if method == "modelopt":
         # NOTE: NVIDIA ModelOpt checkpoints: NVFP4 = 4-bit e2m1 values with one fp8 scale per 16 (plus one fp32

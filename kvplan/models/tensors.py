@@ -221,6 +221,8 @@ def tied(r: ConfigReader) -> bool:
     value = r.raw("tie_word_embeddings")
     if isinstance(value, bool):
         return value
+    if value is not _missing():
+        r.check("tie_word_embeddings", value, "bool")  # raises: 1, "true" are not booleans
     if "tie_word_embeddings" in r.defaults:
         tied = bool(r.defaults["tie_word_embeddings"])
         r.note(f"tie_word_embeddings is not in the config; the {r.defaults_name} default is {str(tied).lower()}")
@@ -274,6 +276,14 @@ def switch(r: ConfigReader, key: str, default: bool) -> bool:
     value = r.raw(key)
     if isinstance(value, bool):
         return value
+    if value is not _missing():
+        r.check(key, value, "bool")  # raises: 1, "true" are not booleans
     default = bool(r.defaults.get(key, default))
     r.note(f"{r.prefix}{key} is not in the config; the {r.defaults_name} default is {str(default).lower()}")
     return default
+
+
+def _missing() -> object:
+    from kvplan.models.base import _MISSING
+
+    return _MISSING

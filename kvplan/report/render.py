@@ -32,6 +32,13 @@ def notes_text(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def warning_lines(report: dict[str, Any]) -> list[Text]:
+    """Notes that change how the answer reads (``WARNING: ...``: core geometry from architecture defaults),
+    shown beside the answer rather than only among the notes on stderr."""
+    return [Text(note, style="bold red", overflow="fold") for note in report.get("notes") or []
+            if isinstance(note, str) and note.startswith("WARNING: ")]
+
+
 # ---- kvplan estimate -----------------------------------------------------------------------------
 _MLA_DETAIL = re.compile(r"kv_lora_rank (\d+) \+ qk_rope_head_dim (\d+)")
 
@@ -144,7 +151,8 @@ def estimate_table(report: dict[str, Any]) -> Group:
         lambda: _estimate_grid(report, compact=True),
         lambda: _estimate_vertical(report),
     )
-    return Group(*estimate_headline(report), Text(title), body, Text("; ".join(legend), style="dim"),
+    return Group(*estimate_headline(report), *warning_lines(report), Text(title), body,
+                 Text("; ".join(legend), style="dim"),
                  *_deployment_lines(report))
 
 
@@ -511,7 +519,7 @@ def compare_table(report: dict[str, Any]) -> Group:
         ),
         Text("memory only: not model quality or measured speed", style="italic"),
     ]
-    return Group(Text(title), Fit(*layouts), *caption)
+    return Group(*warning_lines(report), Text(title), Fit(*layouts), *caption)
 
 
 # ---- kvplan verify -------------------------------------------------------------------------------
@@ -639,7 +647,7 @@ def capacity_table(report: dict[str, Any]) -> Group:
                       f"<= {cap['decode_tokens_per_s']:,.0f} tokens/s at batch {inputs['batch']} "
                       f"({_size(cap['decode_bytes_per_step'])} read per step)")
     lines: list[RenderableType] = [
-        Text(verdict, style="bold" if cap["fits"] else "bold red"), Text(title), table,
+        Text(verdict, style="bold" if cap["fits"] else "bold red"), *warning_lines(report), Text(title), table,
     ]
     if report["suggestions"]:
         tries = Table.grid(padding=(0, 1))

@@ -33,6 +33,33 @@ from kvplan.verify.report import RankMeasurement, VerifyMeasurement
 
 #: Share of free memory the decode may plan to use (the rest is headroom for the runtime).
 MEMORY_FRACTION = 0.9
+#: NOTE: each --tp rank on the CPU is its own process: torch imported and a gloo group joined peak at
+#: 221 MiB of resident memory (measured, torch 2.13 CPU); counted per rank before any rank starts.
+RANK_PROCESS_BYTES = 224 * 1024**2
+#: CPU ranks per core: more only time-slice the same cores (and each still costs RANK_PROCESS_BYTES).
+RANKS_PER_CORE = 2
+
+
+def cpu_cores() -> int:
+    """Cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def check_cpu_ranks(tp: int, budget: int, where: str) -> None:
+    """--tp N on the CPU starts N processes: cap N by cores and by the memory their processes take."""
+    cores = cpu_cores()
+    most = RANKS_PER_CORE * cores
+    if tp > most:
+        raise InputError(f"--tp {tp} on the CPU starts {tp} rank processes, more than {RANKS_PER_CORE} per core on "
+                         f"{cores} cores ({most})", f"use --tp {most} or less, or --gpu")
+    if tp * RANK_PROCESS_BYTES > budget:
+        fit = budget // RANK_PROCESS_BYTES
+        raise InputError(f"--tp {tp} on the CPU starts {tp} rank processes of about {RANK_PROCESS_BYTES:,} bytes "
+                         f"each ({tp * RANK_PROCESS_BYTES:,}), more than {where}",
+                         f"use --tp {fit} or less" if fit >= 1 else "raise --max-memory, or free memory")
 #: Most bytes of attention scores one chunk of prefill queries may hold.
 SCORE_BYTES = 64 * 1024 * 1024
 
@@ -227,10 +254,14 @@ def check_memory(plan: VerifyPlan, device: torch.device, *, max_memory: int | No
     if max_memory is not None and max_memory < budget:
         budget, where = max_memory, f"--max-memory {max_memory:,}"
     per_device = plan.tp if device.type == "cpu" else 1
+    # NOTE: --tp 1 decodes in this process; more ranks are spawned processes, each with its own torch.
+    processes = plan.tp * RANK_PROCESS_BYTES if device.type == "cpu" and plan.tp > 1 else 0
+    if processes:
+        check_cpu_ranks(plan.tp, budget, where)
     itemsize = torch.empty((), dtype=compute_dtype(plan, device)).element_size()
 
     def need(p: VerifyPlan) -> int:
-        return per_device * (p.predicted_bytes + working_bytes(p, itemsize))
+        return processes + per_device * (p.predicted_bytes + working_bytes(p, itemsize))
 
     needed = need(plan)
     if needed <= budget:
@@ -241,7 +272,8 @@ def check_memory(plan: VerifyPlan, device: torch.device, *, max_memory: int | No
         if fit else "no layer count fits: lower --batch, --prompt-len or --gen-len"
     )
     raise InputError(
-        f"the decode needs about {needed:,} bytes ({plan.predicted_bytes:,} of cache per rank), more than {where}",
+        f"the decode needs about {needed:,} bytes ({plan.predicted_bytes:,} of cache per rank"
+        + (f", {processes:,} for {plan.tp} rank processes" if processes else "") + f"), more than {where}",
         hint,
     )
 
