@@ -201,7 +201,9 @@ _GEMMA4_UNIFIED_DEFAULTS: dict[str, Any] = {
 
 
 class Gemma4Parser(DecoderParser):
-    """Gemma 4: sliding layers use ``head_dim`` and ``num_key_value_heads``; full layers ``global_head_dim``
+    """Gemma 4: global layers cache ``global_head_dim`` (+ ``num_global_key_value_heads``), shared-KV layers nothing.
+
+    Sliding layers use ``head_dim`` and ``num_key_value_heads``; full layers ``global_head_dim``
     and, with ``attention_k_eq_v``, ``num_global_key_value_heads`` (Gemma4TextConfig builds this as
     ``per_layer_config``, the form transformers writes back). The last ``num_kv_shared_layers`` layers
     read an earlier layer's K/V; ``gemma4_assistant`` (a drafter) reads all of its K/V from the target model.

@@ -29,6 +29,8 @@ from kvplan.specs import FullAttentionSpec, LayerSpec, SlidingWindowSpec
 
 
 class MimoV2FlashParser(DecoderParser):
+    """MiMo-V2-Flash: ``hybrid_layer_pattern`` / ``layer_types`` full vs sliding layers, ``swa_*`` KV heads, K 192 / V 128."""
+
     family = "mimo_v2_flash"
     model_types = ("mimo_v2_flash",)
     weight_types = ("mimo_v2_flash",)
