@@ -410,9 +410,10 @@ def _config_dtype(
     return None, None
 
 
-#: The fields a cache size is built from: when one comes from an architecture default rather than the
-#: config, the answer describes the architecture's default model, not this one.
-CORE_FIELDS = ("num_hidden_layers", "num_attention_heads", "num_kv_heads", "head_dim", "hidden_size", "kv_lora_rank")
+#: The fields that size a model: when one comes from an architecture default rather than the config, the
+#: answer is right only if the model is the architecture's default size. (A default head_dim is not one:
+#: families such as Gemma 3 fix it for every size.)
+CORE_FIELDS = ("num_hidden_layers", "num_attention_heads", "num_kv_heads", "hidden_size", "kv_lora_rank")
 #: The first words of the note that says so; the table prints such notes beside the answer.
 WARNING_PREFIX = "WARNING: "
 
@@ -439,7 +440,7 @@ def _defaults_warning(reader: ConfigReader, model_type: str) -> str | None:
         return None
     given = ", ".join(f"{p.field} = {p.value}" for p in fields)
     return (f"{WARNING_PREFIX}core geometry from the {model_type} architecture defaults, not the config ({given}): "
-            "the numbers describe the default model; check the config (--strict refuses it)")
+            "right only if the model is that default size (--strict refuses such a config)")
 
 
 def _dedupe(items: list) -> tuple:
