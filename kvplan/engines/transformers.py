@@ -75,11 +75,11 @@ class HfDynamicProfile(EngineProfile):
         return min(ctx.seq_len, window - 1 if ctx.dep.beams > 1 else window)
 
     def state_bytes(self, spec: StateSpec, ctx: SizingContext) -> int:
-        if spec.mixer in ("mamba", "mamba2", "gated_delta_net"):
+        if spec.mixer in ("mamba", "mamba2", "gated_delta_net", "kda"):
             shapes = dict(spec.shapes)
             kernel_minus_1, channels = shapes["conv"]
             # NOTE: HF keeps the whole conv window (d_conv) and a float32 ssm/recurrent state (measured on the
-            # CPU path: FACTS h.11 for Mamba; the same for Mamba-2 and gated delta net, transformers 5.24).
+            # CPU path: FACTS h.11 for Mamba; the same for Mamba-2, gated delta net and KDA, transformers 5.24).
             return ctx.state_dtype.bytes_for(channels * (kernel_minus_1 + 1)) + 4 * math.prod(shapes["ssm"])
         return super().state_bytes(spec, ctx)
 
