@@ -76,8 +76,9 @@ class InklingParser(ArchParser):
             attention.append(spec)
             kv = spec.num_kv_heads * spec.head_size  # type: ignore[attr-defined]
             names = ("conv_k", "conv_v", "conv_attn", "conv_mlp")
-            states.append(StateSpec(mixer="short_conv", shapes=tuple(zip(names, ((kernel, kv), (kernel, kv),
-                                    (kernel, hidden), (kernel, hidden)), strict=True)), fp32_tensors=names))
+            # NOTE: (kernel - 1, channels) as vLLM sizes a short conv; transformers keeps all ``kernel`` inputs.
+            states.append(StateSpec(mixer="short_conv", shapes=tuple(zip(names, ((kernel - 1, kv), (kernel - 1, kv),
+                                    (kernel - 1, hidden), (kernel - 1, hidden)), strict=True)), fp32_tensors=names))
         r.note(f"Inkling: every layer keeps attention K/V and four float32 short-convolution states of "
                f"conv_kernel_size = {kernel} inputs (K, V, pre-attention, pre-MLP)")
         passes = r.optional("loop_num_passes", ("loop_num_passes",)) if r.defaults_name == "inkling2_loop_text" else None
