@@ -62,6 +62,8 @@ def causal_only(r: ConfigReader) -> str | None:
 
 
 class EncoderDecoderParser(ArchParser):
+    """Decoder self-attention + cross-attention over the encoder per decoder layer; `*ForCausalLM`: self only."""
+
     family = "encoder_decoder"
     model_types: ClassVar[tuple[str, ...]] = tuple(_BY_TYPE)
     defaults = _BART

@@ -35,6 +35,8 @@ def decoder_use(r: ConfigReader) -> str | None:
 
 
 class BertParser(ArchParser):
+    """Only as a decoder (is_decoder, *ForCausalLM, *LMHeadModel): MHA K/V per layer; encoder use refused."""
+
     family = "bert"
     model_types = ("bert", "roberta", "camembert", "xlm-roberta", "electra")
     defaults = _BERT

@@ -43,7 +43,9 @@ def _merge(r: ConfigReader, sub: ConfigReader) -> None:
 
 
 class CompositeParser(ArchParser):
-    family = "encoder_decoder"
+    """The nested decoder config read by its own family, plus cross-attention per decoder layer."""
+
+    family = "composite_encoder_decoder"
     model_types = ("encoder-decoder", "vision-encoder-decoder", "speech-encoder-decoder", "t5gemma", "t5gemma2")
     weight_types = model_types
 

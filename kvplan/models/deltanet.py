@@ -19,6 +19,8 @@ from kvplan.models.tensors import WeightCount
 
 
 class DeltaNetHybridParser(Qwen3NextParser):
+    """Gated DeltaNet state (conv window + float32 recurrent state) and full / sliding GQA by layer_types."""
+
     family = "deltanet_hybrid"
     model_types = ("olmo_hybrid", "lara_mini")
     defaults = {}

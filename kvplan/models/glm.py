@@ -63,7 +63,9 @@ class ChatGlmParser(ArchParser):
 
 
 class Glm4MoeParser(LlamaParser):
-    """GLM-4.5 / 4.6 (``glm4_moe``): Llama's cache, DeepSeek-V3-style MoE (routed and shared experts,
+    """GLM-4.5 / 4.6: Llama's cache; without head_dim, hidden_size // num_attention_heads floored.
+
+    GLM-4.5 / 4.6 (``glm4_moe``): DeepSeek-V3-style MoE (routed and shared experts,
     a router correction bias) after the first dense layers. The cache follows the Llama rules, with
     transformers' head dim when the config has none: ``hidden_size // num_attention_heads``, floored
     (Glm4MoeConfig has no ``head_dim`` default; its 4096 / 96 gives 42)."""

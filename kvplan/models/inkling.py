@@ -23,6 +23,8 @@ _SLIDING, _FULL = "hybrid_sliding", "hybrid"
 
 
 class InklingParser(ArchParser):
+    """hybrid_sliding (swa_* heads) / hybrid (full) attention, four float32 short-conv states per layer."""
+
     family = "inkling"
     model_types = ("inkling_text", "inkling2_text", "inkling2_loop_text")
     #: InklingTextConfig defaults; Inkling2's differ where ``defaults_by_type`` says. ``layer_types``

@@ -124,7 +124,9 @@ class KimiLinearParser(ArchParser):
 
 
 class BailingHybridParser(KimiLinearParser):
-    """inclusionAI Bailing hybrid (Ring-linear): the Kimi Linear cache layout -- KDA layers (short-convolution
+    """KDA layers (q/k/v conv, float32 recurrent state) and MLA every layer_group_size-th layer (Kimi Linear's layout).
+
+    inclusionAI Bailing hybrid (Ring-linear): the Kimi Linear cache layout -- KDA layers (short-convolution
     states for q, k and v, a float32 recurrent state) and MLA full-attention layers -- with its own keys: the KDA
     heads are ``num_attention_heads`` of ``head_dim`` (as the config file has it; transformers then reuses
     ``head_dim`` for the rope dim and keeps the KDA one as ``linear_head_dim``), the kernel

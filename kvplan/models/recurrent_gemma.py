@@ -17,6 +17,8 @@ from kvplan.specs import StateSpec
 
 
 class RecurrentGemmaParser(ArchParser):
+    """block_types: RG-LRU state (conv + float32 recurrent) or local attention over attention_window_size."""
+
     family = "recurrent_gemma"
     model_types = ("recurrent_gemma",)
     #: RecurrentGemmaConfig defaults (``lru_width`` None means ``hidden_size``; ``num_key_value_heads`` None

@@ -14,6 +14,8 @@ from kvplan.specs import StateSpec
 
 
 class RwkvParser(ArchParser):
+    """Recurrent state only: two model-dtype and three float32 hidden-size vectors per layer."""
+
     family = "rwkv"
     model_types = ("rwkv",)
     #: RwkvConfig defaults.

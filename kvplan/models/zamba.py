@@ -23,6 +23,8 @@ _MAMBA, _HYBRID = ("mamba", "linear_attention"), "hybrid"
 
 
 class ZambaParser(ArchParser):
+    """Mamba(-2) state in every layer; hybrid layers add the shared attention block's own K/V."""
+
     family = "zamba"
     model_types = ("zamba", "zamba2")
     #: ZambaConfig / Zamba2Config defaults (their default ``layers_block_type``: Zamba hybrid every

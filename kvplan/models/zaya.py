@@ -14,6 +14,8 @@ from kvplan.specs import FullAttentionSpec, LayerSpec, StateSpec
 
 
 class ZayaParser(ArchParser):
+    """CCA attention: GQA K/V plus a q/k conv window and the delayed half of V per layer."""
+
     family = "zaya"
     model_types = ("zaya",)
     #: ZayaConfig defaults.
