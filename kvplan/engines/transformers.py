@@ -116,12 +116,16 @@ class HfDynamicProfile(EngineProfile):
         return min(ctx.seq_len, window - 1 if ctx.dep.beams > 1 else window)
 
     def state_bytes(self, spec: StateSpec, ctx: SizingContext) -> int:
-        if spec.mixer in ("mamba", "mamba2", "gated_delta_net"):
+        if spec.mixer in ("mamba", "mamba2", "gated_delta_net", "kda"):
             shapes = dict(spec.shapes)
             kernel_minus_1, channels = shapes["conv"]
             # NOTE: HF keeps the whole conv window (d_conv) and a float32 ssm/recurrent state (measured on the
-            # CPU path: FACTS h.11 for Mamba; the same for Mamba-2 and gated delta net, transformers 5.24).
+            # CPU path: FACTS h.11 for Mamba; the same for Mamba-2, gated delta net and KDA, transformers 5.24).
             return ctx.state_dtype.bytes_for(channels * (kernel_minus_1 + 1)) + 4 * math.prod(shapes["ssm"])
+        if spec.mixer == "short_conv":
+            # NOTE: LinearAttentionLayer keeps the whole conv window (conv_kernel_size inputs), not kernel - 1
+            # (measured: LFM3 [B, 2048, 7] for conv_L_cache 7; Inkling's four float32 convs [B, C, 4]).
+            return sum(spec.tensor_bytes(name, (shape[0] + 1, *shape[1:]), ctx.state_dtype) for name, shape in spec.shapes)
         return super().state_bytes(spec, ctx)
 
     def layer_bytes(self, spec: LayerSpec, ctx: SizingContext) -> int:

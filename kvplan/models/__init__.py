@@ -104,8 +104,7 @@ WRAPPER_TEXT_TYPES = {
 }
 
 ENCODER_ONLY = frozenset(
-    {"bert", "roberta", "xlm-roberta", "deberta", "deberta-v2", "distilbert", "electra", "albert",
-     "modernbert", "camembert", "mpnet", "nomic_bert", "xlm"}
+    {"deberta", "deberta-v2", "distilbert", "albert", "modernbert", "mpnet", "nomic_bert", "xlm"}
 )
 
 

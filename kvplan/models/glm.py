@@ -63,12 +63,28 @@ class ChatGlmParser(ArchParser):
 
 
 class Glm4MoeParser(LlamaParser):
-    """GLM-4.5 / 4.6 (``glm4_moe``): Llama's cache, DeepSeek-V3-style MoE (routed and shared experts,
-    a router correction bias) after the first dense layers. The cache is read by the Llama rules."""
+    """GLM-4.5 / 4.6: Llama's cache; without head_dim, hidden_size // num_attention_heads floored.
 
-    model_types = ()
+    GLM-4.5 / 4.6 (``glm4_moe``): DeepSeek-V3-style MoE (routed and shared experts,
+    a router correction bias) after the first dense layers. The cache follows the Llama rules, with
+    transformers' head dim when the config has none: ``hidden_size // num_attention_heads``, floored
+    (Glm4MoeConfig has no ``head_dim`` default; its 4096 / 96 gives 42)."""
+
+    model_types = ("glm4_moe",)
     defaults_by_type = {"glm4_moe": {"tie_word_embeddings": False}}
     weight_types = ("glm4_moe",)
+
+    def head_dim(self, r: ConfigReader, heads: int) -> int:
+        if r.optional("head_dim", self.HEAD_DIM) is not None:
+            return super().head_dim(r, heads)
+        hidden = r.first_of("hidden_size", self.HIDDEN)
+        if hidden % heads == 0:
+            return super().head_dim(r, heads)
+        value = hidden // heads
+        r.record("head_dim", value, f"derived: hidden_size // num_attention_heads = {hidden} // {heads} (floored)")
+        r.note(f"head_dim is not in the config and hidden_size {hidden} is not a multiple of {heads} heads: "
+               f"modeling_glm4_moe floors it, head_dim = {value}")
+        return value
 
     def decoder_layout(self, model_type: str) -> DecoderLayout:
         return DecoderLayout(router_bias=True)

@@ -24,7 +24,7 @@ from kvplan.models.tensors import (
 class Gpt2Parser(ArchParser):
     family = "gpt2"
     model_types = ("gpt2", "gptj", "gpt_neo", "codegen", "gpt_neox", "gpt_neox_japanese", "opt", "bloom",
-                   "starcoder2", "biogpt", "xglm")
+                   "starcoder2", "biogpt")
     defaults_by_type: ClassVar[Mapping[str, Mapping[str, Any]]] = {
         "gpt2": {"n_positions": 1024, "n_embd": 768, "n_layer": 12, "n_head": 12, "tie_word_embeddings": True},
         "gptj": {"n_positions": 2048, "n_embd": 4096, "n_layer": 28, "n_head": 16, "tie_word_embeddings": False},

@@ -35,11 +35,19 @@ class KimiLinearParser(ArchParser):
     model_types = ("kimi_linear",)
     #: KimiLinearConfig defaults of the keys weight counting reads.
     defaults_by_type = {"kimi_linear": {"tie_word_embeddings": False, "num_experts": 256, "moe_intermediate_size": 1024,
-                                        "num_shared_experts": 1, "first_k_dense_replace": 1, "intermediate_size": 9216}}
+                                        "num_shared_experts": 1, "first_k_dense_replace": 1, "intermediate_size": 9216,
+                                        "qk_rope_head_dim": 64, "linear_head_dim": 128, "linear_num_heads": 32,
+                                        "linear_conv_kernel_dim": 4}}
     weight_types = ("kimi_linear",)
     _KDA = "linear_attn_config.kda_layers"
+    #: KDA geometry: transformers 5.x flattens ``linear_attn_config`` into ``linear_*`` keys.
+    KDA_HEADS = ("linear_num_heads", "linear_attn_config.num_heads")
+    KDA_HEAD_DIM = ("linear_head_dim", "linear_attn_config.head_dim")
+    KDA_CONV = ("linear_conv_kernel_dim", "linear_attn_config.short_conv_kernel_size")
 
     def layer_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
+        if r.has("layer_types") or not r.has(self._KDA):
+            return super().layer_kinds(r, num_layers)
         kda = r.first_of("kda_layers", [self._KDA], kind="list")
         bad = [i for i in kda if isinstance(i, bool) or not isinstance(i, int) or not 1 <= i <= num_layers]
         if bad:
@@ -52,12 +60,12 @@ class KimiLinearParser(ArchParser):
         return [STATE if i + 1 in kda else FULL for i in range(num_layers)]
 
     def state_spec(self, r: ConfigReader, index: int) -> StateSpec:
-        heads = r.first_of("kda_num_heads", ["linear_attn_config.num_heads"])
-        head_dim = r.first_of("kda_head_dim", ["linear_attn_config.head_dim"])
-        conv = r.first_of("kda_conv_kernel", ["linear_attn_config.short_conv_kernel_size"])
+        heads = r.first_of("kda_num_heads", self.KDA_HEADS)
+        head_dim = r.first_of("kda_head_dim", self.KDA_HEAD_DIM)
+        conv = r.first_of("kda_conv_kernel", self.KDA_CONV)
         if conv < 2:
             raise ConfigError(
-                f"{r.source_name}: {r.prefix}linear_attn_config.short_conv_kernel_size must be at least 2, got {conv}",
+                f"{r.source_name}: the KDA short_conv_kernel_size must be at least 2, got {conv}",
                 "fix the config",
             )
         return StateSpec(
@@ -75,9 +83,9 @@ class KimiLinearParser(ArchParser):
         layers = self.num_layers(r)
         n_kda = self.layer_kinds(r, layers).count(STATE)
         n_full = layers - n_kda
-        heads = r.first_of("kda_num_heads", ["linear_attn_config.num_heads"])
-        head_dim = r.first_of("kda_head_dim", ["linear_attn_config.head_dim"])
-        conv = r.first_of("kda_conv_kernel", ["linear_attn_config.short_conv_kernel_size"])
+        heads = r.first_of("kda_num_heads", self.KDA_HEADS)
+        head_dim = r.first_of("kda_head_dim", self.KDA_HEAD_DIM)
+        conv = r.first_of("kda_conv_kernel", self.KDA_CONV)
         inner = heads * head_dim
         attention = [Matrix(in_features=hidden, out_features=inner, count=3 * n_kda),  # q, k, v
                      Matrix(in_features=hidden, out_features=head_dim, count=2 * n_kda),  # f_a, g_a
@@ -115,4 +123,39 @@ class KimiLinearParser(ArchParser):
                         {"hidden_size": hidden, "mlp_width": mlp_width, "qkv_width": width, "vocab_size": vocab_of(r)})
 
 
-PARSERS: tuple[type[ArchParser], ...] = (KimiLinearParser,)
+class BailingHybridParser(KimiLinearParser):
+    """KDA layers (q/k/v conv, float32 recurrent state) and MLA every layer_group_size-th layer (Kimi Linear's layout).
+
+    inclusionAI Bailing hybrid (Ring-linear): the Kimi Linear cache layout -- KDA layers (short-convolution
+    states for q, k and v, a float32 recurrent state) and MLA full-attention layers -- with its own keys: the KDA
+    heads are ``num_attention_heads`` of ``head_dim`` (as the config file has it; transformers then reuses
+    ``head_dim`` for the rope dim and keeps the KDA one as ``linear_head_dim``), the kernel
+    ``short_conv_kernel_size``, and full attention every ``layer_group_size``-th layer when ``layer_types``
+    is absent. Weights are not counted for this family yet."""
+
+    family = "bailing_hybrid"
+    model_types = ("bailing_hybrid",)
+    #: BailingHybridConfig defaults.
+    defaults_by_type = {"bailing_hybrid": {"num_hidden_layers": 42, "num_attention_heads": 32, "head_dim": 128,
+                                           "short_conv_kernel_size": 4, "layer_group_size": 6, "kv_lora_rank": 512,
+                                           "qk_rope_head_dim": 64, "max_position_embeddings": 262144}}
+    weight_types = ()
+    KDA_HEADS = ("linear_num_heads", "num_attention_heads")
+    KDA_HEAD_DIM = ("linear_head_dim", "head_dim")
+    KDA_CONV = ("linear_conv_kernel_dim", "short_conv_kernel_size")
+    MAX_CONTEXT = ("max_position_embeddings", "model_max_length")
+
+    def pattern_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
+        group = r.first_of("layer_group_size", ("layer_group_size",))
+        r.note(f"layer i is MLA full attention when (i + 1) % layer_group_size ({group}) == 0, else KDA")
+        return [FULL if (i + 1) % group == 0 else STATE for i in range(num_layers)]
+
+    def attention_dims(self, r: ConfigReader) -> dict[str, int]:
+        dims = super().attention_dims(r)
+        if not dims.get("mla"):
+            raise ConfigError(f"{r.source_name}: bailing_hybrid full-attention layers are MLA; kv_lora_rank is missing",
+                              "add kv_lora_rank to the config")
+        return dims
+
+
+PARSERS: tuple[type[ArchParser], ...] = (KimiLinearParser, BailingHybridParser)

@@ -29,7 +29,7 @@ class Lfm2Parser(ArchParser):
     """
 
     family = "lfm2"
-    model_types = ("lfm2", "lfm2_moe")
+    model_types = ("lfm2", "lfm2_moe", "lfm3")
     #: Lfm2Config defaults; Lfm2MoeConfig's differ where ``defaults_by_type`` says.
     defaults = {
         "hidden_size": 2560, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
@@ -41,6 +41,9 @@ class Lfm2Parser(ArchParser):
         "lfm2_moe": {"hidden_size": 2048, "intermediate_size": 7168, "moe_intermediate_size": 1792,
                      "num_dense_layers": 2, "num_experts": 32, "num_experts_per_tok": 4, "use_expert_bias": True,
                      "block_auto_adjust_ff_dim": False},
+        # Lfm3Config: conv, full and sliding layers by layer_types (weights not counted yet)
+        "lfm3": {"hidden_size": 2048, "num_hidden_layers": 24, "num_attention_heads": 16, "num_key_value_heads": 4,
+                 "head_dim": 128, "conv_L_cache": 7, "sliding_window": 256, "max_position_embeddings": 128000},
     }
     weight_types = ("lfm2", "lfm2_moe")
 

@@ -24,7 +24,7 @@ class LlamaParser(DecoderParser):
 
     family = "llama"
     model_types = ("llama", "internlm2", "internlm3", "baichuan", "stablelm", "olmo", "olmo2", "olmo3",
-                   "cohere", "glm", "glm4", "glm4_moe", "granite", "granitemoe", "exaone", "deepseek",
+                   "cohere", "glm", "glm4", "granite", "granitemoe", "exaone", "deepseek",
                    "yi", "aquila", "mistral_nemo", "arcee", "smollm3", "ernie4_5", "ernie4_5_moe",
                    "hunyuan_v1_dense", "hunyuan_v1_moe", "hunyuan", "seed_oss", "apertus", "minimax_m2", "dbrx_text", "nemotron",
                    "olmoe", "arctic", "glm4_moe_lite", "ministral3", "phi3small", "granite_moe",

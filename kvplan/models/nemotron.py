@@ -35,8 +35,33 @@ class NemotronHParser(ArchParser):
     HEAD_DIM = ("head_dim", "attention_head_dim")
     _KINDS = {"M": STATE, "*": FULL, "-": NONE, "E": NONE}
 
+    #: transformers 5.x ``layers_block_type`` names -> the legacy pattern symbols.
+    _BLOCK_SYMBOLS = {"mamba": "M", "linear_attention": "M", "attention": "*", "full_attention": "*", "mlp": "-",
+                      "moe": "E"}
+
+    def pattern(self, r: ConfigReader) -> str:
+        """The block pattern: ``hybrid_override_pattern``, or transformers 5.x ``layers_block_type`` as symbols."""
+        blocks = r.raw("layers_block_type")
+        if not r.has("hybrid_override_pattern") and isinstance(blocks, list):
+            unknown = sorted({str(b) for b in blocks} - set(self._BLOCK_SYMBOLS))
+            if unknown:
+                raise ConfigError(f"{r.source_name}: unknown block type(s) {unknown} in {r.prefix}layers_block_type",
+                                  f"kvplan knows {', '.join(sorted(self._BLOCK_SYMBOLS))}")
+            r.record("hybrid_override_pattern", "from layers_block_type", r.where("layers_block_type"))
+            return "".join(self._BLOCK_SYMBOLS[b] for b in blocks)
+        return r.first_of("hybrid_override_pattern", ["hybrid_override_pattern", "layers_block_type"], kind="str")
+
+    def num_layers(self, r: ConfigReader) -> int:
+        if r.has("num_hidden_layers"):
+            return super().num_layers(r)
+        pattern = self.pattern(r)
+        key = "hybrid_override_pattern" if r.has("hybrid_override_pattern") else "layers_block_type"
+        r.record("num_hidden_layers", len(pattern), f"derived: len({r.prefix}{key})")
+        r.note(f"num_hidden_layers is not in the config; derived from {key}: {len(pattern)} blocks")
+        return len(pattern)
+
     def layer_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
-        pattern = r.first_of("hybrid_override_pattern", ["hybrid_override_pattern"], kind="str")
+        pattern = self.pattern(r)
         if len(pattern) != num_layers:
             raise ConfigError(
                 f"{r.source_name}: hybrid_override_pattern has {len(pattern)} symbols for {num_layers} layers",
@@ -63,8 +88,8 @@ class NemotronHParser(ArchParser):
         """Nemotron-H: one mixer per block from hybrid_override_pattern: M = Mamba-2, * = attention,
         - = MLP (up/down, squared ReLU), E = MoE; each block has one RMSNorm."""
         hidden = hidden_of(r)
-        layers = r.first_of("num_hidden_layers", ("num_hidden_layers",))
-        pattern = r.first_of("hybrid_override_pattern", ("hybrid_override_pattern",), kind="str")
+        layers = self.num_layers(r)
+        pattern = self.pattern(r)
         if len(pattern) != layers or set(pattern) - set("M*-E"):
             raise ConfigError(f"{r.source_name}: hybrid_override_pattern {pattern!r} does not describe {layers} layers",
                               "use one of M, *, -, E per layer")

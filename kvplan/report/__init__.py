@@ -63,13 +63,18 @@ def layer_detail(group: LayerGroup) -> str:
     return describe() if callable(describe) else ""
 
 
-def layer_dict(group: LayerGroup) -> dict[str, Any]:
+def layer_dict(group: LayerGroup, num_layers: int | None = None) -> dict[str, Any]:
+    """One group of the report; with ``num_layers``, entries past the decoder's layers (a parallel hybrid's
+    states, an encoder-decoder's cross-attention) are numbered by the decoder layer they belong to."""
     spec = group.spec
     is_attention = spec.kind not in ("state", "no_cache")
+    indices = group.layer_indices
+    if num_layers and any(i >= num_layers for i in indices):
+        indices = tuple(sorted({i % num_layers for i in indices}))
     return {
         "kind": spec.kind,
         "count": group.count,
-        "layer_indices": compress_indices(group.layer_indices),
+        "layer_indices": compress_indices(indices),
         "num_kv_heads": getattr(spec, "num_kv_heads", None) if is_attention else None,
         "num_kv_heads_per_gpu": getattr(group.rank_spec or spec, "num_kv_heads", None) if is_attention else None,
         "head_dim_k": getattr(spec, "head_size", None) if is_attention else None,
@@ -128,7 +133,7 @@ def estimate_report(est: Estimate, source: Source, *, overrides: dict[str, Any] 
             "overrides": dict(overrides or {}),
             **est.deployment.echo(),
         },
-        "layers": [layer_dict(group) for group in est.groups],
+        "layers": [layer_dict(group, geometry.num_hidden_layers) for group in est.groups],
         "totals": {
             "kv_cache_bytes": est.kv_cache_bytes,
             "bytes_per_sequence": est.bytes_per_sequence,

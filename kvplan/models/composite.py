@@ -1,0 +1,99 @@
+"""Composite encoder-decoder configs that nest an ``encoder`` and a ``decoder`` config of their own:
+``encoder-decoder`` (any two text models, e.g. BERT2BERT), ``vision-encoder-decoder`` (ViT + a text
+decoder: TrOCR, Donut), ``speech-encoder-decoder`` and T5Gemma (``t5gemma``, ``t5gemma2``).
+
+The decoder config is read by its own family's rules (its ``model_type``, its class defaults) and
+every decoder layer adds cross-attention K/V over the encoder output with the decoder's own K/V
+geometry, unless the decoder's family already lays cross-attention out (``add_cross_attention``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kvplan.errors import ConfigError
+from kvplan.models.base import ArchParser, ConfigReader
+from kvplan.models.tensors import WeightCount, count_of
+from kvplan.specs import CrossAttentionSpec, LayerSpec, NoCacheSpec, StateSpec
+
+
+def _sub_reader(r: ConfigReader, key: str, weights: bool = False) -> tuple[ArchParser, ConfigReader, str]:
+    """The parser and reader of the nested ``encoder`` or ``decoder`` config."""
+    from kvplan.models import REGISTRY, WEIGHT_REGISTRY
+
+    sub = r.raw(key)
+    if not isinstance(sub, Mapping):
+        raise ConfigError(
+            f"{r.source_name}: required field {key} is missing (tried {r.prefix}{key})",
+            f"a {r.raw('model_type')} config nests its {key} config under {key!r}",
+        )
+    sub_type = str(sub.get("model_type") or "")
+    parser = ((WEIGHT_REGISTRY if weights else REGISTRY).get(sub_type) or ArchParser)()
+    reader = ConfigReader(sub, source_name=r.source_name, prefix=f"{r.prefix}{key}.", outer=sub,
+                          defaults=parser.defaults_for(sub_type), defaults_name=sub_type or "generic",
+                          overridden=frozenset(k[len(key) + 1:] for k in r.overridden if k.startswith(key + ".")))
+    return parser, reader, sub_type
+
+
+def _merge(r: ConfigReader, sub: ConfigReader) -> None:
+    r.provenance += sub.provenance
+    for note in sub.notes:
+        r.note(note)
+
+
+class CompositeParser(ArchParser):
+    """The nested decoder config read by its own family, plus cross-attention per decoder layer."""
+
+    family = "composite_encoder_decoder"
+    model_types = ("encoder-decoder", "vision-encoder-decoder", "speech-encoder-decoder", "t5gemma", "t5gemma2")
+    weight_types = model_types
+
+    def build_layers(self, r: ConfigReader) -> list[LayerSpec]:
+        parser, dec, sub_type = _sub_reader(r, "decoder")
+        layers = parser.build_layers(dec)
+        if not any(isinstance(s, CrossAttentionSpec) for s in layers):
+            dims = parser.attention_dims(dec)
+            cached = [s for s in layers if not isinstance(s, (StateSpec, NoCacheSpec))]
+            layers += [parser.cross_spec(dims)] * len(cached)
+        _merge(r, dec)
+        r.note(f"decoder read from the nested decoder config (model_type {sub_type or 'unknown'}); every decoder "
+               "layer also caches cross-attention K/V over the encoder output (fixed by the encoder length)")
+        return layers
+
+    def num_layers(self, r: ConfigReader) -> int:
+        parser, dec, _ = _sub_reader(r, "decoder")
+        value = parser.num_layers(dec)
+        _merge(r, dec)
+        return value
+
+    def max_context(self, r: ConfigReader) -> int | None:
+        parser, dec, _ = _sub_reader(r, "decoder")
+        value = parser.max_context(dec)
+        _merge(r, dec)
+        return value
+
+    def encoder_len(self, r: ConfigReader) -> int | None:
+        if not isinstance(r.raw("encoder"), Mapping):
+            return None
+        _parser, enc, _ = _sub_reader(r, "encoder")
+        value = enc.optional("encoder_len", ("max_position_embeddings", "max_source_positions"))
+        _merge(r, enc)
+        return value
+
+    def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
+        """The encoder's and the decoder's own weight counts (each by its family), added."""
+        counts: list[WeightCount] = []
+        for key in ("encoder", "decoder"):
+            parser, sub, sub_type = _sub_reader(r, key, weights=True)
+            counts.append(parser.count_weights(sub, sub_type))
+            _merge(r, sub)
+        dec = counts[1]
+        parts: list[Any] = [p for c in counts for p in c.parts]
+        r.note("encoder-decoder: the encoder's and the decoder's weights are counted by their own families")
+        return count_of(parts, dec.num_experts, dec.experts_per_token,
+                        {"hidden_size": dec.hidden_size, "mlp_width": dec.mlp_width, "qkv_width": dec.qkv_width,
+                         "vocab_size": dec.vocab_size})
+
+
+PARSERS: tuple[type[ArchParser], ...] = (CompositeParser,)
