@@ -16,7 +16,7 @@ from kvplan.adjust import stage_of_layer
 from kvplan.calc import Estimate, estimate
 from kvplan.engines import get_engine
 from kvplan.engines.base import LogCache, PoolFacts, kv_row_bytes
-from kvplan.engines.vllm import kv_cache_group_count, vllm_token_lines
+from kvplan.engines.vllm import kv_cache_group_count
 from kvplan.specs import AttentionSpec, MLASpec
 
 if TYPE_CHECKING:
@@ -84,15 +84,7 @@ def engine_log(cap: Capacity) -> tuple[dict[str, object], list[str]]:
     notes = list(figures.pop("notes", []))  # type: ignore[call-overload]
     block = {**{k: list(v) if isinstance(v, list) else v for k, v in ENGINE_LOG_KEYS.items()}, "engine": engine.name,
              **figures}
-    if engine.name == "vllm":
-        forms = vllm_token_lines(pool)
-        if pool.num_kv_cache_groups > 1 and len(set(forms.values())) > 1 and pool.num_blocks:
-            notes.append(
-                "vLLM's 'GPU KV cache size' line depends on its version for this hybrid pool: "
-                f"{forms['0.10-0.20']:,} tokens in 0.10-0.20 (num_blocks // {pool.num_kv_cache_groups} groups * "
-                f"block size), {forms['>=0.21']:,} from 0.21 (max concurrency x max_model_len); the pool itself "
-                f"holds {pool.num_blocks * pool.block_size:,} token slots per layer (--engine-version picks the form)"
-            )
+    notes.extend(engine.log_notes(pool))
     return block, notes
 
 
