@@ -524,6 +524,8 @@ def capacity_report(cap: Capacity, source: object) -> dict[str, object]:
             "weights_bytes_per_gpu": b.weights_bytes_per_gpu, "activation_bytes": b.activation_bytes,
             "non_torch_bytes": b.non_torch_bytes, "reserve_bytes": b.reserve_bytes,
             "kv_bytes_per_gpu": b.kv_bytes_per_gpu,
+            "terms": [{"name": t.name, "bytes": t.bytes, "source": t.source} for t in b.terms],
+            "uncertainty_bytes": b.uncertainty_bytes,
         },
         "capacity": {
             "fits": cap.fits,

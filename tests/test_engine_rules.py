@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from kvplan.adjust import Deployment
+from kvplan.api import load_geometry
 from kvplan.calc import KNOB_FLAGS, estimate
 from kvplan.engines import ENGINES, get_engine
 from kvplan.models import served_dtype
-from kvplan.api import load_geometry
 
 ROOT = Path(__file__).resolve().parents[1] / "kvplan"
 #: Modules that compute (not render or parse logs): no engine name may be compared in them.

@@ -157,7 +157,7 @@ class Budget:
     terms: tuple[BudgetTerm, ...] = field(default=())
     """The derived terms (engines that document them: vLLM), weights as loaded included."""
     uncertainty_bytes: int | None = None
-    """How far the engine's own figure can be from ``kv_bytes_per_gpu`` (None: not estimated)."""
+    """How much larger the engine's own budget is on its other kernel paths (None: not estimated)."""
 
 
 def activation_estimate(shape: ModelShape, *, tokens: int, logit_rows: int, tp: int) -> int:

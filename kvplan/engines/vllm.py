@@ -189,7 +189,7 @@ class VllmProfile(EngineProfile):
         v = version_tuple(version, engine="vllm")[:2]
         mnbt = req.max_num_batched_tokens or VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
         shape = req.shape
-        if v >= (0, 0):  # the V1 profile run follows in the next commit
+        if v < (0, 8):
             act = activation_estimate(shape, tokens=mnbt, logit_rows=VLLM_LOGIT_ROWS, tp=req.tp)
             terms = (BudgetTerm(name="activation peak", bytes=act, source=(
                 f"V0 profile run: {mnbt:,} tokens x (3 x mlp {shape.mlp_width} + qkv {shape.qkv_width} + 2 x hidden "
@@ -214,6 +214,7 @@ class VllmProfile(EngineProfile):
                     "(ops/topk_topp_sampler.py::apply_top_k_top_p)")),
             )
             flashinfer = VLLM_FLASHINFER_SAMPLER_HALF_COPIES * one_copy // 2
+            # NOTE: both other paths only add KV memory: FlashInfer's sampler (no sort) and native MXFP4 layouts.
             uncertainty = (sampler - max(forward, flashinfer) if sampler > forward else 0) + extra
         if extra:
             terms = (BudgetTerm(name="weights load padding", bytes=extra, source=(
@@ -229,13 +230,15 @@ class VllmProfile(EngineProfile):
                       uncertainty_bytes=uncertainty)
 
     def budget_uncertainty(self, budget: Budget) -> list[str]:
+        spread = (f" (up to {budget.uncertainty_bytes / GiB:.2f} GiB more on vLLM's other kernel paths: FlashInfer's "
+                  "sampler, unpadded MXFP4)") if budget.uncertainty_bytes else ""
         return [
-            "the vLLM KV budget is derived, not measured: weights as loaded depend on the kernel (gpt-oss-120b's "
-            "MXFP4 experts load as 64.4-66.0 GiB through Marlin on an H100, vllm#23278 and #33155, against ~61 GiB "
-            "counted), the profile run's activation peak (MoE workspaces, sampler logits of min(max_num_seqs, "
-            "max_num_batched_tokens) x vocab in fp32) and, from vLLM 0.21, the CUDA graph estimate are subtracted "
-            "too: expect several GiB either way on large MoE models (vllm#27508 logged 1.71 GiB where kvplan derives "
-            "far more). Pass --kv-budget with the logged 'Available KV cache memory' for exact blocks"
+            "the vLLM KV budget is derived, not measured" + spread + ": weights as loaded depend on the kernel "
+            "(gpt-oss-120b's MXFP4 experts load as 65.97 GiB through Marlin, vllm#23278, and 64.38 GiB through "
+            "Triton, vllm#33155), the profile run's peak is the dummy sampler's top-k/top-p sort over "
+            "min(max_num_seqs, max_num_batched_tokens) x vocab float32 logits, MoE workspaces are not counted and, "
+            "from vLLM 0.20, vLLM also subtracts its CUDA graph estimate ('Estimated CUDA graph memory'), which "
+            "kvplan does not model. Pass --kv-budget with the logged 'Available KV cache memory' for exact blocks"
         ]
 
     # ---- start-up log lines ----------------------------------------------------------------------
