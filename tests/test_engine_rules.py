@@ -17,7 +17,8 @@ from kvplan.models import served_dtype
 ROOT = Path(__file__).resolve().parents[1] / "kvplan"
 #: Modules that compute (not render or parse logs): no engine name may be compared in them.
 CALCULATOR = ("calc.py", "capacity.py", "budget.py", "engine_log.py", "dp.py", "models/storage.py")
-NAME_TEST = re.compile(r"""(==|!=|\bin\b)\s*\(?["'](%s)["']""" % "|".join(re.escape(n) for n in ENGINES))
+NAMES = "|".join(re.escape(n) for n in ENGINES)
+NAME_TEST = re.compile(r"""(==|!=|\bin\b)\s*\(?["'](""" + NAMES + r""")["']""")
 
 
 @pytest.mark.parametrize("module", CALCULATOR)
