@@ -57,6 +57,7 @@ def pool_facts(cap: Capacity) -> PoolFacts:
         batch=cap.inputs.batch, kv_bytes_per_request=cap.kv_bytes_per_request,
         estimated_max_model_len=cap.max_context_len if cap.inputs.batch == 1 else 0, kv_dtype=cap.kv_dtype_name,
         layers_on_rank=on_rank, caches=caches, num_layers=n_layers, tensor_split=cap.inputs.tensor_split, pp=dep.pp,
+        swa_ratio=get_engine(dep.engine).swa_pool_ratio(dep),
     )
 
 

@@ -395,6 +395,8 @@ class PoolFacts:
     """Decoder layers of the whole model."""
     tensor_split: tuple[float, ...] | None = None
     pp: int = 1
+    swa_ratio: float = 1.0
+    """Sliding-window pool slots per full-pool slot (SGLang ``--swa-full-tokens-ratio``)."""
 
 
 def version_tuple(text: str, *, engine: str) -> tuple[int, ...]:

@@ -137,8 +137,9 @@ class SglangProfile(EngineProfile):
         version = pool.version or SGLANG_DEFAULT_VERSION
         v = version_tuple(version, engine="sglang")
         n, page = pool.max_tokens, pool.block_size or 1
+        dtype = f"dtype: {SGLANG_TORCH_DTYPES.get(pool.kv_dtype, pool.kv_dtype)}, " if v >= (0, 5, 23) else ""
         if any(c.kind in ("sliding_window", "chunked_local") for c in pool.caches):
-            return {"version": version, "lines": [], "max_total_num_tokens": n}
+            return self._hybrid_swa_lines(pool, version, dtype)
         k = v_ = latent = index = 0
         single = False
         for cache in pool.caches:
@@ -152,7 +153,6 @@ class SglangProfile(EngineProfile):
             elif cache.kind != "state":
                 k += layers * (n + page) * cache.k_bytes_per_token
                 v_ += layers * (n + page) * cache.v_bytes_per_token
-        dtype = f"dtype: {SGLANG_TORCH_DTYPES.get(pool.kv_dtype, pool.kv_dtype)}, " if v >= (0, 5, 23) else ""
         head = f"KV Cache is allocated. {dtype}#tokens: {n}, "
         out: dict[str, object] = {"version": version, "max_total_num_tokens": n}
         if single:
@@ -167,3 +167,28 @@ class SglangProfile(EngineProfile):
             lines = [head + f"K size: {k / GiB:.2f} GB, V size: {v_ / GiB:.2f} GB"]
             out.update(k_size_bytes=k, v_size_bytes=v_)
         return {**out, "lines": lines}
+
+    @staticmethod
+    def _hybrid_swa_lines(pool: PoolFacts, version: str, dtype: str) -> dict[str, object]:
+        """``SWAKVPool`` (``mem_cache/swa_memory_pool.py``): two ``MHATokenToKVPool`` sub-pools labelled
+        ``Full`` and ``SWA``, each logging ``<label> KV Cache is allocated. ... #tokens: N, K size: X GB, V size:
+        Y GB`` over its own layers; the SWA pool has ``align_page_size(int(full * swa_full_tokens_ratio))``
+        tokens (``pool_configurator.py``), every buffer ``N + page_size`` rows."""
+        page = pool.block_size or 1
+        n_full = pool.max_tokens
+        n_swa = int(n_full * pool.swa_ratio) // page * page
+        sizes = {"Full": [0, 0], "SWA": [0, 0]}
+        for cache in pool.caches:
+            if cache.kind in ("state", "no_cache"):
+                continue
+            label, rows = ("SWA", n_swa) if cache.kind in ("sliding_window", "chunked_local") else ("Full", n_full)
+            layers = sum(1 for i in cache.layer_indices if i in pool.layers_on_rank)
+            sizes[label][0] += layers * (rows + page) * cache.k_bytes_per_token
+            sizes[label][1] += layers * (rows + page) * cache.v_bytes_per_token
+        lines = [f"{label} KV Cache is allocated. {dtype}#tokens: {rows}, K size: {k / GiB:.2f} GB, "
+                 f"V size: {v / GiB:.2f} GB"
+                 for (label, (k, v)), rows in zip(sizes.items(), (n_full, n_swa))]
+        return {"version": version, "lines": lines, "max_total_num_tokens": n_full,
+                "k_size_bytes": sizes["Full"][0] + sizes["SWA"][0], "v_size_bytes": sizes["Full"][1] + sizes["SWA"][1],
+                "notes": [f"SGLang hybrid SWA: a full pool of {n_full:,} tokens and an SWA pool of {n_swa:,} "
+                          f"(swa_full_tokens_ratio {pool.swa_ratio:g}); K/V sizes in engine_log are the two pools' sums"]}
