@@ -13,7 +13,7 @@ from kvplan.adjust import (
     validate_deployment,
 )
 from kvplan.dtypes import DEFAULT_GROUP_SIZE, KvDtype, lookup_dtype
-from kvplan.engines import EngineProfile, SizingContext, get_engine
+from kvplan.engines import ENGINES, EngineProfile, SizingContext, get_engine
 from kvplan.errors import ConfigError, InputError
 from kvplan.geometry import ModelGeometry
 from kvplan.specs import (
@@ -133,7 +133,7 @@ def served_geometry(geometry: ModelGeometry, engine: str) -> ModelGeometry:
     config = (geometry.config_dtype or "").lower().removeprefix("torch.")
     if config not in ("float32", "float", "fp32", "float64"):
         return geometry
-    name, why = served_dtype("float32", engine=engine)
+    name, why = served_dtype("float32", engine=get_engine(engine))
     if name == "float32":
         return geometry
     return dataclasses.replace(geometry, config_dtype=name, config_dtype_source=f"served dtype ({why})")
@@ -284,10 +284,10 @@ def _resolve(
 ) -> tuple[ModelGeometry, KvDtype, str, KvDtype, EngineProfile, Deployment, list[str]]:
     """The served geometry, KV dtype (and its source), state dtype, engine and deployment of an estimate,
     with the notes they add; raises what the engine and the lengths refuse."""
-    if dep.engine != "ideal":
+    engine = get_engine(dep.engine)
+    if not engine.plain_formula:
         geometry = served_geometry(geometry, dep.engine)
     dtype, dtype_source, state_dtype, notes = resolve_kv_dtype(geometry, kv_dtype, group_size=dep.quant_group_size)
-    engine = get_engine(dep.engine)
     dep = dep.with_(engine=engine.name)
     _check_lengths(geometry, dep, seq_len)
     notes.extend(_ignored_knobs(dep, engine))
@@ -362,22 +362,26 @@ def _check_lengths(geometry: ModelGeometry, dep: Deployment, seq_len: int | None
         )
 
 
-#: Engine-specific knobs: Deployment field -> (the engine that reads it, its flag).
-ENGINE_KNOBS: dict[str, tuple[str, str]] = {
-    "max_num_batched_tokens": ("vllm", "--max-num-batched-tokens"),
-    "ubatch_size": ("llama.cpp", "--ubatch-size"),
-    "kv_unified": ("llama.cpp", "--kv-unified"),
-    "swa_full_tokens_ratio": ("sglang", "--swa-full-tokens-ratio"),
-    "max_cache_len": ("hf-static", "--max-cache-len"),
+#: The flag of each engine-specific Deployment field (which engine reads it: ``EngineProfile.knobs``).
+KNOB_FLAGS: dict[str, str] = {
+    "max_num_batched_tokens": "--max-num-batched-tokens",
+    "ubatch_size": "--ubatch-size",
+    "kv_unified": "--kv-unified",
+    "swa_full_tokens_ratio": "--swa-full-tokens-ratio",
+    "max_cache_len": "--max-cache-len",
 }
+
+
+def _knob_owner(field: str) -> str:
+    return next(name for name, cls in ENGINES.items() if field in cls.knobs)
 
 
 def _ignored_knobs(dep: Deployment, engine: EngineProfile) -> list[str]:
     """A note for each engine-specific flag the chosen engine does not read (never silently dropped)."""
     notes = []
-    for field, (owner, flag) in ENGINE_KNOBS.items():
-        if getattr(dep, field) not in (None, False) and engine.name != owner:
-            notes.append(f"{flag} is ignored: it applies to --engine {owner}, not {engine.name}")
+    for field, flag in KNOB_FLAGS.items():
+        if getattr(dep, field) not in (None, False) and field not in engine.knobs:
+            notes.append(f"{flag} is ignored: it applies to --engine {_knob_owner(field)}, not {engine.name}")
     return notes
 
 
@@ -597,7 +601,7 @@ def _adjustments(sizing: _Sizing, dep: Deployment, kv_dtype: KvDtype, engine: En
         "ubatch_size": dep.ubatch_size, "kv_unified": dep.kv_unified,
         "swa_full_tokens_ratio": dep.swa_full_tokens_ratio, "max_cache_len": dep.max_cache_len,
     }
-    if dep.engine != "ideal":
+    if not engine.plain_formula:
         new = cur.with_(**engine_knobs)
         ctx_reason = engine.summary(_summary_ctx(sizing, new, cur_dtype))
         step(f"engine:{engine.name}", f"{ctx_reason} [{engine.source}]", new, engine.auto_dtype(sizing.model_dtype))

@@ -20,11 +20,7 @@ from kvplan.budget import Budget, budget_uncertainty, compute_budget
 from kvplan.calc import Estimate, KvSizer, Priced, estimate
 from kvplan.dp import attention_tp, dp_notes
 from kvplan.engine_log import attach_engine_log
-from kvplan.engines import (
-    LLAMA_CPP_PAD,
-    SGLANG_SWA_RATIO,
-    get_engine,
-)
+from kvplan.engines import EngineProfile, get_engine
 from kvplan.errors import InputError
 from kvplan.geometry import ModelGeometry
 from kvplan.gpus import GpuSpec
@@ -169,14 +165,10 @@ class _Kv:
             if kind in ("full_attention", "mla", "chunked_local"):
                 sizes.append(g.tokens_held)
             elif kind == "sliding_window":
-                sizes.append(g.tokens_held // 2 if self.engine.name == "vllm" else g.tokens_held)
+                sizes.append(g.tokens_held // 2 if self.engine.swa_extra_block else g.tokens_held)
         if not sizes:
             return 1
-        if self.engine.name in ("llama.cpp",):
-            return LLAMA_CPP_PAD
-        if self.engine.name in ("ideal", "hf-dynamic", "hf-static") and self.dep.block_size is None:
-            return 1
-        return max(sizes)
+        return self.engine.pool_block_size(sizes, self.dep)
 
     def vllm_pool(self, budget: int, tokens: int) -> tuple[int, float, int, list[str]]:
         """(num_blocks, blocks one request needs, block size, notes), min over PP stages."""
@@ -227,7 +219,7 @@ class _Kv:
     def tokens_per_budget(self, budget: int) -> int:
         """Tokens the pool holds counting every token-caching layer (the engine's token line)."""
         one = self.est(1, 1)
-        ratio = (self.dep.swa_full_tokens_ratio or SGLANG_SWA_RATIO) if self.engine.name == "sglang" else 1.0
+        ratio = self.engine.swa_pool_ratio(self.dep)
         windowed = any(g.spec.kind in ("sliding_window", "chunked_local") for g in one.groups)
         full = any(g.spec.kind in ("full_attention", "mla") for g in one.groups)
         worst = 0.0
@@ -276,10 +268,10 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
             )
     checkpoint_dtype = weights.dtype if weights is not None and weights.counted else None
     if weights is not None:
-        weights, serve_note = serve_weights(weights, engine=engine.name, dtype=inputs.dtype)
+        weights, serve_note = serve_weights(weights, engine=engine, dtype=inputs.dtype)
         if serve_note:
             notes.append(serve_note)
-    geometry = _served_geometry(geometry, engine.name, inputs.dtype)
+    geometry = _served_geometry(geometry, engine, inputs.dtype)
     dep = _deployment(inputs, attention_tp(inputs, tp))
     notes.extend(dp_notes(geometry, inputs, tp))
     kv = _Kv(geometry, dep, inputs.kv_dtype)
@@ -293,7 +285,7 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
     per_request = kv.need(1, tokens)
     needed = kv.need(inputs.batch, tokens)
 
-    if engine.name == "vllm":
+    if engine.block_pool:
         num_blocks, blocks_per_request, bs, pool_notes = kv.vllm_pool(avail, tokens)
         notes.extend(pool_notes)
         max_tokens = num_blocks * bs
@@ -351,7 +343,7 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
     return attach_engine_log(cap)
 
 
-def _served_geometry(geometry: ModelGeometry, engine: str, dtype: str) -> ModelGeometry:
+def _served_geometry(geometry: ModelGeometry, engine: EngineProfile, dtype: str) -> ModelGeometry:
     """The geometry with the dtype the engine serves the model in, which ``--kv-dtype auto`` follows
     (vLLM's ``kv_cache_dtype auto`` = the model dtype: bfloat16 for a float32 checkpoint)."""
     import dataclasses
@@ -423,7 +415,7 @@ def _min_parallel(
     geometry: ModelGeometry, weights: WeightsEstimate | None, inputs: CapacityInputs, tokens: int
 ) -> tuple[int | None, int | None]:
     """Smallest TP (and GPU count, tp x pp) on which one request at max_model_len fits."""
-    if get_engine(inputs.engine).name == "llama.cpp":
+    if get_engine(inputs.engine).splits_layers:
         for pp in range(1, geometry.num_hidden_layers + 1):
             if _fits_one(geometry, weights, inputs, tokens, tp=1, pp=pp):
                 return 1, pp
@@ -449,7 +441,7 @@ def _fits_one(geometry: ModelGeometry, weights: WeightsEstimate | None, inputs: 
     dep = Deployment(engine=get_engine(inputs.engine).name, tp=tp, pp=pp, block_size=inputs.block_size,
                      max_num_batched_tokens=inputs.max_num_batched_tokens)
     kv = _Kv(geometry, dep, inputs.kv_dtype)
-    if dep.engine == "vllm":
+    if get_engine(dep.engine).block_pool:
         num_blocks, per_request, _bs, _n = kv.vllm_pool(budget, tokens)
         return per_request <= num_blocks
     return kv.need(1, tokens) <= budget
@@ -473,10 +465,9 @@ def _suggest(kv: _Kv, inputs: CapacityInputs, tokens: int, max_context: int, req
         out.append(f"--max-model-len {max_context} (the longest context {inputs.batch} sequence(s) fit)")
     if requests and requests < inputs.batch:
         out.append(f"--batch {requests} (the most requests of {tokens:,} tokens that fit)")
-    if kv.sizer.kv_dtype.bits_per_element > 8 and engine != "llama.cpp":
-        out.append("--kv-dtype fp8 (halves the KV cache of a 16-bit model)")
-    elif engine == "llama.cpp" and kv.sizer.kv_dtype.name in ("fp16", "bf16", "fp32"):
-        out.append("--kv-dtype q8_0 (about half the KV cache of f16)")
+    smaller = get_engine(engine).dtype_suggestion(kv.sizer.kv_dtype)
+    if smaller:
+        out.append(smaller)
     if min_tp and min_tp > inputs.tp:
         out.append(f"--tp {min_tp} (the smallest tensor-parallel size on which one {tokens:,}-token request fits)")
     return out
@@ -533,6 +524,8 @@ def capacity_report(cap: Capacity, source: object) -> dict[str, object]:
             "weights_bytes_per_gpu": b.weights_bytes_per_gpu, "activation_bytes": b.activation_bytes,
             "non_torch_bytes": b.non_torch_bytes, "reserve_bytes": b.reserve_bytes,
             "kv_bytes_per_gpu": b.kv_bytes_per_gpu,
+            "terms": [{"name": t.name, "bytes": t.bytes, "source": t.source} for t in b.terms],
+            "uncertainty_bytes": b.uncertainty_bytes,
         },
         "capacity": {
             "fits": cap.fits,

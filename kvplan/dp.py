@@ -28,33 +28,18 @@ if TYPE_CHECKING:
 
 
 def attention_tp(inputs: CapacityInputs, tp: int) -> int:
-    """The tensor-parallel width one KV cache is split over."""
-    engine = get_engine(inputs.engine).name
+    """The tensor-parallel width one KV cache is split over (the engine profile's ``attention_tp``)."""
     if inputs.dp < 1:
         raise InputError(f"--data-parallel-size must be at least 1, got {inputs.dp}", "e.g. --dp 8")
     if not inputs.enable_dp_attention:
         return tp
-    if engine == "sglang":
-        if inputs.dp < 2 or tp % inputs.dp:
-            raise InputError(
-                f"SGLang --enable-dp-attention needs --dp > 1 dividing --tp; got --tp {tp} --dp {inputs.dp}",
-                f"e.g. --tp {tp} --dp {tp} --enable-dp-attention",
-            )
-        return tp // inputs.dp
-    if engine == "trtllm":
-        return 1
-    if engine == "vllm":
-        if inputs.dp < 2:
-            raise InputError("vLLM data parallel needs --data-parallel-size > 1", "e.g. --tp 1 --dp 8 --enable-dp-attention")
-        return tp
-    raise InputError(f"--enable-dp-attention has no meaning for --engine {engine}",
-                     "use it with --engine sglang, vllm (DP + expert parallel) or trtllm (enable_attention_dp)")
+    return get_engine(inputs.engine).attention_tp(tp, inputs.dp)
 
 
 def weights_per_gpu(weights: WeightsEstimate, inputs: CapacityInputs, *, tp: int, pp: int) -> int:
     """Weight bytes on the busiest GPU; vLLM DP + EP splits the experts over ``dp * tp`` GPUs."""
     base = weights.bytes_per_gpu(tp=tp, pp=pp)
-    if inputs.enable_dp_attention and inputs.dp > 1 and get_engine(inputs.engine).name == "vllm" and weights.num_experts:
+    if inputs.enable_dp_attention and inputs.dp > 1 and get_engine(inputs.engine).dp_splits_experts and weights.num_experts:
         return base - cdiv(weights.expert_bytes, tp * pp) + cdiv(weights.expert_bytes, tp * inputs.dp * pp)
     return base
 
@@ -62,7 +47,7 @@ def weights_per_gpu(weights: WeightsEstimate, inputs: CapacityInputs, *, tp: int
 def dp_notes(geometry: ModelGeometry, inputs: CapacityInputs, tp: int) -> list[str]:
     """Say where DP ranks change the reading, and which flag removes replicated MLA copies."""
     notes: list[str] = []
-    engine = get_engine(inputs.engine).name
+    engine = get_engine(inputs.engine)
     attn_tp = attention_tp(inputs, tp)
     has_mla = any(isinstance(s, MLASpec) for s in geometry.layers)
     if has_mla and attn_tp > 1:
@@ -73,12 +58,12 @@ def dp_notes(geometry: ModelGeometry, inputs: CapacityInputs, tp: int) -> list[s
             f"--tensor-parallel-size 1; TensorRT-LLM enable_attention_dp: true"
         )
     if inputs.dp > 1:
-        gpus = tp if engine == "sglang" else tp * inputs.dp
+        gpus = tp if engine.dp_within_tp else tp * inputs.dp
         notes.append(
             f"data parallel: {inputs.dp} ranks on {gpus} GPUs, each with its own KV pool (and its own log lines); "
             f"tokens and concurrency are per rank, the deployment holds {inputs.dp}x"
         )
-    if inputs.enable_dp_attention and engine == "sglang":
+    if inputs.enable_dp_attention and engine.dp_within_tp:
         notes.append(f"SGLang DP attention: attention tp = tp / dp = {tp} / {inputs.dp} = {attn_tp}; weights are "
                      f"counted split over --tp {tp} (attention weights are really replicated per DP rank)")
     return notes

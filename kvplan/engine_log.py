@@ -16,7 +16,7 @@ from kvplan.adjust import stage_of_layer
 from kvplan.calc import Estimate, estimate
 from kvplan.engines import get_engine
 from kvplan.engines.base import LogCache, PoolFacts, kv_row_bytes
-from kvplan.engines.vllm import kv_cache_group_count, vllm_token_lines
+from kvplan.engines.vllm import kv_cache_group_count
 from kvplan.specs import AttentionSpec, MLASpec
 
 if TYPE_CHECKING:
@@ -57,6 +57,7 @@ def pool_facts(cap: Capacity) -> PoolFacts:
         batch=cap.inputs.batch, kv_bytes_per_request=cap.kv_bytes_per_request,
         estimated_max_model_len=cap.max_context_len if cap.inputs.batch == 1 else 0, kv_dtype=cap.kv_dtype_name,
         layers_on_rank=on_rank, caches=caches, num_layers=n_layers, tensor_split=cap.inputs.tensor_split, pp=dep.pp,
+        swa_ratio=get_engine(dep.engine).swa_pool_ratio(dep),
     )
 
 
@@ -84,15 +85,7 @@ def engine_log(cap: Capacity) -> tuple[dict[str, object], list[str]]:
     notes = list(figures.pop("notes", []))  # type: ignore[call-overload]
     block = {**{k: list(v) if isinstance(v, list) else v for k, v in ENGINE_LOG_KEYS.items()}, "engine": engine.name,
              **figures}
-    if engine.name == "vllm":
-        forms = vllm_token_lines(pool)
-        if pool.num_kv_cache_groups > 1 and len(set(forms.values())) > 1 and pool.num_blocks:
-            notes.append(
-                "vLLM's 'GPU KV cache size' line depends on its version for this hybrid pool: "
-                f"{forms['0.10-0.20']:,} tokens in 0.10-0.20 (num_blocks // {pool.num_kv_cache_groups} groups * "
-                f"block size), {forms['>=0.21']:,} from 0.21 (max concurrency x max_model_len); the pool itself "
-                f"holds {pool.num_blocks * pool.block_size:,} token slots per layer (--engine-version picks the form)"
-            )
+    notes.extend(engine.log_notes(pool))
     return block, notes
 
 

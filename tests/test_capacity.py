@@ -114,11 +114,15 @@ def test_engine_fractions_are_flags() -> None:
 
 
 def test_vllm_default_reserve_is_the_documented_estimate() -> None:
-    cap = plan(LLAMA8B, engine="vllm", max_model_len=8192)
     width = 3 * 14336 + (4096 + 2 * 1024) + 2 * 4096  # gate/up/act + q,k,v + residual
-    act = 8192 * width * BF16 + VLLM_LOGIT_ROWS * 128256 * 4  # max_num_batched_tokens 8192, fp32 logits
-    assert cap.budget.activation_bytes == act
-    assert cap.budget.kv_bytes_per_gpu == int(H100 * 0.9) - LLAMA8B_WEIGHTS - act - VLLM_NON_TORCH_BYTES
+    v0 = plan(LLAMA8B, engine="vllm", max_model_len=8192, engine_version="0.6")
+    act = 8192 * width * BF16 + VLLM_LOGIT_ROWS * 128256 * 4  # V0: max_num_batched_tokens 8192, fp32 logits
+    assert v0.budget.activation_bytes == act
+    assert v0.budget.kv_bytes_per_gpu == int(H100 * 0.9) - LLAMA8B_WEIGHTS - act - VLLM_NON_TORCH_BYTES
+    v1 = plan(LLAMA8B, engine="vllm", max_model_len=8192)  # V1: max(dummy forward, dummy sampler)
+    sampler = 19 * min(1024, 8192) * 128256 * 4 // 2  # 9.5 fp32 copies of max_num_seqs 1024 (H100) x vocab
+    assert v1.budget.activation_bytes == max(8192 * width * BF16, sampler) == sampler
+    assert v1.budget.kv_bytes_per_gpu == int(H100 * 0.9) - LLAMA8B_WEIGHTS - sampler - VLLM_NON_TORCH_BYTES
 
 
 def test_vllm_estimate_near_vllm_10517() -> None:

@@ -274,3 +274,23 @@ def test_derived_vllm_budget_says_how_uncertain_it_is(runner) -> None:
     assert any("derived, not measured" in n and "--kv-budget" in n for n in derived["notes"])
     given = capacity_json(runner, "-m", "openai/gpt-oss-120b", "--kv-budget", "1.71GiB")
     assert not any("derived, not measured" in n for n in given["notes"])
+
+
+def test_sglang_hybrid_swa_logs_the_full_and_the_swa_pool(runner) -> None:
+    """``SWAKVPool`` (sglang 0.5.23 mem_cache/swa_memory_pool.py): sub-pools labelled Full and SWA, each
+    ``N + page_size`` rows over its own layers; the SWA pool holds int(full * swa_full_tokens_ratio 0.8)."""
+    report = capacity_json(runner, "-m", "openai/gpt-oss-20b", "--engine", "sglang", "--kv-budget", "10GiB",
+                           "--max-model-len", "8192", "--kv-dtype", "bf16")
+    row = 8 * 64 * BF16  # K (or V) of one token in one layer: kv heads * head dim * bf16 = 1,024 B
+    cell = 12 * KV * row + 0.8 * 12 * KV * row  # 12 full layers + 0.8 x 12 sliding layers (W = 128)
+    full = int(10 * GiB // cell)
+    swa = int(full * 0.8)
+    log = report["engine_log"]
+    assert report["capacity"]["max_tokens"] == log["max_total_num_tokens"] == full
+    assert log["lines"] == [
+        f"Full KV Cache is allocated. dtype: torch.bfloat16, #tokens: {full}, "
+        f"K size: {12 * (full + 1) * row / GiB:.2f} GB, V size: {12 * (full + 1) * row / GiB:.2f} GB",
+        f"SWA KV Cache is allocated. dtype: torch.bfloat16, #tokens: {swa}, "
+        f"K size: {12 * (swa + 1) * row / GiB:.2f} GB, V size: {12 * (swa + 1) * row / GiB:.2f} GB",
+    ]
+    assert log["k_size_bytes"] == 12 * (full + 1) * row + 12 * (swa + 1) * row

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from kvplan.engines import get_engine
 from kvplan.errors import ConfigError, InputError, SourceError
 from kvplan.models import (
     count_weights,
@@ -295,31 +296,31 @@ def test_float32_checkpoint_served_in_16_bits_except_by_transformers() -> None:
     w = count_weights(bundled("google/gemma-2-9b"), model_id="g")  # torch_dtype float32
     assert (w.dtype, w.bytes) == ("float32", w.parameters * 4)
     for engine in ("vllm", "sglang", "trtllm", "llama.cpp", "ideal"):
-        served, note = serve_weights(w, engine=engine)
+        served, note = serve_weights(w, engine=get_engine(engine))
         assert (served.dtype, served.bytes) == ("bfloat16", w.parameters * 2), engine
         assert note and "--dtype float32" in note
     for engine in ("hf-dynamic", "hf-static"):
-        served, note = serve_weights(w, engine=engine)
+        served, note = serve_weights(w, engine=get_engine(engine))
         assert served.bytes == w.parameters * 4 and note is None
-    forced, note = serve_weights(w, engine="vllm", dtype="float32")
+    forced, note = serve_weights(w, engine=get_engine("vllm"), dtype="float32")
     assert forced.bytes == w.parameters * 4 and note is None
-    half, _ = serve_weights(count_weights(bundled("meta-llama/Llama-3.1-8B"), model_id="l"), engine="hf-dynamic",
+    half, _ = serve_weights(count_weights(bundled("meta-llama/Llama-3.1-8B"), model_id="l"), engine=get_engine("hf-dynamic"),
                             dtype="float")
     assert half.bytes == 8_030_261_248 * 4  # --dtype float on a bf16 checkpoint
     with pytest.raises(InputError):
-        serve_weights(w, engine="vllm", dtype="int3")
+        serve_weights(w, engine=get_engine("vllm"), dtype="int3")
 
 
 def test_served_dtype_keeps_quantised_matrices_and_scales_safetensors_bytes() -> None:
     oss = count_weights(bundled("openai/gpt-oss-20b"), model_id="oss")
-    served, _ = serve_weights(oss, engine="vllm", dtype="float32")
+    served, _ = serve_weights(oss, engine=get_engine("vllm"), dtype="float32")
     experts = next(p for p in oss.parts if p.name == "experts")
     experts32 = next(p for p in served.parts if p.name == "experts")
     assert experts32.bytes - experts.bytes == experts.other_parameters * 2  # only the bf16 biases grow
     w = count_weights(bundled("google/gemma-2-9b"), model_id="g")
     exact = with_exact_bytes(w, w.counted_bytes + 1000, source="safetensors")
-    served, _ = serve_weights(exact, engine="vllm")
+    served, _ = serve_weights(exact, engine=get_engine("vllm"))
     assert served.bytes == (w.counted_bytes + 1000) * (w.parameters * 2) // (w.parameters * 4)
     given = with_exact_bytes(w, 10**10, source="--weights-bytes")
-    served, note = serve_weights(given, engine="vllm")
+    served, note = serve_weights(given, engine=get_engine("vllm"))
     assert served.bytes == 10**10 and note and "taken as given" in note

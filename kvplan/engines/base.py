@@ -5,7 +5,12 @@ An engine profile answers, for one layer spec (already sharded for tensor parall
 - ``tokens_held(spec, ctx)`` - tokens one sequence keeps in the layer, rounded as the engine rounds;
 - ``token_slots(spec, ctx)`` - token slots the layer keeps for the whole batch (beams, sharing, pools);
 - ``layer_bytes(spec, ctx)`` - bytes of the layer on one rank for the whole batch;
-- ``peak_extra_bytes(...)`` - transient bytes above the steady cache (Hugging Face only).
+- ``peak_extra_bytes(...)`` - transient bytes above the steady cache (Hugging Face only);
+- ``kv_budget(request)`` - the KV bytes per GPU the engine leaves after weights and activations.
+
+Engine traits the calculator and the capacity sizer read are class attributes here (never an
+engine's name): ``plain_formula``, ``keeps_checkpoint_dtype``, ``knobs``, ``block_pool``,
+``splits_layers``.
 
 :class:`EngineProfile` is the ideal formula; each engine module overrides what its engine does
 differently. The calculator calls these methods and never branches on an engine's name.
@@ -13,7 +18,7 @@ differently. The calculator calls these methods and never branches on an engine'
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kvplan.adjust import (
@@ -89,6 +94,85 @@ def dsa_fp8_bytes(spec: LayerSpec, kv_dtype: KvDtype) -> int | None:
     return None
 
 
+# ---- the KV budget (what an engine leaves for its KV cache) ------------------------------------
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelShape:
+    """The weights' figures a budget rule reads (from ``models.WeightsEstimate``; 0 when not counted)."""
+
+    hidden_size: int
+    mlp_width: int
+    """Per-token MLP width: intermediate size, or experts per token x expert size."""
+    qkv_width: int
+    vocab_size: int
+    dtype_bytes: int
+    quant_method: str | None = None
+    expert_bytes_per_gpu: int = 0
+    experts_per_token: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BudgetRequest:
+    """The inputs of one engine's budget rule (capacity's flags, resolved)."""
+
+    memory_bytes: int
+    weights_bytes_per_gpu: int
+    shape: ModelShape
+    tp: int
+    pp: int
+    tokens: int
+    """max_model_len (a Hugging Face prefill)."""
+    batch: int
+    reserve_bytes: int | None = None
+    """``--reserve``: replaces the activation and non-torch estimate."""
+    gpu_name: str | None = None
+    gpu_memory_utilization: float | None = None
+    mem_fraction_static: float | None = None
+    free_gpu_memory_fraction: float | None = None
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    ubatch_size: int | None = None
+    version: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BudgetTerm:
+    """One subtracted term of a derived budget, with where its rule comes from."""
+
+    name: str
+    bytes: int
+    source: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Budget:
+    memory_bytes: int | None
+    usable_bytes: int
+    """The part of memory the engine lets itself use (memory x fraction)."""
+    weights_bytes_per_gpu: int | None
+    activation_bytes: int
+    non_torch_bytes: int
+    reserve_bytes: int
+    """activation + non-torch, or --reserve."""
+    kv_bytes_per_gpu: int
+    formula: str
+    terms: tuple[BudgetTerm, ...] = field(default=())
+    """The derived terms (engines that document them: vLLM), weights as loaded included."""
+    uncertainty_bytes: int | None = None
+    """How much larger the engine's own budget is on its other kernel paths (None: not estimated)."""
+
+
+def activation_estimate(shape: ModelShape, *, tokens: int, logit_rows: int, tp: int) -> int:
+    """kvplan's activation peak of one forward pass over ``tokens`` tokens::
+
+        tokens * (3 * mlp_width + qkv_width + 2 * hidden) / tp * act_bytes   # MLP gate/up/act, q/k/v, residual
+      + logit_rows * vocab / tp * 4                                        # fp32 logits
+    """
+    width = 3 * shape.mlp_width + shape.qkv_width + 2 * shape.hidden_size
+    act = tokens * width * shape.dtype_bytes // tp
+    logits = logit_rows * shape.vocab_size * 4 // tp
+    return act + logits
+
+
 class EngineProfile:
     """The ideal formula; subclasses override what their engine does differently."""
 
@@ -102,6 +186,22 @@ class EngineProfile:
     shares_prefix: ClassVar[bool] = True
     beam_search: ClassVar[bool] = True
     hf_quantized: ClassVar[bool] = False
+    plain_formula: ClassVar[bool] = False
+    """The formula itself, no engine rule (the ideal profile): no ``engine:`` adjustment, no served dtype."""
+    keeps_checkpoint_dtype: ClassVar[bool] = False
+    """Loads a float32 checkpoint as float32 (transformers 5 ``dtype="auto"``); others serve 16 bits."""
+    knobs: ClassVar[tuple[str, ...]] = ()
+    """``Deployment`` fields only this engine reads (a note says when another engine ignores them)."""
+    block_pool: ClassVar[bool] = False
+    """One pool of blocks shared by layer groups (vLLM's KV cache manager): capacity counts blocks."""
+    splits_layers: ClassVar[bool] = False
+    """Splits layers over devices, not heads (llama.cpp): more GPUs means a larger ``pp``."""
+    swa_extra_block: ClassVar[bool] = False
+    """A sliding layer holds one block more than its window (vLLM ``SlidingWindowSpec``)."""
+    dp_within_tp: ClassVar[bool] = False
+    """Data-parallel attention ranks live inside the ``tp`` GPUs (SGLang ``--tp T --dp D``)."""
+    dp_splits_experts: ClassVar[bool] = False
+    """Data parallel with expert parallel splits the MoE experts over ``dp * tp`` GPUs (vLLM)."""
 
     # ---- configuration ---------------------------------------------------------------------
     def auto_dtype(self, model_dtype: KvDtype) -> KvDtype:
@@ -226,10 +326,52 @@ class EngineProfile:
     def summary(self, ctx: SizingContext) -> str:
         return self.source
 
+    # ---- capacity ------------------------------------------------------------------------------
+    def attention_tp(self, tp: int, dp: int) -> int:
+        """The tensor-parallel width of one KV cache with data-parallel attention on (``--enable-dp-attention``)."""
+        raise InputError(f"--enable-dp-attention has no meaning for --engine {self.name}",
+                         "use it with --engine sglang, vllm (DP + expert parallel) or trtllm (enable_attention_dp)")
+
+    def pool_block_size(self, sizes: list[int], dep: Deployment) -> int:
+        """The pool's block size from the tokens one request holds per layer kind (capacity)."""
+        return max(sizes)
+
+    def swa_pool_ratio(self, dep: Deployment) -> float:
+        """Sliding-window token slots per full-attention slot in the pool (SGLang's SWA pool)."""
+        return 1.0
+
+    def dtype_suggestion(self, kv_dtype: KvDtype) -> str | None:
+        """A smaller KV dtype to suggest when a request does not fit."""
+        if kv_dtype.bits_per_element > 8:
+            return "--kv-dtype fp8 (halves the KV cache of a 16-bit model)"
+        return None
+
+    def activation(self, req: BudgetRequest) -> tuple[int, int]:
+        """(activation peak, non-torch bytes) the engine subtracts; default none."""
+        return 0, 0
+
+    def kv_budget(self, req: BudgetRequest) -> Budget:
+        """KV bytes per GPU: ``memory - weights - reserve`` (reserve 0 unless ``--reserve``)."""
+        act, non_torch = self.activation(req) if req.reserve_bytes is None else (0, 0)
+        reserve = req.reserve_bytes if req.reserve_bytes is not None else act + non_torch
+        kv = req.memory_bytes - req.weights_bytes_per_gpu - reserve
+        formula = "memory - weights - " + ("reserve" if self.plain_formula else "activation peak")
+        return Budget(memory_bytes=req.memory_bytes, usable_bytes=req.memory_bytes,
+                      weights_bytes_per_gpu=req.weights_bytes_per_gpu, activation_bytes=act, non_torch_bytes=non_torch,
+                      reserve_bytes=reserve, kv_bytes_per_gpu=kv, formula=formula)
+
+    def budget_uncertainty(self, budget: Budget) -> list[str]:
+        """Notes on how far a derived budget can be from the engine's own (none by default)."""
+        return []
+
     def log_figures(self, pool: PoolFacts) -> dict[str, object]:
         """The lines this engine logs about its KV cache at start-up and the numbers in them
         (keys of ``capacity.engine_log``; absent keys are reported as null). Default: none."""
         return {"version": None, "lines": []}
+
+    def log_notes(self, pool: PoolFacts) -> list[str]:
+        """Notes on reading this engine's log lines for ``pool`` (version-dependent figures); default none."""
+        return []
 
 
 # ---- start-up log lines (issue 12) -------------------------------------------------------------
@@ -276,6 +418,8 @@ class PoolFacts:
     """Decoder layers of the whole model."""
     tensor_split: tuple[float, ...] | None = None
     pp: int = 1
+    swa_ratio: float = 1.0
+    """Sliding-window pool slots per full-pool slot (SGLang ``--swa-full-tokens-ratio``)."""
 
 
 def version_tuple(text: str, *, engine: str) -> tuple[int, ...]:

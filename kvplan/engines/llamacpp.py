@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from kvplan.adjust import Deployment, as_full_attention, round_to_blocks
 from kvplan.dtypes import GGML_CACHE_TYPES, KvDtype, lookup_dtype
-from kvplan.engines.base import EngineProfile, LogCache, PoolFacts, SizingContext
+from kvplan.engines.base import (
+    BudgetRequest,
+    EngineProfile,
+    LogCache,
+    PoolFacts,
+    SizingContext,
+    activation_estimate,
+)
 from kvplan.errors import InputError
 from kvplan.specs import (
     AttentionSpec,
@@ -38,6 +45,20 @@ class LlamaCppProfile(EngineProfile):
     allowed_dtypes = GGML_CACHE_TYPES
     shares_prefix = False
     beam_search = False
+    knobs = ("ubatch_size", "kv_unified")
+    splits_layers = True
+
+    def pool_block_size(self, sizes: list[int], dep: Deployment) -> int:
+        return LLAMA_CPP_PAD
+
+    def dtype_suggestion(self, kv_dtype: KvDtype) -> str | None:
+        if kv_dtype.name in ("fp16", "bf16", "fp32"):
+            return "--kv-dtype q8_0 (about half the KV cache of f16)"
+        return None
+
+    def activation(self, req: BudgetRequest) -> tuple[int, int]:
+        """Compute buffers: activations of one n_ubatch of 512 tokens (logits for each of them)."""
+        return activation_estimate(req.shape, tokens=LLAMA_CPP_UBATCH, logit_rows=LLAMA_CPP_UBATCH, tp=1), 0
 
     def auto_dtype(self, model_dtype: KvDtype) -> KvDtype:
         # NOTE: llama.cpp's --cache-type-k/-v default is f16 whatever the weights are.

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import math
 
-from kvplan.adjust import round_to_blocks, shared_token_slots
+from kvplan.adjust import Deployment, round_to_blocks, shared_token_slots
 from kvplan.engines.base import (
     FLOAT_DTYPES,
     FP8_DTYPES,
+    Budget,
+    BudgetRequest,
     EngineProfile,
     PoolFacts,
     SizingContext,
     dsa_fp8_bytes,
     version_tuple,
 )
+from kvplan.errors import InputError
 from kvplan.specs import ChunkedLocalSpec, LayerSpec, SlidingWindowSpec
 from kvplan.units import GiB
 
@@ -26,12 +29,52 @@ SGLANG_TORCH_DTYPES = {"fp16": "torch.float16", "bf16": "torch.bfloat16", "fp32"
 SGLANG_SWA_RATIO = 0.8
 
 
+def sglang_mem_fraction_static(tp: int) -> float:
+    """SGLang's classic default ``--mem-fraction-static`` by TP size (server_args, 0.4 era).
+
+    Newer releases derive it from GPU memory and chunked-prefill size; pass the flag to match yours.
+    """
+    if tp >= 16:
+        return 0.79
+    if tp >= 8:
+        return 0.81
+    if tp >= 4:
+        return 0.85
+    if tp >= 2:
+        return 0.87
+    return 0.88
+
+
 class SglangProfile(EngineProfile):
     name = "sglang"
     title = "SGLang"
     source = "SGLang 0.5.23 (model_executor/pool_configurator.py, mem_cache/memory_pool.py, server_args.py)"
     default_block_size = 1
     allowed_dtypes = (*FLOAT_DTYPES, *FP8_DTYPES, "nvfp4")
+    knobs = ("swa_full_tokens_ratio",)
+    dp_within_tp = True
+
+    def attention_tp(self, tp: int, dp: int) -> int:
+        """``attn_tp = tp // dp`` (``layers/dp_attention.py::compute_dp_attention_world_info``)."""
+        if dp < 2 or tp % dp:
+            raise InputError(
+                f"SGLang --enable-dp-attention needs --dp > 1 dividing --tp; got --tp {tp} --dp {dp}",
+                f"e.g. --tp {tp} --dp {tp} --enable-dp-attention",
+            )
+        return tp // dp
+
+    def swa_pool_ratio(self, dep: Deployment) -> float:
+        return dep.swa_full_tokens_ratio or SGLANG_SWA_RATIO
+
+    def kv_budget(self, req: BudgetRequest) -> Budget:
+        """``memory x mem_fraction_static - weights``: the rest of memory is SGLang's own reserve."""
+        fraction = req.mem_fraction_static or sglang_mem_fraction_static(req.tp)
+        usable = int(req.memory_bytes * fraction)
+        reserve = req.reserve_bytes if req.reserve_bytes is not None else 0
+        return Budget(memory_bytes=req.memory_bytes, usable_bytes=usable, weights_bytes_per_gpu=req.weights_bytes_per_gpu,
+                      activation_bytes=0, non_torch_bytes=0, reserve_bytes=reserve,
+                      kv_bytes_per_gpu=usable - req.weights_bytes_per_gpu - (req.reserve_bytes or 0),
+                      formula=f"memory x mem_fraction_static {fraction:g} - weights")
 
     def bytes_per_token(self, spec: LayerSpec, ctx: SizingContext) -> int:
         # NOTE: kv_cache_configurator.py::calculate_mla_kv_cache_dim (fp8 DSA: 656 B) and index_key_cache.py (132 B).
@@ -94,8 +137,9 @@ class SglangProfile(EngineProfile):
         version = pool.version or SGLANG_DEFAULT_VERSION
         v = version_tuple(version, engine="sglang")
         n, page = pool.max_tokens, pool.block_size or 1
+        dtype = f"dtype: {SGLANG_TORCH_DTYPES.get(pool.kv_dtype, pool.kv_dtype)}, " if v >= (0, 5, 23) else ""
         if any(c.kind in ("sliding_window", "chunked_local") for c in pool.caches):
-            return {"version": version, "lines": [], "max_total_num_tokens": n}
+            return self._hybrid_swa_lines(pool, version, dtype)
         k = v_ = latent = index = 0
         single = False
         for cache in pool.caches:
@@ -109,7 +153,6 @@ class SglangProfile(EngineProfile):
             elif cache.kind != "state":
                 k += layers * (n + page) * cache.k_bytes_per_token
                 v_ += layers * (n + page) * cache.v_bytes_per_token
-        dtype = f"dtype: {SGLANG_TORCH_DTYPES.get(pool.kv_dtype, pool.kv_dtype)}, " if v >= (0, 5, 23) else ""
         head = f"KV Cache is allocated. {dtype}#tokens: {n}, "
         out: dict[str, object] = {"version": version, "max_total_num_tokens": n}
         if single:
@@ -124,3 +167,28 @@ class SglangProfile(EngineProfile):
             lines = [head + f"K size: {k / GiB:.2f} GB, V size: {v_ / GiB:.2f} GB"]
             out.update(k_size_bytes=k, v_size_bytes=v_)
         return {**out, "lines": lines}
+
+    @staticmethod
+    def _hybrid_swa_lines(pool: PoolFacts, version: str, dtype: str) -> dict[str, object]:
+        """``SWAKVPool`` (``mem_cache/swa_memory_pool.py``): two ``MHATokenToKVPool`` sub-pools labelled
+        ``Full`` and ``SWA``, each logging ``<label> KV Cache is allocated. ... #tokens: N, K size: X GB, V size:
+        Y GB`` over its own layers; the SWA pool has ``align_page_size(int(full * swa_full_tokens_ratio))``
+        tokens (``pool_configurator.py``), every buffer ``N + page_size`` rows."""
+        page = pool.block_size or 1
+        n_full = pool.max_tokens
+        n_swa = int(n_full * pool.swa_ratio) // page * page
+        sizes = {"Full": [0, 0], "SWA": [0, 0]}
+        for cache in pool.caches:
+            if cache.kind in ("state", "no_cache"):
+                continue
+            label, rows = ("SWA", n_swa) if cache.kind in ("sliding_window", "chunked_local") else ("Full", n_full)
+            layers = sum(1 for i in cache.layer_indices if i in pool.layers_on_rank)
+            sizes[label][0] += layers * (rows + page) * cache.k_bytes_per_token
+            sizes[label][1] += layers * (rows + page) * cache.v_bytes_per_token
+        lines = [f"{label} KV Cache is allocated. {dtype}#tokens: {rows}, K size: {k / GiB:.2f} GB, "
+                 f"V size: {v / GiB:.2f} GB"
+                 for (label, (k, v)), rows in zip(sizes.items(), (n_full, n_swa))]
+        return {"version": version, "lines": lines, "max_total_num_tokens": n_full,
+                "k_size_bytes": sizes["Full"][0] + sizes["SWA"][0], "v_size_bytes": sizes["Full"][1] + sizes["SWA"][1],
+                "notes": [f"SGLang hybrid SWA: a full pool of {n_full:,} tokens and an SWA pool of {n_swa:,} "
+                          f"(swa_full_tokens_ratio {pool.swa_ratio:g}); K/V sizes in engine_log are the two pools' sums"]}

@@ -8,7 +8,14 @@ from typing import ClassVar
 
 from kvplan.adjust import Deployment
 from kvplan.dtypes import KvDtype
-from kvplan.engines.base import FLOAT_DTYPES, EngineProfile, SizingContext, kv_row_bytes
+from kvplan.engines.base import (
+    FLOAT_DTYPES,
+    BudgetRequest,
+    EngineProfile,
+    SizingContext,
+    activation_estimate,
+    kv_row_bytes,
+)
 from kvplan.errors import InputError
 from kvplan.specs import (
     AttentionSpec,
@@ -30,7 +37,15 @@ class HfDynamicProfile(EngineProfile):
     source = "transformers 5.24.0 (cache_utils.py DynamicLayer, DynamicSlidingWindowLayer, QuantizedLayer), measured"
     shares_prefix = False
     hf_quantized = True
+    keeps_checkpoint_dtype = True
     allowed_dtypes: ClassVar[tuple[str, ...] | None] = (*FLOAT_DTYPES, "fp8_e4m3", "int8", "int4", "int2")
+
+    def pool_block_size(self, sizes: list[int], dep: Deployment) -> int:
+        return 1 if dep.block_size is None else max(sizes)
+
+    def activation(self, req: BudgetRequest) -> tuple[int, int]:
+        """Activations of one ``max_model_len`` prefill (generate() prefills the whole prompt at once)."""
+        return activation_estimate(req.shape, tokens=req.tokens, logit_rows=1, tp=req.tp), 0
 
     def check(self, layers: tuple[LayerSpec, ...], dep: Deployment, kv_dtype: KvDtype) -> list[str]:
         notes = super().check(layers, dep, kv_dtype)
@@ -209,6 +224,7 @@ class HfStaticProfile(HfDynamicProfile):
     title = "Hugging Face StaticCache"
     source = "transformers 5.24.0 (cache_utils.py StaticLayer, StaticSlidingWindowLayer), measured"
     hf_quantized = False
+    knobs = ("max_cache_len",)
     allowed_dtypes: ClassVar[tuple[str, ...] | None] = FLOAT_DTYPES
 
     def cache_len(self, ctx: SizingContext) -> int:

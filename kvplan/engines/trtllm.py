@@ -4,12 +4,26 @@ from __future__ import annotations
 
 from kvplan.adjust import Deployment
 from kvplan.dtypes import KvDtype, lookup_dtype
-from kvplan.engines.base import FLOAT_DTYPES, FP8_DTYPES, EngineProfile, PoolFacts, SizingContext, kv_row_bytes
+from kvplan.engines.base import (
+    FLOAT_DTYPES,
+    FP8_DTYPES,
+    Budget,
+    BudgetRequest,
+    EngineProfile,
+    PoolFacts,
+    SizingContext,
+    activation_estimate,
+    kv_row_bytes,
+)
 from kvplan.specs import AttentionSpec, IndexerSpec, LayerSpec, MLASpec
 from kvplan.units import GiB
 
 #: TensorRT-LLM ``KvCacheConfig.tokens_per_block`` default.
 TRTLLM_TOKENS_PER_BLOCK = 32
+#: TensorRT-LLM ``KvCacheConfig.free_gpu_memory_fraction`` default.
+TRTLLM_FREE_FRACTION = 0.9
+#: The batched tokens kvplan assumes TensorRT-LLM's warm-up runs (vLLM's default, for want of a read figure).
+TRTLLM_WARMUP_TOKENS = 8192
 
 
 class TrtllmProfile(EngineProfile):
@@ -28,6 +42,26 @@ class TrtllmProfile(EngineProfile):
         if kv_dtype.name == "int8":
             notes.append("TensorRT-LLM int8 KV keeps one scale per tensor: 1 byte per value")
         return notes
+
+    def attention_tp(self, tp: int, dp: int) -> int:
+        """``enable_attention_dp: true``: the KV heads are computed for ``tp = 1`` (``_util.py``)."""
+        return 1
+
+    def activation(self, req: BudgetRequest) -> tuple[int, int]:
+        tokens = req.max_num_batched_tokens or TRTLLM_WARMUP_TOKENS
+        return activation_estimate(req.shape, tokens=tokens, logit_rows=req.batch, tp=req.tp), 0
+
+    def kv_budget(self, req: BudgetRequest) -> Budget:
+        """``(memory - weights - activation peak) x free_gpu_memory_fraction`` (FACTS b.6)."""
+        act, non_torch = self.activation(req) if req.reserve_bytes is None else (0, 0)
+        reserve = req.reserve_bytes if req.reserve_bytes is not None else act + non_torch
+        fraction = req.free_gpu_memory_fraction or TRTLLM_FREE_FRACTION
+        free = req.memory_bytes - req.weights_bytes_per_gpu - reserve
+        kv = int(free * fraction) if free > 0 else free
+        return Budget(memory_bytes=req.memory_bytes, usable_bytes=req.memory_bytes,
+                      weights_bytes_per_gpu=req.weights_bytes_per_gpu, activation_bytes=act, non_torch_bytes=non_torch,
+                      reserve_bytes=reserve, kv_bytes_per_gpu=kv,
+                      formula=f"(memory - weights - activation peak) x free_gpu_memory_fraction {fraction:g}")
 
     def bytes_per_token(self, spec: LayerSpec, ctx: SizingContext) -> int:
         if isinstance(spec, IndexerSpec):

@@ -9,15 +9,20 @@ from kvplan.dtypes import KvDtype
 from kvplan.engines.base import (
     FLOAT_DTYPES,
     FP8_DTYPES,
+    Budget,
+    BudgetRequest,
+    BudgetTerm,
     EngineProfile,
+    ModelShape,
     PoolFacts,
     SizingContext,
+    activation_estimate,
     dsa_fp8_bytes,
     version_tuple,
 )
 from kvplan.errors import InputError
 from kvplan.specs import AttentionSpec, ChunkedLocalSpec, LayerSpec, MLASpec, SlidingWindowSpec, StateSpec
-from kvplan.units import GiB, cdiv
+from kvplan.units import GiB, MiB, cdiv
 
 #: vLLM ``--max-num-batched-tokens`` default kvplan assumes: ``vllm serve`` on a GPU with at least
 #: 70 GiB that is not an A100 (H100, H200, MI300X), from ``EngineArgs.get_batch_defaults``.
@@ -31,6 +36,29 @@ VLLM_DOCS_URL = "https://docs.vllm.ai/en/latest/configuration/conserving_memory/
 #: vLLM ``CacheConfig.block_size`` values.
 VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 
+# ---- the profiled budget (engine_logs.md sections 1.6-1.7) ------------------------------------------
+#: vLLM ``--gpu-memory-utilization`` default.
+VLLM_GPU_MEMORY_UTILIZATION = 0.9
+#: Non-torch memory vLLM subtracts (cuBLAS workspaces, NCCL buffers): kvplan's estimate.
+VLLM_NON_TORCH_BYTES = 256 * MiB
+#: V0's sampler warm-up: logits for ``max_num_seqs`` (default 256) rows in float32, one copy.
+VLLM_LOGIT_ROWS = 256
+#: ``EngineArgs.get_batch_defaults`` (0.10-0.33, ``vllm serve``): ``max_num_seqs`` 1024 on GPUs of at least
+#: 70 GiB that are not A100s (H100, H200, MI300X), 256 on the others; never above max_num_batched_tokens.
+VLLM_MAX_NUM_SEQS_LARGE, VLLM_MAX_NUM_SEQS_SMALL = 1024, 256
+#: Live float32 copies of the ``[rows, vocab]`` logits at the peak of V1's dummy sampler run, in halves
+#: (19 = 9.5 copies). ``gpu_model_runner._dummy_sampler_run`` samples with top-k and top-p set, so
+#: ``Sampler.sample`` -> ``apply_top_k_top_p`` sorts the logits (``ops/topk_topp_sampler.py``, 0.11.0):
+#: at the sort, the model's bf16 logits (0.5), their float32 copy (1), the sorted values (1), the int64
+#: indices (2), the int64 iota the sort starts from (2) and the radix sort's double buffers for
+#: values (1) and indices (2) are alive.
+VLLM_SAMPLER_HALF_COPIES = 19
+#: The same peak when FlashInfer's sampler runs instead (no sort: bf16 logits, float32 copy, probs).
+VLLM_FLASHINFER_SAMPLER_HALF_COPIES = 5
+#: vLLM's Marlin MXFP4 MoE kernel needs n % 256 == 0 and k % 128 == 0: ``Mxfp4MoEMethod.create_weights``
+#: (0.10.1-0.11.0) pads each expert's intermediate size to a multiple of 128 and the hidden size to 256.
+MARLIN_MXFP4_PAD_INTERMEDIATE, MARLIN_MXFP4_PAD_HIDDEN = 128, 256
+
 
 class VllmProfile(EngineProfile):
     name = "vllm"
@@ -41,6 +69,16 @@ class VllmProfile(EngineProfile):
     )
     default_block_size = 16
     allowed_dtypes = (*FLOAT_DTYPES, *FP8_DTYPES, "int8", "nvfp4")
+    knobs = ("max_num_batched_tokens",)
+    block_pool = True
+    swa_extra_block = True
+    dp_splits_experts = True
+
+    def attention_tp(self, tp: int, dp: int) -> int:
+        """``--data-parallel-size D --enable-expert-parallel``: D engine cores of ``tp`` GPUs each."""
+        if dp < 2:
+            raise InputError("vLLM data parallel needs --data-parallel-size > 1", "e.g. --tp 1 --dp 8 --enable-dp-attention")
+        return tp
 
     def mnbt(self, ctx: SizingContext) -> int:
         return ctx.dep.max_num_batched_tokens or VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
@@ -126,7 +164,87 @@ class VllmProfile(EngineProfile):
             f"cdiv(min(C + {self.mnbt(ctx)}, T), bs) blocks (max_num_batched_tokens {self.mnbt(ctx)}); Mamba one page per sequence"
         )
 
+    # ---- the profiled KV budget ------------------------------------------------------------------
+    def kv_budget(self, req: BudgetRequest) -> Budget:
+        """``memory x gpu_memory_utilization - non_kv_cache_memory`` (``gpu_worker.determine_available_memory``).
+
+        ``non_kv_cache_memory`` = weights as loaded + torch peak of the profile run + non-torch memory
+        (``memory_profiling``). Per ``--engine-version``:
+
+        - before 0.8 (V0): activations of ``max_num_batched_tokens`` tokens + 256 fp32 logit rows.
+        - 0.8 on (V1): ``profile_run`` = a dummy forward over ``max_num_batched_tokens`` tokens, then the
+          dummy sampler over ``min(max_num_seqs, max_num_batched_tokens)`` logit rows; the torch peak is
+          the larger of the two (the forward's buffers are freed before sampling).
+        - 0.20 on: vLLM also subtracts its CUDA graph estimate (``profile_cudagraph_memory``), which
+          kvplan does not model (said in the notes).
+        """
+        util = req.gpu_memory_utilization or VLLM_GPU_MEMORY_UTILIZATION
+        usable = int(req.memory_bytes * util)
+        formula = f"memory x gpu_memory_utilization {util:g} - weights - activation peak - non-torch memory"
+        if req.reserve_bytes is not None:
+            return Budget(memory_bytes=req.memory_bytes, usable_bytes=usable, weights_bytes_per_gpu=req.weights_bytes_per_gpu,
+                          activation_bytes=0, non_torch_bytes=0, reserve_bytes=req.reserve_bytes,
+                          kv_bytes_per_gpu=usable - req.weights_bytes_per_gpu - req.reserve_bytes, formula=formula)
+        version = req.version or VLLM_DEFAULT_VERSION
+        v = version_tuple(version, engine="vllm")[:2]
+        mnbt = req.max_num_batched_tokens or VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
+        shape = req.shape
+        if v < (0, 8):
+            act = activation_estimate(shape, tokens=mnbt, logit_rows=VLLM_LOGIT_ROWS, tp=req.tp)
+            terms = (BudgetTerm(name="activation peak", bytes=act, source=(
+                f"V0 profile run: {mnbt:,} tokens x (3 x mlp {shape.mlp_width} + qkv {shape.qkv_width} + 2 x hidden "
+                f"{shape.hidden_size}) x {shape.dtype_bytes} B / tp {req.tp} + {VLLM_LOGIT_ROWS} fp32 logit rows x vocab "
+                f"{shape.vocab_size:,}")),)
+            extra = 0
+            uncertainty = None
+        else:
+            extra = marlin_mxfp4_extra_bytes(shape)
+            forward = activation_estimate(shape, tokens=mnbt, logit_rows=0, tp=req.tp)
+            rows = min(req.max_num_seqs or default_max_num_seqs(req.memory_bytes, req.gpu_name), mnbt)
+            one_copy = rows * shape.vocab_size * 4
+            sampler = VLLM_SAMPLER_HALF_COPIES * one_copy // 2
+            act = max(forward, sampler)
+            terms = (
+                BudgetTerm(name="dummy forward", bytes=forward, source=(
+                    f"profile_run: _dummy_run({mnbt:,} tokens) x (3 x mlp {shape.mlp_width} + qkv {shape.qkv_width} + "
+                    f"2 x hidden {shape.hidden_size}) x {shape.dtype_bytes} B / tp {req.tp} (kvplan's estimate)")),
+                BudgetTerm(name="dummy sampler", bytes=sampler, source=(
+                    f"_dummy_sampler_run: {rows:,} rows (min(max_num_seqs, max_num_batched_tokens)) x vocab "
+                    f"{shape.vocab_size:,} x 4 B x {VLLM_SAMPLER_HALF_COPIES / 2:g} live copies at the top-k/top-p sort "
+                    "(ops/topk_topp_sampler.py::apply_top_k_top_p)")),
+            )
+            flashinfer = VLLM_FLASHINFER_SAMPLER_HALF_COPIES * one_copy // 2
+            # NOTE: both other paths only add KV memory: FlashInfer's sampler (no sort) and native MXFP4 layouts.
+            uncertainty = (sampler - max(forward, flashinfer) if sampler > forward else 0) + extra
+        if extra:
+            terms = (BudgetTerm(name="weights load padding", bytes=extra, source=(
+                "Marlin MXFP4 MoE (Hopper, vllm#23278 'Model loading took 65.9651 GiB'): experts padded to "
+                f"intermediate % {MARLIN_MXFP4_PAD_INTERMEDIATE} and hidden % {MARLIN_MXFP4_PAD_HIDDEN} "
+                "(Mxfp4MoEMethod.create_weights)")), *terms)
+        terms = (*terms, BudgetTerm(name="non-torch memory", bytes=VLLM_NON_TORCH_BYTES,
+                                    source="cuBLAS workspaces, NCCL buffers (kvplan's estimate)"))
+        reserve = act + VLLM_NON_TORCH_BYTES + extra
+        return Budget(memory_bytes=req.memory_bytes, usable_bytes=usable, weights_bytes_per_gpu=req.weights_bytes_per_gpu,
+                      activation_bytes=act, non_torch_bytes=VLLM_NON_TORCH_BYTES, reserve_bytes=reserve,
+                      kv_bytes_per_gpu=usable - req.weights_bytes_per_gpu - reserve, formula=formula, terms=terms,
+                      uncertainty_bytes=uncertainty)
+
+    def budget_uncertainty(self, budget: Budget) -> list[str]:
+        spread = (f" (up to {budget.uncertainty_bytes / GiB:.2f} GiB more on vLLM's other kernel paths: FlashInfer's "
+                  "sampler, unpadded MXFP4)") if budget.uncertainty_bytes else ""
+        return [
+            "the vLLM KV budget is derived, not measured" + spread + ": weights as loaded depend on the kernel "
+            "(gpt-oss-120b's MXFP4 experts load as 65.97 GiB through Marlin, vllm#23278, and 64.38 GiB through "
+            "Triton, vllm#33155), the profile run's peak is the dummy sampler's top-k/top-p sort over "
+            "min(max_num_seqs, max_num_batched_tokens) x vocab float32 logits, MoE workspaces are not counted and, "
+            "from vLLM 0.20, vLLM also subtracts its CUDA graph estimate ('Estimated CUDA graph memory'), which "
+            "kvplan does not model. Pass --kv-budget with the logged 'Available KV cache memory' for exact blocks"
+        ]
+
     # ---- start-up log lines ----------------------------------------------------------------------
+    def log_notes(self, pool: PoolFacts) -> list[str]:
+        return _version_forms_note(pool)
+
     def log_figures(self, pool: PoolFacts) -> dict[str, object]:
         """vLLM's KV lines for ``pool``, in the format of ``pool.version`` (engine_logs.md section 1.1).
 
@@ -175,6 +293,35 @@ class VllmProfile(EngineProfile):
         conc = f"Maximum concurrency for {pool.max_model_len:,} tokens per request: {pool.max_concurrency:.2f}x"
         lines += [f"{size}, {conc}"] if v >= (0, 28) else [size, conc]
         return {**out, "lines": lines, "gpu_kv_cache_tokens": tokens, "max_concurrency": round(pool.max_concurrency, 4)}
+
+
+def _version_forms_note(pool: PoolFacts) -> list[str]:
+    forms = vllm_token_lines(pool)
+    if pool.num_kv_cache_groups > 1 and len(set(forms.values())) > 1 and pool.num_blocks:
+        return [
+            "vLLM's 'GPU KV cache size' line depends on its version for this hybrid pool: "
+            f"{forms['0.10-0.20']:,} tokens in 0.10-0.20 (num_blocks // {pool.num_kv_cache_groups} groups * "
+            f"block size), {forms['>=0.21']:,} from 0.21 (max concurrency x max_model_len); the pool itself "
+            f"holds {pool.num_blocks * pool.block_size:,} token slots per layer (--engine-version picks the form)"
+        ]
+    return []
+
+
+def default_max_num_seqs(memory_bytes: int, gpu_name: str | None) -> int:
+    """``max_num_seqs`` when not given (``get_batch_defaults``, ``vllm serve``)."""
+    large = memory_bytes >= 70 * GiB and "a100" not in (gpu_name or "").lower()
+    return VLLM_MAX_NUM_SEQS_LARGE if large else VLLM_MAX_NUM_SEQS_SMALL
+
+
+def marlin_mxfp4_extra_bytes(shape: ModelShape) -> int:
+    """Bytes the Marlin MXFP4 MoE layout adds to the experts (0 for other checkpoints): each expert matrix
+    grows by ``pad(I, 128) * pad(H, 256) / (I * H)`` with I = expert intermediate size, H = hidden size."""
+    if shape.quant_method != "mxfp4" or not shape.expert_bytes_per_gpu or not shape.experts_per_token:
+        return 0
+    inter, hidden = shape.mlp_width // shape.experts_per_token, shape.hidden_size
+    padded = cdiv(inter, MARLIN_MXFP4_PAD_INTERMEDIATE) * MARLIN_MXFP4_PAD_INTERMEDIATE * cdiv(
+        hidden, MARLIN_MXFP4_PAD_HIDDEN) * MARLIN_MXFP4_PAD_HIDDEN
+    return shape.expert_bytes_per_gpu * padded // (inter * hidden) - shape.expert_bytes_per_gpu
 
 
 def vllm_token_lines(pool: PoolFacts) -> dict[str, int]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kvplan.errors import ConfigError, InputError, SourceError
 from kvplan.models.tensors import Quantisation, WeightPart, WeightsEstimate
@@ -264,12 +264,16 @@ SERVE_DTYPES: dict[str, str] = {
     "bfloat16": "bfloat16", "bf16": "bfloat16",
     "float": "float32", "float32": "float32", "fp32": "float32",
 }
-#: Engines that load a checkpoint in its own dtype (transformers 5 ``from_pretrained(dtype="auto")``);
-#: every other engine's ``--dtype auto`` serves float32 checkpoints in 16 bits.
-CHECKPOINT_DTYPE_ENGINES = frozenset({"hf-dynamic", "hf-static"})
+class ServingEngine(Protocol):
+    """What :func:`served_dtype` reads of an engine profile (``kvplan.engines``)."""
+
+    name: str
+    keeps_checkpoint_dtype: bool
+    """Loads a checkpoint in its own dtype (transformers 5 ``from_pretrained(dtype="auto")``); every other
+    engine's ``--dtype auto`` serves float32 checkpoints in 16 bits."""
 
 
-def served_dtype(weights_dtype: str, *, engine: str, dtype: str = "auto") -> tuple[str, str]:
+def served_dtype(weights_dtype: str, *, engine: ServingEngine, dtype: str = "auto") -> tuple[str, str]:
     """(dtype the engine holds unquantised weights in, why), for ``--dtype`` (``auto`` = the engine's rule).
 
     NOTE: vLLM's and SGLang's ``--dtype auto`` load a float32 checkpoint in 16 bits (bfloat16 where the
@@ -283,14 +287,14 @@ def served_dtype(weights_dtype: str, *, engine: str, dtype: str = "auto") -> tup
             raise InputError(f"--dtype {dtype!r} is not a weight dtype",
                              "use auto, bfloat16, float16 (half) or float32 (float), as vLLM's --dtype")
         return SERVE_DTYPES[key], f"--dtype {dtype}"
-    if weights_dtype in ("float32", "float64") and engine not in CHECKPOINT_DTYPE_ENGINES:
-        return "bfloat16", (f"{engine} --dtype auto serves a {weights_dtype} checkpoint in 16 bits "
+    if weights_dtype in ("float32", "float64") and not engine.keeps_checkpoint_dtype:
+        return "bfloat16", (f"{engine.name} --dtype auto serves a {weights_dtype} checkpoint in 16 bits "
                             "(bfloat16; float16 on GPUs without bf16); pass --dtype float32 to keep 4 bytes")
-    return weights_dtype, "the checkpoint's dtype" + (f" ({engine} loads it as stored)" if engine in
-                                                       CHECKPOINT_DTYPE_ENGINES else "")
+    return weights_dtype, "the checkpoint's dtype" + (f" ({engine.name} loads it as stored)" if
+                                                       engine.keeps_checkpoint_dtype else "")
 
 
-def serve_weights(weights: WeightsEstimate, *, engine: str, dtype: str = "auto") -> tuple[WeightsEstimate, str | None]:
+def serve_weights(weights: WeightsEstimate, *, engine: ServingEngine, dtype: str = "auto") -> tuple[WeightsEstimate, str | None]:
     """The weights as ``engine`` holds them in memory, and a note when that differs from the checkpoint.
 
     Quantised matrices keep their format; plain tensors take the served dtype. Exact bytes from the Hub's

@@ -622,8 +622,11 @@ def capacity_table(report: dict[str, Any]) -> Group:
         table.add_row("  vision tower", _size(weights["vision_bytes"]), f"{weights['vision_parameters'] / 1e9:.2f}B params")
     table.add_row("weights per GPU", _size(budget["weights_bytes_per_gpu"]), "")
     table.add_row("reserve", _size(budget["reserve_bytes"]), "activation peak + non-torch (estimate; --reserve)")
+    for term in budget.get("terms") or ():
+        table.add_row(f"  {term['name']}", _size(term["bytes"]), term["source"])
+    spread = budget.get("uncertainty_bytes")
     table.add_row(Text("KV budget per GPU", style="bold"), Text(_size(budget["kv_bytes_per_gpu"]), style="bold"),
-                  budget["formula"])
+                  budget["formula"] + (f" (up to {_size(spread)} more with other kernels)" if spread else ""))
     table.add_section()
     table.add_row("KV blocks", _n(cap["num_blocks"]), f"{cap['block_size']} tokens per block")
     table.add_row("KV tokens", _n(cap["max_tokens"]), "token slots of the pool (the true capacity; the engine's "

@@ -361,6 +361,10 @@ def _capacity_defs() -> dict[str, Schema]:
             "weights_bytes_per_gpu": nullable(NONNEG), "activation_bytes": NONNEG, "non_torch_bytes": NONNEG,
             "reserve_bytes": NONNEG,
             "kv_bytes_per_gpu": {**INT, "description": "negative when weights and reserve exceed the memory"},
+            "terms": {"type": "array", "items": _obj({"name": STR, "bytes": NONNEG, "source": STR}),
+                      "description": "the subtracted terms of a derived budget and where each rule comes from"},
+            "uncertainty_bytes": {**nullable(NONNEG), "description": "how much larger the engine's budget is on its other "
+                                  "kernel paths (vLLM: FlashInfer's sampler, unpadded MXFP4)"},
         }),
         "capacity": _obj({
             "fits": BOOL, "block_size": POS, "num_blocks": NONNEG, "max_tokens": NONNEG, "max_concurrency": NUM,
