@@ -174,8 +174,8 @@ def _may_be_gguf(model: str, gguf_file: str | None) -> bool:
 
 
 def _refuse_gguf(model: str) -> None:
-    if not _may_be_gguf(model, None):
-        return
+    if ":" not in model and not model.lower().endswith(".gguf"):
+        return  # NOTE: cannot be a GGUF reference; kvplan.gguf is not imported
     from kvplan.gguf import hub_reference
     from kvplan.gguf.files import is_gguf_path
 

@@ -110,7 +110,7 @@ def test_block_writer_is_pyyaml_byte_for_byte() -> None:
         assert fast == yamlio.dump(tree, pure=True)
 
     check()
-    assert len(written) > 50  # most generated trees are written by the block writer
+    assert len(written) > 10  # many generated trees are written by the block writer
     shared = {"a": 1}
     with pytest.raises(yamlio._Unsupported):
         yamlio._block_lines({"x": shared, "y": shared})  # PyYAML writes an anchor and an alias
