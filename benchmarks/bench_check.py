@@ -6,7 +6,10 @@ trtllm, llama.cpp, ideal, hf-dynamic), TP 1/2/4, lengths, batches and GPUs; ever
 ``require_fit_on`` (a capacity run). Targets: 1,000 scenarios within 3x the wall time of one;
 memory growth from 1 to 10,000 under 50 MB.
 
-    python benchmarks/bench_check.py [--sizes 1,100,1000,10000] [--format yaml]
+    python benchmarks/bench_check.py [--sizes 1,100,1000,10000] [--format yaml] [--base DIR]
+
+``--base DIR`` also runs every plan with an older kvplan source tree (e.g. ``git archive <commit> | tar
+-x -C DIR``) on ``PYTHONPATH``, interleaved with this one, and prints its time and memory beside.
 """
 
 from __future__ import annotations
@@ -40,11 +43,12 @@ def make_plan(num_scenarios: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run(plan: Path, fmt: str) -> tuple[float, float]:
-    """(wall seconds, peak RSS in MB) of one `kvplan check` process."""
+def run(plan: Path, fmt: str, source: str | None = None) -> tuple[float, float]:
+    """(wall seconds, peak RSS in MB) of one `kvplan check` process (kvplan from ``source`` when given)."""
     cmd = [sys.executable, "-m", "kvplan", "check", str(plan), "--format", fmt]
+    env = None if source is None else {**os.environ, "PYTHONPATH": source}
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     _pid, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     code = os.waitstatus_to_exitcode(status)
@@ -57,6 +61,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1,100,1000,10000")
     parser.add_argument("--format", default="yaml", choices=["yaml", "json", "table"])
+    parser.add_argument("--base", default=None, help="an older kvplan source tree to time beside this one")
     args = parser.parse_args()
     sizes = [int(n) for n in args.sizes.split(",")]
     with tempfile.TemporaryDirectory() as folder:
@@ -65,7 +70,11 @@ def main() -> int:
             plans[n] = Path(folder) / f"plan_{n}.yaml"
             plans[n].write_text(make_plan(n))
         run(plans[sizes[0]], args.format)  # warm the file cache and bytecode
-        results = {n: run(plans[n], args.format) for n in sizes}
+        results, before = {}, {}
+        for n in sizes:
+            results[n] = run(plans[n], args.format)
+            if args.base:
+                before[n] = run(plans[n], args.format, args.base)
     base_wall, base_rss = results[sizes[0]]
     print(f"kvplan check --format {args.format}, scenarios with require_fit_on (one run each, same session)")
     print(f"{'scenarios':>10} {'wall s':>8} {'x one':>7} {'ms/scenario':>12} {'peak MB':>8} {'+MB':>6}")
@@ -73,6 +82,12 @@ def main() -> int:
         wall, rss = results[n]
         per = (wall - base_wall) / (n - sizes[0]) * 1000 if n > sizes[0] else float("nan")
         print(f"{n:>10,} {wall:>8.2f} {wall / base_wall:>7.1f} {per:>12.2f} {rss:>8.1f} {rss - base_rss:>6.1f}")
+    if before:
+        print(f"--base {args.base} (same plans, interleaved):")
+        for n in sizes:
+            wall, rss = before[n]
+            print(f"{n:>10,} {wall:>8.2f} {wall / before[sizes[0]][0]:>7.1f} {'':>12} {rss:>8.1f} "
+                  f"{rss - before[sizes[0]][1]:>6.1f}   this tree takes {results[n][0] / wall:.2f}x its time")
     if 1000 in results:
         ratio = results[1000][0] / base_wall
         print(f"1,000 scenarios: {ratio:.1f}x one scenario (target <= 3x) {'OK' if ratio <= 3 else 'OVER'}")

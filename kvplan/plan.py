@@ -242,14 +242,18 @@ def load_plan(path: Path) -> Plan:
     """Read and validate a plan file; raise InputError naming the line, scenario and field."""
     import yaml
 
-    from kvplan.safeload import load_yaml, read_bounded_text
+    from kvplan.safeload import load_yaml, load_yaml_lines, read_bounded_text
 
     label = str(path)
     text = read_bounded_text(path, label=f"plan file {label}", what="plan file")
     try:
         # NOTE: bounded (size, depth, aliases expanded, recursion) before anything walks the data.
-        data, root = load_yaml(text, label=label)
-        lines, duplicates = _line_map(text, root)
+        fast = load_yaml_lines(text)  # libyaml's events: no node tree (None: the node-based loader words it)
+        if fast is not None:
+            data, lines, duplicates = fast
+        else:
+            data, root = load_yaml(text, label=label)
+            lines, duplicates = _line_map(text, root)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""

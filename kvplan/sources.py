@@ -6,7 +6,6 @@ import huggingface_hub.
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import os
 import threading
@@ -149,12 +148,14 @@ def load_gguf_model(
 ) -> Any:
     """The GGUF model ``model`` names (a ``.gguf`` path or folder, ``org/repo:TAG``, or a repo with
     ``gguf_file``), header read; None when ``model`` is not a GGUF reference."""
-    from kvplan.gguf import load_gguf
-
     check_model_arg(model.strip())
     if revision is not None:
         validate_revision(revision)
     try:
+        if not _may_be_gguf(model.strip(), gguf_file):
+            return None  # NOTE: kvplan.gguf is imported only for what may be a GGUF reference
+        from kvplan.gguf import load_gguf
+
         found = load_gguf(model.strip(), gguf_file=gguf_file, revision=revision, token=token)
     except OSError as exc:  # a path part longer than NAME_MAX, ...
         raise SourceError(f"cannot use --model {printable(model[:80])!r}: {exc.strerror or exc}",
@@ -165,7 +166,16 @@ def load_gguf_model(
     return found
 
 
+def _may_be_gguf(model: str, gguf_file: str | None) -> bool:
+    """Whether ``kvplan.gguf.load_gguf`` could take ``model``: a ``--gguf-file``, ``org/repo:TAG``, a
+    ``.gguf`` path or a folder (a bundled id or config.json never is)."""
+    return (gguf_file is not None or ":" in model or model.lower().endswith(".gguf")
+            or Path(model).expanduser().is_dir())
+
+
 def _refuse_gguf(model: str) -> None:
+    if ":" not in model and not model.lower().endswith(".gguf"):
+        return  # NOTE: cannot be a GGUF reference; kvplan.gguf is not imported
     from kvplan.gguf import hub_reference
     from kvplan.gguf.files import is_gguf_path
 
@@ -186,6 +196,8 @@ def _id_from_config(data: dict[str, Any], fallback: str) -> str:
 
 def _close_bundled(model: str) -> list[str]:
     """Bundled ids and aliases (as written) close to ``model``: the "did you mean" of a typo."""
+    import difflib
+
     index = bundled_index()
     close = difflib.get_close_matches(model.lower(), list(index), n=3, cutoff=0.8)
     spelled = {name.lower(): name for name in bundled_ids()}
@@ -193,6 +205,8 @@ def _close_bundled(model: str) -> list[str]:
 
 
 def _suggest(model: str) -> str:
+    import difflib
+
     close = _close_bundled(model) or difflib.get_close_matches(model.lower(), list(bundled_index()), n=3, cutoff=0.6)
     if close:
         return f"did you mean {', '.join(close)}? (kvplan models lists the bundled models)"

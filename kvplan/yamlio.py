@@ -76,8 +76,14 @@ def _c_writes_alike(data: Any) -> bool:
 
 
 def dump(data: Any, *, pure: bool = False) -> str:
-    """``yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)``: through libyaml when
-    it writes the same bytes (every string plain text), else through PyYAML's own emitter."""
+    """``yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)``: written by kvplan's block
+    writer (``_block_lines``) for a plain report tree, else through libyaml when it writes the same
+    bytes (every string plain text), else through PyYAML's own emitter."""
+    if not pure:
+        try:
+            return "".join(_block_lines(data))
+        except _Unsupported:
+            pass
     import yaml
 
     if not pure and hasattr(yaml, "CSafeDumper"):
@@ -163,3 +169,211 @@ def _fast_dumper() -> Any:
 
     _FAST_DUMPER = FastDumper
     return FastDumper
+
+
+class _Unsupported(Exception):
+    """Something ``_block_lines`` leaves to PyYAML: a type other than dict, list, str, int, float, bool
+    and None, a non-string key, an object reached twice (an anchor), a multi-line or complex-key
+    scalar, or a quoted one that could be folded."""
+
+
+#: Width PyYAML folds plain scalars at (``DUMP_OPTIONS["width"]``).
+_WIDTH = 100
+
+#: How PyYAML writes a string on one line as a mapping value (text, is plain) and as a key; filled
+#: on first use of each string by PyYAML's own emitter (so its rules decide quoting and escapes).
+_VALUES: dict[str, tuple[str, bool]] = {}
+_KEYS: dict[str, str] = {}
+_FLOATS: dict[float, str] = {}
+_CACHE_LIMIT = 1 << 16
+
+
+def _pure_line(data: Any) -> str:
+    import yaml
+
+    return yaml.dump(data, Dumper=yaml.SafeDumper, sort_keys=False, allow_unicode=True, width=1 << 30)
+
+
+def _value_text(value: str) -> tuple[str, bool]:
+    known = _VALUES.get(value)
+    if known is None:
+        line = _pure_line({"k": value})
+        if not line.startswith("k: ") or line.count("\n") != 1:
+            raise _Unsupported
+        text = line[3:-1]
+        known = (text, text == value)
+        if len(_VALUES) > _CACHE_LIMIT:
+            _VALUES.clear()
+        _VALUES[value] = known
+    return known
+
+
+def _key_text(key: Any) -> str:
+    if type(key) is not str:
+        raise _Unsupported
+    text = _KEYS.get(key)
+    if text is None:
+        line = _pure_line({key: None})
+        if line.startswith("?") or not line.endswith(": null\n") or line.count("\n") != 1:
+            raise _Unsupported
+        text = line[: -len(": null\n")]
+        if len(_KEYS) > _CACHE_LIMIT:
+            _KEYS.clear()
+        _KEYS[key] = text
+    return text
+
+
+def _scalar(value: Any, column: int, indent: int) -> str:
+    """``value`` as PyYAML writes it starting at ``column`` (after ``key: `` or ``- ``), continuation
+    lines of a folded plain scalar at ``indent``."""
+    kind = type(value)
+    if kind is str:
+        text, plain = _value_text(value)
+        if column + len(text) <= _WIDTH:
+            return text
+        if plain:
+            return _fold_plain(text, column, indent)
+        if text.startswith("'"):
+            return _fold_single_quoted(value, column, indent)
+        raise _Unsupported  # a long double-quoted scalar: PyYAML folds it with escapes
+    if kind is int:
+        return str(value)
+    if kind is bool:
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if kind is float:
+        text = _FLOATS.get(value)
+        if text is None:
+            line = _pure_line([value])
+            if not line.startswith("- ") or line.count("\n") != 1:
+                raise _Unsupported
+            text = line[2:-1]
+            if len(_FLOATS) < _CACHE_LIMIT:
+                _FLOATS[value] = text
+        return text
+    raise _Unsupported
+
+
+def _fold_plain(text: str, column: int, indent: int) -> str:
+    """PyYAML's ``Emitter.write_plain`` with split on, for text without line breaks: a single space
+    reached past the width becomes a line break and ``indent`` spaces; runs of spaces are kept."""
+    out: list[str] = []
+    spaces = False
+    start = end = 0
+    size = len(text)
+    while end <= size:
+        ch = text[end] if end < size else None
+        if spaces:
+            if ch != " ":
+                if start + 1 == end and column > _WIDTH:
+                    out.append("\n" + " " * indent)
+                    column = indent
+                else:
+                    out.append(text[start:end])
+                    column += end - start
+                start = end
+        elif ch is None or ch == " ":
+            out.append(text[start:end])
+            column += end - start
+            start = end
+        if ch is not None:
+            spaces = ch == " "
+        end += 1
+    return "".join(out)
+
+
+def _fold_single_quoted(text: str, column: int, indent: int) -> str:
+    """PyYAML's ``Emitter.write_single_quoted`` with split on, for text without line breaks: quotes
+    doubled, a single inner space reached past the width becomes a line break and ``indent`` spaces."""
+    out: list[str] = ["'"]
+    column += 1
+    spaces = False
+    start = end = 0
+    size = len(text)
+    while end <= size:
+        ch = text[end] if end < size else None
+        if spaces:
+            if ch != " ":
+                if start + 1 == end and column > _WIDTH and start != 0 and end != size:
+                    out.append("\n" + " " * indent)
+                    column = indent
+                else:
+                    out.append(text[start:end])
+                    column += end - start
+                start = end
+        elif (ch is None or ch == " " or ch == "'") and start < end:
+            out.append(text[start:end])
+            column += end - start
+            start = end
+        if ch == "'":
+            out.append("''")
+            column += 2
+            start = end + 1
+        if ch is not None:
+            spaces = ch == " "
+        end += 1
+    out.append("'")
+    return "".join(out)
+
+
+def _block_lines(data: Any) -> list[str]:
+    """``data`` as PyYAML's block style writes it (indent 2, block sequences in mappings indentless,
+    plain scalars folded at 100 columns), for plain trees; raises ``_Unsupported`` otherwise."""
+    out: list[str] = []
+    seen: set[int] = set()
+
+    def container(item: Any) -> bool:
+        kind = type(item)
+        if kind is dict or kind is list:
+            if id(item) in seen:
+                raise _Unsupported  # PyYAML writes an anchor and an alias
+            seen.add(id(item))
+            return bool(item)
+        return False
+
+    def mapping(item: dict[Any, Any], indent: int, first_inline: bool) -> None:
+        first = first_inline
+        for key, value in item.items():
+            key_text = _key_text(key)
+            head = ("" if first else " " * indent) + key_text + ":"
+            first = False
+            if container(value):
+                out.append(head + "\n")
+                if type(value) is dict:
+                    mapping(value, indent + 2, False)
+                else:
+                    sequence(value, indent, False)
+            elif type(value) is dict:
+                out.append(head + " {}\n")
+            elif type(value) is list:
+                out.append(head + " []\n")
+            else:
+                out.append(head + " " + _scalar(value, indent + len(key_text) + 2, indent + 2) + "\n")
+
+    def sequence(item: list[Any], indent: int, first_inline: bool) -> None:
+        first = first_inline
+        for value in item:
+            head = ("" if first else " " * indent) + "-"
+            first = False
+            if container(value):
+                out.append(head + " ")
+                if type(value) is dict:
+                    mapping(value, indent + 2, True)
+                else:
+                    sequence(value, indent + 2, True)
+            elif type(value) is dict:
+                out.append(head + " {}\n")
+            elif type(value) is list:
+                out.append(head + " []\n")
+            else:
+                out.append(head + " " + _scalar(value, indent + 2, indent + 2) + "\n")
+
+    if container(data):
+        if type(data) is dict:
+            mapping(data, 0, False)
+        else:
+            sequence(data, 0, False)
+    else:
+        raise _Unsupported  # an empty or scalar document (PyYAML adds its own endings)
+    return out
