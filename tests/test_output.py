@@ -365,3 +365,48 @@ def test_plot_is_legible_in_a_readme(runner, tmp_path) -> None:
     xs, series = plot_series(comparison)
     assert xs[-1] == geometry.max_context_tokens  # the x range stops at the model's maximum
     assert plot_label(comparison.variants[0]) == "model (window 128)" and list(series) == ["model (window 128)"]
+
+
+def test_plot_room_line_says_when_weights_leave_no_room() -> None:
+    """Llama-3.1-70B's bf16 weights exceed an 80 GiB card: the dashed line stays at the card and its label
+    says there is no KV room (not "KV room 0 B"); a card with room gets "KV room" = card - weights."""
+    from kvplan.cli.compare import _kv_room
+    from kvplan.units import format_bytes
+
+    small, label = _kv_room("meta-llama/Llama-3.1-70B", 80 * GiB, tp=1, pp=1, revision=None, token=None)
+    weights = 80 * GiB - small
+    assert small < 0 and label == (f"GPU {format_bytes(80 * GiB)}: no KV room, weights {format_bytes(weights)} "
+                                   "per GPU exceed it")
+    big, big_label = _kv_room("meta-llama/Llama-3.1-70B", 200 * GiB, tp=1, pp=1, revision=None, token=None)
+    assert big == 200 * GiB - weights and big_label.startswith(f"KV room {format_bytes(big)} = GPU ")
+
+
+@pytest.mark.parametrize("flag", ["--seq-len", "--max-model-len"])
+def test_notes_name_the_length_flag_the_user_typed(runner, flag: str) -> None:
+    other = "--max-model-len" if flag == "--seq-len" else "--seq-len"
+    for args in (["estimate", "-m", "llama-3.1-8b"], ["compare", "gqa", "--model", "llama-3.1-8b"],
+                 ["capacity", "-m", "llama-3.1-8b", "--gpu", "H100"]):
+        result = runner.invoke(app, [*args, flag, "128k", "--format", "json"])
+        assert result.exit_code == 0, result.output
+        report = json.loads(result.stdout)
+        source = report["inputs"].get("seq_len_source") or report["inputs"]["max_model_len_source"]
+        assert source == flag, args
+        assert not any(other in note for note in report["notes"]), (args, report["notes"])
+    assert any(note.startswith(f"{flag} 128k: kvplan reads {128 * 1024:,} tokens") for note in report["notes"])
+
+
+def test_seq_len_and_max_model_len_that_disagree_are_refused(runner) -> None:
+    for args in (["estimate", "-m", "llama-3.1-8b"], ["capacity", "-m", "llama-3.1-8b", "--gpu", "H100"]):
+        result = runner.invoke(app, [*args, "--seq-len", "8k", "--max-model-len", "16k"])
+        assert result.exit_code == 2, result.output
+        assert result.stderr.startswith("Error: --seq-len 8k and --max-model-len 16k disagree")
+        same = runner.invoke(app, [*args, "--seq-len", "16k", "--max-model-len", "16k", "--format", "json"])
+        assert same.exit_code == 0, same.output
+        inputs = json.loads(same.stdout)["inputs"]
+        assert inputs.get("seq_len", inputs.get("max_model_len")) == 16 * 1024
+
+
+def test_compare_help_shows_the_plot_extra_without_a_backslash(runner, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    result = runner.invoke(app, ["compare", "--help"])
+    assert result.exit_code == 0 and "kvplan[plot]" in result.stdout and "\\[" not in result.stdout
