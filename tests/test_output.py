@@ -410,3 +410,14 @@ def test_compare_help_shows_the_plot_extra_without_a_backslash(runner, monkeypat
     monkeypatch.setenv("COLUMNS", "200")
     result = runner.invoke(app, ["compare", "--help"])
     assert result.exit_code == 0 and "kvplan[plot]" in result.stdout and "\\[" not in result.stdout
+
+
+def test_uneven_tp_split_is_called_padding_not_replication(runner) -> None:
+    heads, tp = 8, 3  # Llama-3.1-8B's KV heads over 3 ranks: each keeps ceil(8/3) = 3, 9 slots
+    out = _flat(runner, ["estimate", "-m", "llama-3.1-8b", "-s", "8k", "-tp", str(tp)])
+    per_gpu = -(-heads // tp)
+    assert (f"padded: {heads} KV heads do not split evenly over {tp} tensor-parallel ranks, each rank keeps "
+            f"{per_gpu} ({heads}/{tp} rounded up), {per_gpu * tp} head slots for {heads} heads") in out
+    assert "replicated" not in out and "1 copies" not in out
+    out16 = _flat(runner, ["estimate", "-m", "llama-3.1-8b", "-s", "8k", "-tp", "16"])
+    assert f"each rank keeps 1, so {16 // heads} copies of each head" in out16

@@ -89,8 +89,12 @@ def _replication(report: dict[str, Any]) -> str | None:
             continue
         if layer["kind"] == "mla":
             return f"replicated: each of the {tp} tensor-parallel ranks keeps the whole MLA latent"
+        slots = per_gpu * tp
+        if slots % heads:  # NOTE: uneven split: the ranks' slots are padded, not whole copies of the heads
+            return (f"padded: {heads} KV heads do not split evenly over {tp} tensor-parallel ranks, each rank "
+                    f"keeps {per_gpu} ({heads}/{tp} rounded up), {slots} head slots for {heads} heads")
         return (f"replicated: {heads} KV heads over {tp} tensor-parallel ranks, each rank keeps {per_gpu}, "
-                f"so {per_gpu * tp // heads} copies of each head")
+                f"so {slots // heads} copies of each head")
     return None
 
 
