@@ -421,3 +421,18 @@ def test_uneven_tp_split_is_called_padding_not_replication(runner) -> None:
     assert "replicated" not in out and "1 copies" not in out
     out16 = _flat(runner, ["estimate", "-m", "llama-3.1-8b", "-s", "8k", "-tp", "16"])
     assert f"each rank keeps 1, so {16 // heads} copies of each head" in out16
+
+
+def test_capacity_table_says_no_kv_budget_instead_of_a_negative_size(runner, monkeypatch) -> None:
+    args = ["capacity", "-m", "meta-llama/Llama-3.1-70B", "--gpu", "H100", "-s", "8k"]
+    result = runner.invoke(app, [*args, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    budget = json.loads(result.stdout)["budget"]
+    short = budget["weights_bytes_per_gpu"] + budget["reserve_bytes"] - budget["usable_bytes"]  # weights + reserve - usable
+    assert short > 0 and budget["kv_bytes_per_gpu"] == -short  # the report keeps the signed figure
+    from kvplan.units import format_bytes
+
+    monkeypatch.setenv("COLUMNS", "200")
+    out = _flat(runner, args)
+    assert f"KV budget per GPU none weights and reserve exceed the budget by {format_bytes(short)}" in out
+    assert f"KV budget per GPU -{format_bytes(short)}" not in out  # (vLLM's own log line, quoted, keeps it)

@@ -626,8 +626,13 @@ def capacity_table(report: dict[str, Any]) -> Group:
         table.add_row("  vision tower", _size(weights["vision_bytes"]), f"{weights['vision_parameters'] / 1e9:.2f}B params")
     table.add_row("weights per GPU", _size(budget["weights_bytes_per_gpu"]), "")
     table.add_row("reserve", _size(budget["reserve_bytes"]), "activation peak + non-torch (estimate; --reserve)")
-    table.add_row(Text("KV budget per GPU", style="bold"), Text(_size(budget["kv_bytes_per_gpu"]), style="bold"),
-                  budget["formula"])
+    kv_budget = budget["kv_bytes_per_gpu"]
+    if kv_budget is not None and kv_budget < 0:  # NOTE: the report keeps the signed figure; the table says it
+        table.add_row(Text("KV budget per GPU", style="bold"), Text("none", style="bold"),
+                      f"weights and reserve exceed the budget by {format_bytes(-kv_budget)}: {budget['formula']}")
+    else:
+        table.add_row(Text("KV budget per GPU", style="bold"), Text(_size(kv_budget), style="bold"),
+                      budget["formula"])
     table.add_section()
     table.add_row("KV blocks", _n(cap["num_blocks"]), f"{cap['block_size']} tokens per block")
     table.add_row("KV tokens", _n(cap["max_tokens"]), "token slots of the pool (the true capacity; the engine's "
