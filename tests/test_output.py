@@ -436,3 +436,10 @@ def test_capacity_table_says_no_kv_budget_instead_of_a_negative_size(runner, mon
     out = _flat(runner, args)
     assert f"KV budget per GPU none weights and reserve exceed the budget by {format_bytes(short)}" in out
     assert f"KV budget per GPU -{format_bytes(short)}" not in out  # (vLLM's own log line, quoted, keeps it)
+
+
+@pytest.mark.parametrize(("dtypes", "why"), [("bf16,,fp8", "has an empty item"), ("bf16,bf16", "names a dtype twice")])
+def test_compare_refuses_a_kv_dtype_list_with_a_gap_or_a_repeat(runner, dtypes: str, why: str) -> None:
+    result = runner.invoke(app, ["compare", "mha", "gqa", "--kv-dtype", dtypes])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines()[0] == f"Error: --kv-dtype {dtypes} {why}"
