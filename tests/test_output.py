@@ -443,3 +443,11 @@ def test_compare_refuses_a_kv_dtype_list_with_a_gap_or_a_repeat(runner, dtypes: 
     result = runner.invoke(app, ["compare", "mha", "gqa", "--kv-dtype", dtypes])
     assert result.exit_code == 2, result.output
     assert result.stderr.splitlines()[0] == f"Error: --kv-dtype {dtypes} {why}"
+
+
+def test_a_missing_torch_dtype_is_said_once(runner) -> None:
+    """gpt-oss-120b's config names no torch_dtype: one line says so (the kv_dtype source), not two."""
+    result = runner.invoke(app, ["estimate", "-m", "openai/gpt-oss-120b", "-s", "128k"])
+    assert result.exit_code == 0, result.output
+    flat = " ".join(result.stderr.split())
+    assert flat.count("no torch_dtype") == 1 and "so fp16 (2 bytes" in flat
