@@ -451,3 +451,19 @@ def test_a_missing_torch_dtype_is_said_once(runner) -> None:
     assert result.exit_code == 0, result.output
     flat = " ".join(result.stderr.split())
     assert flat.count("no torch_dtype") == 1 and "so fp16 (2 bytes" in flat
+
+
+def test_error_and_hint_wrap_on_words_at_a_terminal_and_stay_one_line_in_a_log(runner) -> None:
+    from kvplan.cli.app import error_text
+
+    message = "meta-llama/Llama-3.1-8BB is not bundled, not in the Hub cache, and the Hub cannot be reached"
+    hint = "did you mean meta-llama/Llama-3.1-8B, meta-llama/Llama-3.1-70B? (kvplan models lists them)"
+    wrapped = error_text(message, hint, 60).splitlines()
+    assert len(wrapped) > 2 and wrapped[0].startswith("Error: ") and all(len(line) <= 60 for line in wrapped)
+    hint_at = next(i for i, line in enumerate(wrapped) if line.startswith("Hint: "))
+    assert all(line.startswith(" " * 7) for line in wrapped[1:hint_at])  # under the message, not column 0
+    assert all(line.startswith(" " * 6) for line in wrapped[hint_at + 1:])
+    assert " ".join(" ".join(wrapped).split()) == f"Error: {message} Hint: {hint}"  # words whole, none lost
+    assert error_text(message, hint) == f"Error: {message}\nHint: {hint}"
+    result = runner.invoke(app, ["estimate", "-m", "llama-3.1-8bb"])  # not a terminal: one line each
+    assert result.exit_code == 2 and len(result.stderr.splitlines()) == 2, result.stderr
