@@ -467,3 +467,16 @@ def test_error_and_hint_wrap_on_words_at_a_terminal_and_stay_one_line_in_a_log(r
     assert error_text(message, hint) == f"Error: {message}\nHint: {hint}"
     result = runner.invoke(app, ["estimate", "-m", "llama-3.1-8bb"])  # not a terminal: one line each
     assert result.exit_code == 2 and len(result.stderr.splitlines()) == 2, result.stderr
+
+
+def test_models_says_which_columns_a_narrow_terminal_hides(runner, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "120")
+    out = _flat(runner, ["models"])
+    match = re.search(r"not shown at this width: type, layers, dtype \(COLUMNS=(\d+) shows them, or --format yaml\)",
+                      out)
+    assert match, out[-400:]
+    monkeypatch.setenv("COLUMNS", match.group(1))  # the width named shows every column, and no such line
+    wide = runner.invoke(app, ["models"]).stdout
+    assert "not shown" not in wide and all(h in wide.splitlines()[1] for h in ("type", "layers", "dtype"))
+    monkeypatch.setenv("COLUMNS", "80")  # all models at 80: one per block, the type there too
+    assert "  llama; 32× full; KV heads × dim 8 × 128" in runner.invoke(app, ["models"]).stdout

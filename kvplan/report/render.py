@@ -262,8 +262,10 @@ def models_table(report: dict[str, Any]) -> Group:
     legend = Text("per token: all layers at full attention; @ max ctx: what a token costs when one sequence "
                   "holds the model's maximum context (windows and state included)", style="dim")
 
-    def layout(columns: tuple[str, ...]) -> Callable[[], Table]:
-        def make() -> Table:
+    every = ("model", "type", "layers", "heads", "ctx", "dtype", "rate", "at_max")
+
+    def layout(columns: tuple[str, ...]) -> Callable[[], Table | Group]:
+        def make() -> Table | Group:
             spec = {"model": ("model", "left"), "type": ("type", "left"), "layers": ("layers", "left"),
                     "heads": ("KV heads × dim", "right"), "ctx": ("max ctx", "right"), "dtype": ("dtype", "left"),
                     "rate": ("per token", "right"), "at_max": ("@ max ctx", "right")}
@@ -274,7 +276,15 @@ def models_table(report: dict[str, Any]) -> Group:
                          "ctx": "-" if row["max_context_len"] is None else _tokens_short(row["max_context_len"]),
                          "dtype": row["kv_dtype"], "rate": _models_rate(row), "at_max": _models_at_max(row)}
                 table.add_row(*(cells[c] for c in columns))
-            return table
+            hidden = [spec[c][0] for c in every if c not in columns]
+            if not hidden:
+                return table
+            # NOTE: a narrow layout says what it left out and how to see it (the width the full table needs).
+            from rich.console import Console
+
+            need = Console(width=1000).measure(layout(every)()).maximum
+            return Group(table, Text(f"not shown at this width: {', '.join(hidden)} (COLUMNS={need} shows them, "
+                                     "or --format yaml)", style="dim"))
         return make
 
     def vertical() -> Group:
@@ -282,13 +292,13 @@ def models_table(report: dict[str, Any]) -> Group:
         for row in rows:
             lines.append(Text(row["id"], style="bold"))
             ctx = "-" if row["max_context_len"] is None else f"{row['max_context_len']:,}"
-            lines.append(Text(f"  {row['layers']}; KV heads × dim {_models_heads(row)}; max ctx {ctx}; {row['kv_dtype']}"))
+            lines.append(Text(f"  {row['model_type']}; {row['layers']}; KV heads × dim {_models_heads(row)}; max ctx {ctx}; {row['kv_dtype']}"))
             state = (f" + {format_bytes(row['state_bytes_per_seq'])}/seq state" if row["state_bytes_per_seq"] else "")
             lines.append(Text(f"  per token {_models_rate(row)}{state}; @ max ctx {_models_at_max(row)}"))
         return Group(*lines)
 
     body = Fit(
-        layout(("model", "type", "layers", "heads", "ctx", "dtype", "rate", "at_max")),
+        layout(every),
         layout(("model", "layers", "heads", "ctx", "rate", "at_max")),
         layout(("model", "heads", "ctx", "rate", "at_max")),
         layout(("model", "ctx", "rate", "at_max")),
