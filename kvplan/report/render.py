@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kvplan.report.flags import engine_flags, engine_hints
-from kvplan.report.layout import KIND_LABEL, Fit, grid
+from kvplan.report.layout import KIND_LABEL, Fit, grid, replication
 from kvplan.report.layout import n as _n
 from kvplan.report.layout import short_bytes as _short_bytes
 from kvplan.report.layout import signed_size as _size
@@ -78,26 +78,6 @@ def effective_bytes_per_token(report: dict[str, Any]) -> int | None:
     return round(report["totals"]["bytes_per_sequence"] / seq_len)
 
 
-def _replication(report: dict[str, Any]) -> str | None:
-    """Why the GPUs together hold more than one copy, when they do."""
-    tp = report["inputs"].get("tp", 1)
-    if tp <= 1:
-        return None
-    for layer in report["layers"]:
-        heads, per_gpu = layer["num_kv_heads"], layer.get("num_kv_heads_per_gpu")
-        if heads is None or per_gpu is None or per_gpu * tp <= heads:
-            continue
-        if layer["kind"] == "mla":
-            return f"replicated: each of the {tp} tensor-parallel ranks keeps the whole MLA latent"
-        slots = per_gpu * tp
-        if slots % heads:  # NOTE: uneven split: the ranks' slots are padded, not whole copies of the heads
-            return (f"padded: {heads} KV heads do not split evenly over {tp} tensor-parallel ranks, each rank "
-                    f"keeps {per_gpu} ({heads}/{tp} rounded up), {slots} head slots for {heads} heads")
-        return (f"replicated: {heads} KV heads over {tp} tensor-parallel ranks, each rank keeps {per_gpu}, "
-                f"so {slots // heads} copies of each head")
-    return None
-
-
 def estimate_headline(report: dict[str, Any]) -> list[Text]:
     """The answer first: per GPU and total under parallelism, and per token at the requested length."""
     inputs, totals = report["inputs"], report["totals"]
@@ -108,7 +88,7 @@ def estimate_headline(report: dict[str, Any]) -> list[Text]:
     if gpus > 1:
         lines.append(Text(f"KV cache per GPU: {format_bytes(totals['kv_cache_bytes_per_gpu'])} "
                           f"(the most loaded of {gpus} GPUs, tp {tp} × pp {pp})", style="bold"))
-        replicated = _replication(report)
+        replicated = replication(report)
         lines.append(Text(f"KV cache, all {gpus} GPUs: {format_bytes(total)} ({total:,} bytes)"
                           + (f"; {replicated}" if replicated else "")))
     else:
