@@ -105,7 +105,7 @@ def compare(
     gpu_mem_bytes = parse_size(gpu_mem, what="--gpu-mem") if gpu_mem is not None else None
     sweep = parse_seq_list(sweep_seq) if sweep_seq is not None else ()
     seq_len, length_flag = typed_length(seq_len, max_model_len)
-    tokens = parse_tokens(seq_len, what=length_flag) if seq_len is not None else None
+    tokens = parse_tokens(seq_len, what=length_flag or "--seq-len") if seq_len is not None else None
     source = None
     if model is not None:
         from kvplan.api import load_geometry

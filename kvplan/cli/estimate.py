@@ -110,7 +110,7 @@ def estimate(
 
     overrides = normalise_overrides(set_)
     seq_len, length_flag = typed_length(seq_len, max_model_len)
-    tokens = parse_tokens(seq_len, what=length_flag) if seq_len is not None else None
+    tokens = parse_tokens(seq_len, what=length_flag or "--seq-len") if seq_len is not None else None
     enc = parse_tokens(encoder_len, what="--encoder-len") if encoder_len is not None else None
     geometry, source = load_geometry(model, revision=revision, token=token, overrides=overrides, gguf_file=gguf_file)
     if strict:

@@ -51,18 +51,23 @@ MaxModelLenOpt = Annotated[Optional[str], typer.Option("--max-model-len", help="
 SEQ_FLAGS = ("--seq-len", "--max-model-len")
 
 
-def typed_length(seq_len: str | None, max_model_len: str | None) -> tuple[str | None, str]:
-    """The tokens per sequence and the flag that gave them; both flags with different values: InputError."""
+def typed_length(seq_len: str | None, max_model_len: str | None) -> tuple[str | None, str | None]:
+    """The tokens per sequence and the flag that gave them (None: neither); both flags with different values:
+    InputError."""
     if seq_len is not None and max_model_len is not None:
         if seq_len.strip() != max_model_len.strip():
             raise InputError(f"--seq-len {seq_len} and --max-model-len {max_model_len} disagree (they are one setting)",
                              "pass one of them")
         return seq_len, "--seq-len"
-    return (max_model_len, "--max-model-len") if max_model_len is not None else (seq_len, "--seq-len")
+    if max_model_len is not None:
+        return max_model_len, "--max-model-len"
+    return seq_len, None if seq_len is None else "--seq-len"
 
 
-def respell_length(report: dict[str, Any], flag: str) -> None:
+def respell_length(report: dict[str, Any], flag: str | None) -> None:
     """Name ``flag`` (what the user typed) where the report's sources and notes name the other spelling."""
+    if flag is None:
+        return
     other = SEQ_FLAGS[1 - SEQ_FLAGS.index(flag)]
     inputs = report.get("inputs")
     if isinstance(inputs, dict):
