@@ -155,13 +155,9 @@ def resolve_kv_dtype(
         model_source = f"{geometry.config_dtype_source} = {geometry.config_dtype}"
     else:
         model_dtype = lookup_dtype(NO_CONFIG_DTYPE)
-        model_source = "default: the config has no torch_dtype; 16-bit as vLLM's --dtype auto serves it"
-    if kv_dtype.strip().lower() == "auto":
-        if geometry.config_dtype is None:
-            notes.append(
-                "the config names no torch_dtype, so --kv-dtype auto assumes fp16 (2 bytes, as vLLM serves it); "
-                "pass --kv-dtype fp32 or bf16 to choose"
-            )
+        model_source = ("default: the config names no torch_dtype, so fp16 (2 bytes, as vLLM's --dtype auto serves "
+                        "it); pass --kv-dtype fp32 or bf16 to choose")
+    if kv_dtype.strip().lower() == "auto":  # NOTE: a missing torch_dtype is said once, in the source
         return model_dtype, f"auto: {model_source}", model_dtype, notes
     chosen = lookup_dtype(kv_dtype, group_size=group_size)
     if any(spec.kind == "state" for spec in geometry.layers) and chosen != model_dtype:

@@ -459,7 +459,12 @@ def compare(
     dep = deployment or Deployment()
     names = list(variants) or ([*DEFAULT_VARIANTS] if not base.from_model else ["model", *DEFAULT_VARIANTS])
     parsed = list({v.name: v for v in (parse_variant(name, base, tp=dep.tp) for name in names)}.values())
-    dtypes = list(dict.fromkeys(d.strip() for d in kv_dtype.split(",") if d.strip())) or ["auto"]
+    dtypes = [d.strip() for d in kv_dtype.split(",")]
+    if len(dtypes) > 1 and not all(dtypes):
+        raise InputError(f"--kv-dtype {kv_dtype} has an empty item", "e.g. --kv-dtype bf16,fp8")
+    if len(set(dtypes)) < len(dtypes):
+        raise InputError(f"--kv-dtype {kv_dtype} names a dtype twice", "e.g. --kv-dtype bf16,fp8")
+    dtypes = dtypes if dtypes != [""] else ["auto"]
     kv_dtype = dtypes[0]  # MHA, the reference of every ratio, at the first dtype
     if len(dtypes) > 1:
         parsed = [replace(v, kv_dtype=d) for v in parsed for d in dtypes]

@@ -367,3 +367,118 @@ def test_plot_is_legible_in_a_readme(runner, tmp_path) -> None:
     xs, series = plot_series(comparison)
     assert xs[-1] == geometry.max_context_tokens  # the x range stops at the model's maximum
     assert plot_label(comparison.variants[0]) == "model (window 128)" and list(series) == ["model (window 128)"]
+
+
+def test_plot_room_line_says_when_weights_leave_no_room() -> None:
+    """Llama-3.1-70B's bf16 weights exceed an 80 GiB card: the dashed line stays at the card and its label
+    says there is no KV room (not "KV room 0 B"); a card with room gets "KV room" = card - weights."""
+    from kvplan.cli.compare import _kv_room
+    from kvplan.units import format_bytes
+
+    small, label = _kv_room("meta-llama/Llama-3.1-70B", 80 * GiB, tp=1, pp=1, revision=None, token=None)
+    weights = 80 * GiB - small
+    assert small < 0 and label == (f"GPU {format_bytes(80 * GiB)}: no KV room, weights {format_bytes(weights)} "
+                                   "per GPU exceed it")
+    big, big_label = _kv_room("meta-llama/Llama-3.1-70B", 200 * GiB, tp=1, pp=1, revision=None, token=None)
+    assert big == 200 * GiB - weights and big_label.startswith(f"KV room {format_bytes(big)} = GPU ")
+
+
+@pytest.mark.parametrize("flag", ["--seq-len", "--max-model-len"])
+def test_notes_name_the_length_flag_the_user_typed(runner, flag: str) -> None:
+    other = "--max-model-len" if flag == "--seq-len" else "--seq-len"
+    for args in (["estimate", "-m", "llama-3.1-8b"], ["compare", "gqa", "--model", "llama-3.1-8b"],
+                 ["capacity", "-m", "llama-3.1-8b", "--gpu", "H100"]):
+        result = runner.invoke(app, [*args, flag, "128k", "--format", "json"])
+        assert result.exit_code == 0, result.output
+        report = json.loads(result.stdout)
+        source = report["inputs"].get("seq_len_source") or report["inputs"]["max_model_len_source"]
+        assert source == flag, args
+        assert not any(other in note for note in report["notes"]), (args, report["notes"])
+    assert any(note.startswith(f"{flag} 128k: kvplan reads {128 * 1024:,} tokens") for note in report["notes"])
+
+
+def test_seq_len_and_max_model_len_that_disagree_are_refused(runner) -> None:
+    for args in (["estimate", "-m", "llama-3.1-8b"], ["capacity", "-m", "llama-3.1-8b", "--gpu", "H100"]):
+        result = runner.invoke(app, [*args, "--seq-len", "8k", "--max-model-len", "16k"])
+        assert result.exit_code == 2, result.output
+        assert result.stderr.startswith("Error: --seq-len 8k and --max-model-len 16k disagree")
+        same = runner.invoke(app, [*args, "--seq-len", "16k", "--max-model-len", "16k", "--format", "json"])
+        assert same.exit_code == 0, same.output
+        inputs = json.loads(same.stdout)["inputs"]
+        assert inputs.get("seq_len", inputs.get("max_model_len")) == 16 * 1024
+
+
+def test_compare_help_shows_the_plot_extra_without_a_backslash(runner, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    result = runner.invoke(app, ["compare", "--help"])
+    assert result.exit_code == 0 and "kvplan[plot]" in result.stdout and "\\[" not in result.stdout
+
+
+def test_uneven_tp_split_is_called_padding_not_replication(runner) -> None:
+    heads, tp = 8, 3  # Llama-3.1-8B's KV heads over 3 ranks: each keeps ceil(8/3) = 3, 9 slots
+    out = _flat(runner, ["estimate", "-m", "llama-3.1-8b", "-s", "8k", "-tp", str(tp)])
+    per_gpu = -(-heads // tp)
+    assert (f"padded: {heads} KV heads do not split evenly over {tp} tensor-parallel ranks, each rank keeps "
+            f"{per_gpu} ({heads}/{tp} rounded up), {per_gpu * tp} head slots for {heads} heads") in out
+    assert "replicated" not in out and "1 copies" not in out
+    out16 = _flat(runner, ["estimate", "-m", "llama-3.1-8b", "-s", "8k", "-tp", "16"])
+    assert f"each rank keeps 1, so {16 // heads} copies of each head" in out16
+
+
+def test_capacity_table_says_no_kv_budget_instead_of_a_negative_size(runner, monkeypatch) -> None:
+    args = ["capacity", "-m", "meta-llama/Llama-3.1-70B", "--gpu", "H100", "-s", "8k"]
+    result = runner.invoke(app, [*args, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    budget = json.loads(result.stdout)["budget"]
+    short = budget["weights_bytes_per_gpu"] + budget["reserve_bytes"] - budget["usable_bytes"]  # weights + reserve - usable
+    assert short > 0 and budget["kv_bytes_per_gpu"] == -short  # the report keeps the signed figure
+    from kvplan.units import format_bytes
+
+    monkeypatch.setenv("COLUMNS", "200")
+    out = _flat(runner, args)
+    assert f"KV budget per GPU none weights and reserve exceed the budget by {format_bytes(short)}" in out
+    assert f"KV budget per GPU -{format_bytes(short)}" not in out  # (vLLM's own log line, quoted, keeps it)
+
+
+@pytest.mark.parametrize(("dtypes", "why"), [("bf16,,fp8", "has an empty item"), ("bf16,bf16", "names a dtype twice")])
+def test_compare_refuses_a_kv_dtype_list_with_a_gap_or_a_repeat(runner, dtypes: str, why: str) -> None:
+    result = runner.invoke(app, ["compare", "mha", "gqa", "--kv-dtype", dtypes])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines()[0] == f"Error: --kv-dtype {dtypes} {why}"
+
+
+def test_a_missing_torch_dtype_is_said_once(runner) -> None:
+    """gpt-oss-120b's config names no torch_dtype: one line says so (the kv_dtype source), not two."""
+    result = runner.invoke(app, ["estimate", "-m", "openai/gpt-oss-120b", "-s", "128k"])
+    assert result.exit_code == 0, result.output
+    flat = " ".join(result.stderr.split())
+    assert flat.count("no torch_dtype") == 1 and "so fp16 (2 bytes" in flat
+
+
+def test_error_and_hint_wrap_on_words_at_a_terminal_and_stay_one_line_in_a_log(runner) -> None:
+    from kvplan.cli.app import error_text
+
+    message = "meta-llama/Llama-3.1-8BB is not bundled, not in the Hub cache, and the Hub cannot be reached"
+    hint = "did you mean meta-llama/Llama-3.1-8B, meta-llama/Llama-3.1-70B? (kvplan models lists them)"
+    wrapped = error_text(message, hint, 60).splitlines()
+    assert len(wrapped) > 2 and wrapped[0].startswith("Error: ") and all(len(line) <= 60 for line in wrapped)
+    hint_at = next(i for i, line in enumerate(wrapped) if line.startswith("Hint: "))
+    assert all(line.startswith(" " * 7) for line in wrapped[1:hint_at])  # under the message, not column 0
+    assert all(line.startswith(" " * 6) for line in wrapped[hint_at + 1:])
+    assert " ".join(" ".join(wrapped).split()) == f"Error: {message} Hint: {hint}"  # words whole, none lost
+    assert error_text(message, hint) == f"Error: {message}\nHint: {hint}"
+    result = runner.invoke(app, ["estimate", "-m", "llama-3.1-8bb"])  # not a terminal: one line each
+    assert result.exit_code == 2 and len(result.stderr.splitlines()) == 2, result.stderr
+
+
+def test_models_says_which_columns_a_narrow_terminal_hides(runner, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "120")
+    out = _flat(runner, ["models"])
+    match = re.search(r"not shown at this width: type, layers, dtype \(COLUMNS=(\d+) shows them, or --format yaml\)",
+                      out)
+    assert match, out[-400:]
+    monkeypatch.setenv("COLUMNS", match.group(1))  # the width named shows every column, and no such line
+    wide = runner.invoke(app, ["models"]).stdout
+    assert "not shown" not in wide and all(h in wide.splitlines()[1] for h in ("type", "layers", "dtype"))
+    monkeypatch.setenv("COLUMNS", "80")  # all models at 80: one per block, the type there too
+    assert "  llama; 32× full; KV heads × dim 8 × 128" in runner.invoke(app, ["models"]).stdout

@@ -72,11 +72,30 @@ def _quiet_broken_pipe() -> None:
 
 
 def _error(message: str, hint: str | None) -> None:
+    import shutil
+    import sys
+
+    # NOTE: wrapped only on a terminal: in a pipe or CI log each stays one greppable line.
+    tty = getattr(sys.stderr, "isatty", None)
+    width = max(shutil.get_terminal_size((80, 24)).columns, 20) if tty is not None and tty() else None
+    typer.echo(error_text(message, hint, width), err=True)
+
+
+def error_text(message: str, hint: str | None, width: int | None = None) -> str:
+    """``Error: ...`` and ``Hint: ...``, each wrapped on word boundaries at ``width`` (None: not wrapped)
+    with its continuation lines indented under its text."""
+    import textwrap
+
     from kvplan.textsafe import printable
 
-    typer.echo(f"Error: {printable(message)}", err=True)
-    if hint:
-        typer.echo(f"Hint: {printable(hint)}", err=True)
+    lines = []
+    for prefix, text in (("Error: ", message), ("Hint: ", hint)):
+        if not text:
+            continue
+        line = prefix + printable(text)
+        lines.append(line if width is None else textwrap.fill(
+            line, width=width, subsequent_indent=" " * len(prefix), break_long_words=False, break_on_hyphens=False))
+    return "\n".join(lines)
 
 
 def _guarded(command: Callable[..., None]) -> Callable[..., None]:

@@ -34,9 +34,9 @@ GpuBandwidthOpt = Annotated[str | None, typer.Option("--gpu-bandwidth", help="Me
                             "e.g. 3.35TB/s (decimal units), for the decode floor.")]
 NumGpusOpt = Annotated[int | None, typer.Option("--num-gpus", min=1, help="GPUs available (default: tp x pp); "
                        "with only --num-gpus, tp = num-gpus.")]
-MaxModelLenOpt = Annotated[str | None, typer.Option("--max-model-len", "--seq-len", "-s", help="Tokens per request, "
-                           "as vLLM's --max-model-len (--seq-len as in estimate; default: the model's maximum "
-                           "context). 4096, 32k, 128k.")]
+MaxModelLenOpt = Annotated[str | None, typer.Option("--max-model-len", help="Tokens per request, "
+                           "as vLLM's --max-model-len (default: the model's maximum context). 4096, 32k, 128k.")]
+CapSeqLenOpt = Annotated[str | None, typer.Option("--seq-len", "-s", help="--max-model-len as estimate spells it.")]
 UtilOpt = Annotated[float | None, typer.Option("--gpu-memory-utilization", help="vLLM's "
                     "--gpu-memory-utilization (default 0.9): the share of total memory vLLM may use.")]
 MemFracOpt = Annotated[float | None, typer.Option("--mem-fraction-static", help="SGLang's --mem-fraction-static "
@@ -106,6 +106,7 @@ def capacity(
     kv_dtype: KvDtypeOpt = "auto",
     dtype: DtypeOpt = "auto",
     max_model_len: MaxModelLenOpt = None,
+    seq_len: CapSeqLenOpt = None,
     batch: BatchOpt = 1,
     gpu_memory_utilization: UtilOpt = None,
     mem_fraction_static: MemFracOpt = None,
@@ -134,7 +135,10 @@ def capacity(
 ) -> None:
     """What fits on a GPU: KV blocks and tokens, max concurrency and context, GPUs needed, decode floor."""
     from kvplan.api import capacity as plan
+    from kvplan.cli.options import respell_length, typed_length
     from kvplan.errors import EXIT_NOT_FIT
+
+    max_model_len, length_flag = typed_length(seq_len, max_model_len)
 
     if strict:
         from kvplan.api import load_geometry
@@ -158,6 +162,7 @@ def capacity(
         parallel=parallel, revision=revision, token=token, gguf_file=gguf_file,
     )
     report = result.to_dict()
+    respell_length(report, length_flag)
     report["notes"] = report["notes"] + log_notes  # type: ignore[operator]
     if parsed is not None:
         from kvplan.logparse import compare_log as compare

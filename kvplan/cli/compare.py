@@ -15,6 +15,7 @@ from kvplan.cli.options import (
     FormatOpt,
     GgufFileOpt,
     KvDtypeOpt,
+    MaxModelLenOpt,
     ModelOpt,
     OutputOpt,
     PpOpt,
@@ -24,6 +25,8 @@ from kvplan.cli.options import (
     TokenOpt,
     TpOpt,
     emit,
+    respell_length,
+    typed_length,
 )
 
 DIMS = "Base dims (instead of --model)"
@@ -59,6 +62,7 @@ def compare(
     hidden_size: Annotated[Optional[int], _dim("--hidden-size", "Hidden size; head dim = hidden size / --heads.")] = None,
     batch: BatchOpt = 1,
     seq_len: SeqLenOpt = None,
+    max_model_len: MaxModelLenOpt = None,
     kv_dtype: KvDtypeOpt = "auto",
     engine: EngineOpt = "ideal",
     tp: TpOpt = 1,
@@ -72,7 +76,7 @@ def compare(
         Optional[Path],
         typer.Option(
             "--plot",
-            help="Draw KV memory against context length to FILE (.png or .svg; needs the kvplan\\[plot] extra).",
+            help="Draw KV memory against context length to FILE (.png or .svg; needs the kvplan[plot] extra).",
         ),
     ] = None,
     gpu_mem: Annotated[
@@ -100,7 +104,8 @@ def compare(
         check_plot_path(plot)
     gpu_mem_bytes = parse_size(gpu_mem, what="--gpu-mem") if gpu_mem is not None else None
     sweep = parse_seq_list(sweep_seq) if sweep_seq is not None else ()
-    tokens = parse_tokens(seq_len) if seq_len is not None else None
+    seq_len, length_flag = typed_length(seq_len, max_model_len)
+    tokens = parse_tokens(seq_len, what=length_flag or "--seq-len") if seq_len is not None else None
     source = None
     if model is not None:
         from kvplan.api import load_geometry
@@ -119,6 +124,7 @@ def compare(
     comparison = run_compare(base, variants or (), batch=batch, seq_len=tokens, kv_dtype=kv_dtype,
                              sweep_seq_lens=sweep, deployment=deployment)
     report = compare_report(comparison, source, gpu_mem_bytes=gpu_mem_bytes, plot=str(plot) if plot else None)
+    respell_length(report, length_flag)
     if gpu_mem_bytes is not None and plot is None:
         report["notes"].append("--gpu-mem only draws a line on --plot; it does not change the sizes")
     if plot is not None:
@@ -160,5 +166,9 @@ def _kv_room(model: str, gpu_mem_bytes: int, *, tp: int, pp: int, revision: str 
         return None, None
     per_gpu = weights.bytes_per_gpu(tp=tp, pp=pp)
     room = gpu_mem_bytes - per_gpu
-    return room, (f"KV room {format_bytes(max(room, 0))} = GPU {format_bytes(gpu_mem_bytes)} "
+    if room <= 0:
+        # NOTE: no room to draw (log axis): the line stays at the card, and its label says so.
+        return room, (f"GPU {format_bytes(gpu_mem_bytes)}: no KV room, weights {format_bytes(per_gpu)} "
+                      f"per GPU exceed it")
+    return room, (f"KV room {format_bytes(room)} = GPU {format_bytes(gpu_mem_bytes)} "
                   f"- weights {format_bytes(per_gpu)} per GPU")

@@ -20,6 +20,7 @@ from kvplan.cli.options import (
     MaxCacheLenOpt,
     MaxKvBytesOpt,
     MaxKvBytesPerGpuOpt,
+    MaxModelLenOpt,
     MaxNumBatchedTokensOpt,
     MaxNumSeqsOpt,
     ModelOpt,
@@ -42,6 +43,8 @@ from kvplan.cli.options import (
     UbatchSizeOpt,
     emit,
     lazy_table,
+    respell_length,
+    typed_length,
 )
 
 EPILOG = (
@@ -59,6 +62,7 @@ def estimate(
     gguf_file: GgufFileOpt = None,
     batch: BatchOpt = 1,
     seq_len: SeqLenOpt = None,
+    max_model_len: MaxModelLenOpt = None,
     kv_dtype: KvDtypeOpt = "auto",
     encoder_len: EncoderLenOpt = None,
     set_: SetOpt = None,
@@ -105,7 +109,8 @@ def estimate(
     from kvplan.units import parse_tokens
 
     overrides = normalise_overrides(set_)
-    tokens = parse_tokens(seq_len) if seq_len is not None else None
+    seq_len, length_flag = typed_length(seq_len, max_model_len)
+    tokens = parse_tokens(seq_len, what=length_flag or "--seq-len") if seq_len is not None else None
     enc = parse_tokens(encoder_len, what="--encoder-len") if encoder_len is not None else None
     geometry, source = load_geometry(model, revision=revision, token=token, overrides=overrides, gguf_file=gguf_file)
     if strict:
@@ -125,6 +130,7 @@ def estimate(
         geometry, batch=batch, seq_len=tokens, kv_dtype=kv_dtype, encoder_len=enc, deployment=deployment
     )
     report = estimate_report(est, source, overrides=overrides)
+    respell_length(report, length_flag)
     emit(report, fmt, output, lazy_table("estimate_table", report) if fmt is Format.table else None,
          inputs=(model,))
     _budget_gate(report, budget_bytes, gpu_budget_bytes)

@@ -42,11 +42,42 @@ BatchOpt = Annotated[int, typer.Option("--batch", "-b", min=1, help="Sequences h
 SeqLenOpt = Annotated[
     Optional[str],
     typer.Option(
-        "--seq-len", "-s", "--max-model-len",
-        help="Tokens held per sequence: 4096, 4k (= 4096), 128k, 1M (k = 1024); --max-model-len is vLLM's "
-        "name for it. Default: the model's maximum context.",
+        "--seq-len", "-s",
+        help="Tokens held per sequence: 4096, 4k (= 4096), 128k, 1M (k = 1024). Default: the model's maximum context.",
     ),
 ]
+#: vLLM's name for --seq-len, a separate option so notes can name the flag the user typed.
+MaxModelLenOpt = Annotated[Optional[str], typer.Option("--max-model-len", help="vLLM's name for --seq-len.")]
+SEQ_FLAGS = ("--seq-len", "--max-model-len")
+
+
+def typed_length(seq_len: str | None, max_model_len: str | None) -> tuple[str | None, str | None]:
+    """The tokens per sequence and the flag that gave them (None: neither); both flags with different values:
+    InputError."""
+    if seq_len is not None and max_model_len is not None:
+        if seq_len.strip() != max_model_len.strip():
+            raise InputError(f"--seq-len {seq_len} and --max-model-len {max_model_len} disagree (they are one setting)",
+                             "pass one of them")
+        return seq_len, "--seq-len"
+    if max_model_len is not None:
+        return max_model_len, "--max-model-len"
+    return seq_len, None if seq_len is None else "--seq-len"
+
+
+def respell_length(report: dict[str, Any], flag: str | None) -> None:
+    """Name ``flag`` (what the user typed) where the report's sources and notes name the other spelling."""
+    if flag is None:
+        return
+    other = SEQ_FLAGS[1 - SEQ_FLAGS.index(flag)]
+    inputs = report.get("inputs")
+    if isinstance(inputs, dict):
+        for key in ("seq_len_source", "max_model_len_source"):
+            if inputs.get(key) == other:
+                inputs[key] = flag
+    notes = report.get("notes")
+    if isinstance(notes, list):
+        report["notes"] = [note.replace(other + " ", flag + " ", 1) if isinstance(note, str)
+                           and note.startswith(other + " ") else note for note in notes]
 KvDtypeOpt = Annotated[
     str,
     typer.Option(

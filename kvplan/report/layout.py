@@ -99,3 +99,21 @@ def signed_size(value: int | None) -> str:
     return format_bytes(value) if value >= 0 else "-" + format_bytes(-value)
 
 
+def replication(report: dict[str, Any]) -> str | None:
+    """Why the GPUs together hold more than one copy, when they do."""
+    tp = report["inputs"].get("tp", 1)
+    if tp <= 1:
+        return None
+    for layer in report["layers"]:
+        heads, per_gpu = layer["num_kv_heads"], layer.get("num_kv_heads_per_gpu")
+        if heads is None or per_gpu is None or per_gpu * tp <= heads:
+            continue
+        if layer["kind"] == "mla":
+            return f"replicated: each of the {tp} tensor-parallel ranks keeps the whole MLA latent"
+        slots = per_gpu * tp
+        if slots % heads:  # NOTE: uneven split: the ranks' slots are padded, not whole copies of the heads
+            return (f"padded: {heads} KV heads do not split evenly over {tp} tensor-parallel ranks, each rank "
+                    f"keeps {per_gpu} ({heads}/{tp} rounded up), {slots} head slots for {heads} heads")
+        return (f"replicated: {heads} KV heads over {tp} tensor-parallel ranks, each rank keeps {per_gpu}, "
+                f"so {slots // heads} copies of each head")
+    return None

@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kvplan.report.flags import engine_flags, engine_hints
-from kvplan.report.layout import KIND_LABEL, Fit, grid
+from kvplan.report.layout import KIND_LABEL, Fit, grid, replication
 from kvplan.report.layout import n as _n
 from kvplan.report.layout import short_bytes as _short_bytes
 from kvplan.report.layout import signed_size as _size
@@ -78,22 +78,6 @@ def effective_bytes_per_token(report: dict[str, Any]) -> int | None:
     return round(report["totals"]["bytes_per_sequence"] / seq_len)
 
 
-def _replication(report: dict[str, Any]) -> str | None:
-    """Why the GPUs together hold more than one copy, when they do."""
-    tp = report["inputs"].get("tp", 1)
-    if tp <= 1:
-        return None
-    for layer in report["layers"]:
-        heads, per_gpu = layer["num_kv_heads"], layer.get("num_kv_heads_per_gpu")
-        if heads is None or per_gpu is None or per_gpu * tp <= heads:
-            continue
-        if layer["kind"] == "mla":
-            return f"replicated: each of the {tp} tensor-parallel ranks keeps the whole MLA latent"
-        return (f"replicated: {heads} KV heads over {tp} tensor-parallel ranks, each rank keeps {per_gpu}, "
-                f"so {per_gpu * tp // heads} copies of each head")
-    return None
-
-
 def estimate_headline(report: dict[str, Any]) -> list[Text]:
     """The answer first: per GPU and total under parallelism, and per token at the requested length."""
     inputs, totals = report["inputs"], report["totals"]
@@ -104,7 +88,7 @@ def estimate_headline(report: dict[str, Any]) -> list[Text]:
     if gpus > 1:
         lines.append(Text(f"KV cache per GPU: {format_bytes(totals['kv_cache_bytes_per_gpu'])} "
                           f"(the most loaded of {gpus} GPUs, tp {tp} × pp {pp})", style="bold"))
-        replicated = _replication(report)
+        replicated = replication(report)
         lines.append(Text(f"KV cache, all {gpus} GPUs: {format_bytes(total)} ({total:,} bytes)"
                           + (f"; {replicated}" if replicated else "")))
     else:
@@ -258,8 +242,10 @@ def models_table(report: dict[str, Any]) -> Group:
     legend = Text("per token: all layers at full attention; @ max ctx: what a token costs when one sequence "
                   "holds the model's maximum context (windows and state included)", style="dim")
 
-    def layout(columns: tuple[str, ...]) -> Callable[[], Table]:
-        def make() -> Table:
+    every = ("model", "type", "layers", "heads", "ctx", "dtype", "rate", "at_max")
+
+    def layout(columns: tuple[str, ...]) -> Callable[[], Table | Group]:
+        def make() -> Table | Group:
             spec = {"model": ("model", "left"), "type": ("type", "left"), "layers": ("layers", "left"),
                     "heads": ("KV heads × dim", "right"), "ctx": ("max ctx", "right"), "dtype": ("dtype", "left"),
                     "rate": ("per token", "right"), "at_max": ("@ max ctx", "right")}
@@ -270,7 +256,15 @@ def models_table(report: dict[str, Any]) -> Group:
                          "ctx": "-" if row["max_context_len"] is None else _tokens_short(row["max_context_len"]),
                          "dtype": row["kv_dtype"], "rate": _models_rate(row), "at_max": _models_at_max(row)}
                 table.add_row(*(cells[c] for c in columns))
-            return table
+            hidden = [spec[c][0] for c in every if c not in columns]
+            if not hidden:
+                return table
+            # NOTE: a narrow layout says what it left out and how to see it (the width the full table needs).
+            from rich.console import Console
+
+            need = Console(width=1000).measure(layout(every)()).maximum
+            return Group(table, Text(f"not shown at this width: {', '.join(hidden)} (COLUMNS={need} shows them, "
+                                     "or --format yaml)", style="dim"))
         return make
 
     def vertical() -> Group:
@@ -278,13 +272,13 @@ def models_table(report: dict[str, Any]) -> Group:
         for row in rows:
             lines.append(Text(row["id"], style="bold"))
             ctx = "-" if row["max_context_len"] is None else f"{row['max_context_len']:,}"
-            lines.append(Text(f"  {row['layers']}; KV heads × dim {_models_heads(row)}; max ctx {ctx}; {row['kv_dtype']}"))
+            lines.append(Text(f"  {row['model_type']}; {row['layers']}; KV heads × dim {_models_heads(row)}; max ctx {ctx}; {row['kv_dtype']}"))
             state = (f" + {format_bytes(row['state_bytes_per_seq'])}/seq state" if row["state_bytes_per_seq"] else "")
             lines.append(Text(f"  per token {_models_rate(row)}{state}; @ max ctx {_models_at_max(row)}"))
         return Group(*lines)
 
     body = Fit(
-        layout(("model", "type", "layers", "heads", "ctx", "dtype", "rate", "at_max")),
+        layout(every),
         layout(("model", "layers", "heads", "ctx", "rate", "at_max")),
         layout(("model", "heads", "ctx", "rate", "at_max")),
         layout(("model", "ctx", "rate", "at_max")),
@@ -625,15 +619,20 @@ def capacity_table(report: dict[str, Any]) -> Group:
     for term in budget.get("terms") or ():
         table.add_row(f"  {term['name']}", _size(term["bytes"]), term["source"])
     spread = budget.get("uncertainty_bytes")
-    table.add_row(Text("KV budget per GPU", style="bold"), Text(_size(budget["kv_bytes_per_gpu"]), style="bold"),
-                  budget["formula"] + (f" (up to {_size(spread)} more with other kernels)" if spread else ""))
+    formula = budget["formula"] + (f" (up to {_size(spread)} more with other kernels)" if spread else "")
+    kv_budget = budget["kv_bytes_per_gpu"]
+    if kv_budget is not None and kv_budget < 0:  # NOTE: the report keeps the signed figure; the table says it
+        table.add_row(Text("KV budget per GPU", style="bold"), Text("none", style="bold"),
+                      f"weights and reserve exceed the budget by {format_bytes(-kv_budget)}: {formula}")
+    else:
+        table.add_row(Text("KV budget per GPU", style="bold"), Text(_size(kv_budget), style="bold"), formula)
     table.add_section()
     table.add_row("KV blocks", _n(cap["num_blocks"]), f"{cap['block_size']} tokens per block")
     table.add_row("KV tokens", _n(cap["max_tokens"]), "token slots of the pool (the true capacity; the engine's "
                   "own figure is in its log lines below)")
     requests = cap["max_concurrent_requests"]
     table.add_row("max concurrency", f"{cap['max_concurrency']:.2f}x",
-                  f"{requests:,} requests of {tokens:,} tokens" if requests
+                  f"{requests:,} request{'s' * (requests != 1)} of {tokens:,} tokens" if requests
                   else f"does not fit one request of {tokens:,} tokens")
     table.add_row("max context", _n(cap["max_context_len"]), f"at batch {inputs['batch']} ({cap['max_context_limit']})")
     if cap["min_tp"] is None:
@@ -668,12 +667,8 @@ def capacity_table(report: dict[str, Any]) -> Group:
         lines.append(Text(f"{compared['source']} ({compared['engine']}): {compared['matches']} figure(s) match, "
                           f"{compared['differs']} differ", style="bold"))
         for row in compared["rows"]:
-            if row["match"]:
-                said = "same"
-            elif row["difference"] is not None:
-                said = f"differs ({row['difference']:+g}): {row['cause']}"
-            else:
-                said = f"differs: {row['cause']}"
+            diff = "" if row["difference"] is None else f" ({row['difference']:+g})"
+            said = "same" if row["match"] else f"differs{diff}: {row['cause']}"
             lines.append(Text(f"  line {row['line_no']} {row['figure']}: logged {row['logged']}, kvplan "
                               f"{row['predicted'] if row['predicted'] is not None else '-'}; {said}", overflow="fold"))
     return Group(*lines)
