@@ -27,6 +27,12 @@ class DecoderLayout:
     """``attention_bias`` also biases o_proj (not in Qwen2)."""
     qk_norm: bool = False
     """RMSNorm on q and k per head (Qwen3, Gemma 3)."""
+    qk_norm_whole: bool = False
+    """The q and k norms span all heads (OLMo 2/3, OLMoE): ``(heads + kv_heads) * head_dim`` per layer."""
+    gated_mlp: bool = True
+    """False: an up and a down projection only (Apertus' xIELU, Arcee's ReLU^2)."""
+    mlp_act_parameters: int = 0
+    """Learned activation parameters per MLP (Apertus' xIELU: alpha_p, alpha_n, beta, eps)."""
     attention_sinks: bool = False
     """One learned sink logit per head (gpt-oss)."""
     norms_per_layer: int = 2
@@ -76,11 +82,13 @@ class DecoderParser(ArchParser):
         if layout.qkv_bias or r.raw("attention_bias") is True or r.raw("use_qkv_bias") is True \
                 or r.raw("qkv_bias") is True:
             other += (q + 2 * kv) * layers
-            if r.raw("attention_bias") is True and layout.o_bias:
+            # ``attention_out_bias`` (Seed-OSS), when the config has it, says whether o_proj has one
+            o_bias = r.raw("attention_out_bias") is True if r.has("attention_out_bias") else layout.o_bias
+            if r.raw("attention_bias") is True and o_bias:
                 other += hidden * layers  # o_proj bias
-        if layout.qk_norm or r.raw("use_qk_norm") is True:
+        if layout.qk_norm or layout.qk_norm_whole or r.raw("use_qk_norm") is True:
             # one RMSNorm per head dim, or (``qk_norm_type`` "per_layer", MiniMax-M2) over all q and k heads
-            per_layer = r.raw("qk_norm_type") == "per_layer"
+            per_layer = layout.qk_norm_whole or r.raw("qk_norm_type") == "per_layer"
             other += ((heads + kv_heads) * head_dim if per_layer else 2 * head_dim) * layers
         if layout.attention_sinks:
             other += heads * layers
@@ -109,11 +117,13 @@ class DecoderParser(ArchParser):
         dense_size = self.dense_mlp_size(r, model_type, intermediate)
         mlp_bias = r.raw("mlp_bias") is True
         if dense_layers:
+            ups = 2 if layout.gated_mlp else 1
             parts.append(WeightPart(
                 name="mlp",
-                matrices=(Matrix(in_features=hidden, out_features=dense_size, count=2 * dense_layers),
+                matrices=(Matrix(in_features=hidden, out_features=dense_size, count=ups * dense_layers),
                           Matrix(in_features=dense_size, out_features=hidden, count=dense_layers)),
-                other_parameters=(2 * dense_size + hidden) * dense_layers if mlp_bias else 0,
+                other_parameters=((ups * dense_size + hidden) * dense_layers if mlp_bias else 0)
+                + layout.mlp_act_parameters * dense_layers,
             ))
         if moe.layers:
             n_moe = len(moe.layers)
