@@ -52,6 +52,8 @@ class LlamaParser(DecoderParser):
         # non-gated MLPs: Arcee's ReLU^2, Apertus' xIELU with 4 learned scalars (alpha_p, alpha_n, beta, eps)
         "arcee": DecoderLayout(gated_mlp=False),
         "apertus": DecoderLayout(gated_mlp=False, mlp_act_parameters=4, qk_norm=True),
+        # Command-R: one LayerNorm (weight only) per layer, attention and MLP in parallel
+        "cohere": DecoderLayout(norms_per_layer=1),
         # ERNIE 4.5 MoE: a router correction bias (``moe_statics``) per MoE layer
         "ernie4_5_moe": DecoderLayout(router_bias=True),
     }
