@@ -22,6 +22,7 @@ class Exaone4Parser(DecoderParser):
     defaults = {
         "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
         "max_position_embeddings": 2048, "sliding_window": 4096, "sliding_window_pattern": 4,
+        "vocab_size": 102400, "intermediate_size": 16384, "tie_word_embeddings": False,
     }
     weight_types = ("exaone4",)
 

@@ -20,7 +20,6 @@ from kvplan.models.tensors import (
     vocab_of,
 )
 
-
 #: GPT-J's block: CodeGen keeps it (its q/k/v fused in one projection of the same size).
 GPTJ_LIKE = ("gptj", "codegen")
 
