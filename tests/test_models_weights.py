@@ -144,6 +144,7 @@ FAMILIES = [
     ("ernie4_5_moe interval", {"moe_layer_interval": 2, "moe_layer_start_index": 3, "moe_layer_end_index": 20}, None),
     ("seed_oss", {}, None), ("seed_oss o-bias", {"attention_out_bias": True}, None),
     ("cohere", {}, None), ("cohere2", {}, None), ("exaone4", {}, None), ("codegen", {}, None),
+    ("phimoe", {}, None), ("phimoe biases", {"lm_head_bias": True, "attention_bias": True}, None),
 ]
 
 

@@ -31,6 +31,10 @@ class DecoderLayout:
     """The q and k norms span all heads (OLMo 2/3, OLMoE): ``(heads + kv_heads) * head_dim`` per layer."""
     gated_mlp: bool = True
     """False: an up and a down projection only (Apertus' xIELU, Arcee's ReLU^2)."""
+    norm_bias: bool = False
+    """LayerNorms with a bias (PhiMoE): twice the norm parameters."""
+    lm_head_bias: bool = False
+    """An lm_head bias when the config's ``lm_head_bias`` is true (PhiMoE)."""
     mlp_act_parameters: int = 0
     """Learned activation parameters per MLP (Apertus' xIELU: alpha_p, alpha_n, beta, eps)."""
     attention_sinks: bool = False
@@ -107,7 +111,7 @@ class DecoderParser(ArchParser):
         heads = r.first_of("num_attention_heads", ("num_attention_heads", "n_heads"))
         layout = self.decoder_layout(model_type)
         attention, attn_other, qkv_width = self.attention_weights(r, model_type, hidden, layers, heads)
-        parts = embeddings(r, hidden)
+        parts = embeddings(r, hidden, lm_head_bias=layout.lm_head_bias and r.raw("lm_head_bias") is True)
         parts.append(WeightPart(name="attention", matrices=tuple(attention), other_parameters=attn_other))
 
         intermediate = r.first_of("intermediate_size", ("intermediate_size", "ffn_hidden_size"))
@@ -149,7 +153,8 @@ class DecoderParser(ArchParser):
                 f"MoE: {experts} experts of intermediate size {expert_size} in {n_moe} of {layers} layers, all resident"
                 + (f"; {moe.top_k} routed per token" if moe.top_k else "")
             )
-        parts.append(WeightPart(name="norms", other_parameters=(layout.norms_per_layer * layers + 1) * hidden,
+        norm_size = 2 * hidden if layout.norm_bias else hidden
+        parts.append(WeightPart(name="norms", other_parameters=(layout.norms_per_layer * layers + 1) * norm_size,
                                 tp_sharded=False))
         note_mtp(r, self.MTP_KEY)
         if moe.layers and moe.expert_size:
