@@ -145,6 +145,9 @@ FAMILIES = [
     ("seed_oss", {}, None), ("seed_oss o-bias", {"attention_out_bias": True}, None),
     ("cohere", {}, None), ("cohere2", {}, None), ("exaone4", {}, None), ("codegen", {}, None),
     ("phimoe", {}, None), ("phimoe biases", {"lm_head_bias": True, "attention_bias": True}, None),
+    # HunYuanDenseV1Config's defaults name no head_dim and no rope_theta, which its model needs
+    ("hunyuan_v1_dense", {"head_dim": 128, "num_key_value_heads": 8,
+                          "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}, None),
 ]
 
 

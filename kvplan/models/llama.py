@@ -40,7 +40,7 @@ class LlamaParser(DecoderParser):
     }
     weight_types = ("llama", "internlm2", "internlm3", "baichuan", "cohere", "stablelm", "granite", "granitemoe",
                     "olmo", "olmo2", "exaone", "yi", "mistral_nemo", "smollm3", "olmo3", "olmoe", "glm", "glm4",
-                    "arcee", "apertus", "ernie4_5", "ernie4_5_moe", "seed_oss")
+                    "arcee", "apertus", "ernie4_5", "ernie4_5_moe", "seed_oss", "hunyuan_v1_dense")
 
     #: How the Llama-like members' layers differ from Llama's (their transformers modeling files).
     LAYOUTS: ClassVar[Mapping[str, DecoderLayout]] = {
@@ -52,6 +52,8 @@ class LlamaParser(DecoderParser):
         # non-gated MLPs: Arcee's ReLU^2, Apertus' xIELU with 4 learned scalars (alpha_p, alpha_n, beta, eps)
         "arcee": DecoderLayout(gated_mlp=False),
         "apertus": DecoderLayout(gated_mlp=False, mlp_act_parameters=4, qk_norm=True),
+        # Hunyuan dense: per-head q/k RMSNorms (query_layernorm, key_layernorm)
+        "hunyuan_v1_dense": DecoderLayout(qk_norm=True),
         # Command-R: one LayerNorm (weight only) per layer, attention and MLP in parallel
         "cohere": DecoderLayout(norms_per_layer=1),
         # ERNIE 4.5 MoE: a router correction bias (``moe_statics``) per MoE layer
