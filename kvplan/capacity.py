@@ -250,7 +250,7 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
         tokens = geometry.max_context_tokens
         tokens_source = f"model maximum context ({geometry.max_context_source} = {tokens:,})"
     else:
-        raise InputError(f"{geometry.model_id}: the config names no maximum context", "pass --max-model-len, e.g. 32k")
+        tokens, tokens_source = 0, ""  # no length named: sized from memory below (_size_without_max)
     tp, pp = inputs.tp, inputs.pp
     if inputs.num_gpus is not None:
         if tp * pp > inputs.num_gpus:
@@ -275,6 +275,11 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
     dep = _deployment(inputs, attention_tp(inputs, tp))
     notes.extend(dp_notes(geometry, inputs, tp))
     kv = _Kv(geometry, dep, inputs.kv_dtype)
+    state_only = sized = False
+    if not tokens:
+        sized = True
+        tokens, tokens_source, state_only, sized_note = _size_without_max(kv, geometry, weights, inputs)
+        notes.append(sized_note)
     est_one = kv.full(1, tokens)
     notes.extend(n for n in est_one.notes if n not in geometry.notes)
     notes.extend(geometry.notes)
@@ -310,6 +315,8 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
     limit = max(tokens, geometry.max_context_tokens or 0)
     max_context = _largest(lambda t: fits(inputs.batch, t), hi_start=limit, cap=limit)
     context_limit = "model maximum" if max_context >= limit else "memory"
+    if sized:  # no maximum named: memory sized the length, or (a fixed state) no length limits it
+        context_limit = "any length" if state_only else "memory"
     if context_limit == "model maximum" and max_context:
         notes.append(f"{inputs.batch} sequence(s) fit the whole searched context ({limit:,} tokens)")
 
@@ -386,6 +393,36 @@ def _validate(inputs: CapacityInputs) -> None:
             raise InputError("no GPU given", "pass --gpu NAME, --gpu-mem SIZE, or --kv-budget SIZE (KV bytes per GPU)")
     elif inputs.gpu.memory_bytes <= 0:
         raise InputError("the GPU has no memory", "pass --gpu-mem, e.g. --gpu-mem 80GiB")
+
+
+def _size_without_max(
+    kv: _Kv, geometry: ModelGeometry, weights: WeightsEstimate | None, inputs: CapacityInputs
+) -> tuple[int, str, bool, str]:
+    """(length, its source, state only?, note) when neither the config nor --max-model-len names a length.
+
+    A model whose per-request cache does not grow with tokens (state only: Mamba) gets the same answers at
+    every length, so they are given at 1 token; otherwise the length is the longest single request whose KV
+    fits the KV room (the pool's reach), never an assumed default."""
+    if kv.need(1, 1 << 20) == kv.need(1, 1):
+        return 1, "none needed (the per-request state does not grow with length)", True, (
+            "the config names no maximum context: the cache is a fixed state per request, so the answers "
+            "hold at any length; pass --max-model-len to plan one")
+    tokens = 1
+    for _ in range(3):  # the engine's budget may depend on the length: settle it
+        budget = compute_budget(inputs, weights, tp=inputs.tp, pp=inputs.pp, tokens=tokens)
+        avail = max(budget.kv_bytes_per_gpu, 0)
+        longest = _largest(lambda t, room=avail: kv.need(1, t) <= room, hi_start=4096)
+        if not longest:
+            return 1, "1 token: the config names no maximum context and no KV fits", False, (
+                "no length given (the config names no maximum context, no --max-model-len) and not one token of "
+                "KV fits the KV room: the answers are for a 1-token request; pass --max-model-len to plan a "
+                "real length")
+        if longest == tokens:
+            break
+        tokens = longest
+    return tokens, f"longest request that fits the KV room ({tokens:,}): the config names no maximum context", \
+        False, (f"no length given (the config names no maximum context, no --max-model-len): sized at the longest "
+                f"single request whose KV fits, {tokens:,} tokens; pass --max-model-len to plan another length")
 
 
 def _largest(ok: object, *, hi_start: int, cap: int | None = None) -> int:

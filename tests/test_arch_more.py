@@ -271,14 +271,10 @@ def test_cli_estimate_and_capacity(make: str, runner, write_config) -> None:
     report = json.loads(result.stdout)
     assert report["totals"]["kv_cache_bytes"] == estimate(parse(config), seq_len=4096).kv_cache_bytes
     result = runner.invoke(app, ["capacity", "-m", path, "--gpu", "H100"])
-    if make == "exaone4":
-        # weights of this family are not counted: a clear hint, not a crash
-        assert result.exit_code == 2 and "--weights-bytes" in result.output, result.output
-    else:
-        # issue 10: these families count their weights from the config (tests/test_models_weights.py)
-        assert result.exit_code == 0, result.output
-        result = runner.invoke(app, ["capacity", "-m", path, "--gpu", "H100", "--format", "json"])
-        assert json.loads(result.stdout)["weights"]["source"] == "config"
+    # issue 10: these families count their weights from the config (tests/test_models_weights.py)
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["capacity", "-m", path, "--gpu", "H100", "--format", "json"])
+    assert json.loads(result.stdout)["weights"]["source"] == "config"
     result = runner.invoke(app, ["capacity", "-m", path, "--gpu", "H100", "--weights-bytes", "4GiB"])
     assert result.exit_code == 0, result.output
 

@@ -138,6 +138,16 @@ FAMILIES = [
     ("gemma3n_text", {}, None),
     ("gemma3n_text shared", {"num_hidden_layers": 10, "num_kv_shared_layers": 4}, None),
     ("kimi_linear", KIMI_LINEAR, KIMI_LINEAR),
+    # Llama-like members that had no count (issue 10 audit): transformers' default configs
+    ("olmo2", {}, None), ("olmo3", {}, None), ("olmoe", {}, None), ("glm", {}, None), ("glm4", {}, None),
+    ("arcee", {}, None), ("apertus", {}, None), ("ernie4_5", {}, None), ("ernie4_5_moe", {}, None),
+    ("ernie4_5_moe interval", {"moe_layer_interval": 2, "moe_layer_start_index": 3, "moe_layer_end_index": 20}, None),
+    ("seed_oss", {}, None), ("seed_oss o-bias", {"attention_out_bias": True}, None),
+    ("cohere", {}, None), ("cohere2", {}, None), ("exaone4", {}, None), ("codegen", {}, None),
+    ("phimoe", {}, None), ("phimoe biases", {"lm_head_bias": True, "attention_bias": True}, None),
+    # HunYuanDenseV1Config's defaults name no head_dim and no rope_theta, which its model needs
+    ("hunyuan_v1_dense", {"head_dim": 128, "num_key_value_heads": 8,
+                          "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}, None),
 ]
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from kvplan.models.base import ArchParser
+from kvplan.models.decoder import DecoderLayout
 from kvplan.models.gemma import Gemma3Parser
 
 
@@ -12,8 +13,12 @@ class Cohere2Parser(Gemma3Parser):
 
     family = "cohere2"
     model_types = ("cohere2",)
-    weight_types = ()
+    weight_types = ("cohere2",)
     defaults = {"max_position_embeddings": 8192, "sliding_window": 4096, "sliding_window_pattern": 4}
+
+    def decoder_layout(self, model_type: str) -> DecoderLayout:
+        """One LayerNorm (weight only) per layer: attention and MLP run in parallel on its output."""
+        return DecoderLayout(norms_per_layer=1)
 
 
 PARSERS: tuple[type[ArchParser], ...] = (Cohere2Parser,)

@@ -27,6 +27,16 @@ class DecoderLayout:
     """``attention_bias`` also biases o_proj (not in Qwen2)."""
     qk_norm: bool = False
     """RMSNorm on q and k per head (Qwen3, Gemma 3)."""
+    qk_norm_whole: bool = False
+    """The q and k norms span all heads (OLMo 2/3, OLMoE): ``(heads + kv_heads) * head_dim`` per layer."""
+    gated_mlp: bool = True
+    """False: an up and a down projection only (Apertus' xIELU, Arcee's ReLU^2)."""
+    norm_bias: bool = False
+    """LayerNorms with a bias (PhiMoE): twice the norm parameters."""
+    lm_head_bias: bool = False
+    """An lm_head bias when the config's ``lm_head_bias`` is true (PhiMoE)."""
+    mlp_act_parameters: int = 0
+    """Learned activation parameters per MLP (Apertus' xIELU: alpha_p, alpha_n, beta, eps)."""
     attention_sinks: bool = False
     """One learned sink logit per head (gpt-oss)."""
     norms_per_layer: int = 2
@@ -76,11 +86,13 @@ class DecoderParser(ArchParser):
         if layout.qkv_bias or r.raw("attention_bias") is True or r.raw("use_qkv_bias") is True \
                 or r.raw("qkv_bias") is True:
             other += (q + 2 * kv) * layers
-            if r.raw("attention_bias") is True and layout.o_bias:
+            # ``attention_out_bias`` (Seed-OSS), when the config has it, says whether o_proj has one
+            o_bias = r.raw("attention_out_bias") is True if r.has("attention_out_bias") else layout.o_bias
+            if r.raw("attention_bias") is True and o_bias:
                 other += hidden * layers  # o_proj bias
-        if layout.qk_norm or r.raw("use_qk_norm") is True:
+        if layout.qk_norm or layout.qk_norm_whole or r.raw("use_qk_norm") is True:
             # one RMSNorm per head dim, or (``qk_norm_type`` "per_layer", MiniMax-M2) over all q and k heads
-            per_layer = r.raw("qk_norm_type") == "per_layer"
+            per_layer = layout.qk_norm_whole or r.raw("qk_norm_type") == "per_layer"
             other += ((heads + kv_heads) * head_dim if per_layer else 2 * head_dim) * layers
         if layout.attention_sinks:
             other += heads * layers
@@ -99,7 +111,7 @@ class DecoderParser(ArchParser):
         heads = r.first_of("num_attention_heads", ("num_attention_heads", "n_heads"))
         layout = self.decoder_layout(model_type)
         attention, attn_other, qkv_width = self.attention_weights(r, model_type, hidden, layers, heads)
-        parts = embeddings(r, hidden)
+        parts = embeddings(r, hidden, lm_head_bias=layout.lm_head_bias and r.raw("lm_head_bias") is True)
         parts.append(WeightPart(name="attention", matrices=tuple(attention), other_parameters=attn_other))
 
         intermediate = r.first_of("intermediate_size", ("intermediate_size", "ffn_hidden_size"))
@@ -109,11 +121,13 @@ class DecoderParser(ArchParser):
         dense_size = self.dense_mlp_size(r, model_type, intermediate)
         mlp_bias = r.raw("mlp_bias") is True
         if dense_layers:
+            ups = 2 if layout.gated_mlp else 1
             parts.append(WeightPart(
                 name="mlp",
-                matrices=(Matrix(in_features=hidden, out_features=dense_size, count=2 * dense_layers),
+                matrices=(Matrix(in_features=hidden, out_features=dense_size, count=ups * dense_layers),
                           Matrix(in_features=dense_size, out_features=hidden, count=dense_layers)),
-                other_parameters=(2 * dense_size + hidden) * dense_layers if mlp_bias else 0,
+                other_parameters=((ups * dense_size + hidden) * dense_layers if mlp_bias else 0)
+                + layout.mlp_act_parameters * dense_layers,
             ))
         if moe.layers:
             n_moe = len(moe.layers)
@@ -139,7 +153,8 @@ class DecoderParser(ArchParser):
                 f"MoE: {experts} experts of intermediate size {expert_size} in {n_moe} of {layers} layers, all resident"
                 + (f"; {moe.top_k} routed per token" if moe.top_k else "")
             )
-        parts.append(WeightPart(name="norms", other_parameters=(layout.norms_per_layer * layers + 1) * hidden,
+        norm_size = 2 * hidden if layout.norm_bias else hidden
+        parts.append(WeightPart(name="norms", other_parameters=(layout.norms_per_layer * layers + 1) * norm_size,
                                 tp_sharded=False))
         note_mtp(r, self.MTP_KEY)
         if moe.layers and moe.expert_size:

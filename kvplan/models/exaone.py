@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from kvplan.errors import ConfigError
 from kvplan.models.base import FULL, SLIDING, ArchParser, ConfigReader
+from kvplan.models.decoder import DecoderLayout, DecoderParser
 
 
-class Exaone4Parser(ArchParser):
+class Exaone4Parser(DecoderParser):
     """EXAONE 4.0: ``layer_types`` when present, else ``sliding_window_pattern`` (default 4: 3 local, 1 global).
 
     Exaone4Config builds ``layer_types`` from an integer pattern: layer i is global when
@@ -21,7 +22,13 @@ class Exaone4Parser(ArchParser):
     defaults = {
         "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
         "max_position_embeddings": 2048, "sliding_window": 4096, "sliding_window_pattern": 4,
+        "vocab_size": 102400, "intermediate_size": 16384, "tie_word_embeddings": False,
     }
+    weight_types = ("exaone4",)
+
+    def decoder_layout(self, model_type: str) -> DecoderLayout:
+        """Per-head q/k RMSNorms; the two norms per layer come after attention and after the MLP."""
+        return DecoderLayout(qk_norm=True)
 
     def pattern_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
         if "sliding_window" in r.config and r.config["sliding_window"] is None:

@@ -20,6 +20,9 @@ from kvplan.models.tensors import (
     vocab_of,
 )
 
+#: GPT-J's block: CodeGen keeps it (its q/k/v fused in one projection of the same size).
+GPTJ_LIKE = ("gptj", "codegen")
+
 
 class Gpt2Parser(ArchParser):
     family = "gpt2"
@@ -36,20 +39,21 @@ class Gpt2Parser(ArchParser):
         #: Starcoder2Config defaults of the keys weight counting reads.
         "starcoder2": {"tie_word_embeddings": True, "use_bias": True},
     }
-    weight_types = ("gpt2", "gptj", "gpt_neox", "opt", "bloom", "starcoder2")
+    weight_types = ("gpt2", "gptj", "codegen", "gpt_neox", "opt", "bloom", "starcoder2")
     #: Where each family keeps its MLP width (4 x hidden when absent).
     _INNER: ClassVar[Mapping[str, tuple[str, ...]]] = {
-        "gpt2": ("n_inner",), "gptj": ("n_inner",), "gpt_neox": ("intermediate_size",), "opt": ("ffn_dim",), "bloom": (),
+        "gpt2": ("n_inner",), "gptj": ("n_inner",), "codegen": ("n_inner",), "gpt_neox": ("intermediate_size",), "opt": ("ffn_dim",), "bloom": (),
     }
 
     def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
         if model_type == "starcoder2":
             return self.starcoder2_weights(r)
-        # GPT-J: one LayerNorm per layer (parallel attention and MLP), no attention biases, an lm_head bias;
+        # GPT-J and CodeGen: one LayerNorm per layer (parallel attention and MLP), no attention biases, an
+        # lm_head bias;
         # BLOOM: a LayerNorm on the word embeddings; GPT-2 and OPT: learned positions (OPT's offset by 2).
         return classic_decoder(
-            r, model_type, inner_aliases=self._INNER[model_type], bias=model_type != "gptj", mlp_bias=True,
-            norms_per_layer=1 if model_type == "gptj" else 2, lm_head_bias=model_type == "gptj",
+            r, model_type, inner_aliases=self._INNER[model_type], bias=model_type not in GPTJ_LIKE, mlp_bias=True,
+            norms_per_layer=1 if model_type in GPTJ_LIKE else 2, lm_head_bias=model_type in GPTJ_LIKE,
             embedding_norm=model_type == "bloom",
             positions={"gpt2": ("n_positions",), "opt": ("max_position_embeddings",)}.get(model_type, ()),
             position_offset=2 if model_type == "opt" else 0,

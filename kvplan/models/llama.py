@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from kvplan.errors import ConfigError
 from kvplan.models.base import _MISSING, CHUNKED, FULL, ArchParser, ConfigReader, layer_indices
-from kvplan.models.decoder import DecoderParser, MoeLayout
+from kvplan.models.decoder import NO_MOE, DecoderLayout, DecoderParser, MoeLayout, every_layer_moe
 from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, gqa_attention, hidden_of, tied, vocab_of
 from kvplan.specs import LayerSpec
 
@@ -39,7 +39,52 @@ class LlamaParser(DecoderParser):
         "granite": {"tie_word_embeddings": False}, "olmo2": {"tie_word_embeddings": False},
     }
     weight_types = ("llama", "internlm2", "internlm3", "baichuan", "cohere", "stablelm", "granite", "granitemoe",
-                    "olmo", "olmo2", "exaone", "yi", "mistral_nemo", "smollm3")
+                    "olmo", "olmo2", "exaone", "yi", "mistral_nemo", "smollm3", "olmo3", "olmoe", "glm", "glm4",
+                    "arcee", "apertus", "ernie4_5", "ernie4_5_moe", "seed_oss", "hunyuan_v1_dense")
+
+    #: How the Llama-like members' layers differ from Llama's (their transformers modeling files).
+    LAYOUTS: ClassVar[Mapping[str, DecoderLayout]] = {
+        # OLMo 2/3 and OLMoE: q/k RMSNorms over all heads; OLMo 2/3 norm after attention and MLP instead of before
+        "olmo2": DecoderLayout(qk_norm_whole=True), "olmo3": DecoderLayout(qk_norm_whole=True),
+        "olmoe": DecoderLayout(qk_norm_whole=True),
+        # GLM: q/k/v biases (no o_proj bias); GLM-4 adds norms after attention and after the MLP
+        "glm": DecoderLayout(o_bias=False), "glm4": DecoderLayout(o_bias=False, norms_per_layer=4),
+        # non-gated MLPs: Arcee's ReLU^2, Apertus' xIELU with 4 learned scalars (alpha_p, alpha_n, beta, eps)
+        "arcee": DecoderLayout(gated_mlp=False),
+        "apertus": DecoderLayout(gated_mlp=False, mlp_act_parameters=4, qk_norm=True),
+        # Hunyuan dense: per-head q/k RMSNorms (query_layernorm, key_layernorm)
+        "hunyuan_v1_dense": DecoderLayout(qk_norm=True),
+        # Command-R: one LayerNorm (weight only) per layer, attention and MLP in parallel
+        "cohere": DecoderLayout(norms_per_layer=1),
+        # ERNIE 4.5 MoE: a router correction bias (``moe_statics``) per MoE layer
+        "ernie4_5_moe": DecoderLayout(router_bias=True),
+    }
+
+    def decoder_layout(self, model_type: str) -> DecoderLayout:
+        return self.LAYOUTS.get(model_type, DecoderLayout())
+
+    def moe_layout(self, r: ConfigReader, model_type: str, layers: int, intermediate: int, top_k: int | None) -> MoeLayout:
+        if model_type == "olmoe":  # every layer: ``num_experts`` experts of ``intermediate_size``
+            return every_layer_moe(r, layers, intermediate, top_k)
+        if model_type == "ernie4_5_moe":
+            return ernie_moe(r, layers)
+        return NO_MOE
+
+
+def ernie_moe(r: ConfigReader, layers: int) -> MoeLayout:
+    """ERNIE 4.5: ``moe_num_experts`` experts of ``moe_intermediate_size`` in every ``moe_layer_interval``-th
+    layer from ``moe_layer_start_index`` to ``moe_layer_end_index`` (inclusive), plus
+    ``moe_num_shared_experts`` shared experts of the same size."""
+    experts = r.first_of("num_experts", ("moe_num_experts",))
+    size = r.first_of("moe_intermediate_size", ("moe_intermediate_size",))
+    interval = r.optional("moe_layer_interval", ("moe_layer_interval",)) or 1
+    start = r.first_of("moe_layer_start_index", ("moe_layer_start_index",), required=False, kind="count") or 0
+    end = r.optional("moe_layer_end_index", ("moe_layer_end_index",))
+    end = layers - 1 if end is None or end < 0 else end
+    moe = [i for i in range(layers) if (i + 1) % interval == 0 and start <= i <= end]
+    shared = r.first_of("moe_num_shared_experts", ("moe_num_shared_experts",), required=False, kind="count")
+    top_k = r.optional("num_experts_per_tok", ("moe_k",))
+    return MoeLayout(layers=moe, experts=experts, top_k=top_k, expert_size=size, shared_size=shared * size if shared else None)
 
 
 class Llama4Parser(DecoderParser):

@@ -369,7 +369,7 @@ def _capacity_defs() -> dict[str, Schema]:
         "capacity": _obj({
             "fits": BOOL, "block_size": POS, "num_blocks": NONNEG, "max_tokens": NONNEG, "max_concurrency": NUM,
             "max_concurrent_requests": NONNEG, "max_context_len": NONNEG,
-            "max_context_limit": {"enum": ["memory", "model maximum"]}, "min_tp": nullable(POS),
+            "max_context_limit": {"enum": ["memory", "model maximum", "any length"]}, "min_tp": nullable(POS),
             "min_num_gpus": nullable(POS), "kv_bytes_per_request": NONNEG, "kv_bytes_needed": NONNEG,
             "kv_bytes_available": INT, "decode_bytes_per_step": nullable(NONNEG),
             "decode_floor_seconds": nullable(NUM), "decode_tokens_per_s": nullable(NUM),
