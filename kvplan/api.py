@@ -380,12 +380,14 @@ def model_weights(
                                "drop --weights-from: the GGUF's tensor table gives the exact bytes")
         from kvplan.gguf.weights import weights_estimate
 
-        return weights_estimate(loaded.gguf, engine=get_engine(engine).name, tensor_split=tensor_split)
+        profile = get_engine(engine)
+        return weights_estimate(loaded.gguf, engine=profile.name, splits_layers=profile.splits_layers,
+                                tensor_split=tensor_split)
     weights, notes = resolve_weights(
         loaded.config, model_id=loaded.model_id, source_kind=loaded.source.kind, weights_bytes=weights_bytes,
         weights_from=weights_from, revision=revision, token=token, required=required,
     )
-    if weights is not None and weights.source != "--weights-bytes" and get_engine(engine).name == "llama.cpp":
+    if weights is not None and weights.source != "--weights-bytes" and get_engine(engine).splits_layers:
         # NOTE: the config describes the checkpoint, so its dtype is what is counted; guessing a quant type
         # (Q4_K_M ...) would invent a figure the user never chose. The note points at the exact answer.
         notes.append(f"llama.cpp: weights counted as the checkpoint stores them ({weights.dtype}); a quantised GGUF "

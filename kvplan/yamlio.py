@@ -40,19 +40,6 @@ def load(text: str) -> Any:
     return yaml.load(text, Loader=yaml.SafeLoader)
 
 
-def compose(text: str) -> Any:
-    """``yaml.compose`` with the safe loader (nodes with line marks)."""
-    import yaml
-
-    loader = safe_loader()
-    try:
-        return yaml.compose(text, Loader=loader)
-    except yaml.YAMLError:
-        if loader is yaml.SafeLoader:
-            raise
-    return yaml.compose(text, Loader=yaml.SafeLoader)
-
-
 #: Characters libyaml and PyYAML always write alike: printable, no line break, no tab. A string with
 #: any other character is double-quoted, and the two fold long double-quoted lines differently.
 _NOT_PLAIN_TEXT = re.compile("[^\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd]")

@@ -213,9 +213,11 @@ def file_type_name(metadata: dict[str, object]) -> str | None:
         return None
 
 
-def weights_estimate(model: GgufModel, *, engine: str, tensor_split: Sequence[float] | None = None) -> tuple[WeightsEstimate, list[str]]:
+def weights_estimate(model: GgufModel, *, engine: str, splits_layers: bool,
+                     tensor_split: Sequence[float] | None = None) -> tuple[WeightsEstimate, list[str]]:
     """The file's weights as `kvplan capacity` counts them: exact bytes per tensor (ggml block sizes),
-    grouped by role; under llama.cpp, per device by its layer split with token_embd in host memory."""
+    grouped by role; for an engine that splits layers over devices (llama.cpp), per device by that
+    split with token_embd in host memory."""
     from kvplan.gguf.geometry import GgufMetaReader
     from kvplan.models.tensors import WeightPart, WeightsEstimate
 
@@ -263,7 +265,7 @@ def weights_estimate(model: GgufModel, *, engine: str, tensor_split: Sequence[fl
     notes.append(f"weights from the GGUF tensor table{' (general.file_type ' + file_type + ')' if file_type else ''}: "
                  f"{weights.total_bytes:,} B = {types_text}")
     split = None
-    if engine == "llama.cpp":
+    if splits_layers:
         split = llama_cpp_split(weights, tensor_split)
         notes.append(f"llama.cpp layer split (-sm layer, -ngl all): token_embd stays in host memory "
                      f"({split.host_bytes:,} B, not counted per GPU); blocks and the output layer go to the GPUs")
