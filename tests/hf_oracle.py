@@ -7,6 +7,7 @@ kvplan.
 
     python tests/hf_oracle.py zoo    # rewrite tests/data/hf_zoo_misses.json from the current outcomes
     python tests/hf_oracle.py real   # the same for tests/data/hf_real_misses.json
+    python tests/hf_oracle.py weights  # kvplan's weight counts against tools/hf_zoo_weights.py's records
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 DATA = Path(__file__).resolve().parent / "data"
-RECORDS = {"zoo": DATA / "hf_zoo.json", "real": DATA / "hf_real.json"}
-MISSES = {"zoo": DATA / "hf_zoo_misses.json", "real": DATA / "hf_real_misses.json"}
+RECORDS = {"zoo": DATA / "hf_zoo.json", "real": DATA / "hf_real.json", "weights": DATA / "hf_zoo_weights.json"}
+MISSES = {"zoo": DATA / "hf_zoo_misses.json", "real": DATA / "hf_real_misses.json",
+          "weights": DATA / "hf_zoo_weights_misses.json"}
 DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
@@ -132,9 +134,35 @@ def measured(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {k: r for k, r in doc["records"].items() if r["status"] == "ok"}
 
 
+def counted(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Weight records transformers could count, each with the shrunk config the zoo ran."""
+    configs = json.loads(RECORDS["zoo"].read_text())["records"]
+    return {k: {**r, "config": configs[k]["config"]} for k, r in doc["records"].items() if "parameters" in r}
+
+
+def compare_weights(key: str, record: dict[str, Any]) -> Outcome:
+    """kvplan's parameter count of the record's config against transformers' count on the meta device."""
+    from kvplan.errors import KvplanError
+    from kvplan.models import count_weights
+
+    measured_count = record["parameters"]
+    try:
+        got = count_weights(record["config"], model_id=key).parameters
+    except KvplanError as exc:
+        return Outcome(key=key, exact=False, reason=f"refused: {exc.message}", measured_bytes=measured_count)
+    if got != measured_count:
+        return Outcome(key=key, exact=False, kvplan_bytes=got, measured_bytes=measured_count,
+                       reason=f"miscounted: kvplan {got:,} vs transformers {measured_count:,} parameters "
+                              f"({got - measured_count:+,})")
+    return Outcome(key=key, exact=True, reason="", kvplan_bytes=got, measured_bytes=measured_count)
+
+
 def write_misses(kind: str) -> None:
     doc, _ = load(kind)
-    outcomes = [compare(k, r) for k, r in measured(doc).items()]
+    if kind == "weights":
+        outcomes = [compare_weights(k, r) for k, r in counted(doc).items()]
+    else:
+        outcomes = [compare(k, r) for k, r in measured(doc).items()]
     misses = {o.key: o.reason for o in outcomes if not o.exact}
     MISSES[kind].write_text(json.dumps(dict(sorted(misses.items())), indent=1) + "\n")
     print(f"{len(outcomes) - len(misses)} of {len(outcomes)} exact; {len(misses)} misses -> {MISSES[kind]}")

@@ -1,0 +1,96 @@
+"""transformers as kvplan's weights oracle: count the parameters of every zoo model on the meta device.
+
+    python tools/hf_zoo_weights.py                 # every record of tests/data/hf_zoo.json -> hf_zoo_weights.json
+    python tools/hf_zoo_weights.py --only llama    # a few model types (merged into the existing file)
+
+For each record tools/hf_zoo.py wrote (the shrunk config transformers ran, and the class it ran), the
+model is built again from that config on the meta device (no memory, no weights) and counted the way
+a checkpoint holds it: every parameter once (tied weights once) plus the buffers the model saves in
+its state dict (routers' correction biases). The parameters of vision/audio modules are counted apart,
+by module name, for information. tests/test_hf_zoo_weights.py compares ``kvplan.models.count_weights``
+with every record. Run it again whenever tests/data/hf_zoo.json is rebuilt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+ROOT = Path(__file__).resolve().parents[1]
+ZOO_JSON = ROOT / "tests" / "data" / "hf_zoo.json"
+WEIGHTS_JSON = ROOT / "tests" / "data" / "hf_zoo_weights.json"
+#: Words in the module names of the towers a language-only count leaves out.
+TOWER_WORDS = ("visual", "vision", "multi_modal_projector", "mm_projector", "audio")
+#: Auto classes tried, in order, when a record names no class that built.
+AUTOS = ("AutoModelForCausalLM", "AutoModelForSeq2SeqLM", "AutoModelForImageTextToText")
+
+
+def _classes(record: dict[str, Any]) -> list[str]:
+    first = record.get("model_class")
+    return ([first] if first else []) + [a for a in AUTOS if a != first]
+
+
+def count(model_type: str, record: dict[str, Any]) -> dict[str, Any]:
+    """{"parameters", "tower_parameters", "model_class"} of the record's model, or {"error"}."""
+    import torch
+    import transformers
+
+    values = {k: v for k, v in record["config"].items() if k not in ("model_type", "auto_map", "quantization_config")}
+    try:
+        config = transformers.AutoConfig.for_model(model_type, **values)
+    except Exception as exc:  # a record transformers cannot rebuild is reported, not fatal
+        return {"error": f"config: {type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"}
+    errors = []
+    for name in _classes(record):
+        cls = getattr(transformers, name, None)
+        if cls is None:
+            continue
+        try:
+            with torch.device("meta"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                model = cls.from_config(config) if name.startswith("Auto") else cls._from_config(config)
+        except Exception as exc:  # one class failing: try the next
+            errors.append(f"{name}: {type(exc).__name__}")
+            continue
+        saved = set(model.state_dict())
+        tensors = list(model.named_parameters()) + [(n, b) for n, b in model.named_buffers() if n in saved]
+        total = sum(t.numel() for _, t in tensors)
+        towers = sum(t.numel() for n, t in tensors if any(w in n for w in TOWER_WORDS))
+        return {"model_class": type(model).__name__, "parameters": total, "tower_parameters": towers}
+    return {"error": "; ".join(errors) or "no model class"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", help="model types to (re)count")
+    args = parser.parse_args(argv)
+    import transformers
+
+    zoo = json.loads(ZOO_JSON.read_text())
+    doc = json.loads(WEIGHTS_JSON.read_text()) if WEIGHTS_JSON.exists() and args.only else {"records": {}}
+    doc["transformers_version"] = transformers.__version__
+    for model_type, record in sorted(zoo["records"].items()):
+        if args.only and model_type not in args.only:
+            continue
+        if not isinstance(record.get("config"), dict):
+            continue
+        doc["records"][model_type] = count(model_type, record)
+        outcome = doc["records"][model_type]
+        print(f"{model_type:32} {outcome.get('parameters', outcome.get('error'))}", file=sys.stderr)
+    doc["records"] = dict(sorted(doc["records"].items()))
+    WEIGHTS_JSON.write_text(json.dumps(doc, indent=1) + "\n")
+    ok = sum(1 for r in doc["records"].values() if "parameters" in r)
+    print(f"{ok} of {len(doc['records'])} model types counted -> {WEIGHTS_JSON.relative_to(ROOT)}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
