@@ -154,3 +154,33 @@ def test_deepseek_v32_weights_are_v3_plus_the_indexer() -> None:
     base, sparse = count_weights(v3, model_id="v3"), count_weights(v32, model_id="v32")
     per_layer = (v3["q_lora_rank"] * 64 * 128 + v3["hidden_size"] * 128 + 2 * 128 + v3["hidden_size"] * 64)
     assert sparse.parameters == base.parameters + v3["num_hidden_layers"] * per_layer
+
+
+def test_hy_v4_indexer_keys_sit_on_the_full_layers() -> None:
+    """HYV4Config indexer_types full, full, shared, shared, shared, full: layers 0, 1 and 5 hold indexer keys
+    (the zoo's per-layer measurement: 16,896 B on those, 13,824 B on the shared ones)."""
+    geometry = parse_config(CONFIGS["hy_v4"], model_id="hy_v4")
+    est = estimate(geometry, batch=B, seq_len=T, kv_dtype="bf16", deployment=Deployment(engine="hf-dynamic"))
+    by_kind = {g.spec.kind: g for g in est.groups}
+    assert by_kind["indexer"].layer_indices == tuple(6 + i for i in (0, 1, 5))  # appended after the 6 decoder layers
+    assert by_kind["no_cache"].layer_indices == tuple(6 + i for i in (2, 3, 4))
+    assert (B * T * (512 + 64) * BF16 + B * T * 128 * BF16) == 16896  # latent + indexer key, per layer
+    assert B * T * (512 + 64) * BF16 == 13824
+
+
+GLM5_NEXT = {"model_type": "glm5_next_text", "num_hidden_layers": 8, "kv_lora_rank": 512, "qk_rope_head_dim": 0,
+             "index_head_dim": 128, "index_kpool": 16, "linear_num_heads": 64, "linear_head_dim": 128,
+             "linear_conv_kernel_dim": 4}
+
+
+def test_glm5_next_linear_and_indexed_layers() -> None:
+    """Glm5NextTextConfig: without layer_types every fourth layer (i % 4 == 3) is indexed MLA, the rest Kimi Delta
+    Attention. transformers caches per KDA layer a [B, 3 * heads * head_dim, kernel] bf16 conv window and a
+    [B, heads, head_dim, head_dim] float32 state; per indexed layer a latent of kv_lora_rank (no rope) and a packed
+    indexer entry: key + pool-gate scores (index_head_dim each) + a validity flag (zoo record glm5_next)."""
+    geometry = parse_config(GLM5_NEXT, model_id="glm5-next")
+    est = estimate(geometry, batch=B, seq_len=T, kv_dtype="bf16", deployment=Deployment(engine="hf-dynamic"))
+    kda = 3 * 64 * 128 * 4 * BF16 + 64 * 128 * 128 * 4  # conv window (bf16) + recurrent state (fp32)
+    indexed = T * 512 * BF16 + T * (2 * 128 + 1) * BF16  # latent + packed indexer entry
+    assert est.kv_cache_bytes == B * (6 * kda + 2 * indexed)
+    assert any("i % 4 == 3" in n for n in geometry.notes)

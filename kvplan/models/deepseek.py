@@ -63,7 +63,7 @@ class DeepseekParser(DecoderParser):
             return super().attention_dims(r)
         heads = r.first_of("num_attention_heads", self.HEADS)
         rank = r.first_of("kv_lora_rank", ["kv_lora_rank"])
-        rope = r.first_of("qk_rope_head_dim", ["qk_rope_head_dim"])
+        rope = r.first_of("qk_rope_head_dim", ["qk_rope_head_dim"], kind="count")  # 0: a latent without rope (GLM-5-Next)
         # NOTE: recorded for `kvplan compare`: the MHA a latent replaces has K heads of
         # qk_nope_head_dim + qk_rope_head_dim and V heads of v_head_dim.
         r.optional("qk_nope_head_dim", ["qk_nope_head_dim"])
@@ -103,8 +103,8 @@ class DeepseekParser(DecoderParser):
         heads = r.optional("index_n_heads", ["index_n_heads"])
         topk = r.optional("index_topk", ["index_topk"])
         mla = indexed
-        if r.has("indexer_types"):
-            kinds = r.first_of("indexer_types", ("indexer_types",), kind="list")
+        kinds = self.indexer_kinds(r, len(specs))
+        if kinds is not None:
             if len(kinds) != len(specs) or not set(kinds) <= {"full", "shared"}:
                 raise ConfigError(f"{r.source_name}: {r.prefix}indexer_types must give full or shared per layer",
                                   "one entry per layer: full (own indexer keys) or shared (an earlier layer's)")
@@ -118,9 +118,26 @@ class DeepseekParser(DecoderParser):
             f"B; transformers: the model dtype), reported as its own 'indexer' layer group"
         )
         specs = [dataclasses.replace(s, fp8_ds_mla=True) if isinstance(s, MLASpec) else s for s in specs]
-        indexer = IndexerSpec(kv_lora_rank=index_dim, qk_rope_head_dim=0, index_n_heads=heads, index_topk=topk,
+        indexer = IndexerSpec(kv_lora_rank=self.indexer_width(r, index_dim), qk_rope_head_dim=0, index_n_heads=heads,
+                              index_topk=topk,
                               hf_float32=r.defaults_name in self.HF_FLOAT32_INDEXER)
-        return [*specs, *(indexer for _ in mla)]
+        if mla == list(range(len(mla))):
+            return [*specs, *(indexer for _ in mla)]
+        # appended entry i belongs to decoder layer i: layers without indexer keys of their own hold a no-cache entry
+        own = set(mla)
+        none = [NoCacheSpec(reason="shares an earlier layer's indexer keys" if i in indexed else "no indexer")
+                for i in range(len(specs))]
+        return [*specs, *(indexer if i in own else none[i] for i in range(len(specs)))]
+
+    def indexer_kinds(self, r: ConfigReader, num_layers: int) -> list[Any] | None:
+        """``full`` or ``shared`` per layer (``indexer_types``), or None: every MLA layer has its own indexer keys."""
+        if not r.has("indexer_types"):
+            return None
+        return r.first_of("indexer_types", ("indexer_types",), kind="list")
+
+    def indexer_width(self, r: ConfigReader, index_dim: int) -> int:
+        """Values an indexer key holds per token: ``index_head_dim``."""
+        return index_dim
 
     def windowed(self, attn: Mapping[str, int], cls: type, **window: int) -> LayerSpec:
         if not attn.get("mla") or cls is not SlidingWindowSpec:

@@ -1,12 +1,17 @@
-"""Zhipu GLM: ChatGLM2/3 and GLM-4 (remote code, ``chatglm``), GLM-4.5 MoE and GLM-5 (MLA with a sparse indexer)."""
+"""Zhipu GLM: ChatGLM2/3 and GLM-4 (remote code, ``chatglm``), GLM-4.5 MoE, GLM-5 (MLA with a sparse indexer)
+and GLM-5-Next (Kimi Delta Attention layers between the indexed MLA layers)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from kvplan.errors import ConfigError
 from kvplan.models.base import ArchParser, ConfigReader
 from kvplan.models.decoder import DecoderLayout, MoeLayout, first_k_dense_moe
 from kvplan.models.deepseek import DeepseekParser
 from kvplan.models.llama import LlamaParser
 from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, hidden_of, switch, vocab_of
+from kvplan.specs import StateSpec
 
 
 class ChatGlmParser(ArchParser):
@@ -105,4 +110,71 @@ class GlmMoeDsaParser(DeepseekParser):
         return DecoderLayout(router_bias=True)
 
 
-PARSERS: tuple[type[ArchParser], ...] = (ChatGlmParser, Glm4MoeParser, GlmMoeDsaParser)
+class Glm5NextParser(DeepseekParser):
+    """GLM-5-Next (``glm5_next`` / ``glm5_next_text``, Glm5NextTextConfig): ``linear_attention`` layers (Kimi Delta
+    Attention: a short convolution over q, k and v and a float32 ``(heads, head_dim, head_dim)`` recurrent state)
+    and ``indexed_attention`` layers (MLA with the sparse-attention indexer); without ``layer_types`` every fourth
+    layer (i % 4 == 3) is indexed. The indexer caches, per token, its key, the pool-gate scores (``index_head_dim``
+    wide, when ``index_kpool`` pools keys) and a validity flag: transformers packs them into one tensor."""
+
+    family = "glm5_next"
+    model_types = ("glm5_next", "glm5_next_text")
+    #: Glm5NextTextConfig defaults of the keys the cache reads.
+    defaults_by_type = {t: {"num_hidden_layers": 45, "num_attention_heads": 64, "kv_lora_rank": 512,
+                            "qk_rope_head_dim": 0, "index_head_dim": 128, "index_n_heads": 32, "index_topk": 2048,
+                            "index_kpool": 16, "linear_head_dim": 128, "linear_num_heads": 64,
+                            "linear_conv_kernel_dim": 4, "max_position_embeddings": 1048576}
+                        for t in ("glm5_next", "glm5_next_text")}
+    weight_types = ()
+    LINEAR_HEADS = ("linear_num_heads", "linear_attn_config.num_heads")
+    LINEAR_HEAD_DIM = ("linear_head_dim", "linear_attn_config.head_dim")
+    LINEAR_CONV = ("linear_conv_kernel_dim", "linear_attn_config.short_conv_kernel_size")
+
+    def layer_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
+        if r.has("layer_types"):
+            types = r.first_of("layer_types", ("layer_types",), kind="list")
+            # Glm5NextTextConfig reads full_attention as indexed_attention
+            types = [self.INDEXED if t == "full_attention" else t for t in types]
+            return self.kinds_from_layer_types(r, types, num_layers)
+        r.note("layer_types is not in the config; using the glm5_next default: layer i is indexed attention when "
+               "i % 4 == 3, Kimi Delta Attention otherwise")
+        kinds = ["linear_attention" if i % 4 != 3 else self.INDEXED for i in range(num_layers)]
+        return self.kinds_from_layer_types(r, kinds, num_layers)
+
+    def indexer_kinds(self, r: ConfigReader, num_layers: int) -> list[Any] | None:
+        if r.has("indexer_types"):
+            return super().indexer_kinds(r, num_layers)
+        pattern = r.raw("index_topk_pattern")
+        if isinstance(pattern, str):
+            kinds = [{"F": "full", "S": "shared"}.get(c, c) for c in pattern]
+            r.note(f"indexer_types from index_topk_pattern {pattern!r} (F = own indexer keys, S = shared)")
+            return kinds
+        freq = r.raw("index_topk_freq")
+        if isinstance(freq, int) and not isinstance(freq, bool) and freq > 1:
+            offset = r.raw("index_skip_topk_offset")
+            offset = offset if isinstance(offset, int) and not isinstance(offset, bool) else 2
+            r.note(f"indexer_types from index_topk_freq {freq} and index_skip_topk_offset {offset}")
+            return ["full" if max(i - offset + 1, 0) % freq == 0 else "shared" for i in range(num_layers)]
+        return None
+
+    def indexer_width(self, r: ConfigReader, index_dim: int) -> int:
+        pool = r.first_of("index_kpool", ("index_kpool",), kind="count")
+        if not pool:
+            return index_dim
+        width = 2 * index_dim + 1
+        r.note(f"index_kpool {pool}: transformers packs each token's indexer key ({index_dim}), pool-gate scores "
+               f"({index_dim}) and a validity flag (1) into one {width}-wide entry")
+        return width
+
+    def state_spec(self, r: ConfigReader, index: int) -> StateSpec:
+        heads = r.first_of("linear_num_heads", self.LINEAR_HEADS)
+        head_dim = r.first_of("linear_head_dim", self.LINEAR_HEAD_DIM)
+        conv = r.first_of("linear_conv_kernel_dim", self.LINEAR_CONV)
+        if conv < 2:
+            raise ConfigError(f"{r.source_name}: {r.prefix}linear_conv_kernel_dim must be at least 2, got {conv}",
+                              "fix the config")
+        return StateSpec(mixer="kda", shapes=(("conv", (conv - 1, 3 * heads * head_dim)),
+                                              ("ssm", (heads, head_dim, head_dim))), fp32_tensors=("ssm",))
+
+
+PARSERS: tuple[type[ArchParser], ...] = (ChatGlmParser, Glm4MoeParser, GlmMoeDsaParser, Glm5NextParser)

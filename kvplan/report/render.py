@@ -44,15 +44,16 @@ _MLA_DETAIL = re.compile(r"kv_lora_rank (\d+) \+ qk_rope_head_dim (\d+)")
 
 
 def head_dim_label(layer: dict[str, Any]) -> str:
-    """``128`` (K = V), ``192/128`` (K/V), ``latent 512+64`` (MLA: one latent, no separate K and V)."""
+    """``128`` (K = V), ``192/128`` (K/V), ``latent 512+64`` (MLA), ``key 128`` (a sparse-attention indexer)."""
     if layer["head_dim_k"] is None:
         return "-"
     if layer["kind"] == "mla":
         match = _MLA_DETAIL.search(layer.get("detail") or "")
         return f"latent {match[1]}+{match[2]}" if match else f"latent {layer['head_dim_k']}"
-    if layer["head_dim_k"] == layer["head_dim_v"]:
-        return str(layer["head_dim_k"])
-    return f"{layer['head_dim_k']}/{layer['head_dim_v']}"
+    if layer["kind"] == "indexer":  # keys only
+        return f"key {layer['head_dim_k']}"
+    k, v = layer["head_dim_k"], layer["head_dim_v"]
+    return str(k) if k == v else f"{k}/{v}"
 
 
 def _per_token_cell(layer: dict[str, Any]) -> str:
