@@ -45,6 +45,8 @@ LAYER_TYPE_NAMES: dict[str, str] = {
     "linear_attention": STATE, "mamba": STATE, "mamba2": STATE, "conv": STATE,
     "gated_delta_net": STATE, "linear": STATE,
     "mlp": NONE, "moe": NONE,
+    # UnlimitedOCR: the whole prefill (the reference) plus a window over generated tokens
+    "reference_sliding_attention": FULL,
 }
 
 
@@ -307,6 +309,9 @@ class ArchParser:
                     f"kvplan knows: {', '.join(sorted(LAYER_TYPE_NAMES))}",
                 )
             kinds.append(LAYER_TYPE_NAMES[name])
+        if "reference_sliding_attention" in types:
+            r.note("reference_sliding_attention layers keep the whole prompt plus a window over generated tokens: "
+                   "priced as full attention, exact while fewer tokens than the window are generated, above after")
         r.record("layer_types", _summarise(kinds), r.where(key))
         return kinds
 

@@ -39,7 +39,7 @@ from kvplan.specs import (
 class DeepseekParser(DecoderParser):
     family = "deepseek_mla"
     model_types = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "kimi_k25", "kimi_vl", "deepseek_vl_v2",
-                   "glm_moe_dsa", "axk2", "hy_v4", "longcat_flash", "mistral_large4", "mistral_large4_text",
+                   "glm_moe_dsa", "axk2", "hy_v4", "hy_v4_vl", "hy_v4_vl_text", "longcat_flash", "mistral_large4", "mistral_large4_text",
                    "dots3_note", "dots3_note_text")
     #: Types whose transformers modeling keeps the indexer keys in float32 (dots3_note: its float32 rope
     #: promotes the key before cache.update_indexer; measured by tools/hf_zoo.py).
