@@ -321,13 +321,12 @@ def capacity(
     """`kvplan capacity`: what fits on ``gpu`` (a catalog name or a ``GpuSpec``; ``gpu_mem`` for any
     other): KV blocks and tokens, max concurrency and context, minimum TP, decode floor."""
     from kvplan.capacity import CapacityInputs, plan_capacity
-    from kvplan.engine_flags import llama_context, tensor_split_shares, vllm_token_note
+    from kvplan.engine_flags import llama_context, tensor_split_shares, vllm_tokens
     from kvplan.units import parse_size
 
     # NOTE: with --kv-budget alone the GPU is irrelevant to blocks, tokens and concurrency.
     no_gpu = gpu is None and gpu_mem is None and kv_budget is not None
     gpu_spec = None if no_gpu else resolve_gpu(gpu, gpu_mem, gpu_bandwidth)
-    spelt = {"--max-model-len": max_model_len, "--max-num-batched-tokens": max_num_batched_tokens}
     max_model_len, batch = llama_context(None if ctx_size is None else str(ctx_size), parallel,
                                          None if max_model_len is None else str(max_model_len), batch, engine)
 
@@ -341,6 +340,9 @@ def capacity(
     else:
         loaded = load_geometry(model, revision=revision, token=token, overrides=overrides, gguf_file=gguf_file)
     kv_budget_bytes = size(kv_budget, "--kv-budget")
+    # NOTE: vLLM-named flags read token counts as vLLM does (32k = 32,000, 32K = 32,768), with a note.
+    model_len, len_note = vllm_tokens(max_model_len or None, "--max-model-len")
+    batched_tokens, batched_note = vllm_tokens(max_num_batched_tokens or None, "--max-num-batched-tokens")
     weights, weight_notes = model_weights(
         loaded, engine=engine, weights_bytes=size(weights_bytes, "--weights-bytes"), weights_from=weights_from,
         revision=revision if revision is not None else loaded.revision, token=token, required=kv_budget_bytes is None,
@@ -349,18 +351,16 @@ def capacity(
     inputs = CapacityInputs(
         gpu=gpu_spec, engine=engine, tp=tp if tp is not None else max(1, (num_gpus or 1) // pp),
         pp=pp, num_gpus=num_gpus, kv_dtype=kv_dtype, dtype=dtype,
-        max_model_len=parse_tokens(max_model_len, what="--max-model-len") if max_model_len else None,
+        max_model_len=model_len,
         batch=batch, block_size=block_size, gpu_memory_utilization=gpu_memory_utilization,
         mem_fraction_static=mem_fraction_static, free_gpu_memory_fraction=free_gpu_memory_fraction,
-        max_num_batched_tokens=parse_tokens(max_num_batched_tokens, what="--max-num-batched-tokens")
-        if max_num_batched_tokens else None,
+        max_num_batched_tokens=batched_tokens,
         reserve_bytes=size(reserve, "--reserve"), kv_budget_bytes=kv_budget_bytes, engine_version=engine_version,
         dp=dp, enable_dp_attention=enable_dp_attention, kv_unified=kv_unified, ubatch_size=ubatch_size,
         tensor_split=tensor_split_shares(tensor_split),
     )
     cap = plan_capacity(loaded.model_geometry, weights, inputs)
-    weight_notes = [*weight_notes, *vllm_token_note(
-        {flag: text for flag, text in spelt.items() if isinstance(text, str)}, engine)]
+    weight_notes = [*weight_notes, *(note for note in (len_note, batched_note) if note)]
     return CapacityResult(capacity=cap, source=loaded.source, weight_notes=tuple(weight_notes))
 
 

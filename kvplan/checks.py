@@ -94,15 +94,22 @@ def capacity_for(inputs: dict[str, Any], *, gpu: str, num_gpus: int | None) -> d
     """The `kvplan capacity` report for a scenario on ``num_gpus`` x ``gpu``: ``seq_len`` is the
     capacity's ``--max-model-len``; tp defaults to ``num_gpus // pp`` as `kvplan capacity` does."""
     from kvplan.api import capacity
+    from kvplan.units import parse_tokens
 
     pp = inputs.get("pp") or 1
     tp = inputs.get("tp") or (num_gpus // pp if num_gpus else 1)
     given = _given(inputs, ("engine", "kv_dtype", "dtype", "block_size", "gpu_memory_utilization", "mem_fraction_static",
                             "free_gpu_memory_fraction", "max_num_batched_tokens", "weights_from", "dp",
                             "enable_dp_attention", "kv_unified", "ubatch_size"))
+    # NOTE: plan files read token counts as kvplan does (32k = 32,768); the API's vLLM-named arguments
+    # would read "32k" as vLLM does, so the text is resolved here.
+    for key in ("max_num_batched_tokens",):
+        if isinstance(given.get(key), str):
+            given[key] = parse_tokens(given[key], what=key)
+    seq_len = inputs.get("seq_len")
     result = capacity(
         inputs["model"], revision=inputs.get("revision"), overrides=dict(inputs.get("set") or {}), gpu=gpu, tp=tp,
-        pp=pp, num_gpus=num_gpus, max_model_len=inputs.get("seq_len"), batch=inputs.get("batch") or 1,
+        pp=pp, num_gpus=num_gpus, max_model_len=parse_tokens(seq_len, what="seq_len") if seq_len else None, batch=inputs.get("batch") or 1,
         reserve=inputs.get("reserve"), kv_budget=inputs.get("kv_budget"), weights_bytes=inputs.get("weights_bytes"),
         gguf_file=inputs.get("gguf_file"),
         **given,

@@ -139,6 +139,11 @@ def capacity(
     from kvplan.errors import EXIT_NOT_FIT
 
     max_model_len, length_flag = typed_length(seq_len, max_model_len)
+    if length_flag == "--seq-len" and max_model_len is not None:
+        from kvplan.units import parse_tokens
+
+        # NOTE: kvplan's --seq-len reads k as 1024; the API's max_model_len (vLLM's name) reads it as vLLM does.
+        max_model_len = str(parse_tokens(max_model_len, what="--seq-len"))
 
     if strict:
         from kvplan.api import load_geometry

@@ -44,7 +44,7 @@ from kvplan.cli.options import (
     emit,
     lazy_table,
     respell_length,
-    typed_length,
+    typed_tokens,
 )
 
 EPILOG = (
@@ -109,8 +109,10 @@ def estimate(
     from kvplan.units import parse_tokens
 
     overrides = normalise_overrides(set_)
-    seq_len, length_flag = typed_length(seq_len, max_model_len)
-    tokens = parse_tokens(seq_len, what=length_flag or "--seq-len") if seq_len is not None else None
+    tokens, length_flag, len_note = typed_tokens(seq_len, max_model_len)
+    from kvplan.engine_flags import vllm_tokens
+
+    batched, batched_note = vllm_tokens(max_num_batched_tokens, "--max-num-batched-tokens")
     enc = parse_tokens(encoder_len, what="--encoder-len") if encoder_len is not None else None
     geometry, source = load_geometry(model, revision=revision, token=token, overrides=overrides, gguf_file=gguf_file)
     if strict:
@@ -123,7 +125,7 @@ def estimate(
         engine=engine, tp=tp, pp=pp, block_size=block_size, beams=beams, prompt_len=prompt_len,
         share_prefix=share_prefix, shared_prefix_tokens=shared_prefix_tokens, no_window=no_window,
         quant_group_size=quant_group_size, residual_length=residual_length, offload=offload,
-        max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs, ubatch_size=ubatch_size,
+        max_num_batched_tokens=batched, max_num_seqs=max_num_seqs, ubatch_size=ubatch_size,
         kv_unified=kv_unified, swa_full_tokens_ratio=swa_full_tokens_ratio, max_cache_len=max_cache_len,
     )
     est = run_estimate(
@@ -131,6 +133,7 @@ def estimate(
     )
     report = estimate_report(est, source, overrides=overrides)
     respell_length(report, length_flag)
+    report["notes"] = [*report["notes"], *(note for note in (len_note, batched_note) if note)]
     emit(report, fmt, output, lazy_table("estimate_table", report) if fmt is Format.table else None,
          inputs=(model,))
     _budget_gate(report, budget_bytes, gpu_budget_bytes)

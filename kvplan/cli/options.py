@@ -52,16 +52,33 @@ SEQ_FLAGS = ("--seq-len", "--max-model-len")
 
 
 def typed_length(seq_len: str | None, max_model_len: str | None) -> tuple[str | None, str | None]:
-    """The tokens per sequence and the flag that gave them (None: neither); both flags with different values:
-    InputError."""
+    """The tokens per sequence and the flag that gave them (None: neither); both flags naming different token
+    counts (--seq-len reads k as 1024, --max-model-len as vLLM does: 16k = 16,000): InputError."""
     if seq_len is not None and max_model_len is not None:
-        if seq_len.strip() != max_model_len.strip():
-            raise InputError(f"--seq-len {seq_len} and --max-model-len {max_model_len} disagree (they are one setting)",
-                             "pass one of them")
+        from kvplan.engine_flags import vllm_tokens
+        from kvplan.units import parse_tokens
+
+        ours, theirs = parse_tokens(seq_len, what="--seq-len"), vllm_tokens(max_model_len, "--max-model-len")[0]
+        if ours != theirs:
+            raise InputError(f"--seq-len {seq_len} ({ours:,}) and --max-model-len {max_model_len} ({theirs:,}, as vLLM "
+                             "reads it) disagree (they are one setting)", "pass one of them")
         return seq_len, "--seq-len"
     if max_model_len is not None:
         return max_model_len, "--max-model-len"
     return seq_len, None if seq_len is None else "--seq-len"
+
+
+def typed_tokens(seq_len: str | None, max_model_len: str | None) -> tuple[int | None, str | None, str | None]:
+    """(tokens, the flag that gave them, a note): --seq-len reads k as 1024, --max-model-len (vLLM's name) reads
+    the text as vLLM does, and says so when it has a suffix."""
+    from kvplan.engine_flags import vllm_tokens
+    from kvplan.units import parse_tokens
+
+    text, flag = typed_length(seq_len, max_model_len)
+    if flag == "--max-model-len":
+        tokens, note = vllm_tokens(text, flag)
+        return tokens, flag, note
+    return (parse_tokens(text, what="--seq-len") if text is not None else None), flag, None
 
 
 def respell_length(report: dict[str, Any], flag: str | None) -> None:
