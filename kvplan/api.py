@@ -236,6 +236,7 @@ def estimate(
     swa_full_tokens_ratio: float | None = None,
     max_cache_len: int | str | None = None,
     gguf_file: str | None = None,
+    cache_type_v: str | None = None,
 ) -> EstimateResult:
     """`kvplan estimate`: the KV cache of ``batch`` sequences of ``seq_len`` tokens (``"32k"`` works),
     with every deployment flag of the command (engine, tp, pp, block_size, beams, kv_dtype ...)."""
@@ -249,7 +250,7 @@ def estimate(
         quant_group_size=quant_group_size, residual_length=residual_length,
         offload=None if offload is None else str(offload), max_num_batched_tokens=max_num_batched_tokens,
         max_num_seqs=max_num_seqs, ubatch_size=ubatch_size, kv_unified=kv_unified,
-        swa_full_tokens_ratio=swa_full_tokens_ratio, max_cache_len=max_cache_len,
+        swa_full_tokens_ratio=swa_full_tokens_ratio, max_cache_len=max_cache_len, cache_type_v=cache_type_v,
     )
     est = _estimate(geometry, batch=batch, seq_len=tokens, kv_dtype=kv_dtype, encoder_len=enc, deployment=deployment)
     return EstimateResult(estimate=est, source=source, overrides=resolved)
@@ -317,9 +318,11 @@ def capacity(
     token: str | None = None,
     overrides: Mapping[str, Any] | Iterable[str] | None = None,
     gguf_file: str | None = None,
+    cache_type_v: str | None = None,
 ) -> CapacityResult:
     """`kvplan capacity`: what fits on ``gpu`` (a catalog name or a ``GpuSpec``; ``gpu_mem`` for any
     other): KV blocks and tokens, max concurrency and context, minimum TP, decode floor."""
+    from kvplan.adjust import value_type_name
     from kvplan.capacity import CapacityInputs, plan_capacity
     from kvplan.engine_flags import llama_context, tensor_split_shares, vllm_tokens
     from kvplan.units import parse_size
@@ -357,7 +360,7 @@ def capacity(
         max_num_batched_tokens=batched_tokens,
         reserve_bytes=size(reserve, "--reserve"), kv_budget_bytes=kv_budget_bytes, engine_version=engine_version,
         dp=dp, enable_dp_attention=enable_dp_attention, kv_unified=kv_unified, ubatch_size=ubatch_size,
-        tensor_split=tensor_split_shares(tensor_split),
+        tensor_split=tensor_split_shares(tensor_split), cache_type_v=value_type_name(cache_type_v),
     )
     cap = plan_capacity(loaded.model_geometry, weights, inputs)
     weight_notes = [*weight_notes, *(note for note in (len_note, batched_note) if note)]

@@ -69,3 +69,79 @@ def test_max_num_batched_tokens_follows_vllm(runner) -> None:
 
     assert sliding_tokens("2k") == (-(-(128 - 1 + 2000) // 16) + 1) * 16
     assert sliding_tokens("2K") == (-(-(128 - 1 + 2048) // 16) + 1) * 16
+
+
+# ---- 1. llama.cpp -ctk/-ctv: K and V types apart ----------------------------------------------
+# common/arg.cpp kv_cache_types (f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1); ggml block sizes:
+# q8_0 32 values in 34 B, q4_0 18, q4_1 20, q5_0 22, q5_1 24, iq4_nl 18; f16/bf16 2 B and f32 4 B per value.
+LLAMA8B = "meta-llama/Llama-3.1-8B"  # 32 layers, 8 KV heads, head size 128
+ROW = 8 * 128  # values of one token's K (or V) in one layer
+
+
+def _llama_log(runner, *flags: str) -> dict:
+    return _json(runner, "capacity", "-m", LLAMA8B, "--engine", "llama.cpp", "--kv-budget", "20GiB", *flags)
+
+
+@pytest.mark.parametrize(("ctv", "ggml", "v_row_bytes"), [
+    ("f16", "f16", ROW * 2), ("bf16", "bf16", ROW * 2), ("f32", "f32", ROW * 4), ("q8_0", "q8_0", ROW // 32 * 34),
+    ("q4_0", "q4_0", ROW // 32 * 18), ("q4_1", "q4_1", ROW // 32 * 20), ("q5_0", "q5_0", ROW // 32 * 22),
+    ("q5_1", "q5_1", ROW // 32 * 24), ("iq4_nl", "iq4_nl", ROW // 32 * 18),
+])
+def test_k_and_v_types_are_sized_apart(runner, ctv: str, ggml: str, v_row_bytes: int) -> None:
+    report = _llama_log(runner, "-c", "32768", "-np", "4", "-kvu", "-ctk", "q8_0", "-ctv", ctv)
+    k = 32 * 32768 * (ROW // 32 * 34)  # layers, cells (-c over all slots, unified), q8_0 row
+    v = 32 * 32768 * v_row_bytes
+    # src/llama-kv-cache.cpp: "%s: size = %7.2f MiB (%6u cells, %3d layers, %2u/%u seqs), K (%s): %7.2f MiB, V (%s): %7.2f MiB"
+    assert report["engine_log"]["lines"][-1] == (
+        f"llama_kv_cache: size = {(k + v) / 2**20:7.2f} MiB ( 32768 cells,  32 layers,  4/1 seqs), "
+        f"K (q8_0): {k / 2**20:7.2f} MiB, V ({ggml}): {v / 2**20:7.2f} MiB")
+    cache = report["engine_log"]["llama_caches"][0]
+    assert (cache["k_type"], cache["k_bytes"], cache["v_type"], cache["v_bytes"]) == ("q8_0", k, ggml, v)
+    assert report["capacity"]["kv_bytes_per_request"] == (k + v) // 4  # one slot of 32768 / 4 = 8192 tokens
+    assert report["capacity"]["kv_bytes_needed"] == k + v
+    quantised_v = ctv not in ("f16", "bf16", "f32")
+    assert any("a quantised V cache" in n and "-fa auto turns it on" in n for n in report["notes"]) == quantised_v
+
+
+def test_k_q8_0_v_f16_line(runner) -> None:
+    report = _llama_log(runner, "-c", "32768", "-np", "4", "-kvu", "-ctk", "q8_0", "-ctv", "f16")
+    assert report["engine_log"]["lines"][-1] == ("llama_kv_cache: size = 3136.00 MiB ( 32768 cells,  32 layers,  4/1 "
+                                                 "seqs), K (q8_0): 1088.00 MiB, V (f16): 2048.00 MiB")
+
+
+def test_gpt_oss_20b_q8_0_base_cache_as_logged() -> None:
+    # A user's llama.cpp-runner log (Ollama server.log, OLLAMA_KV_CACHE_TYPE=q8_0, flash attention on, 131072
+    # context, one slot), quoted in a public project's notes (stored copy, no repository named):
+    # "llama_kv_cache: size = 1632.00 MiB (131072 cells, 12 layers, 1/1 seqs), K (q8_0): 816.00 MiB, V (q8_0): 816.00 MiB"
+    import kvplan
+
+    cap = kvplan.capacity("openai/gpt-oss-20b", engine="llama.cpp", kv_budget="10GiB", ctx_size=131072, parallel=1,
+                          kv_dtype="q8_0", cache_type_v="q8_0")
+    k = 12 * 131072 * (8 * 64 // 32 * 34)  # 12 full layers, cells, 8 KV heads x 64 in q8_0 blocks
+    assert k == 816 * 2**20
+    assert "llama_kv_cache: size = 1632.00 MiB (131072 cells,  12 layers,  1/1 seqs), K (q8_0):  816.00 MiB, " \
+           "V (q8_0):  816.00 MiB" in cap.engine_log["lines"]
+
+
+def test_estimate_says_the_v_type_as_an_adjustment(runner) -> None:
+    est = _json(runner, "estimate", "-m", LLAMA8B, "--engine", "llama.cpp", "-s", "4096", "-ctv", "q4_0")
+    k, v = 32 * 4096 * ROW * 2, 32 * 4096 * (ROW // 32 * 18)  # f16 K (llama.cpp's default), q4_0 V
+    assert est["totals"]["kv_cache_bytes"] == k + v
+    step = next(a for a in est["adjustments"] if a["name"] == "cache_type_v")
+    assert (step["before_bytes"], step["after_bytes"]) == (2 * k, k + v)
+    assert est["inputs"]["kv_dtype"] == "fp16" and "V cache q4_0 (--cache-type-v)" in est["inputs"]["kv_dtype_source"]
+
+
+def test_other_engines_say_they_ignore_ctv(runner) -> None:
+    est = _json(runner, "estimate", "-m", LLAMA8B, "--engine", "vllm", "-s", "4096", "-ctv", "q4_0")
+    assert est["totals"]["kv_cache_bytes"] == 2 * 32 * 4096 * ROW * 2
+    assert "--cache-type-v is ignored: it applies to --engine llama.cpp, not vllm" in est["notes"]
+
+
+def test_llama_cpp_refuses_what_it_refuses(runner) -> None:
+    # llama_init_from_model: "model does not support different K (%s) and V (%s) cache types" for MLA models
+    mla = runner.invoke(app, ["estimate", "-m", "deepseek-ai/DeepSeek-V3", "--engine", "llama.cpp", "-s", "4k",
+                              "-ctk", "q8_0", "-ctv", "f16"])
+    assert mla.exit_code == 2 and "refuses different K (q8_0) and V (f16) cache types for an MLA model" in mla.stderr
+    bad = runner.invoke(app, ["estimate", "-m", LLAMA8B, "--engine", "llama.cpp", "-ctv", "fp8"])
+    assert bad.exit_code == 2 and "does not support --cache-type-v fp8_e4m3" in bad.stderr

@@ -10,6 +10,7 @@ import typer
 from kvplan.cli.options import (
     BatchOpt,
     BlockSizeOpt,
+    CacheTypeVOpt,
     EngineOpt,
     Format,
     FormatOpt,
@@ -122,6 +123,7 @@ def capacity(
     dp: DpOpt = 1,
     enable_dp_attention: DpAttentionOpt = False,
     kv_unified: KvuOpt = False,
+    cache_type_v: CacheTypeVOpt = None,
     ubatch_size: UbatchOpt = None,
     tensor_split: TensorSplitOpt = None,
     ctx_size: CtxSizeOpt = None,
@@ -164,7 +166,7 @@ def capacity(
         reserve=reserve, kv_budget=kv_budget, weights_bytes=weights_bytes, weights_from=weights_from,
         block_size=block_size, engine_version=engine_version, dp=dp, enable_dp_attention=enable_dp_attention,
         kv_unified=kv_unified, ubatch_size=ubatch_size, tensor_split=tensor_split, ctx_size=ctx_size,
-        parallel=parallel, revision=revision, token=token, gguf_file=gguf_file,
+        parallel=parallel, revision=revision, token=token, gguf_file=gguf_file, cache_type_v=cache_type_v,
     )
     report = result.to_dict()
     respell_length(report, length_flag)

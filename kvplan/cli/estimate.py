@@ -10,6 +10,7 @@ from kvplan.cli.options import (
     BatchOpt,
     BeamsOpt,
     BlockSizeOpt,
+    CacheTypeVOpt,
     EncoderLenOpt,
     EngineOpt,
     Format,
@@ -88,6 +89,7 @@ def estimate(
     max_num_seqs: MaxNumSeqsOpt = None,
     ubatch_size: UbatchSizeOpt = None,
     kv_unified: KvUnifiedOpt = False,
+    cache_type_v: CacheTypeVOpt = None,
     swa_full_tokens_ratio: SwaRatioOpt = None,
     max_cache_len: MaxCacheLenOpt = None,
     strict: StrictOpt = False,
@@ -127,6 +129,7 @@ def estimate(
         quant_group_size=quant_group_size, residual_length=residual_length, offload=offload,
         max_num_batched_tokens=batched, max_num_seqs=max_num_seqs, ubatch_size=ubatch_size,
         kv_unified=kv_unified, swa_full_tokens_ratio=swa_full_tokens_ratio, max_cache_len=max_cache_len,
+        cache_type_v=cache_type_v,
     )
     est = run_estimate(
         geometry, batch=batch, seq_len=tokens, kv_dtype=kv_dtype, encoder_len=enc, deployment=deployment

@@ -98,10 +98,11 @@ def respell_length(report: dict[str, Any], flag: str | None) -> None:
 KvDtypeOpt = Annotated[
     str,
     typer.Option(
-        "--kv-dtype", "--kv-cache-dtype",
+        "--kv-dtype", "--kv-cache-dtype", "--cache-type-k", "-ctk",
         help="KV element type (--kv-cache-dtype is vLLM's name; compare takes a list, bf16,fp8): auto (the config's dtype; f16 for llama.cpp), "
         "fp32, fp16, bf16, fp8 (= fp8_e4m3), fp8_e5m2, nvfp4, int8/int4/int2 (group scales, see "
-        "--quant-group-size), llama.cpp q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl (real block bytes).",
+        "--quant-group-size), llama.cpp q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl (real block bytes). "
+        "--cache-type-k/-ctk is llama.cpp's name (the K type; V follows unless -ctv).",
     ),
 ]
 EncoderLenOpt = Annotated[
@@ -175,6 +176,9 @@ MaxNumSeqsOpt = Annotated[Optional[int], typer.Option("--max-num-seqs", min=1, h
                           "when batch x beams exceeds it.")]
 UbatchSizeOpt = Annotated[Optional[int], typer.Option("--ubatch-size", min=1, help="llama.cpp --ubatch-size "
                           "(n_ubatch, default 512): SWA cache slack.")]
+CacheTypeVOpt = Annotated[Optional[str], typer.Option("--cache-type-v", "-ctv", help="llama.cpp --cache-type-v: the "
+                          "V cache type when it differs from K (-ctk/--kv-dtype): f16, bf16, f32, q8_0, q4_0, q4_1, "
+                          "q5_0, q5_1, iq4_nl. A quantised V needs flash attention (llama.cpp's -fa auto turns it on).")]
 KvUnifiedOpt = Annotated[bool, typer.Option("--kv-unified", help="llama.cpp --kv-unified: one cell pool for all "
                          "sequences.")]
 SwaRatioOpt = Annotated[Optional[float], typer.Option("--swa-full-tokens-ratio", help="SGLang's "

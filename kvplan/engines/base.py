@@ -76,11 +76,21 @@ class SizingContext:
 
 
 
-def kv_row_bytes(spec: AttentionSpec | MLASpec, dtype: KvDtype) -> tuple[int, int]:
-    """(K bytes, V bytes) of one token in one layer."""
+def kv_row_bytes(spec: AttentionSpec | MLASpec, dtype: KvDtype, v_dtype: KvDtype | None = None) -> tuple[int, int]:
+    """(K bytes, V bytes) of one token in one layer; ``v_dtype``: V's own type (llama.cpp ``-ctv``), else K's."""
     if isinstance(spec, MLASpec):
         return dtype.bytes_for(spec.head_size), 0
-    return dtype.bytes_for(spec.num_kv_heads * spec.head_size), dtype.bytes_for(spec.num_kv_heads * spec.head_size_v)
+    v_dtype = v_dtype or dtype
+    return dtype.bytes_for(spec.num_kv_heads * spec.head_size), v_dtype.bytes_for(spec.num_kv_heads * spec.head_size_v)
+
+
+def value_dtype(dep: Deployment, kv_dtype: KvDtype) -> KvDtype:
+    """The V cache type: ``--cache-type-v`` when given (llama.cpp), else the K type."""
+    if dep.cache_type_v is None:
+        return kv_dtype
+    from kvplan.dtypes import lookup_dtype
+
+    return lookup_dtype(dep.cache_type_v, what="--cache-type-v")
 
 
 
@@ -369,6 +379,10 @@ class EngineProfile:
         (keys of ``capacity.engine_log``; absent keys are reported as null). Default: none."""
         return {"version": None, "lines": []}
 
+    def kv_rows(self, spec: AttentionSpec | MLASpec, kv_dtype: KvDtype, dep: Deployment) -> tuple[int, int]:
+        """(K bytes, V bytes) of one token in one layer as this engine stores them (engine_log's K/V split)."""
+        return kv_row_bytes(spec, kv_dtype)
+
     def log_notes(self, pool: PoolFacts) -> list[str]:
         """Notes on reading this engine's log lines for ``pool`` (version-dependent figures); default none."""
         return []
@@ -420,6 +434,8 @@ class PoolFacts:
     pp: int = 1
     swa_ratio: float = 1.0
     """Sliding-window pool slots per full-pool slot (SGLang ``--swa-full-tokens-ratio``)."""
+    v_dtype: str | None = None
+    """The V cache type when it differs from ``kv_dtype`` (llama.cpp ``-ctv``)."""
 
 
 def version_tuple(text: str, *, engine: str) -> tuple[int, ...]:
