@@ -319,6 +319,7 @@ def capacity(
     overrides: Mapping[str, Any] | Iterable[str] | None = None,
     gguf_file: str | None = None,
     cache_type_v: str | None = None,
+    no_window: bool = False,
 ) -> CapacityResult:
     """`kvplan capacity`: what fits on ``gpu`` (a catalog name or a ``GpuSpec``; ``gpu_mem`` for any
     other): KV blocks and tokens, max concurrency and context, minimum TP, decode floor."""
@@ -361,6 +362,7 @@ def capacity(
         reserve_bytes=size(reserve, "--reserve"), kv_budget_bytes=kv_budget_bytes, engine_version=engine_version,
         dp=dp, enable_dp_attention=enable_dp_attention, kv_unified=kv_unified, ubatch_size=ubatch_size,
         tensor_split=tensor_split_shares(tensor_split), cache_type_v=value_type_name(cache_type_v),
+        no_window=no_window,
     )
     cap = plan_capacity(loaded.model_geometry, weights, inputs)
     weight_notes = [*weight_notes, *(note for note in (len_note, batched_note) if note)]

@@ -59,8 +59,19 @@ def pool_facts(cap: Capacity) -> PoolFacts:
         estimated_max_model_len=cap.max_context_len if cap.inputs.batch == 1 else 0, kv_dtype=cap.kv_dtype_name,
         layers_on_rank=on_rank, caches=caches, num_layers=n_layers, tensor_split=cap.inputs.tensor_split, pp=dep.pp,
         swa_ratio=get_engine(dep.engine).swa_pool_ratio(dep),
-        v_dtype=v_type if v_type != cap.kv_dtype_name else None,
+        v_dtype=v_type if v_type != cap.kv_dtype_name else None, swa_full_layers=_swa_full_layers(cap),
     )
+
+
+def _swa_full_layers(cap: Capacity) -> tuple[int, ...]:
+    """With ``--no-window``/``--swa-full``: the layers that are windowed as the engine caches them (they keep
+    their own cache object, sized like the base one: llama.cpp's ``using full-size SWA cache``)."""
+    if not cap.deployment.no_window:
+        return ()
+    geometry = cap.geometry
+    layers, _ = get_engine(cap.deployment.engine).cached_layers(list(geometry.layers), hf_cached_kv_heads=None,
+                                                                model_type=geometry.model_type)
+    return tuple(i for i, s in enumerate(layers) if s.kind in ("sliding_window", "chunked_local"))
 
 
 def _caches(est: Estimate, cap: Capacity) -> list[LogCache]:

@@ -145,3 +145,96 @@ def test_llama_cpp_refuses_what_it_refuses(runner) -> None:
     assert mla.exit_code == 2 and "refuses different K (q8_0) and V (f16) cache types for an MLA model" in mla.stderr
     bad = runner.invoke(app, ["estimate", "-m", LLAMA8B, "--engine", "llama.cpp", "-ctv", "fp8"])
     assert bad.exit_code == 2 and "does not support --cache-type-v fp8_e4m3" in bad.stderr
+
+
+# ---- 2. llama.cpp --swa-full ------------------------------------------------------------------
+# src/llama-kv-cache-iswa.cpp (llama.cpp @ 0c1e57098): size_swa = GGML_PAD(min(size_base, n_swa * (unified ? n_seq_max
+# : 1) + n_ubatch), 256); with --swa-full: WARN "using full-size SWA cache (ref: ...)" and size_swa = size_base.
+def test_gpt_oss_120b_swa_full_as_logged(runner) -> None:
+    # LM Studio server log, 2025-08-12, openai/gpt-oss-120b MXFP4 GGUF on an M4 Max, llama.cpp Metal backend 1.44.0
+    # (class names of mid-2025: llama_kv_cache_unified[_iswa]), context 4096, one slot, full-size SWA cache
+    # (stored copy in the search index; no repository named):
+    logged = [
+        "llama_kv_cache_unified_iswa: using full-size SWA cache (ref: "
+        "https://github.com/ggml-org/llama.cpp/pull/13194#issuecomment-2868343055)",
+        "llama_kv_cache_unified_iswa: creating non-SWA KV cache, size = 4096 cells",
+        "llama_kv_cache_unified: size =  144.00 MiB (  4096 cells,  18 layers,  1/1 seqs), K (f16):   72.00 MiB, "
+        "V (f16):   72.00 MiB",
+        "llama_kv_cache_unified_iswa: creating     SWA KV cache, size = 4096 cells",
+        "llama_kv_cache_unified: size =  144.00 MiB (  4096 cells,  18 layers,  1/1 seqs), K (f16):   72.00 MiB, "
+        "V (f16):   72.00 MiB",
+    ]
+    assert 18 * 4096 * 8 * 64 * 2 == 72 * 2**20  # layers, cells, KV heads x head size, f16
+    report = _json(runner, "capacity", "-m", "openai/gpt-oss-120b", "--engine", "llama.cpp", "--kv-budget", "10GiB",
+                   "-c", "4096", "-np", "1", "--swa-full")
+    ours = [line for line in report["engine_log"]["lines"] if "KV buffer size" not in line]
+    assert ours == [line.replace("_unified", "") for line in logged]
+    assert report["capacity"]["kv_bytes_per_request"] == 2 * 72 * 2**20 * 2
+
+
+def test_gpt_oss_120b_swa_cache_without_swa_full(runner) -> None:
+    report = _json(runner, "capacity", "-m", "openai/gpt-oss-120b", "--engine", "llama.cpp", "--kv-budget", "10GiB",
+                   "-c", "4096", "-np", "1")
+    cells = -(-min(4096, 128 * 1 + 512) // 256) * 256  # min(n_ctx, n_swa + n_ubatch) padded to 256 = 768
+    swa = 18 * cells * 8 * 64 * 2 * 2  # layers, cells, K+V rows of f16
+    assert "llama_kv_cache_iswa: creating     SWA KV cache, size = 768 cells" in report["engine_log"]["lines"]
+    assert report["engine_log"]["lines"][-1] == (f"llama_kv_cache: size = {swa / 2**20:7.2f} MiB (   768 cells,  18 "
+                                                 "layers,  1/1 seqs), K (f16):   13.50 MiB, V (f16):   13.50 MiB")
+    assert not any("full-size" in line for line in report["engine_log"]["lines"])
+
+
+def test_gemma_3_27b_swa_cells_with_four_unified_slots(runner) -> None:
+    # gemma-3-27b: 62 layers, 52 sliding (W = 1024) + 10 global, 16 KV heads x 128, f16 (llama.cpp's default)
+    def lines(*extra: str) -> list[str]:
+        return _json(runner, "capacity", "-m", "google/gemma-3-27b-it", "--engine", "llama.cpp", "--kv-budget", "40GiB",
+                     "-c", "32768", "-np", "4", "-kvu", *extra)["engine_log"]["lines"]
+
+    row = 16 * 128 * 2
+    swa_cells = -(-min(32768, 1024 * 4 + 512) // 256) * 256  # unified: n_swa * n_seq_max + n_ubatch = 4608
+    base, swa, full = 10 * 32768 * row, 52 * swa_cells * row, 52 * 32768 * row
+    default = lines()
+    assert f"llama_kv_cache_iswa: creating     SWA KV cache, size = {swa_cells} cells" in default
+    assert default[-1] == (f"llama_kv_cache: size = {2 * swa / 2**20:7.2f} MiB (  4608 cells,  52 layers,  4/1 seqs), "
+                           f"K (f16): {swa / 2**20:7.2f} MiB, V (f16): {swa / 2**20:7.2f} MiB")
+    assert (2 * base, 2 * swa) == (2560 * 2**20, 1872 * 2**20)
+    swa_full = lines("--swa-full")
+    assert swa_full[0].startswith("llama_kv_cache_iswa: using full-size SWA cache")
+    assert "llama_kv_cache_iswa: creating     SWA KV cache, size = 32768 cells" in swa_full
+    assert swa_full[-1].endswith(f"K (f16): {full / 2**20:7.2f} MiB, V (f16): {full / 2**20:7.2f} MiB")
+
+
+def test_swa_full_is_no_window_in_estimate(runner) -> None:
+    args = ["estimate", "-m", "google/gemma-3-27b-it", "--engine", "llama.cpp", "-s", "32k"]
+    assert _json(runner, *args, "--swa-full")["totals"] == _json(runner, *args, "--no-window")["totals"]
+    assert _json(runner, *args, "--swa-full")["totals"]["kv_cache_bytes"] == 62 * 32768 * 16 * 128 * 2 * 2
+
+
+# ---- 3. llama.cpp -kvu (unified KV) -----------------------------------------------------------
+# llama-context.cpp: unified -> n_ctx_seq = n_ctx, one stream; else n_ctx_seq = GGML_PAD(n_ctx / n_seq_max, 256) per
+# stream; the summary prints "%2u/%u seqs" = n_seq_max / n_stream.
+def test_kvu_one_pool_or_one_stream_per_slot_as_logged(runner) -> None:
+    # llama-server probe logs of Llama-2-7B (32 layers, 32 KV heads x 128), -c 5120 -np 10, q8_0 K and V, quoted in a
+    # public notes file (stored copy, no repository named):
+    #   "llama_kv_cache: size = 1360.00 MiB (   512 cells,  32 layers, 10/10 seqs), K (q8_0):  680.00 MiB, V (q8_0):  680.00 MiB"
+    #   "llama_kv_cache: size = 1360.00 MiB (  5120 cells,  32 layers, 10/1 seqs),  K (q8_0):  680.00 MiB, V (q8_0):  680.00 MiB"
+    k = 32 * 5120 * (32 * 128 // 32 * 34)  # layers, cells in all, q8_0 row
+    assert k == 680 * 2**20
+
+    def summary(*extra: str) -> str:
+        return _json(runner, "capacity", "-m", "meta-llama/Llama-2-7b-hf", "--engine", "llama.cpp", "--kv-budget", "10GiB",
+                     "-c", "5120", "-np", "10", "-ctk", "q8_0", "-ctv", "q8_0", *extra)["engine_log"]["lines"][-1]
+
+    tail = "K (q8_0):  680.00 MiB, V (q8_0):  680.00 MiB"
+    assert summary() == f"llama_kv_cache: size = 1360.00 MiB (   512 cells,  32 layers, 10/10 seqs), {tail}"
+    assert summary("-kvu") == f"llama_kv_cache: size = 1360.00 MiB (  5120 cells,  32 layers, 10/1 seqs), {tail}"
+
+
+def test_kvu_pads_the_pool_once_not_per_slot(runner) -> None:
+    # -c 3000 -np 3: per slot PAD(1000, 256) = 1024 cells x 3 streams; unified PAD(3000, 256) = 3072 cells, 1 stream
+    def need(*extra: str) -> int:
+        return _json(runner, "estimate", "-m", LLAMA8B, "--engine", "llama.cpp", "-s", "1000", "-b", "3",
+                     *extra)["totals"]["kv_cache_bytes"]
+
+    per_cell = 32 * 2 * ROW * 2  # layers, K+V, row, f16
+    assert need() == 3 * 1024 * per_cell
+    assert need("-kvu") == 3072 * per_cell

@@ -161,8 +161,9 @@ SharePrefixOpt = Annotated[bool, typer.Option("--share-prefix", help="Keep each 
                            "not per beam (prefix caching). Needs --prompt-len.")]
 SharedPrefixTokensOpt = Annotated[Optional[str], typer.Option("--shared-prefix-tokens", help="Tokens of a prefix "
                                   "(system prompt) shared by all sequences; its full blocks are kept once.")]
-NoWindowOpt = Annotated[bool, typer.Option("--no-window", help="Account sliding/chunked layers as full attention, as "
-                        "vLLM --disable-hybrid-kv-cache-manager and llama.cpp --swa-full do.")]
+NoWindowOpt = Annotated[bool, typer.Option("--no-window", "--swa-full", help="Account sliding/chunked layers as full "
+                        "attention, as vLLM --disable-hybrid-kv-cache-manager and llama.cpp --swa-full (its spelling "
+                        "here too: the SWA cache gets as many cells as the base cache) do.")]
 QuantGroupSizeOpt = Annotated[int, typer.Option("--quant-group-size", min=1, help="Values per scale + zero point of "
                               "int8/int4/int2 KV (transformers q_group_size).")]
 ResidualLengthOpt = Annotated[int, typer.Option("--residual-length", min=1, help="Hugging Face QuantizedCache: recent "
@@ -179,7 +180,7 @@ UbatchSizeOpt = Annotated[Optional[int], typer.Option("--ubatch-size", min=1, he
 CacheTypeVOpt = Annotated[Optional[str], typer.Option("--cache-type-v", "-ctv", help="llama.cpp --cache-type-v: the "
                           "V cache type when it differs from K (-ctk/--kv-dtype): f16, bf16, f32, q8_0, q4_0, q4_1, "
                           "q5_0, q5_1, iq4_nl. A quantised V needs flash attention (llama.cpp's -fa auto turns it on).")]
-KvUnifiedOpt = Annotated[bool, typer.Option("--kv-unified", help="llama.cpp --kv-unified: one cell pool for all "
+KvUnifiedOpt = Annotated[bool, typer.Option("--kv-unified", "-kvu", help="llama.cpp --kv-unified: one cell pool for all "
                          "sequences.")]
 SwaRatioOpt = Annotated[Optional[float], typer.Option("--swa-full-tokens-ratio", help="SGLang's "
                         "--swa-full-tokens-ratio (default 0.8): SWA pool size over full pool size.")]

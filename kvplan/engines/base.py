@@ -436,6 +436,9 @@ class PoolFacts:
     """Sliding-window pool slots per full-pool slot (SGLang ``--swa-full-tokens-ratio``)."""
     v_dtype: str | None = None
     """The V cache type when it differs from ``kv_dtype`` (llama.cpp ``-ctv``)."""
+    swa_full_layers: tuple[int, ...] = ()
+    """Windowed layers accounted as full attention by ``--swa-full``/``--no-window`` (llama.cpp keeps them in
+    their own, full-size, SWA cache)."""
 
 
 def version_tuple(text: str, *, engine: str) -> tuple[int, ...]:

@@ -179,25 +179,32 @@ class LlamaCppProfile(EngineProfile):
         kind_type = _ggml(pool.kv_dtype)
         v_type = _ggml(pool.v_dtype or pool.kv_dtype)
         devices = layer_devices(pool.num_layers, pool.tensor_split or (1.0,) * pool.pp)
-        full = [c for c in pool.caches if c.kind not in ("sliding_window", "chunked_local", "state")]
-        swa = [c for c in pool.caches if c.kind in ("sliding_window", "chunked_local")]
+        windowed = ("sliding_window", "chunked_local")
+        swa_full = set(pool.swa_full_layers)
+        members = [(c, i) for c in pool.caches if c.kind != "state" for i in c.layer_indices]
+        # NOTE: --swa-full keeps the SWA layers in their own cache object, sized like the base one
+        # (llama-kv-cache-iswa.cpp: size_swa = size_base after "using full-size SWA cache").
+        full = [(c, i) for c, i in members if c.kind not in windowed and i not in swa_full]
+        swa = [(c, i) for c, i in members if c.kind in windowed or i in swa_full]
         lines: list[str] = []
         caches: list[dict[str, object]] = []
         buffers: dict[str, int] = {}
+        if swa and swa_full:
+            lines.append("llama_kv_cache_iswa: using full-size SWA cache (ref: "
+                         "https://github.com/ggml-org/llama.cpp/pull/13194#issuecomment-2868343055)")
         for label, group in (("non-SWA", full), ("    SWA", swa)):
             if not group:
                 continue
-            cells, streams = group[0].cells, group[0].streams
+            cells, streams = group[0][0].cells, group[0][0].streams
             if swa:
                 lines.append(f"llama_kv_cache_iswa: creating {label} KV cache, size = {cells} cells")
             per_device: dict[int, int] = {}
             k = v = layers = 0
-            for cache in group:
-                for i in cache.layer_indices:
-                    kb, vb = _cells_bytes(cache, cache.k_bytes_per_token), _cells_bytes(cache, cache.v_bytes_per_token)
-                    k, v, layers = k + kb, v + vb, layers + 1
-                    dev = devices[i % pool.num_layers]
-                    per_device[dev] = per_device.get(dev, 0) + kb + vb
+            for cache, i in group:
+                kb, vb = _cells_bytes(cache, cache.k_bytes_per_token), _cells_bytes(cache, cache.v_bytes_per_token)
+                k, v, layers = k + kb, v + vb, layers + 1
+                dev = devices[i % pool.num_layers]
+                per_device[dev] = per_device.get(dev, 0) + kb + vb
             for dev in sorted(per_device):
                 name = "CUDA" + str(dev)
                 lines.append(f"llama_kv_cache: {name:>10} KV buffer size = {per_device[dev] / MiB:8.2f} MiB")
