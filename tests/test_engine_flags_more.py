@@ -238,3 +238,36 @@ def test_kvu_pads_the_pool_once_not_per_slot(runner) -> None:
     per_cell = 32 * 2 * ROW * 2  # layers, K+V, row, f16
     assert need() == 3 * 1024 * per_cell
     assert need("-kvu") == 3072 * per_cell
+
+
+# ---- 5. vLLM's CUDA-graph term in the derived budget ------------------------------------------
+# vllm/v1/worker/gpu_worker.py::determine_available_memory (0.20-0.33): available = requested - non_kv_cache_memory
+# - cudagraph_memory_estimate_applied (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, default "1" in the 0.20.0 wheel);
+# gpu_model_runner.py::profile_cudagraph_memory logs "Profiling CUDA graph memory: PIECEWISE=n (largest=s), FULL=...".
+@pytest.mark.parametrize(("max_num_seqs", "logged"), [
+    # published vLLM logs (stored copies): Qwen3.5-4B on vLLM 0.22 with default max_num_seqs 256 (a 48 GB GPU) ...
+    (256, ((51, 512), (35, 256))),
+    # ... and three more start-ups with max_num_seqs 128, 32 and 8
+    (128, ((35, 256), (19, 128))), (32, ((11, 64), (7, 32))), (8, ((5, 16), (4, 8))),
+])
+def test_cuda_graph_counts_as_vllm_logs_them(max_num_seqs: int, logged: tuple) -> None:
+    from kvplan.engines.vllm import cudagraph_sizes
+
+    piecewise, full = cudagraph_sizes(max_num_seqs, 8192, "H100")
+    assert ((len(piecewise), max(piecewise)), (len(full), max(full))) == logged
+
+
+def test_vllm_budget_subtracts_the_graph_term_from_0_20_and_says_how_uncertain(runner) -> None:
+    def budget(version: str) -> dict:
+        return _json(runner, "capacity", "-m", LLAMA8B, "--gpu", "H100", "--max-model-len", "8192",
+                     "--engine-version", version)
+
+    old, new = budget("0.17"), budget("0.20")
+    graphs = next(t for t in new["budget"]["terms"] if t["name"] == "CUDA graphs")
+    assert not any(t["name"] == "CUDA graphs" for t in old["budget"]["terms"])
+    width = 3 * 14336 + (4096 + 2 * 1024) + 2 * 4096  # Llama-3.1-8B: gate/up/act + q,k,v + residual
+    assert graphs["bytes"] == 512 * width * 2 + (51 - 1 + 51 - 1) * 2**20  # max_num_seqs 1024 on an H100
+    assert old["budget"]["kv_bytes_per_gpu"] - new["budget"]["kv_bytes_per_gpu"] == graphs["bytes"]
+    assert "profile_cudagraph_memory" in graphs["source"] and new["budget"]["formula"].endswith("CUDA graph estimate")
+    note = next(n for n in new["notes"] if n.startswith("the vLLM KV budget is derived"))
+    assert "kvplan subtracts 0.15 GiB (a lower bound); published 'Estimated CUDA graph memory' lines run 0.22-1.97" in note
