@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -237,6 +237,7 @@ def estimate(
     max_cache_len: int | str | None = None,
     gguf_file: str | None = None,
     cache_type_v: str | None = None,
+    no_mla: bool = False,
 ) -> EstimateResult:
     """`kvplan estimate`: the KV cache of ``batch`` sequences of ``seq_len`` tokens (``"32k"`` works),
     with every deployment flag of the command (engine, tp, pp, block_size, beams, kv_dtype ...)."""
@@ -252,6 +253,8 @@ def estimate(
         max_num_seqs=max_num_seqs, ubatch_size=ubatch_size, kv_unified=kv_unified,
         swa_full_tokens_ratio=swa_full_tokens_ratio, max_cache_len=max_cache_len, cache_type_v=cache_type_v,
     )
+    if no_mla:
+        geometry = mla_off(geometry, source, deployment.engine)
     est = _estimate(geometry, batch=batch, seq_len=tokens, kv_dtype=kv_dtype, encoder_len=enc, deployment=deployment)
     return EstimateResult(estimate=est, source=source, overrides=resolved)
 
@@ -320,6 +323,7 @@ def capacity(
     gguf_file: str | None = None,
     cache_type_v: str | None = None,
     no_window: bool = False,
+    no_mla: bool = False,
 ) -> CapacityResult:
     """`kvplan capacity`: what fits on ``gpu`` (a catalog name or a ``GpuSpec``; ``gpu_mem`` for any
     other): KV blocks and tokens, max concurrency and context, minimum TP, decode floor."""
@@ -343,6 +347,8 @@ def capacity(
         loaded = model
     else:
         loaded = load_geometry(model, revision=revision, token=token, overrides=overrides, gguf_file=gguf_file)
+    if no_mla:
+        loaded = replace(loaded, model_geometry=mla_off(loaded.model_geometry, loaded.source, engine))
     kv_budget_bytes = size(kv_budget, "--kv-budget")
     # NOTE: vLLM-named flags read token counts as vLLM does (32k = 32,000, 32K = 32,768), with a note.
     model_len, len_note = vllm_tokens(max_model_len or None, "--max-model-len")
@@ -420,3 +426,15 @@ def resolve_gpu(gpu: Any, gpu_mem: int | str | None = None, gpu_bandwidth: str |
     if gpu_mem is None:
         raise _input_error("no GPU given", "pass --gpu NAME (kvplan gpus lists them) or --gpu-mem SIZE, e.g. --gpu-mem 80GiB")
     return custom_gpu(parse_size(gpu_mem, what="--gpu-mem"), bandwidth, name=f"custom {gpu_mem}")
+
+
+def mla_off(geometry: ModelGeometry, source: Any, engine: str) -> ModelGeometry:
+    """``--no-mla``: the MLA layers as the per-head K/V an engine with MLA off caches (:func:`kvplan.adjust.without_mla`);
+    a GGUF says itself whether it was converted with MLA."""
+    from kvplan.adjust import without_mla
+    from kvplan.engines import get_engine
+
+    if getattr(source, "kind", None) in ("gguf", "hub-gguf"):
+        raise _input_error("--no-mla reads a config.json: a GGUF says itself whether llama.cpp caches the MLA latent "
+                           "(attention.key_length_mla) or per-head K/V", "drop --no-mla for a GGUF")
+    return without_mla(geometry, get_engine(engine).name)

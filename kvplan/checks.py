@@ -62,7 +62,7 @@ def kv_bytes_per_gpu(estimate: dict[str, Any]) -> int:
 DEPLOYMENT_KEYS = (
     "engine", "tp", "pp", "block_size", "beams", "prompt_len", "share_prefix", "shared_prefix_tokens", "no_window",
     "quant_group_size", "residual_length", "offload", "max_num_batched_tokens", "max_num_seqs", "ubatch_size",
-    "kv_unified", "swa_full_tokens_ratio", "max_cache_len", "cache_type_v",
+    "kv_unified", "swa_full_tokens_ratio", "max_cache_len", "cache_type_v", "no_mla",
 )
 
 
@@ -101,7 +101,7 @@ def capacity_for(inputs: dict[str, Any], *, gpu: str, num_gpus: int | None) -> d
     given = _given(inputs, ("engine", "kv_dtype", "dtype", "block_size", "gpu_memory_utilization", "mem_fraction_static",
                             "free_gpu_memory_fraction", "max_num_batched_tokens", "weights_from", "dp",
                             "enable_dp_attention", "kv_unified", "ubatch_size", "cache_type_v",
-                            "no_window"))
+                            "no_window", "no_mla"))
     # NOTE: plan files read token counts as kvplan does (32k = 32,768); the API's vLLM-named arguments
     # would read "32k" as vLLM does, so the text is resolved here.
     for key in ("max_num_batched_tokens",):

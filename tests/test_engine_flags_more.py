@@ -271,3 +271,40 @@ def test_vllm_budget_subtracts_the_graph_term_from_0_20_and_says_how_uncertain(r
     assert "profile_cudagraph_memory" in graphs["source"] and new["budget"]["formula"].endswith("CUDA graph estimate")
     note = next(n for n in new["notes"] if n.startswith("the vLLM KV budget is derived"))
     assert "kvplan subtracts 0.15 GiB (a lower bound); published 'Estimated CUDA graph memory' lines run 0.22-1.97" in note
+
+
+# ---- 4. DeepSeek with MLA off ------------------------------------------------------------------
+# DeepSeek-V3: 61 layers, 128 heads, qk_nope_head_dim 128 + qk_rope_head_dim 64 = 192, v_head_dim 128, latent 512 + 64.
+V3 = "deepseek-ai/DeepSeek-V3"
+
+
+@pytest.mark.parametrize(("engine", "v_dim"), [
+    ("ideal", 128),
+    # vllm/transformers_utils/model_arch_config_convertor.py::get_head_size: VLLM_MLA_DISABLE -> qk_nope + qk_rope;
+    # vllm/model_executor/models/deepseek_v2.py (the MHA path) pads V to qk_head_dim before self.attn(q, k, v)
+    ("vllm", 192),
+    # llama.cpp: a deepseek2 GGUF without attention.key_length_mla has n_embd_head_k 192, n_embd_head_v 128
+    ("llama.cpp", 128),
+    # transformers < 5.15 DeepseekV3Attention cached the expanded key_states (192) and value_states (128)
+    ("hf-dynamic", 128),
+])
+def test_no_mla_caches_per_head_k_and_v(runner, engine: str, v_dim: int) -> None:
+    est = _json(runner, "estimate", "-m", V3, "--engine", engine, "-s", "4096", "--no-mla")
+    assert est["totals"]["kv_cache_bytes"] == 61 * 4096 * 128 * (192 + v_dim) * 2  # layers, tokens, heads, K+V, bf16/f16
+    latent = _json(runner, "estimate", "-m", V3, "--engine", engine, "-s", "4096")["totals"]["kv_cache_bytes"]
+    assert latent < est["totals"]["kv_cache_bytes"]
+    assert any(n.startswith("--no-mla: MLA off") for n in est["notes"])
+
+
+def test_no_mla_kv_heads_shard_over_tp_in_capacity(runner) -> None:
+    # with MLA off, vLLM's 128 KV heads split over tp (the latent is replicated instead)
+    cap = _json(runner, "capacity", "-m", V3, "--engine", "vllm", "--kv-budget", "20GiB", "-tp", "8",
+                "--max-model-len", "4096", "--no-mla")
+    assert cap["capacity"]["kv_bytes_per_request"] == 61 * 4096 * (128 // 8) * (192 + 192) * 2
+
+
+def test_no_mla_refusals(runner) -> None:
+    sglang = runner.invoke(app, ["estimate", "-m", V3, "--engine", "sglang", "--no-mla"])
+    assert sglang.exit_code == 2 and "sglang has no switch that turns MLA off" in sglang.stderr
+    llama = runner.invoke(app, ["estimate", "-m", LLAMA8B, "--no-mla"])
+    assert llama.exit_code == 2 and "has no MLA layers" in llama.stderr

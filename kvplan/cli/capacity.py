@@ -18,6 +18,7 @@ from kvplan.cli.options import (
     KvDtypeOpt,
     MaxNumBatchedTokensOpt,
     ModelOpt,
+    NoMlaOpt,
     NoWindowOpt,
     OutputOpt,
     PpOpt,
@@ -126,6 +127,7 @@ def capacity(
     kv_unified: KvuOpt = False,
     cache_type_v: CacheTypeVOpt = None,
     no_window: NoWindowOpt = False,
+    no_mla: NoMlaOpt = False,
     ubatch_size: UbatchOpt = None,
     tensor_split: TensorSplitOpt = None,
     ctx_size: CtxSizeOpt = None,
@@ -169,7 +171,7 @@ def capacity(
         block_size=block_size, engine_version=engine_version, dp=dp, enable_dp_attention=enable_dp_attention,
         kv_unified=kv_unified, ubatch_size=ubatch_size, tensor_split=tensor_split, ctx_size=ctx_size,
         parallel=parallel, revision=revision, token=token, gguf_file=gguf_file, cache_type_v=cache_type_v,
-        no_window=no_window,
+        no_window=no_window, no_mla=no_mla,
     )
     report = result.to_dict()
     respell_length(report, length_flag)

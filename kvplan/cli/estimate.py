@@ -25,6 +25,7 @@ from kvplan.cli.options import (
     MaxNumBatchedTokensOpt,
     MaxNumSeqsOpt,
     ModelOpt,
+    NoMlaOpt,
     NoWindowOpt,
     OffloadOpt,
     OutputOpt,
@@ -90,6 +91,7 @@ def estimate(
     ubatch_size: UbatchSizeOpt = None,
     kv_unified: KvUnifiedOpt = False,
     cache_type_v: CacheTypeVOpt = None,
+    no_mla: NoMlaOpt = False,
     swa_full_tokens_ratio: SwaRatioOpt = None,
     max_cache_len: MaxCacheLenOpt = None,
     strict: StrictOpt = False,
@@ -131,6 +133,10 @@ def estimate(
         kv_unified=kv_unified, swa_full_tokens_ratio=swa_full_tokens_ratio, max_cache_len=max_cache_len,
         cache_type_v=cache_type_v,
     )
+    if no_mla:
+        from kvplan.api import mla_off
+
+        geometry = mla_off(geometry, source, deployment.engine)
     est = run_estimate(
         geometry, batch=batch, seq_len=tokens, kv_dtype=kv_dtype, encoder_len=enc, deployment=deployment
     )

@@ -177,6 +177,9 @@ MaxNumSeqsOpt = Annotated[Optional[int], typer.Option("--max-num-seqs", min=1, h
                           "when batch x beams exceeds it.")]
 UbatchSizeOpt = Annotated[Optional[int], typer.Option("--ubatch-size", min=1, help="llama.cpp --ubatch-size "
                           "(n_ubatch, default 512): SWA cache slack.")]
+NoMlaOpt = Annotated[bool, typer.Option("--no-mla", help="DeepSeek-style MLA models served with MLA off: per-head K "
+                     "(qk_nope + qk_rope) and V (v_head_dim) as vLLM with VLLM_MLA_DISABLE=1 (V padded to K), an old "
+                     "llama.cpp conversion without MLA, or transformers before 5.15 cache them.")]
 CacheTypeVOpt = Annotated[Optional[str], typer.Option("--cache-type-v", "-ctv", help="llama.cpp --cache-type-v: the "
                           "V cache type when it differs from K (-ctk/--kv-dtype): f16, bf16, f32, q8_0, q4_0, q4_1, "
                           "q5_0, q5_1, iq4_nl. A quantised V needs flash attention (llama.cpp's -fa auto turns it on).")]
