@@ -98,6 +98,16 @@ def respell_length(report: dict[str, Any], flag: str | None) -> None:
 KvDtypeOpt = Annotated[
     str,
     typer.Option(
+        "--kv-dtype", "--kv-cache-dtype",
+        help="KV element type (--kv-cache-dtype is vLLM's name; compare takes a list, bf16,fp8): auto (the config's dtype; f16 for llama.cpp), "
+        "fp32, fp16, bf16, fp8 (= fp8_e4m3), fp8_e5m2, nvfp4, int8/int4/int2 (group scales, see "
+        "--quant-group-size), llama.cpp q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl (real block bytes).",
+    ),
+]
+#: --kv-dtype with llama.cpp's -ctk/--cache-type-k spelling (estimate and capacity, which also take -ctv).
+KvDtypeKOpt = Annotated[
+    str,
+    typer.Option(
         "--kv-dtype", "--kv-cache-dtype", "--cache-type-k", "-ctk",
         help="KV element type (--kv-cache-dtype is vLLM's name; compare takes a list, bf16,fp8): auto (the config's dtype; f16 for llama.cpp), "
         "fp32, fp16, bf16, fp8 (= fp8_e4m3), fp8_e5m2, nvfp4, int8/int4/int2 (group scales, see "
