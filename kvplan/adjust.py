@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from kvplan.dtypes import DEFAULT_GROUP_SIZE
 from kvplan.errors import InputError
@@ -31,9 +30,6 @@ from kvplan.specs import (
     StateSpec,
 )
 from kvplan.units import cdiv
-
-if TYPE_CHECKING:
-    from kvplan.geometry import ModelGeometry
 
 #: Default ``--residual-length``: recent tokens the Hugging Face QuantizedCache keeps in full precision.
 DEFAULT_RESIDUAL_LENGTH = 128
@@ -372,48 +368,3 @@ def value_type_name(text: str | None) -> str | None:
 
     return lookup_dtype(text, what="--cache-type-v").name
 
-
-#: Engines with a switch that turns MLA off, and the K/V head dims they then cache (``--no-mla``).
-NO_MLA_ENGINES: dict[str, str] = {
-    "ideal": "K of qk_nope_head_dim + qk_rope_head_dim and V of v_head_dim per head",
-    "vllm": "VLLM_MLA_DISABLE=1: FullAttentionSpec of qk_nope_head_dim + qk_rope_head_dim per head for K and for V "
-            "(deepseek_v2.py pads V to qk_head_dim; model_arch_config_convertor.get_head_size)",
-    "llama.cpp": "a DeepSeek GGUF converted without MLA (no attention.key_length_mla): n_embd_head_k = qk_nope + "
-                 "qk_rope, n_embd_head_v = v_head_dim per head",
-    "hf-dynamic": "transformers before 5.15 cached the expanded per-head K (qk_nope + qk_rope) and V (v_head_dim)",
-    "hf-static": "transformers before 5.15 cached the expanded per-head K (qk_nope + qk_rope) and V (v_head_dim)",
-}
-
-
-def without_mla(geometry: ModelGeometry, engine: str) -> ModelGeometry:
-    """``--no-mla``: every MLA layer as the per-head K/V it expands to (``num_attention_heads`` KV heads, K of
-    ``qk_nope_head_dim + qk_rope_head_dim``, V of ``v_head_dim``; vLLM pads V to K's size). Raises for models
-    without MLA, sparse (DSA) and compressed (DeepSeek-V4) attention, and engines with no such switch."""
-    import dataclasses as dc
-
-    from kvplan.specs import CompressedAttentionSpec, FullAttentionSpec, IndexerSpec, MLASpec
-
-    name = engine  # the engine profile's name (get_engine(...).name)
-    if name not in NO_MLA_ENGINES:
-        raise InputError(f"--no-mla: {name} has no switch that turns MLA off (SGLang 0.5.23 has none; TensorRT-LLM not "
-                         "read)", "use --engine vllm (VLLM_MLA_DISABLE=1), llama.cpp, hf-dynamic or ideal")
-    layers = geometry.layers
-    if not any(type(s) is MLASpec for s in layers):
-        raise InputError(f"--no-mla: {geometry.model_id} has no MLA layers", "drop --no-mla")
-    if any(isinstance(s, (IndexerSpec, CompressedAttentionSpec)) for s in layers):
-        raise InputError(f"--no-mla: {geometry.model_id} uses sparse or compressed attention over the MLA latent",
-                         "drop --no-mla: its engines always cache the latent")
-    values = {p.field: p.value for p in reversed(geometry.provenance)}  # the first record wins
-    heads, nope, rope, v_dim = (values.get(k) for k in ("num_attention_heads", "qk_nope_head_dim", "qk_rope_head_dim",
-                                                         "v_head_dim"))
-    if not all(isinstance(x, int) and x > 0 for x in (heads, nope, rope, v_dim)):
-        raise InputError(f"--no-mla: {geometry.model_id} does not name num_attention_heads, qk_nope_head_dim, "
-                         "qk_rope_head_dim and v_head_dim, so the per-head K/V is unknown",
-                         "add them with --set, e.g. --set qk_nope_head_dim=128")
-    assert isinstance(heads, int) and isinstance(nope, int) and isinstance(rope, int) and isinstance(v_dim, int)
-    k_dim = nope + rope
-    spec = FullAttentionSpec(num_kv_heads=heads, head_size=k_dim, head_size_v=k_dim if name == "vllm" else v_dim)
-    out = tuple(spec if type(s) is MLASpec else s for s in layers)
-    note = (f"--no-mla: MLA off, {NO_MLA_ENGINES[name]}: {heads} KV heads x (K {k_dim} + V {spec.head_size_v}) per "
-            f"layer instead of one latent of {next(s for s in layers if type(s) is MLASpec).head_size}")
-    return dc.replace(geometry, layers=out, notes=(*geometry.notes, note))

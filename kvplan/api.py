@@ -431,10 +431,10 @@ def resolve_gpu(gpu: Any, gpu_mem: int | str | None = None, gpu_bandwidth: str |
 def mla_off(geometry: ModelGeometry, source: Any, engine: str) -> ModelGeometry:
     """``--no-mla``: the MLA layers as the per-head K/V an engine with MLA off caches (:func:`kvplan.adjust.without_mla`);
     a GGUF says itself whether it was converted with MLA."""
-    from kvplan.adjust import without_mla
     from kvplan.engines import get_engine
+    from kvplan.engines.base import without_mla
 
     if getattr(source, "kind", None) in ("gguf", "hub-gguf"):
         raise _input_error("--no-mla reads a config.json: a GGUF says itself whether llama.cpp caches the MLA latent "
                            "(attention.key_length_mla) or per-head K/V", "drop --no-mla for a GGUF")
-    return without_mla(geometry, get_engine(engine).name)
+    return without_mla(geometry, get_engine(engine))

@@ -70,7 +70,14 @@ def llama_context(ctx_size: str | None, parallel: int | None, max_model_len: str
     slots = parallel or batch
     if ctx_size is None:
         return max_model_len, slots
-    cells = parse_tokens(ctx_size, what="--ctx-size")
+    text = str(ctx_size).strip()
+    if not text.isdigit():
+        # NOTE: common/arg.cpp parses int flags with std::stoi, which stops at the first non-digit: -c 16k is 16.
+        digits = len(text) - len(text.lstrip("0123456789"))
+        raise InputError(f"-c {text}: llama.cpp reads -c with std::stoi, which stops at the first non-digit "
+                         f"({text[:digits] or 'nothing'}), so kvplan refuses to guess",
+                         f"pass the cells as an integer, e.g. -c {parse_tokens(text, what='--ctx-size') if digits else 32768}")
+    cells = parse_tokens(text, what="--ctx-size")
     if cells % slots:
         raise InputError(f"-c {cells} is not a multiple of -np {slots}: llama.cpp rounds n_ctx down to a multiple",
                          f"use -c {cells // slots * slots}")

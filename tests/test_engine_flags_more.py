@@ -71,6 +71,14 @@ def test_max_num_batched_tokens_follows_vllm(runner) -> None:
     assert sliding_tokens("2K") == (-(-(128 - 1 + 2048) // 16) + 1) * 16
 
 
+def test_llama_cpp_c_with_a_suffix_is_refused_not_guessed(runner) -> None:
+    # common/arg.cpp: int flags go through std::stoi, which stops at the suffix: llama.cpp reads "-c 16k" as 16 cells
+    result = runner.invoke(app, ["capacity", "-m", LLAMA8B, "--engine", "llama.cpp", "--kv-budget", "10GiB", "-c", "16k"])
+    assert result.exit_code == 2, result.output
+    assert "llama.cpp reads -c with std::stoi, which stops at the first non-digit (16)" in result.stderr
+    assert "-c 16384" in result.stderr
+
+
 # ---- 1. llama.cpp -ctk/-ctv: K and V types apart ----------------------------------------------
 # common/arg.cpp kv_cache_types (f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1); ggml block sizes:
 # q8_0 32 values in 34 B, q4_0 18, q4_1 20, q5_0 22, q5_1 24, iq4_nl 18; f16/bf16 2 B and f32 4 B per value.
@@ -305,6 +313,6 @@ def test_no_mla_kv_heads_shard_over_tp_in_capacity(runner) -> None:
 
 def test_no_mla_refusals(runner) -> None:
     sglang = runner.invoke(app, ["estimate", "-m", V3, "--engine", "sglang", "--no-mla"])
-    assert sglang.exit_code == 2 and "sglang has no switch that turns MLA off" in sglang.stderr
+    assert sglang.exit_code == 2 and "SGLang has no switch that turns MLA off" in sglang.stderr
     llama = runner.invoke(app, ["estimate", "-m", LLAMA8B, "--no-mla"])
     assert llama.exit_code == 2 and "has no MLA layers" in llama.stderr

@@ -49,6 +49,8 @@ class LlamaCppProfile(EngineProfile):
     beam_search = False
     knobs = ("ubatch_size", "kv_unified", "cache_type_v")
     splits_layers = True
+    mla_off = ("a DeepSeek GGUF converted without MLA (no attention.key_length_mla): n_embd_head_k = qk_nope + qk_rope, "
+               "n_embd_head_v = v_head_dim per head")
 
     def pool_block_size(self, sizes: list[int], dep: Deployment) -> int:
         return LLAMA_CPP_PAD

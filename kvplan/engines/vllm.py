@@ -85,6 +85,9 @@ class VllmProfile(EngineProfile):
     block_pool = True
     swa_extra_block = True
     dp_splits_experts = True
+    mla_off = ("VLLM_MLA_DISABLE=1: FullAttentionSpec of qk_nope_head_dim + qk_rope_head_dim per head for K and for V "
+               "(deepseek_v2.py pads V to qk_head_dim; model_arch_config_convertor.get_head_size)")
+    mla_off_pads_v = True
 
     def attention_tp(self, tp: int, dp: int) -> int:
         """``--data-parallel-size D --enable-expert-parallel``: D engine cores of ``tp`` GPUs each."""
