@@ -316,3 +316,17 @@ def test_no_mla_refusals(runner) -> None:
     assert sglang.exit_code == 2 and "SGLang has no switch that turns MLA off" in sglang.stderr
     llama = runner.invoke(app, ["estimate", "-m", LLAMA8B, "--no-mla"])
     assert llama.exit_code == 2 and "has no MLA layers" in llama.stderr
+
+
+def test_explain_log_names_the_v_type_flag(runner, tmp_path) -> None:
+    # a llama.cpp line in the printf format of src/llama-kv-cache.cpp, with q8_0 K and f16 V (the arithmetic above)
+    log = tmp_path / "llama.log"
+    log.write_text("llama_kv_cache: size = 3136.00 MiB ( 32768 cells,  32 layers,  4/1 seqs), "
+                   "K (q8_0): 1088.00 MiB, V (f16): 2048.00 MiB\n")
+    base = ["capacity", "-m", LLAMA8B, "--engine", "llama.cpp", "--kv-budget", "20GiB", "-c", "32768", "-np", "4",
+            "-kvu", "--compare-log", str(log)]
+    same = _json(runner, *base, "-ctk", "q8_0", "-ctv", "f16")["log_comparison"]
+    assert same["differs"] == 0 and same["matches"] >= 4
+    rows = _json(runner, *base, "-ctk", "q8_0")["log_comparison"]["rows"]
+    v_row = next(r for r in rows if r["figure"].endswith("v_type"))
+    assert (v_row["logged"], v_row["predicted"], v_row["cause"]) == ("f16", "q8_0", "the V cache type: pass -ctv f16")
