@@ -225,7 +225,7 @@ def compare_log(parsed: ParsedLog, report: dict[str, Any], *, source: str) -> di
             rows.append({"figure": f.figure, "line_no": f.line_no, "logged": f.text, "predicted": predicted,
                          "difference": None, "match": match, "cause": None if match else
                          (f"the V cache type: pass -ctv {f.text}" if f.figure.endswith("v_type") else
-                          f"the K cache type: pass -ctk {f.text} (--kv-dtype; V follows it unless -ctv)")})
+                          f"the K cache type: pass -ctk {f.text} (= --kv-dtype {f.text}; V follows it unless -ctv)")})
             continue
         if predicted is None:
             rows.append({"figure": f.figure, "line_no": f.line_no, "logged": f.text, "predicted": None,
