@@ -89,6 +89,9 @@ class Deployment:
     """SGLang ``--swa-full-tokens-ratio`` (default 0.8): SWA pool size / full pool size."""
     max_cache_len: int | None = None
     """hf-static ``max_cache_len``: tokens preallocated per sequence (default: ``seq_len``)."""
+    cache_type_v: str | None = None
+    """llama.cpp ``--cache-type-v``/``-ctv``: the V cache type when it differs from K (``--kv-dtype``/``-ctk``);
+    None = the K type. Not an ``inputs`` key: the report says it in ``kv_dtype_source`` and an adjustment."""
 
     def with_(self, **changes: object) -> Deployment:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
@@ -97,9 +100,15 @@ class Deployment:
         """Every knob as the report's ``inputs`` echo it (plain JSON values)."""
         out: dict[str, object] = {}
         for field in dataclasses.fields(self):
+            if field.name in NOT_ECHOED:
+                continue
             value = getattr(self, field.name)
             out[field.name] = value.describe() if isinstance(value, Offload) else value
         return out
+
+
+#: Deployment fields the report says elsewhere than the ``inputs`` echo (the report schema is unchanged).
+NOT_ECHOED = ("cache_type_v",)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -323,6 +332,7 @@ def deployment_from_flags(
     kv_unified: bool = False,
     swa_full_tokens_ratio: float | None = None,
     max_cache_len: str | int | None = None,
+    cache_type_v: str | None = None,
 ) -> Deployment:
     """A validated Deployment from CLI-style values (token counts accept ``4k``)."""
     from kvplan.limits import MAX_BEAMS, MAX_PP, MAX_TP, check_limit
@@ -344,6 +354,17 @@ def deployment_from_flags(
         max_num_batched_tokens=tokens(max_num_batched_tokens, "--max-num-batched-tokens"),
         max_num_seqs=max_num_seqs, ubatch_size=ubatch_size, kv_unified=kv_unified,
         swa_full_tokens_ratio=swa_full_tokens_ratio, max_cache_len=tokens(max_cache_len, "--max-cache-len"),
+        cache_type_v=value_type_name(cache_type_v),
     )
     validate_deployment(dep)
     return dep
+
+
+def value_type_name(text: str | None) -> str | None:
+    """llama.cpp ``--cache-type-v`` as kvplan's dtype name (``f16`` -> ``fp16``); None stays None."""
+    if text is None:
+        return None
+    from kvplan.dtypes import lookup_dtype
+
+    return lookup_dtype(text, what="--cache-type-v").name
+

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -236,6 +236,8 @@ def estimate(
     swa_full_tokens_ratio: float | None = None,
     max_cache_len: int | str | None = None,
     gguf_file: str | None = None,
+    cache_type_v: str | None = None,
+    no_mla: bool = False,
 ) -> EstimateResult:
     """`kvplan estimate`: the KV cache of ``batch`` sequences of ``seq_len`` tokens (``"32k"`` works),
     with every deployment flag of the command (engine, tp, pp, block_size, beams, kv_dtype ...)."""
@@ -249,8 +251,10 @@ def estimate(
         quant_group_size=quant_group_size, residual_length=residual_length,
         offload=None if offload is None else str(offload), max_num_batched_tokens=max_num_batched_tokens,
         max_num_seqs=max_num_seqs, ubatch_size=ubatch_size, kv_unified=kv_unified,
-        swa_full_tokens_ratio=swa_full_tokens_ratio, max_cache_len=max_cache_len,
+        swa_full_tokens_ratio=swa_full_tokens_ratio, max_cache_len=max_cache_len, cache_type_v=cache_type_v,
     )
+    if no_mla:
+        geometry = mla_off(geometry, source, deployment.engine)
     est = _estimate(geometry, batch=batch, seq_len=tokens, kv_dtype=kv_dtype, encoder_len=enc, deployment=deployment)
     return EstimateResult(estimate=est, source=source, overrides=resolved)
 
@@ -317,17 +321,20 @@ def capacity(
     token: str | None = None,
     overrides: Mapping[str, Any] | Iterable[str] | None = None,
     gguf_file: str | None = None,
+    cache_type_v: str | None = None,
+    no_window: bool = False,
+    no_mla: bool = False,
 ) -> CapacityResult:
     """`kvplan capacity`: what fits on ``gpu`` (a catalog name or a ``GpuSpec``; ``gpu_mem`` for any
     other): KV blocks and tokens, max concurrency and context, minimum TP, decode floor."""
+    from kvplan.adjust import value_type_name
     from kvplan.capacity import CapacityInputs, plan_capacity
-    from kvplan.engine_flags import llama_context, tensor_split_shares, vllm_token_note
+    from kvplan.engine_flags import llama_context, tensor_split_shares, vllm_tokens
     from kvplan.units import parse_size
 
     # NOTE: with --kv-budget alone the GPU is irrelevant to blocks, tokens and concurrency.
     no_gpu = gpu is None and gpu_mem is None and kv_budget is not None
     gpu_spec = None if no_gpu else resolve_gpu(gpu, gpu_mem, gpu_bandwidth)
-    spelt = {"--max-model-len": max_model_len, "--max-num-batched-tokens": max_num_batched_tokens}
     max_model_len, batch = llama_context(None if ctx_size is None else str(ctx_size), parallel,
                                          None if max_model_len is None else str(max_model_len), batch, engine)
 
@@ -340,7 +347,12 @@ def capacity(
         loaded = model
     else:
         loaded = load_geometry(model, revision=revision, token=token, overrides=overrides, gguf_file=gguf_file)
+    if no_mla:
+        loaded = replace(loaded, model_geometry=mla_off(loaded.model_geometry, loaded.source, engine))
     kv_budget_bytes = size(kv_budget, "--kv-budget")
+    # NOTE: vLLM-named flags read token counts as vLLM does (32k = 32,000, 32K = 32,768), with a note.
+    model_len, len_note = vllm_tokens(max_model_len or None, "--max-model-len")
+    batched_tokens, batched_note = vllm_tokens(max_num_batched_tokens or None, "--max-num-batched-tokens")
     weights, weight_notes = model_weights(
         loaded, engine=engine, weights_bytes=size(weights_bytes, "--weights-bytes"), weights_from=weights_from,
         revision=revision if revision is not None else loaded.revision, token=token, required=kv_budget_bytes is None,
@@ -349,18 +361,17 @@ def capacity(
     inputs = CapacityInputs(
         gpu=gpu_spec, engine=engine, tp=tp if tp is not None else max(1, (num_gpus or 1) // pp),
         pp=pp, num_gpus=num_gpus, kv_dtype=kv_dtype, dtype=dtype,
-        max_model_len=parse_tokens(max_model_len, what="--max-model-len") if max_model_len else None,
+        max_model_len=model_len,
         batch=batch, block_size=block_size, gpu_memory_utilization=gpu_memory_utilization,
         mem_fraction_static=mem_fraction_static, free_gpu_memory_fraction=free_gpu_memory_fraction,
-        max_num_batched_tokens=parse_tokens(max_num_batched_tokens, what="--max-num-batched-tokens")
-        if max_num_batched_tokens else None,
+        max_num_batched_tokens=batched_tokens,
         reserve_bytes=size(reserve, "--reserve"), kv_budget_bytes=kv_budget_bytes, engine_version=engine_version,
         dp=dp, enable_dp_attention=enable_dp_attention, kv_unified=kv_unified, ubatch_size=ubatch_size,
-        tensor_split=tensor_split_shares(tensor_split),
+        tensor_split=tensor_split_shares(tensor_split), cache_type_v=value_type_name(cache_type_v),
+        no_window=no_window,
     )
     cap = plan_capacity(loaded.model_geometry, weights, inputs)
-    weight_notes = [*weight_notes, *vllm_token_note(
-        {flag: text for flag, text in spelt.items() if isinstance(text, str)}, engine)]
+    weight_notes = [*weight_notes, *(note for note in (len_note, batched_note) if note)]
     return CapacityResult(capacity=cap, source=loaded.source, weight_notes=tuple(weight_notes))
 
 
@@ -415,3 +426,15 @@ def resolve_gpu(gpu: Any, gpu_mem: int | str | None = None, gpu_bandwidth: str |
     if gpu_mem is None:
         raise _input_error("no GPU given", "pass --gpu NAME (kvplan gpus lists them) or --gpu-mem SIZE, e.g. --gpu-mem 80GiB")
     return custom_gpu(parse_size(gpu_mem, what="--gpu-mem"), bandwidth, name=f"custom {gpu_mem}")
+
+
+def mla_off(geometry: ModelGeometry, source: Any, engine: str) -> ModelGeometry:
+    """``--no-mla``: the MLA layers as the per-head K/V an engine with MLA off caches (:func:`kvplan.adjust.without_mla`);
+    a GGUF says itself whether it was converted with MLA."""
+    from kvplan.engines import get_engine
+    from kvplan.engines.base import without_mla
+
+    if getattr(source, "kind", None) in ("gguf", "hub-gguf"):
+        raise _input_error("--no-mla reads a config.json: a GGUF says itself whether llama.cpp caches the MLA latent "
+                           "(attention.key_length_mla) or per-head K/V", "drop --no-mla for a GGUF")
+    return without_mla(geometry, get_engine(engine))

@@ -14,6 +14,7 @@ from kvplan.adjust import (
 )
 from kvplan.dtypes import DEFAULT_GROUP_SIZE, KvDtype, lookup_dtype
 from kvplan.engines import ENGINES, EngineProfile, SizingContext, get_engine
+from kvplan.engines.base import value_dtype
 from kvplan.errors import ConfigError, InputError
 from kvplan.geometry import ModelGeometry
 from kvplan.specs import (
@@ -290,6 +291,8 @@ def _resolve(
     if kv_dtype.strip().lower() == "auto" and engine.auto_dtype(state_dtype) != dtype:
         dtype = engine.auto_dtype(state_dtype)
         dtype_source = f"auto: {engine.title}'s default cache type {dtype.name}"
+    if dep.cache_type_v is not None and "cache_type_v" in engine.knobs:
+        dtype_source += f"; V cache {dep.cache_type_v} (--cache-type-v): kv_dtype is the K type"
     return geometry, dtype, dtype_source, state_dtype, engine, dep, notes
 
 
@@ -365,6 +368,7 @@ KNOB_FLAGS: dict[str, str] = {
     "kv_unified": "--kv-unified",
     "swa_full_tokens_ratio": "--swa-full-tokens-ratio",
     "max_cache_len": "--max-cache-len",
+    "cache_type_v": "--cache-type-v",
 }
 
 
@@ -613,6 +617,12 @@ def _adjustments(sizing: _Sizing, dep: Deployment, kv_dtype: KvDtype, engine: En
             reason += (f"; Hugging Face QuantizedCache keeps up to --residual-length {dep.residual_length} - 1 recent "
                        "tokens in full precision")
         step("kv_dtype", reason, cur, kv_dtype)
+    if dep.cache_type_v is not None and "cache_type_v" not in engine.knobs:
+        cur = cur.with_(cache_type_v=dep.cache_type_v)  # ignored by this engine (a note says so): no bytes change
+    elif dep.cache_type_v is not None:
+        v = value_dtype(dep, kv_dtype)
+        step("cache_type_v", f"--cache-type-v {v.name}: the V cache in {v.description or v.name} "
+             f"({v.bits_per_element:.4g} bits per value), K stays {kv_dtype.name}", cur.with_(cache_type_v=v.name))
     if dep.beams > 1:
         step("beams", f"--beams {dep.beams}: {sizing.batch} x {dep.beams} sequences each keep their own cache "
              "(the prompt is copied per beam, as Hugging Face generate does)", cur.with_(beams=dep.beams))

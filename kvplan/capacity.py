@@ -67,6 +67,11 @@ class CapacityInputs:
     """llama.cpp ``--ubatch-size``."""
     tensor_split: tuple[float, ...] | None = None
     """llama.cpp ``--tensor-split``: layer proportions per device (per-device KV buffers)."""
+    cache_type_v: str | None = None
+    """llama.cpp ``--cache-type-v``: the V cache type when it differs from K (``kv_dtype``)."""
+    no_window: bool = False
+    """``--no-window``/``--swa-full``: sliding and chunked layers hold every token (llama.cpp ``--swa-full``, vLLM
+    ``--disable-hybrid-kv-cache-manager``)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -368,7 +373,8 @@ def _served_geometry(geometry: ModelGeometry, engine: EngineProfile, dtype: str)
 def _deployment(inputs: CapacityInputs, tp: int) -> Deployment:
     return Deployment(engine=get_engine(inputs.engine).name, tp=tp, pp=inputs.pp, block_size=inputs.block_size,
                       max_num_batched_tokens=inputs.max_num_batched_tokens, kv_unified=inputs.kv_unified,
-                      ubatch_size=inputs.ubatch_size)
+                      ubatch_size=inputs.ubatch_size, cache_type_v=inputs.cache_type_v,
+                      no_window=inputs.no_window)
 
 
 def _validate(inputs: CapacityInputs) -> None:

@@ -62,7 +62,7 @@ def kv_bytes_per_gpu(estimate: dict[str, Any]) -> int:
 DEPLOYMENT_KEYS = (
     "engine", "tp", "pp", "block_size", "beams", "prompt_len", "share_prefix", "shared_prefix_tokens", "no_window",
     "quant_group_size", "residual_length", "offload", "max_num_batched_tokens", "max_num_seqs", "ubatch_size",
-    "kv_unified", "swa_full_tokens_ratio", "max_cache_len",
+    "kv_unified", "swa_full_tokens_ratio", "max_cache_len", "cache_type_v", "no_mla",
 )
 
 
@@ -94,15 +94,23 @@ def capacity_for(inputs: dict[str, Any], *, gpu: str, num_gpus: int | None) -> d
     """The `kvplan capacity` report for a scenario on ``num_gpus`` x ``gpu``: ``seq_len`` is the
     capacity's ``--max-model-len``; tp defaults to ``num_gpus // pp`` as `kvplan capacity` does."""
     from kvplan.api import capacity
+    from kvplan.units import parse_tokens
 
     pp = inputs.get("pp") or 1
     tp = inputs.get("tp") or (num_gpus // pp if num_gpus else 1)
     given = _given(inputs, ("engine", "kv_dtype", "dtype", "block_size", "gpu_memory_utilization", "mem_fraction_static",
                             "free_gpu_memory_fraction", "max_num_batched_tokens", "weights_from", "dp",
-                            "enable_dp_attention", "kv_unified", "ubatch_size"))
+                            "enable_dp_attention", "kv_unified", "ubatch_size", "cache_type_v",
+                            "no_window", "no_mla"))
+    # NOTE: plan files read token counts as kvplan does (32k = 32,768); the API's vLLM-named arguments
+    # would read "32k" as vLLM does, so the text is resolved here.
+    for key in ("max_num_batched_tokens",):
+        if isinstance(given.get(key), str):
+            given[key] = parse_tokens(given[key], what=key)
+    seq_len = inputs.get("seq_len")
     result = capacity(
         inputs["model"], revision=inputs.get("revision"), overrides=dict(inputs.get("set") or {}), gpu=gpu, tp=tp,
-        pp=pp, num_gpus=num_gpus, max_model_len=inputs.get("seq_len"), batch=inputs.get("batch") or 1,
+        pp=pp, num_gpus=num_gpus, max_model_len=parse_tokens(seq_len, what="seq_len") if seq_len else None, batch=inputs.get("batch") or 1,
         reserve=inputs.get("reserve"), kv_budget=inputs.get("kv_budget"), weights_bytes=inputs.get("weights_bytes"),
         gguf_file=inputs.get("gguf_file"),
         **given,

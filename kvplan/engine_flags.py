@@ -32,26 +32,29 @@ def vllm_human_int(text: str) -> int | None:
     return int(number) * _BINARY[suffix]
 
 
-def vllm_token_note(flags: dict[str, str | None], engine: str) -> list[str]:
-    """A note for each vLLM-named flag whose text vLLM reads differently from kvplan (``32k``)."""
-    notes = []
-    for flag, text in flags.items():
-        if text is None or not isinstance(text, str):
-            continue
-        try:
-            ours = parse_tokens(text, what=flag)
-        except InputError:
-            continue
-        theirs = vllm_human_int(text)
-        if theirs == ours:
-            continue
-        vllm = f"vLLM reads it as {theirs:,}" if theirs is not None else "vLLM refuses it"
-        notes.append(
-            f"{flag} {text}: kvplan reads {ours:,} tokens (k = 1024); {vllm} (lower-case k/m = 1000/10**6, "
-            f"upper-case K/M = 1024/2**20). Pass the integer to say which you mean"
-            + (" to vLLM" if engine.lower() == "vllm" else "")
-        )
-    return notes
+def vllm_tokens(text: str | int | None, flag: str) -> tuple[int | None, str | None]:
+    """A token count given to a vLLM-named flag (``--max-model-len``, ``--max-num-batched-tokens``), read as vLLM
+    reads it (:func:`vllm_human_int`), and a note saying so when the text has a suffix (kvplan's own
+    ``--seq-len`` reads ``k`` as 1024: the two never disagree silently)."""
+    if text is None:
+        return None, None
+    if isinstance(text, int) and not isinstance(text, bool):
+        return parse_tokens(text, what=flag), None
+    value = str(text).strip()
+    match = _VLLM_HUMAN_INT.fullmatch(value)
+    if match is None:
+        return parse_tokens(value, what=flag), None
+    number, suffix = match.groups()
+    tokens = vllm_human_int(value)
+    if tokens is None:
+        raise InputError(f"{flag} {text}: vLLM refuses decimals with binary suffixes like {suffix}",
+                         f"use {number}{suffix.lower()} (decimal) or an integer")
+    tokens = parse_tokens(tokens, what=flag)
+    swapped = suffix.upper() if suffix in _DECIMAL else suffix.lower()
+    other = "" if "." in number else f"; {number}{swapped} would be {vllm_human_int(number + swapped):,}"
+    return tokens, (f"{flag} {value} = {tokens:,} tokens, as vLLM reads it (vllm/utils/argparse_utils.py "
+                    "human_readable_int: lower-case k, m, g = 10**3, 10**6, 10**9; upper-case K, M, G = 2**10, 2**20, "
+                    f"2**30{other}); kvplan's own --seq-len reads k as 1024")
 
 
 def llama_context(ctx_size: str | None, parallel: int | None, max_model_len: str | None, batch: int,
@@ -67,7 +70,14 @@ def llama_context(ctx_size: str | None, parallel: int | None, max_model_len: str
     slots = parallel or batch
     if ctx_size is None:
         return max_model_len, slots
-    cells = parse_tokens(ctx_size, what="--ctx-size")
+    text = str(ctx_size).strip()
+    if not text.isdigit():
+        # NOTE: common/arg.cpp parses int flags with std::stoi, which stops at the first non-digit: -c 16k is 16.
+        digits = len(text) - len(text.lstrip("0123456789"))
+        raise InputError(f"-c {text}: llama.cpp reads -c with std::stoi, which stops at the first non-digit "
+                         f"({text[:digits] or 'nothing'}), so kvplan refuses to guess",
+                         f"pass the cells as an integer, e.g. -c {parse_tokens(text, what='--ctx-size') if digits else 32768}")
+    cells = parse_tokens(text, what="--ctx-size")
     if cells % slots:
         raise InputError(f"-c {cells} is not a multiple of -np {slots}: llama.cpp rounds n_ctx down to a multiple",
                          f"use -c {cells // slots * slots}")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from kvplan.adjust import stage_of_layer
 from kvplan.calc import Estimate, estimate
 from kvplan.engines import get_engine
-from kvplan.engines.base import LogCache, PoolFacts, kv_row_bytes
+from kvplan.engines.base import LogCache, PoolFacts, value_dtype
 from kvplan.engines.vllm import kv_cache_group_count
 from kvplan.specs import AttentionSpec, MLASpec
 
@@ -45,6 +45,7 @@ def pool_facts(cap: Capacity) -> PoolFacts:
     est = estimate(geometry, batch=cap.inputs.batch, seq_len=cap.max_model_len, kv_dtype=cap.inputs.kv_dtype,
                    deployment=dep)
     caches = tuple(_caches(est, cap))
+    v_type = value_dtype(dep, est.kv_dtype).name
     kinds: dict[str, int] = {}
     for c in caches:
         if c.kind != "no_cache":
@@ -58,7 +59,19 @@ def pool_facts(cap: Capacity) -> PoolFacts:
         estimated_max_model_len=cap.max_context_len if cap.inputs.batch == 1 else 0, kv_dtype=cap.kv_dtype_name,
         layers_on_rank=on_rank, caches=caches, num_layers=n_layers, tensor_split=cap.inputs.tensor_split, pp=dep.pp,
         swa_ratio=get_engine(dep.engine).swa_pool_ratio(dep),
+        v_dtype=v_type if v_type != cap.kv_dtype_name else None, swa_full_layers=_swa_full_layers(cap),
     )
+
+
+def _swa_full_layers(cap: Capacity) -> tuple[int, ...]:
+    """With ``--no-window``/``--swa-full``: the layers that are windowed as the engine caches them (they keep
+    their own cache object, sized like the base one: llama.cpp's ``using full-size SWA cache``)."""
+    if not cap.deployment.no_window:
+        return ()
+    geometry = cap.geometry
+    layers, _ = get_engine(cap.deployment.engine).cached_layers(list(geometry.layers), hf_cached_kv_heads=None,
+                                                                model_type=geometry.model_type)
+    return tuple(i for i, s in enumerate(layers) if s.kind in ("sliding_window", "chunked_local"))
 
 
 def _caches(est: Estimate, cap: Capacity) -> list[LogCache]:
@@ -68,7 +81,7 @@ def _caches(est: Estimate, cap: Capacity) -> list[LogCache]:
         spec = g.rank_spec or g.spec
         total = g.bytes_per_token_per_rank if g.bytes_per_token_per_rank is not None else g.bytes_per_token
         if isinstance(spec, (AttentionSpec, MLASpec)):
-            k, v = kv_row_bytes(spec, est.kv_dtype)
+            k, v = get_engine(cap.deployment.engine).kv_rows(spec, est.kv_dtype, cap.deployment)
             k, v = (total - v, v) if k + v != total else (k, v)
         else:
             k, v = total, 0

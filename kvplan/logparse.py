@@ -224,7 +224,8 @@ def compare_log(parsed: ParsedLog, report: dict[str, Any], *, source: str) -> di
             match = predicted == f.text
             rows.append({"figure": f.figure, "line_no": f.line_no, "logged": f.text, "predicted": predicted,
                          "difference": None, "match": match, "cause": None if match else
-                         f"the cache type: pass --kv-dtype {f.text} (llama.cpp -ctk/-ctv)"})
+                         (f"the V cache type: pass -ctv {f.text}" if f.figure.endswith("v_type") else
+                          f"the K cache type: pass -ctk {f.text} (= --kv-dtype {f.text}; V follows it unless -ctv)")})
             continue
         if predicted is None:
             rows.append({"figure": f.figure, "line_no": f.line_no, "logged": f.text, "predicted": None,

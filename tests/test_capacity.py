@@ -122,7 +122,12 @@ def test_vllm_default_reserve_is_the_documented_estimate() -> None:
     v1 = plan(LLAMA8B, engine="vllm", max_model_len=8192)  # V1: max(dummy forward, dummy sampler)
     sampler = 19 * min(1024, 8192) * 128256 * 4 // 2  # 9.5 fp32 copies of max_num_seqs 1024 (H100) x vocab
     assert v1.budget.activation_bytes == max(8192 * width * BF16, sampler) == sampler
-    assert v1.budget.kv_bytes_per_gpu == int(H100 * 0.9) - LLAMA8B_WEIGHTS - sampler - VLLM_NON_TORCH_BYTES
+    # vLLM >= 0.20 also subtracts its CUDA graph estimate (profile_cudagraph_memory): kvplan's lower bound is the forward
+    # at the largest capture size (min(max_num_seqs 1024 x 2, 512)) + 1 MiB for each further graph (51 + 51 graphs)
+    graphs = 512 * width * BF16 + (51 - 1 + 51 - 1) * 2**20
+    assert v1.budget.kv_bytes_per_gpu == int(H100 * 0.9) - LLAMA8B_WEIGHTS - sampler - VLLM_NON_TORCH_BYTES - graphs
+    v17 = plan(LLAMA8B, engine="vllm", max_model_len=8192, engine_version="0.17")  # graphs captured after the KV cache
+    assert v17.budget.kv_bytes_per_gpu == v1.budget.kv_bytes_per_gpu + graphs
 
 
 def test_vllm_estimate_near_vllm_10517() -> None:

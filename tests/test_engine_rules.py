@@ -31,7 +31,8 @@ def test_the_calculator_never_compares_an_engine_name(module: str) -> None:
 def test_every_engine_knob_has_one_owner_and_a_flag() -> None:
     owners = {field: [n for n, cls in ENGINES.items() if field in cls.knobs] for field in KNOB_FLAGS}
     assert owners == {"max_num_batched_tokens": ["vllm"], "ubatch_size": ["llama.cpp"], "kv_unified": ["llama.cpp"],
-                      "swa_full_tokens_ratio": ["sglang"], "max_cache_len": ["hf-static"]}
+                      "swa_full_tokens_ratio": ["sglang"], "max_cache_len": ["hf-static"],
+                      "cache_type_v": ["llama.cpp"]}
     assert all(f in Deployment.__dataclass_fields__ for cls in ENGINES.values() for f in cls.knobs)
 
 

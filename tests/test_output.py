@@ -42,7 +42,7 @@ TABLES = {
     "compare-model-tp": ["compare", "model", "mha", "gqa", "mla", "--model", "deepseek-ai/DeepSeek-V3", "-s", "32k",
                          "--engine", "vllm", "-tp", "8"],
     "compare-dtypes": ["compare", "model", "gqa", "--model", "meta-llama/Llama-3.1-8B", "--kv-dtype", "bf16,fp8"],
-    "capacity": ["capacity", "-m", "meta-llama/Llama-3.1-70B", "--gpu", "H100", "--max-model-len", "128k"],
+    "capacity": ["capacity", "-m", "meta-llama/Llama-3.1-70B", "--gpu", "H100", "--max-model-len", "128K"],
     "capacity-fits": ["capacity", "-m", "openai/gpt-oss-120b", "--gpu", "H200", "-s", "32k", "-b", "8"],
     "capacity-llamacpp": ["capacity", "-m", "meta-llama/Llama-3.1-8B", "--gpu", "RTX4090", "-s", "128k",
                           "--engine", "llama.cpp", "-b", "4"],
@@ -221,10 +221,11 @@ def test_vllm_spellings(runner) -> None:
         assert result.exit_code == 0, result.output
         return json.loads(result.stdout)["inputs"]
 
-    est = inputs("estimate", "-m", "llama-3.1-70b", "-tp", "4", "-pp", "2", "--max-model-len", "8k")
-    assert (est["tp"], est["pp"], est["seq_len"]) == (4, 2, 8192)
+    # vLLM's human_readable_int: upper-case K is 2**10, lower-case k is 10**3 (vllm/utils/argparse_utils.py)
+    est = inputs("estimate", "-m", "llama-3.1-70b", "-tp", "4", "-pp", "2", "--max-model-len", "8K")
+    assert (est["tp"], est["pp"], est["seq_len"]) == (4, 2, 8 * 1024)
     cmp = inputs("compare", "mha", "gqa", "-tp", "2", "--max-model-len", "8k")
-    assert (cmp["tp"], cmp["seq_len"]) == (2, 8192)
+    assert (cmp["tp"], cmp["seq_len"]) == (2, 8 * 1000)
     cap = inputs("capacity", "-m", "llama-3.1-8b", "--gpu", "H100", "--seq-len", "8k", "-tp", "2")
     assert (cap["tp"], cap["max_model_len"]) == (2, 8192)
 
@@ -393,16 +394,29 @@ def test_notes_name_the_length_flag_the_user_typed(runner, flag: str) -> None:
         report = json.loads(result.stdout)
         source = report["inputs"].get("seq_len_source") or report["inputs"]["max_model_len_source"]
         assert source == flag, args
-        assert not any(other in note for note in report["notes"]), (args, report["notes"])
-    assert any(note.startswith(f"{flag} 128k: kvplan reads {128 * 1024:,} tokens") for note in report["notes"])
+        assert not any(other in note for note in report["notes"] if not note.startswith(flag)), (args, report["notes"])
+        # --seq-len is kvplan's (k = 1024); --max-model-len is vLLM's name, read as vLLM does (k = 1000), with a note
+        length = report["inputs"].get("seq_len") or report["inputs"]["max_model_len"]
+        said = [note for note in report["notes"] if note.startswith(f"{flag} 128k = ")]
+        if flag == "--seq-len":
+            assert (length, said) == (128 * 1024, []), args
+        else:
+            assert length == 128 * 1000, args
+            assert said == [f"--max-model-len 128k = {128 * 1000:,} tokens, as vLLM reads it (vllm/utils/argparse_utils.py "
+                            "human_readable_int: lower-case k, m, g = 10**3, 10**6, 10**9; upper-case K, M, G = 2**10, "
+                            f"2**20, 2**30; 128K would be {128 * 1024:,}); kvplan's own --seq-len reads k as 1024"], args
 
 
 def test_seq_len_and_max_model_len_that_disagree_are_refused(runner) -> None:
     for args in (["estimate", "-m", "llama-3.1-8b"], ["capacity", "-m", "llama-3.1-8b", "--gpu", "H100"]):
         result = runner.invoke(app, [*args, "--seq-len", "8k", "--max-model-len", "16k"])
         assert result.exit_code == 2, result.output
-        assert result.stderr.startswith("Error: --seq-len 8k and --max-model-len 16k disagree")
-        same = runner.invoke(app, [*args, "--seq-len", "16k", "--max-model-len", "16k", "--format", "json"])
+        assert result.stderr.startswith("Error: --seq-len 8k (8,192) and --max-model-len 16k (16,000, as vLLM reads it) "
+                                        "disagree")
+        # the same text is two numbers: kvplan's k is 1024, vLLM's lower-case k 1000
+        differ = runner.invoke(app, [*args, "--seq-len", "16k", "--max-model-len", "16k"])
+        assert differ.exit_code == 2 and "(16,384) and --max-model-len 16k (16,000" in differ.stderr, differ.output
+        same = runner.invoke(app, [*args, "--seq-len", "16k", "--max-model-len", "16K", "--format", "json"])
         assert same.exit_code == 0, same.output
         inputs = json.loads(same.stdout)["inputs"]
         assert inputs.get("seq_len", inputs.get("max_model_len")) == 16 * 1024

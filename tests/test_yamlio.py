@@ -26,7 +26,7 @@ CASES = {
                                      "--engine", "vllm", "--pp", "4"],
     "capacity_qwen3next_vllm_h200": ["capacity", "-m", "Qwen/Qwen3-Next-80B-A3B-Instruct", "--gpu", "H200", "--tp", "2"],
     "capacity_llama70b_llamacpp": ["capacity", "-m", "meta-llama/Llama-3.1-70B", "--gpu", "H100", "--engine", "llama.cpp",
-                                   "--max-model-len", "16k"],
+                                   "--max-model-len", "16384"],
     "check_example": ["check", "examples/kvplan.yaml"],
 }
 

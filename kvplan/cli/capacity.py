@@ -10,13 +10,16 @@ import typer
 from kvplan.cli.options import (
     BatchOpt,
     BlockSizeOpt,
+    CacheTypeVOpt,
     EngineOpt,
     Format,
     FormatOpt,
     GgufFileOpt,
-    KvDtypeOpt,
+    KvDtypeKOpt,
     MaxNumBatchedTokensOpt,
     ModelOpt,
+    NoMlaOpt,
+    NoWindowOpt,
     OutputOpt,
     PpOpt,
     RevisionOpt,
@@ -103,7 +106,7 @@ def capacity(
     tp: TpOptional = None,
     pp: PpOpt = 1,
     engine: EngineOpt = "vllm",
-    kv_dtype: KvDtypeOpt = "auto",
+    kv_dtype: KvDtypeKOpt = "auto",
     dtype: DtypeOpt = "auto",
     max_model_len: MaxModelLenOpt = None,
     seq_len: CapSeqLenOpt = None,
@@ -122,6 +125,9 @@ def capacity(
     dp: DpOpt = 1,
     enable_dp_attention: DpAttentionOpt = False,
     kv_unified: KvuOpt = False,
+    cache_type_v: CacheTypeVOpt = None,
+    no_window: NoWindowOpt = False,
+    no_mla: NoMlaOpt = False,
     ubatch_size: UbatchOpt = None,
     tensor_split: TensorSplitOpt = None,
     ctx_size: CtxSizeOpt = None,
@@ -139,6 +145,11 @@ def capacity(
     from kvplan.errors import EXIT_NOT_FIT
 
     max_model_len, length_flag = typed_length(seq_len, max_model_len)
+    if length_flag == "--seq-len" and max_model_len is not None:
+        from kvplan.units import parse_tokens
+
+        # NOTE: kvplan's --seq-len reads k as 1024; the API's max_model_len (vLLM's name) reads it as vLLM does.
+        max_model_len = str(parse_tokens(max_model_len, what="--seq-len"))
 
     if strict:
         from kvplan.api import load_geometry
@@ -159,7 +170,8 @@ def capacity(
         reserve=reserve, kv_budget=kv_budget, weights_bytes=weights_bytes, weights_from=weights_from,
         block_size=block_size, engine_version=engine_version, dp=dp, enable_dp_attention=enable_dp_attention,
         kv_unified=kv_unified, ubatch_size=ubatch_size, tensor_split=tensor_split, ctx_size=ctx_size,
-        parallel=parallel, revision=revision, token=token, gguf_file=gguf_file,
+        parallel=parallel, revision=revision, token=token, gguf_file=gguf_file, cache_type_v=cache_type_v,
+        no_window=no_window, no_mla=no_mla,
     )
     report = result.to_dict()
     respell_length(report, length_flag)

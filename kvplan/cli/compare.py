@@ -26,7 +26,7 @@ from kvplan.cli.options import (
     TpOpt,
     emit,
     respell_length,
-    typed_length,
+    typed_tokens,
 )
 
 DIMS = "Base dims (instead of --model)"
@@ -92,7 +92,7 @@ def compare(
     from kvplan.compare import base_from_dims, base_from_model, compare_report, parse_seq_list, plot_series
     from kvplan.compare import compare as run_compare
     from kvplan.errors import InputError
-    from kvplan.units import parse_size, parse_tokens
+    from kvplan.units import parse_size
 
     dims = {"layers": layers, "heads": heads, "head_dim": head_dim, "hidden_size": hidden_size}
     if model is not None and any(v is not None for v in dims.values()):
@@ -104,8 +104,7 @@ def compare(
         check_plot_path(plot)
     gpu_mem_bytes = parse_size(gpu_mem, what="--gpu-mem") if gpu_mem is not None else None
     sweep = parse_seq_list(sweep_seq) if sweep_seq is not None else ()
-    seq_len, length_flag = typed_length(seq_len, max_model_len)
-    tokens = parse_tokens(seq_len, what=length_flag or "--seq-len") if seq_len is not None else None
+    tokens, length_flag, len_note = typed_tokens(seq_len, max_model_len)
     source = None
     if model is not None:
         from kvplan.api import load_geometry
@@ -125,6 +124,8 @@ def compare(
                              sweep_seq_lens=sweep, deployment=deployment)
     report = compare_report(comparison, source, gpu_mem_bytes=gpu_mem_bytes, plot=str(plot) if plot else None)
     respell_length(report, length_flag)
+    if len_note:
+        report["notes"].append(len_note)
     if gpu_mem_bytes is not None and plot is None:
         report["notes"].append("--gpu-mem only draws a line on --plot; it does not change the sizes")
     if plot is not None:

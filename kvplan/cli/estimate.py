@@ -10,12 +10,13 @@ from kvplan.cli.options import (
     BatchOpt,
     BeamsOpt,
     BlockSizeOpt,
+    CacheTypeVOpt,
     EncoderLenOpt,
     EngineOpt,
     Format,
     FormatOpt,
     GgufFileOpt,
-    KvDtypeOpt,
+    KvDtypeKOpt,
     KvUnifiedOpt,
     MaxCacheLenOpt,
     MaxKvBytesOpt,
@@ -24,6 +25,7 @@ from kvplan.cli.options import (
     MaxNumBatchedTokensOpt,
     MaxNumSeqsOpt,
     ModelOpt,
+    NoMlaOpt,
     NoWindowOpt,
     OffloadOpt,
     OutputOpt,
@@ -44,7 +46,7 @@ from kvplan.cli.options import (
     emit,
     lazy_table,
     respell_length,
-    typed_length,
+    typed_tokens,
 )
 
 EPILOG = (
@@ -63,7 +65,7 @@ def estimate(
     batch: BatchOpt = 1,
     seq_len: SeqLenOpt = None,
     max_model_len: MaxModelLenOpt = None,
-    kv_dtype: KvDtypeOpt = "auto",
+    kv_dtype: KvDtypeKOpt = "auto",
     encoder_len: EncoderLenOpt = None,
     set_: SetOpt = None,
     revision: RevisionOpt = None,
@@ -88,6 +90,8 @@ def estimate(
     max_num_seqs: MaxNumSeqsOpt = None,
     ubatch_size: UbatchSizeOpt = None,
     kv_unified: KvUnifiedOpt = False,
+    cache_type_v: CacheTypeVOpt = None,
+    no_mla: NoMlaOpt = False,
     swa_full_tokens_ratio: SwaRatioOpt = None,
     max_cache_len: MaxCacheLenOpt = None,
     strict: StrictOpt = False,
@@ -109,8 +113,10 @@ def estimate(
     from kvplan.units import parse_tokens
 
     overrides = normalise_overrides(set_)
-    seq_len, length_flag = typed_length(seq_len, max_model_len)
-    tokens = parse_tokens(seq_len, what=length_flag or "--seq-len") if seq_len is not None else None
+    tokens, length_flag, len_note = typed_tokens(seq_len, max_model_len)
+    from kvplan.engine_flags import vllm_tokens
+
+    batched, batched_note = vllm_tokens(max_num_batched_tokens, "--max-num-batched-tokens")
     enc = parse_tokens(encoder_len, what="--encoder-len") if encoder_len is not None else None
     geometry, source = load_geometry(model, revision=revision, token=token, overrides=overrides, gguf_file=gguf_file)
     if strict:
@@ -123,14 +129,20 @@ def estimate(
         engine=engine, tp=tp, pp=pp, block_size=block_size, beams=beams, prompt_len=prompt_len,
         share_prefix=share_prefix, shared_prefix_tokens=shared_prefix_tokens, no_window=no_window,
         quant_group_size=quant_group_size, residual_length=residual_length, offload=offload,
-        max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs, ubatch_size=ubatch_size,
+        max_num_batched_tokens=batched, max_num_seqs=max_num_seqs, ubatch_size=ubatch_size,
         kv_unified=kv_unified, swa_full_tokens_ratio=swa_full_tokens_ratio, max_cache_len=max_cache_len,
+        cache_type_v=cache_type_v,
     )
+    if no_mla:
+        from kvplan.api import mla_off
+
+        geometry = mla_off(geometry, source, deployment.engine)
     est = run_estimate(
         geometry, batch=batch, seq_len=tokens, kv_dtype=kv_dtype, encoder_len=enc, deployment=deployment
     )
     report = estimate_report(est, source, overrides=overrides)
     respell_length(report, length_flag)
+    report["notes"] = [*report["notes"], *(note for note in (len_note, batched_note) if note)]
     emit(report, fmt, output, lazy_table("estimate_table", report) if fmt is Format.table else None,
          inputs=(model,))
     _budget_gate(report, budget_bytes, gpu_budget_bytes)

@@ -52,16 +52,33 @@ SEQ_FLAGS = ("--seq-len", "--max-model-len")
 
 
 def typed_length(seq_len: str | None, max_model_len: str | None) -> tuple[str | None, str | None]:
-    """The tokens per sequence and the flag that gave them (None: neither); both flags with different values:
-    InputError."""
+    """The tokens per sequence and the flag that gave them (None: neither); both flags naming different token
+    counts (--seq-len reads k as 1024, --max-model-len as vLLM does: 16k = 16,000): InputError."""
     if seq_len is not None and max_model_len is not None:
-        if seq_len.strip() != max_model_len.strip():
-            raise InputError(f"--seq-len {seq_len} and --max-model-len {max_model_len} disagree (they are one setting)",
-                             "pass one of them")
+        from kvplan.engine_flags import vllm_tokens
+        from kvplan.units import parse_tokens
+
+        ours, theirs = parse_tokens(seq_len, what="--seq-len"), vllm_tokens(max_model_len, "--max-model-len")[0]
+        if ours != theirs:
+            raise InputError(f"--seq-len {seq_len} ({ours:,}) and --max-model-len {max_model_len} ({theirs:,}, as vLLM "
+                             "reads it) disagree (they are one setting)", "pass one of them")
         return seq_len, "--seq-len"
     if max_model_len is not None:
         return max_model_len, "--max-model-len"
     return seq_len, None if seq_len is None else "--seq-len"
+
+
+def typed_tokens(seq_len: str | None, max_model_len: str | None) -> tuple[int | None, str | None, str | None]:
+    """(tokens, the flag that gave them, a note): --seq-len reads k as 1024, --max-model-len (vLLM's name) reads
+    the text as vLLM does, and says so when it has a suffix."""
+    from kvplan.engine_flags import vllm_tokens
+    from kvplan.units import parse_tokens
+
+    text, flag = typed_length(seq_len, max_model_len)
+    if flag == "--max-model-len":
+        tokens, note = vllm_tokens(text, flag)
+        return tokens, flag, note
+    return (parse_tokens(text, what="--seq-len") if text is not None else None), flag, None
 
 
 def respell_length(report: dict[str, Any], flag: str | None) -> None:
@@ -85,6 +102,17 @@ KvDtypeOpt = Annotated[
         help="KV element type (--kv-cache-dtype is vLLM's name; compare takes a list, bf16,fp8): auto (the config's dtype; f16 for llama.cpp), "
         "fp32, fp16, bf16, fp8 (= fp8_e4m3), fp8_e5m2, nvfp4, int8/int4/int2 (group scales, see "
         "--quant-group-size), llama.cpp q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl (real block bytes).",
+    ),
+]
+#: --kv-dtype with llama.cpp's -ctk/--cache-type-k spelling (estimate and capacity, which also take -ctv).
+KvDtypeKOpt = Annotated[
+    str,
+    typer.Option(
+        "--kv-dtype", "--kv-cache-dtype", "--cache-type-k", "-ctk",
+        help="KV element type (--kv-cache-dtype is vLLM's name; compare takes a list, bf16,fp8): auto (the config's dtype; f16 for llama.cpp), "
+        "fp32, fp16, bf16, fp8 (= fp8_e4m3), fp8_e5m2, nvfp4, int8/int4/int2 (group scales, see "
+        "--quant-group-size), llama.cpp q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl (real block bytes). "
+        "--cache-type-k/-ctk is llama.cpp's name (the K type; V follows unless -ctv).",
     ),
 ]
 EncoderLenOpt = Annotated[
@@ -143,8 +171,9 @@ SharePrefixOpt = Annotated[bool, typer.Option("--share-prefix", help="Keep each 
                            "not per beam (prefix caching). Needs --prompt-len.")]
 SharedPrefixTokensOpt = Annotated[Optional[str], typer.Option("--shared-prefix-tokens", help="Tokens of a prefix "
                                   "(system prompt) shared by all sequences; its full blocks are kept once.")]
-NoWindowOpt = Annotated[bool, typer.Option("--no-window", help="Account sliding/chunked layers as full attention, as "
-                        "vLLM --disable-hybrid-kv-cache-manager and llama.cpp --swa-full do.")]
+NoWindowOpt = Annotated[bool, typer.Option("--no-window", "--swa-full", help="Account sliding/chunked layers as full "
+                        "attention, as vLLM --disable-hybrid-kv-cache-manager and llama.cpp --swa-full (its spelling "
+                        "here too: the SWA cache gets as many cells as the base cache) do.")]
 QuantGroupSizeOpt = Annotated[int, typer.Option("--quant-group-size", min=1, help="Values per scale + zero point of "
                               "int8/int4/int2 KV (transformers q_group_size).")]
 ResidualLengthOpt = Annotated[int, typer.Option("--residual-length", min=1, help="Hugging Face QuantizedCache: recent "
@@ -158,7 +187,13 @@ MaxNumSeqsOpt = Annotated[Optional[int], typer.Option("--max-num-seqs", min=1, h
                           "when batch x beams exceeds it.")]
 UbatchSizeOpt = Annotated[Optional[int], typer.Option("--ubatch-size", min=1, help="llama.cpp --ubatch-size "
                           "(n_ubatch, default 512): SWA cache slack.")]
-KvUnifiedOpt = Annotated[bool, typer.Option("--kv-unified", help="llama.cpp --kv-unified: one cell pool for all "
+NoMlaOpt = Annotated[bool, typer.Option("--no-mla", help="DeepSeek-style MLA models served with MLA off: per-head K "
+                     "(qk_nope + qk_rope) and V (v_head_dim) as vLLM with VLLM_MLA_DISABLE=1 (V padded to K), an old "
+                     "llama.cpp conversion without MLA, or transformers before 5.15 cache them.")]
+CacheTypeVOpt = Annotated[Optional[str], typer.Option("--cache-type-v", "-ctv", help="llama.cpp --cache-type-v: the "
+                          "V cache type when it differs from K (-ctk/--kv-dtype): f16, bf16, f32, q8_0, q4_0, q4_1, "
+                          "q5_0, q5_1, iq4_nl. A quantised V needs flash attention (llama.cpp's -fa auto turns it on).")]
+KvUnifiedOpt = Annotated[bool, typer.Option("--kv-unified", "-kvu", help="llama.cpp --kv-unified: one cell pool for all "
                          "sequences.")]
 SwaRatioOpt = Annotated[Optional[float], typer.Option("--swa-full-tokens-ratio", help="SGLang's "
                         "--swa-full-tokens-ratio (default 0.8): SWA pool size over full pool size.")]

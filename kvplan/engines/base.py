@@ -29,6 +29,7 @@ from kvplan.adjust import (
 )
 from kvplan.dtypes import KvDtype
 from kvplan.errors import InputError
+from kvplan.geometry import ModelGeometry
 from kvplan.specs import (
     AttentionSpec,
     ChunkedLocalSpec,
@@ -76,11 +77,21 @@ class SizingContext:
 
 
 
-def kv_row_bytes(spec: AttentionSpec | MLASpec, dtype: KvDtype) -> tuple[int, int]:
-    """(K bytes, V bytes) of one token in one layer."""
+def kv_row_bytes(spec: AttentionSpec | MLASpec, dtype: KvDtype, v_dtype: KvDtype | None = None) -> tuple[int, int]:
+    """(K bytes, V bytes) of one token in one layer; ``v_dtype``: V's own type (llama.cpp ``-ctv``), else K's."""
     if isinstance(spec, MLASpec):
         return dtype.bytes_for(spec.head_size), 0
-    return dtype.bytes_for(spec.num_kv_heads * spec.head_size), dtype.bytes_for(spec.num_kv_heads * spec.head_size_v)
+    v_dtype = v_dtype or dtype
+    return dtype.bytes_for(spec.num_kv_heads * spec.head_size), v_dtype.bytes_for(spec.num_kv_heads * spec.head_size_v)
+
+
+def value_dtype(dep: Deployment, kv_dtype: KvDtype) -> KvDtype:
+    """The V cache type: ``--cache-type-v`` when given (llama.cpp), else the K type."""
+    if dep.cache_type_v is None:
+        return kv_dtype
+    from kvplan.dtypes import lookup_dtype
+
+    return lookup_dtype(dep.cache_type_v, what="--cache-type-v")
 
 
 
@@ -202,6 +213,10 @@ class EngineProfile:
     """Data-parallel attention ranks live inside the ``tp`` GPUs (SGLang ``--tp T --dp D``)."""
     dp_splits_experts: ClassVar[bool] = False
     """Data parallel with expert parallel splits the MoE experts over ``dp * tp`` GPUs (vLLM)."""
+    mla_off: ClassVar[str | None] = "K of qk_nope_head_dim + qk_rope_head_dim and V of v_head_dim per head"
+    """How this engine caches an MLA model with MLA turned off (``--no-mla``); None: it has no such switch."""
+    mla_off_pads_v: ClassVar[bool] = False
+    """With MLA off, V is padded to K's head size (vLLM's DeepSeek MHA path)."""
 
     # ---- configuration ---------------------------------------------------------------------
     def auto_dtype(self, model_dtype: KvDtype) -> KvDtype:
@@ -369,6 +384,10 @@ class EngineProfile:
         (keys of ``capacity.engine_log``; absent keys are reported as null). Default: none."""
         return {"version": None, "lines": []}
 
+    def kv_rows(self, spec: AttentionSpec | MLASpec, kv_dtype: KvDtype, dep: Deployment) -> tuple[int, int]:
+        """(K bytes, V bytes) of one token in one layer as this engine stores them (engine_log's K/V split)."""
+        return kv_row_bytes(spec, kv_dtype)
+
     def log_notes(self, pool: PoolFacts) -> list[str]:
         """Notes on reading this engine's log lines for ``pool`` (version-dependent figures); default none."""
         return []
@@ -420,6 +439,11 @@ class PoolFacts:
     pp: int = 1
     swa_ratio: float = 1.0
     """Sliding-window pool slots per full-pool slot (SGLang ``--swa-full-tokens-ratio``)."""
+    v_dtype: str | None = None
+    """The V cache type when it differs from ``kv_dtype`` (llama.cpp ``-ctv``)."""
+    swa_full_layers: tuple[int, ...] = ()
+    """Windowed layers accounted as full attention by ``--swa-full``/``--no-window`` (llama.cpp keeps them in
+    their own, full-size, SWA cache)."""
 
 
 def version_tuple(text: str, *, engine: str) -> tuple[int, ...]:
@@ -429,3 +453,36 @@ def version_tuple(text: str, *, engine: str) -> tuple[int, ...]:
         return tuple(int(p) for p in parts if p != "")
     except ValueError:
         raise InputError(f"--engine-version {text!r} is not a version number", f"e.g. --engine-version 0.11 for {engine}") from None
+
+
+def without_mla(geometry: ModelGeometry, engine: EngineProfile) -> ModelGeometry:
+    """``--no-mla``: every MLA layer as the per-head K/V ``engine`` caches with MLA off (``num_attention_heads`` KV
+    heads, K of ``qk_nope_head_dim + qk_rope_head_dim``, V of ``v_head_dim``, or K's size where the engine pads V).
+    Raises for models without MLA, sparse (DSA) and compressed (DeepSeek-V4) attention, and engines with no switch."""
+    import dataclasses as dc
+
+    from kvplan.specs import FullAttentionSpec
+
+    if engine.mla_off is None:
+        raise InputError(f"--no-mla: {engine.title} has no switch that turns MLA off",
+                         "use --engine vllm (VLLM_MLA_DISABLE=1), llama.cpp, hf-dynamic or ideal")
+    layers = geometry.layers
+    if not any(type(s) is MLASpec for s in layers):
+        raise InputError(f"--no-mla: {geometry.model_id} has no MLA layers", "drop --no-mla")
+    if any(isinstance(s, (IndexerSpec, CompressedAttentionSpec)) for s in layers):
+        raise InputError(f"--no-mla: {geometry.model_id} uses sparse or compressed attention over the MLA latent",
+                         "drop --no-mla: its engines always cache the latent")
+    values = {p.field: p.value for p in reversed(geometry.provenance)}  # the first record wins
+    dims = [values.get(k) for k in ("num_attention_heads", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")]
+    if not all(isinstance(x, int) and x > 0 for x in dims):
+        raise InputError(f"--no-mla: {geometry.model_id} does not name num_attention_heads, qk_nope_head_dim, "
+                         "qk_rope_head_dim and v_head_dim, so the per-head K/V is unknown",
+                         "add them with --set, e.g. --set qk_nope_head_dim=128")
+    heads, nope, rope, v_dim = (int(x) for x in dims)  # type: ignore[arg-type]
+    k_dim = nope + rope
+    spec = FullAttentionSpec(num_kv_heads=heads, head_size=k_dim, head_size_v=k_dim if engine.mla_off_pads_v else v_dim)
+    latent = next(s for s in layers if type(s) is MLASpec).head_size
+    note = (f"--no-mla: MLA off, {engine.mla_off}: {heads} KV heads x (K {k_dim} + V {spec.head_size_v}) per layer "
+            f"instead of one latent of {latent}")
+    return dc.replace(geometry, layers=tuple(spec if type(s) is MLASpec else s for s in layers),
+                      notes=(*geometry.notes, note))

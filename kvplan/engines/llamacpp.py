@@ -11,6 +11,8 @@ from kvplan.engines.base import (
     PoolFacts,
     SizingContext,
     activation_estimate,
+    kv_row_bytes,
+    value_dtype,
 )
 from kvplan.errors import InputError
 from kvplan.specs import (
@@ -45,8 +47,10 @@ class LlamaCppProfile(EngineProfile):
     allowed_dtypes = GGML_CACHE_TYPES
     shares_prefix = False
     beam_search = False
-    knobs = ("ubatch_size", "kv_unified")
+    knobs = ("ubatch_size", "kv_unified", "cache_type_v")
     splits_layers = True
+    mla_off = ("a DeepSeek GGUF converted without MLA (no attention.key_length_mla): n_embd_head_k = qk_nope + qk_rope, "
+               "n_embd_head_v = v_head_dim per head")
 
     def pool_block_size(self, sizes: list[int], dep: Deployment) -> int:
         return LLAMA_CPP_PAD
@@ -73,6 +77,7 @@ class LlamaCppProfile(EngineProfile):
             )
         if dep.block_size is not None:
             raise InputError("llama.cpp has no block size: it pads cells to 256", "drop --block-size for --engine llama.cpp")
+        notes.extend(self._cache_type_checks(layers, dep, kv_dtype))
         if dep.pp > 1:
             notes.append("llama.cpp splits layers by --tensor-split proportions; kvplan assumes vLLM's even split")
         if any(isinstance(s, CrossAttentionSpec) for s in layers):
@@ -80,6 +85,35 @@ class LlamaCppProfile(EngineProfile):
         if any(isinstance(s, StateSpec) for s in layers):
             notes.append("llama.cpp keeps recurrent states in float32, one per sequence")
         return notes
+
+    def _cache_type_checks(self, layers: tuple[LayerSpec, ...], dep: Deployment, kv_dtype: KvDtype) -> list[str]:
+        """llama.cpp's rules on -ctk/-ctv (``src/llama-context.cpp::llama_init_from_model`` @ 0c1e57098)."""
+        v = value_dtype(dep, kv_dtype)
+        if v.name not in GGML_CACHE_TYPES:
+            raise InputError(f"llama.cpp does not support --cache-type-v {v.name}",
+                             f"llama.cpp accepts: {', '.join(GGML_CACHE_TYPES)}")
+        if v != kv_dtype and any(isinstance(s, (MLASpec, CompressedAttentionSpec)) for s in layers):
+            raise InputError(f"llama.cpp refuses different K ({_ggml(kv_dtype.name)}) and V ({_ggml(v.name)}) cache types "
+                             "for an MLA model ('model does not support different K and V cache types')",
+                             f"use one type: -ctk {_ggml(kv_dtype.name)} -ctv {_ggml(kv_dtype.name)}")
+        if v.scheme != "ggml" or not any(isinstance(s, AttentionSpec) for s in layers):
+            return []
+        for s in layers:
+            for which, dtype, size in (("V", v, getattr(s, "head_size_v", 0)), ("K", kv_dtype, getattr(s, "head_size", 0))):
+                if isinstance(s, AttentionSpec) and dtype.scheme == "ggml" and size % dtype.block_elems:
+                    raise InputError(
+                        f"llama.cpp refuses {which} cache type {_ggml(dtype.name)}: its block of {dtype.block_elems} "
+                        f"values does not divide the {which} head size {size} (flash attention is on: a quantised V "
+                        "cache needs it)", f"use -ct{which.lower()} f16")
+        return [f"llama.cpp: a quantised V cache ({_ggml(v.name)}) needs flash attention. llama.cpp's default -fa auto "
+                "turns it on ('enabling flash_attn since it is required for quantized V cache'); with -fa off it "
+                "refuses to start ('quantized V cache requires flash_attn to be enabled') [src/llama-context.cpp "
+                "llama_init_from_model]"]
+
+    def kv_rows(self, spec: AttentionSpec | MLASpec, kv_dtype: KvDtype, dep: Deployment) -> tuple[int, int]:
+        if isinstance(spec, MLASpec):
+            return kv_dtype.bytes_for(spec.head_size), 0
+        return kv_row_bytes(spec, kv_dtype, value_dtype(dep, kv_dtype))
 
     def cached_layers(self, layers: list[LayerSpec], *, hf_cached_kv_heads: int | None,
                       model_type: str | None = None) -> tuple[list[LayerSpec], list[str]]:
@@ -122,6 +156,9 @@ class LlamaCppProfile(EngineProfile):
         if isinstance(spec, MLASpec):
             # NOTE: llama.cpp caches the MLA latent in K only (kv_lora_rank + qk_rope_head_dim).
             return ctx.kv_dtype.bytes_for(spec.head_size)
+        if isinstance(spec, AttentionSpec) and ctx.dep.cache_type_v is not None:
+            # NOTE: -ctk and -ctv are separate ggml types: K rows in type_k, V rows in type_v (llama-kv-cache.cpp).
+            return sum(kv_row_bytes(spec, ctx.kv_dtype, value_dtype(ctx.dep, ctx.kv_dtype)))
         return super().bytes_per_token(spec, ctx)
 
     def state_bytes(self, spec: StateSpec, ctx: SizingContext) -> int:
@@ -141,27 +178,35 @@ class LlamaCppProfile(EngineProfile):
         ``%10s KV buffer size = %8.2f MiB``, then ``size = %7.2f MiB (%6u cells, %3d layers, %2u/%u seqs),
         K (%s): %7.2f MiB, V (%s): %7.2f MiB``; iSWA models print ``creating non-SWA KV cache, size = N
         cells`` and ``creating     SWA KV cache, size = N cells`` before each cache's lines."""
-        kind_type = GGML_TYPE_NAMES.get(pool.kv_dtype, pool.kv_dtype)
+        kind_type = _ggml(pool.kv_dtype)
+        v_type = _ggml(pool.v_dtype or pool.kv_dtype)
         devices = layer_devices(pool.num_layers, pool.tensor_split or (1.0,) * pool.pp)
-        full = [c for c in pool.caches if c.kind not in ("sliding_window", "chunked_local", "state")]
-        swa = [c for c in pool.caches if c.kind in ("sliding_window", "chunked_local")]
+        windowed = ("sliding_window", "chunked_local")
+        swa_full = set(pool.swa_full_layers)
+        members = [(c, i) for c in pool.caches if c.kind != "state" for i in c.layer_indices]
+        # NOTE: --swa-full keeps the SWA layers in their own cache object, sized like the base one
+        # (llama-kv-cache-iswa.cpp: size_swa = size_base after "using full-size SWA cache").
+        full = [(c, i) for c, i in members if c.kind not in windowed and i not in swa_full]
+        swa = [(c, i) for c, i in members if c.kind in windowed or i in swa_full]
         lines: list[str] = []
         caches: list[dict[str, object]] = []
         buffers: dict[str, int] = {}
+        if swa and swa_full:
+            lines.append("llama_kv_cache_iswa: using full-size SWA cache (ref: "
+                         "https://github.com/ggml-org/llama.cpp/pull/13194#issuecomment-2868343055)")
         for label, group in (("non-SWA", full), ("    SWA", swa)):
             if not group:
                 continue
-            cells, streams = group[0].cells, group[0].streams
+            cells, streams = group[0][0].cells, group[0][0].streams
             if swa:
                 lines.append(f"llama_kv_cache_iswa: creating {label} KV cache, size = {cells} cells")
             per_device: dict[int, int] = {}
             k = v = layers = 0
-            for cache in group:
-                for i in cache.layer_indices:
-                    kb, vb = _cells_bytes(cache, cache.k_bytes_per_token), _cells_bytes(cache, cache.v_bytes_per_token)
-                    k, v, layers = k + kb, v + vb, layers + 1
-                    dev = devices[i % pool.num_layers]
-                    per_device[dev] = per_device.get(dev, 0) + kb + vb
+            for cache, i in group:
+                kb, vb = _cells_bytes(cache, cache.k_bytes_per_token), _cells_bytes(cache, cache.v_bytes_per_token)
+                k, v, layers = k + kb, v + vb, layers + 1
+                dev = devices[i % pool.num_layers]
+                per_device[dev] = per_device.get(dev, 0) + kb + vb
             for dev in sorted(per_device):
                 name = "CUDA" + str(dev)
                 lines.append(f"llama_kv_cache: {name:>10} KV buffer size = {per_device[dev] / MiB:8.2f} MiB")
@@ -169,13 +214,18 @@ class LlamaCppProfile(EngineProfile):
             seqs = pool.batch
             lines.append(
                 f"llama_kv_cache: size = {(k + v) / MiB:7.2f} MiB ({cells:6d} cells, {layers:3d} layers, "
-                f"{seqs:2d}/{streams} seqs), K ({kind_type}): {k / MiB:7.2f} MiB, V ({kind_type}): {v / MiB:7.2f} MiB"
+                f"{seqs:2d}/{streams} seqs), K ({kind_type}): {k / MiB:7.2f} MiB, V ({v_type}): {v / MiB:7.2f} MiB"
             )
             caches.append({"name": "swa" if label.strip() == "SWA" else "base", "cells": cells, "layers": layers,
-                           "seqs": seqs, "streams": streams, "k_type": kind_type, "k_bytes": k, "v_type": kind_type,
+                           "seqs": seqs, "streams": streams, "k_type": kind_type, "k_bytes": k, "v_type": v_type,
                            "v_bytes": v})
         return {"version": pool.version, "lines": lines, "llama_caches": caches,
                 "buffers": [{"device": d, "bytes": b} for d, b in buffers.items()]}
+
+
+def _ggml(name: str) -> str:
+    """The ggml type name llama.cpp prints (``fp16`` -> ``f16``; q8_0 ... as they are)."""
+    return GGML_TYPE_NAMES.get(name, name)
 
 
 def _cells_bytes(cache: LogCache, row_bytes: int) -> int:

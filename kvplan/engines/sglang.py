@@ -52,6 +52,7 @@ class SglangProfile(EngineProfile):
     default_block_size = 1
     allowed_dtypes = (*FLOAT_DTYPES, *FP8_DTYPES, "nvfp4")
     knobs = ("swa_full_tokens_ratio",)
+    mla_off = None  # NOTE: the 0.5.23 wheel has no MLA-disable switch (no disable_mla / SGLANG_DISABLE_MLA)
     dp_within_tp = True
 
     def attention_tp(self, tp: int, dp: int) -> int:

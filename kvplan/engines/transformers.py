@@ -33,6 +33,7 @@ from kvplan.units import cdiv
 
 class HfDynamicProfile(EngineProfile):
     name = "hf-dynamic"
+    mla_off = "transformers before 5.15 cached the expanded per-head K (qk_nope + qk_rope) and V (v_head_dim)"
     title = "Hugging Face DynamicCache"
     source = "transformers 5.24.0 (cache_utils.py DynamicLayer, DynamicSlidingWindowLayer, QuantizedLayer), measured"
     shares_prefix = False

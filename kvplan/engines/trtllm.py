@@ -28,6 +28,7 @@ TRTLLM_WARMUP_TOKENS = 8192
 
 class TrtllmProfile(EngineProfile):
     name = "trtllm"
+    mla_off = None  # NOTE: no MLA-off switch read in TensorRT-LLM
     title = "TensorRT-LLM"
     source = (
         "TensorRT-LLM (tensorrt_llm/llmapi/llm_args.py KvCacheConfig, _torch/pyexecutor/_util.py @ d8ae02ca, "

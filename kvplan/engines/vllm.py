@@ -58,6 +58,18 @@ VLLM_FLASHINFER_SAMPLER_HALF_COPIES = 5
 #: vLLM's Marlin MXFP4 MoE kernel needs n % 256 == 0 and k % 128 == 0: ``Mxfp4MoEMethod.create_weights``
 #: (0.10.1-0.11.0) pads each expert's intermediate size to a multiple of 128 and the hidden size to 256.
 MARLIN_MXFP4_PAD_INTERMEDIATE, MARLIN_MXFP4_PAD_HIDDEN = 128, 256
+#: From this release vLLM subtracts its CUDA graph estimate from the KV budget: ``profile_cudagraph_memory`` runs in
+#: ``gpu_worker.determine_available_memory`` and ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to "1" in the
+#: 0.20.0 wheel (absent in 0.17.0; the log line says "default since v0.21.0").
+VLLM_CUDAGRAPH_BUDGET_VERSION = (0, 20)
+#: ``profile_cudagraph_memory``'s floor per graph after the first of each mode (``max(mem_samples[1], 1 << 20)``).
+VLLM_CUDAGRAPH_MIN_PER_GRAPH = 1 * MiB
+#: ``_set_cudagraph_sizes``: ``max_cudagraph_capture_size = min(max_num_seqs * 2, 512)`` (1024 on data-centre
+#: Blackwell, ``is_device_capability_family(100)``).
+VLLM_CUDAGRAPH_MAX_SIZE, VLLM_CUDAGRAPH_MAX_SIZE_BLACKWELL = 512, 1024
+#: "Estimated CUDA graph memory: X GiB total" in published start-up logs (vLLM 0.19-0.2x): 0.22 GiB (15 piecewise
+#: graphs) to 1.97 GiB (tp 2); 0.64 GiB for Qwen3.5-4B with 51 + 35 graphs (actual pool 0.55 GiB).
+VLLM_CUDAGRAPH_PUBLISHED_GIB = (0.22, 1.97)
 
 
 class VllmProfile(EngineProfile):
@@ -73,6 +85,9 @@ class VllmProfile(EngineProfile):
     block_pool = True
     swa_extra_block = True
     dp_splits_experts = True
+    mla_off = ("VLLM_MLA_DISABLE=1: FullAttentionSpec of qk_nope_head_dim + qk_rope_head_dim per head for K and for V "
+               "(deepseek_v2.py pads V to qk_head_dim; model_arch_config_convertor.get_head_size)")
+    mla_off_pads_v = True
 
     def attention_tp(self, tp: int, dp: int) -> int:
         """``--data-parallel-size D --enable-expert-parallel``: D engine cores of ``tp`` GPUs each."""
@@ -223,7 +238,13 @@ class VllmProfile(EngineProfile):
                 "(Mxfp4MoEMethod.create_weights)")), *terms)
         terms = (*terms, BudgetTerm(name="non-torch memory", bytes=VLLM_NON_TORCH_BYTES,
                                     source="cuBLAS workspaces, NCCL buffers (kvplan's estimate)"))
-        reserve = act + VLLM_NON_TORCH_BYTES + extra
+        graphs = 0
+        if v >= VLLM_CUDAGRAPH_BUDGET_VERSION:
+            graphs, graph_source = cudagraph_estimate(req, mnbt)
+            terms = (*terms, BudgetTerm(name="CUDA graphs", bytes=graphs, source=graph_source))
+        reserve = act + VLLM_NON_TORCH_BYTES + extra + graphs
+        if graphs:
+            formula += " - CUDA graph estimate"
         return Budget(memory_bytes=req.memory_bytes, usable_bytes=usable, weights_bytes_per_gpu=req.weights_bytes_per_gpu,
                       activation_bytes=act, non_torch_bytes=VLLM_NON_TORCH_BYTES, reserve_bytes=reserve,
                       kv_bytes_per_gpu=usable - req.weights_bytes_per_gpu - reserve, formula=formula, terms=terms,
@@ -236,9 +257,9 @@ class VllmProfile(EngineProfile):
             "the vLLM KV budget is derived, not measured" + spread + ": weights as loaded depend on the kernel "
             "(gpt-oss-120b's MXFP4 experts load as 65.97 GiB through Marlin, vllm#23278, and 64.38 GiB through "
             "Triton, vllm#33155), the profile run's peak is the dummy sampler's top-k/top-p sort over "
-            "min(max_num_seqs, max_num_batched_tokens) x vocab float32 logits, MoE workspaces are not counted and, "
-            "from vLLM 0.20, vLLM also subtracts its CUDA graph estimate ('Estimated CUDA graph memory'), which "
-            "kvplan does not model. Pass --kv-budget with the logged 'Available KV cache memory' for exact blocks"
+            "min(max_num_seqs, max_num_batched_tokens) x vocab float32 logits, MoE workspaces are not counted"
+            + _cudagraph_uncertainty(budget)
+            + ". Pass --kv-budget with the logged 'Available KV cache memory' for exact blocks"
         ]
 
     # ---- start-up log lines ----------------------------------------------------------------------
@@ -293,6 +314,49 @@ class VllmProfile(EngineProfile):
         conc = f"Maximum concurrency for {pool.max_model_len:,} tokens per request: {pool.max_concurrency:.2f}x"
         lines += [f"{size}, {conc}"] if v >= (0, 28) else [size, conc]
         return {**out, "lines": lines, "gpu_kv_cache_tokens": tokens, "max_concurrency": round(pool.max_concurrency, 4)}
+
+
+def cudagraph_sizes(max_num_seqs: int, mnbt: int, gpu_name: str | None) -> tuple[list[int], list[int]]:
+    """(PIECEWISE capture sizes, FULL decode sizes) of vLLM's default ``FULL_AND_PIECEWISE`` mode
+    (``VllmConfig._set_cudagraph_sizes``, 0.20-0.33): 1, 2, 4, multiples of 8 below 256, multiples of 16 from 256, up
+    to ``min(max_num_seqs * 2, 512, max_num_batched_tokens)`` (+ max_num_batched_tokens when it is below that);
+    decode graphs cover the sizes up to ``max_num_seqs``."""
+    blackwell = any(tag in (gpu_name or "").upper() for tag in ("B200", "B300", "GB200", "GB300"))
+    top = min(max_num_seqs * 2, VLLM_CUDAGRAPH_MAX_SIZE_BLACKWELL if blackwell else VLLM_CUDAGRAPH_MAX_SIZE, mnbt)
+    sizes = [s for s in (1, 2, 4) if s <= top] + list(range(8, min(top + 1, 256), 8)) + list(range(256, top + 1, 16))
+    if mnbt <= top and mnbt not in sizes:
+        sizes.append(mnbt)
+    full = [s for s in sizes if s <= max_num_seqs]
+    if max_num_seqs <= top and max_num_seqs not in full:
+        full.append(max_num_seqs)
+    return sorted(sizes), sorted(full)
+
+
+def cudagraph_estimate(req: BudgetRequest, mnbt: int) -> tuple[int, str]:
+    """kvplan's stand-in for ``profile_cudagraph_memory`` (gpu_model_runner.py, 0.20-0.33), which captures the first
+    two graphs of each mode and estimates ``max over modes(first capture) + sum over modes(per graph x (n - 1))``:
+    the first capture as the forward activations at the largest capture size (kvplan's activation estimate), each
+    further graph at vLLM's own 1 MiB floor. A lower bound: measured per-graph costs are a few MiB."""
+    seqs = min(req.max_num_seqs or default_max_num_seqs(req.memory_bytes, req.gpu_name), mnbt)
+    piecewise, full = cudagraph_sizes(seqs, mnbt, req.gpu_name)
+    first = activation_estimate(req.shape, tokens=max(piecewise), logit_rows=0, tp=req.tp)
+    rest = (len(piecewise) - 1 + max(len(full) - 1, 0)) * VLLM_CUDAGRAPH_MIN_PER_GRAPH
+    return first + rest, (
+        f"profile_cudagraph_memory (subtracted from 0.20, VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1): PIECEWISE="
+        f"{len(piecewise)} (largest={max(piecewise)}), FULL={len(full)} (largest={max(full) if full else 0}); first "
+        f"capture ~ forward activations at {max(piecewise)} tokens + {len(piecewise) - 1 + max(len(full) - 1, 0)} "
+        "graphs x 1 MiB (vLLM's per-graph floor); kvplan's estimate, a lower bound")
+
+
+def _cudagraph_uncertainty(budget: Budget) -> str:
+    term = next((t for t in budget.terms if t.name == "CUDA graphs"), None)
+    if term is None:
+        return ""
+    lo, hi = VLLM_CUDAGRAPH_PUBLISHED_GIB
+    return (f", and vLLM's own CUDA graph estimate is measured on the GPU: kvplan subtracts {term.bytes / GiB:.2f} GiB "
+            f"(a lower bound); published 'Estimated CUDA graph memory' lines run {lo:g}-{hi:g} GiB, so the budget can "
+            f"be up to about {max(hi - term.bytes / GiB, 0):.1f} GiB smaller (none with --enforce-eager or "
+            "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0)")
 
 
 def _version_forms_note(pool: PoolFacts) -> list[str]:
