@@ -327,6 +327,21 @@ def test_explain_log_names_the_v_type_flag(runner, tmp_path) -> None:
             "-kvu", "--compare-log", str(log)]
     same = _json(runner, *base, "-ctk", "q8_0", "-ctv", "f16")["log_comparison"]
     assert same["differs"] == 0 and same["matches"] >= 4
-    rows = _json(runner, *base, "-ctk", "q8_0")["log_comparison"]["rows"]
+    rows = _json(runner, *base, "--kv-dtype", "q8_0")["log_comparison"]["rows"]
     v_row = next(r for r in rows if r["figure"].endswith("v_type"))
     assert (v_row["logged"], v_row["predicted"], v_row["cause"]) == ("f16", "q8_0", "the V cache type: pass -ctv f16")
+
+
+def test_ctk_alone_keeps_llamacpp_f16_v(runner) -> None:
+    """llama.cpp's -ctk sets the K type only; V keeps its default f16 (common/arg.cpp: cache_type_v defaults to
+    GGML_TYPE_F16). --kv-dtype sets both; giving both spellings of the K type is refused."""
+    tokens, layers, kv_heads, head_dim = 8192, 32, 8, 128  # Llama-3.1-8B
+    k_q8 = tokens * layers * kv_heads * head_dim * 34 // 32  # q8_0: 34 B per block of 32
+    v_f16 = tokens * layers * kv_heads * head_dim * 2
+    args = ["estimate", "-m", LLAMA8B, "--engine", "llama.cpp", "-s", "8192", "--format", "json"]
+    assert _json(runner, *args, "-ctk", "q8_0")["totals"]["kv_cache_bytes"] == k_q8 + v_f16
+    assert _json(runner, *args, "--kv-dtype", "q8_0")["totals"]["kv_cache_bytes"] == 2 * k_q8
+    both = runner.invoke(app, [*args, "--kv-dtype", "q8_0", "-ctk", "q4_0"])
+    assert both.exit_code == 2 and "both set the K type" in both.output
+    fa = runner.invoke(app, args[:-2] + ["-ctk", "q8_0"])
+    assert "needs flash attention" not in fa.stderr  # V is f16: no flash-attention rule

@@ -195,7 +195,8 @@ def test_llamacpp_capacity_speaks_llamacpp(runner) -> None:
     assert "-ctk q8_0 -ctv q8_0 -fa" in out and "--max-model-len" not in out
     note = runner.invoke(app, ["estimate", "-m", "meta-llama/Llama-2-7b-hf", "-s", "4k", "--engine", "llama.cpp",
                                "--kv-dtype", "q8_0"])
-    assert "needs flash attention: run with -fa" in " ".join(note.stderr.split())
+    assert "a quantised V cache (q8_0) needs flash attention. llama.cpp's default -fa auto turns it on" in " ".join(
+        note.stderr.split())
 
 
 # ---- habits -----------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import typer
 from kvplan.cli.options import (
     BatchOpt,
     BlockSizeOpt,
+    CacheTypeKOpt,
     CacheTypeVOpt,
     EngineOpt,
     Format,
@@ -26,6 +27,7 @@ from kvplan.cli.options import (
     StrictOpt,
     TokenOpt,
     emit,
+    kv_types,
     lazy_table,
 )
 
@@ -125,6 +127,7 @@ def capacity(
     dp: DpOpt = 1,
     enable_dp_attention: DpAttentionOpt = False,
     kv_unified: KvuOpt = False,
+    cache_type_k: CacheTypeKOpt = None,
     cache_type_v: CacheTypeVOpt = None,
     no_window: NoWindowOpt = False,
     no_mla: NoMlaOpt = False,
@@ -156,6 +159,7 @@ def capacity(
         from kvplan.models import require_config_geometry
 
         require_config_geometry(load_geometry(model, revision=revision, token=token))
+    kv_dtype, cache_type_v = kv_types(kv_dtype, cache_type_k, cache_type_v, engine)
     parsed, log_notes = None, []
     if compare_log is not None:
         from kvplan.logparse import read_log

@@ -10,6 +10,7 @@ from kvplan.cli.options import (
     BatchOpt,
     BeamsOpt,
     BlockSizeOpt,
+    CacheTypeKOpt,
     CacheTypeVOpt,
     EncoderLenOpt,
     EngineOpt,
@@ -44,6 +45,7 @@ from kvplan.cli.options import (
     TpOpt,
     UbatchSizeOpt,
     emit,
+    kv_types,
     lazy_table,
     respell_length,
     typed_tokens,
@@ -90,6 +92,7 @@ def estimate(
     max_num_seqs: MaxNumSeqsOpt = None,
     ubatch_size: UbatchSizeOpt = None,
     kv_unified: KvUnifiedOpt = False,
+    cache_type_k: CacheTypeKOpt = None,
     cache_type_v: CacheTypeVOpt = None,
     no_mla: NoMlaOpt = False,
     swa_full_tokens_ratio: SwaRatioOpt = None,
@@ -100,6 +103,7 @@ def estimate(
     from kvplan.errors import InputError
     from kvplan.units import parse_size
 
+    kv_dtype, cache_type_v = kv_types(kv_dtype, cache_type_k, cache_type_v, engine)
     if "," in kv_dtype:
         raise InputError(f"estimate sizes one KV dtype, got --kv-dtype {kv_dtype}",
                          f"compare them in one run: kvplan compare model --model {model} --kv-dtype {kv_dtype}")

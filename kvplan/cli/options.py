@@ -108,13 +108,28 @@ KvDtypeOpt = Annotated[
 KvDtypeKOpt = Annotated[
     str,
     typer.Option(
-        "--kv-dtype", "--kv-cache-dtype", "--cache-type-k", "-ctk",
+        "--kv-dtype", "--kv-cache-dtype",
         help="KV element type (--kv-cache-dtype is vLLM's name; compare takes a list, bf16,fp8): auto (the config's dtype; f16 for llama.cpp), "
         "fp32, fp16, bf16, fp8 (= fp8_e4m3), fp8_e5m2, nvfp4, int8/int4/int2 (group scales, see "
-        "--quant-group-size), llama.cpp q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl (real block bytes). "
-        "--cache-type-k/-ctk is llama.cpp's name (the K type; V follows unless -ctv).",
+        "--quant-group-size), llama.cpp q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl (real block bytes): K and V alike.",
     ),
 ]
+CacheTypeKOpt = Annotated[Optional[str], typer.Option("--cache-type-k", "-ctk", help="llama.cpp --cache-type-k: the K "
+                          "cache type alone; V stays f16 (llama.cpp's default) unless -ctv. Instead of --kv-dtype.")]
+
+
+def kv_types(kv_dtype: str, cache_type_k: str | None, cache_type_v: str | None, engine: str) -> tuple[str, str | None]:
+    """(K type, V type) from --kv-dtype (both) or llama.cpp's -ctk (K alone: V keeps llama.cpp's f16 unless -ctv)."""
+    if cache_type_k is None:
+        return kv_dtype, cache_type_v
+    if kv_dtype != "auto":
+        raise InputError(f"--kv-dtype {kv_dtype} and --cache-type-k {cache_type_k} both set the K type",
+                         "give one: -ctk (and -ctv) in llama.cpp's spelling, or --kv-dtype for K and V alike")
+    from kvplan.engines import get_engine
+
+    if cache_type_v is None and "cache_type_v" in get_engine(engine).knobs:
+        cache_type_v = "f16"  # llama.cpp: -ctk sets K only; V keeps its own default type
+    return cache_type_k, cache_type_v
 EncoderLenOpt = Annotated[
     Optional[str],
     typer.Option("--encoder-len", help="Encoder positions for cross-attention (default: from the config)."),

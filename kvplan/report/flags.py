@@ -1,4 +1,5 @@
-"""How each engine's users spell a suggestion: llama.cpp speaks -c, -np, -ctk/-ctv and -fa.
+"""How each engine's users spell a suggestion: llama.cpp speaks -c, -np, -ctk/-ctv and -fa (the flash-attention
+rule for a quantised V cache is the llama.cpp engine's own note).
 
 Reports keep kvplan's own (vLLM) flag names; tables and table-mode notes say them in the engine's.
 """
@@ -6,19 +7,6 @@ Reports keep kvplan's own (vLLM) flag names; tables and table-mode notes say the
 from __future__ import annotations
 
 import re
-from typing import Any
-
-
-def engine_hints(report: dict[str, Any]) -> list[str]:
-    """Notes a table reader of one engine needs that the report states in other words (table mode only)."""
-    inputs = report.get("inputs") or {}
-    if inputs.get("engine") != "llama.cpp":
-        return []
-    dtype = str(inputs.get("kv_dtype") or "")
-    if dtype.startswith(("q", "iq")):
-        return [f"llama.cpp: a quantised V cache (-ctv {dtype}) needs flash attention: run with -fa "
-                "(-ctk alone works without it)"]
-    return []
 
 
 def engine_flags(suggestion: str, engine: str, batch: int = 1) -> str:

@@ -15,7 +15,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from kvplan.report.flags import engine_flags, engine_hints
+from kvplan.report.flags import engine_flags
 from kvplan.report.layout import KIND_LABEL, Fit, grid, replication
 from kvplan.report.layout import n as _n
 from kvplan.report.layout import short_bytes as _short_bytes
@@ -28,7 +28,6 @@ def notes_text(report: dict[str, Any]) -> list[str]:
     inputs = report.get("inputs") or {}
     lines = [f"{key[:-7]}: {inputs[key]}" for key in ("seq_len_source", "kv_dtype_source") if inputs.get(key)]
     lines += report.get("notes") or []
-    lines += engine_hints(report)
     return lines
 
 
