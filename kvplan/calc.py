@@ -133,10 +133,21 @@ def served_geometry(geometry: ModelGeometry, engine: str) -> ModelGeometry:
     config = (geometry.config_dtype or "").lower().removeprefix("torch.")
     if config not in ("float32", "float", "fp32", "float64"):
         return geometry
+    key = (id(geometry), engine)
+    hit = _SERVED.get(key)
+    if hit is not None and hit[0] is geometry:  # the same object each time, so later caches keyed on it hit
+        return hit[1]
     name, why = served_dtype("float32", engine=get_engine(engine))
-    if name == "float32":
-        return geometry
-    return dataclasses.replace(geometry, config_dtype=name, config_dtype_source=f"served dtype ({why})")
+    served = geometry
+    if name != "float32":
+        served = dataclasses.replace(geometry, config_dtype=name, config_dtype_source=f"served dtype ({why})")
+    if len(_SERVED) >= _LAYOUTS_SIZE:
+        _SERVED.pop(next(iter(_SERVED)))
+    _SERVED[key] = (geometry, served)
+    return served
+
+
+_SERVED: dict[tuple[int, str], tuple[ModelGeometry, ModelGeometry]] = {}
 
 
 def resolve_kv_dtype(
@@ -168,7 +179,41 @@ def resolve_kv_dtype(
     return chosen, "--kv-dtype", model_dtype, notes
 
 
+#: Estimates of the latest inputs (an Estimate is frozen): a check prices the same scenario for its
+#: estimate, its capacity and its engine log, and sweeps repeat deployments.
+_ESTIMATES: dict[tuple[object, ...], tuple[ModelGeometry, Estimate]] = {}
+_ESTIMATES_SIZE = 1024
+
+
 def estimate(
+    geometry: ModelGeometry,
+    *,
+    batch: int = 1,
+    seq_len: int | None = None,
+    kv_dtype: str = "auto",
+    encoder_len: int | None = None,
+    deployment: Deployment | None = None,
+) -> Estimate:
+    """The KV cache of ``batch`` sequences of ``seq_len`` tokens (:func:`_estimate`), memoised per inputs."""
+    # NOTE: the types are in the key, so True is never taken for 1 (the checks below refuse a bool).
+    key = (id(geometry), batch, type(batch), seq_len, type(seq_len), kv_dtype, encoder_len, type(encoder_len),
+           deployment)
+    try:
+        hit = _ESTIMATES.get(key)
+    except TypeError:  # an unhashable argument: the checks below word the error
+        return _estimate(geometry, batch=batch, seq_len=seq_len, kv_dtype=kv_dtype, encoder_len=encoder_len,
+                         deployment=deployment)
+    if hit is not None and hit[0] is geometry:
+        return hit[1]
+    est = _estimate(geometry, batch=batch, seq_len=seq_len, kv_dtype=kv_dtype, encoder_len=encoder_len,
+                    deployment=deployment)
+    if len(_ESTIMATES) >= _ESTIMATES_SIZE:
+        _ESTIMATES.pop(next(iter(_ESTIMATES)))
+    _ESTIMATES[key] = (geometry, est)  # the geometry is kept, so its id is not reused while the entry lives
+    return est
+
+
+def _estimate(
     geometry: ModelGeometry,
     *,
     batch: int = 1,
