@@ -172,6 +172,7 @@ _WIDTH = 100
 _VALUES: dict[str, tuple[str, bool]] = {}
 _KEYS: dict[str, str] = {}
 _FLOATS: dict[float, str] = {}
+_FOLDED: dict[tuple[str, int, int], str] = {}
 _CACHE_LIMIT = 1 << 16
 
 
@@ -241,11 +242,19 @@ def _scalar(value: Any, column: int, indent: int) -> str:
         text, plain = _value_text(value)
         if column + len(text) <= _WIDTH:
             return text
-        if plain:
-            return _fold_plain(text, column, indent)
-        if text.startswith("'"):
-            return _fold_single_quoted(value, column, indent)
-        raise _Unsupported  # a long double-quoted scalar: PyYAML folds it with escapes
+        key = (value, column, indent)
+        folded = _FOLDED.get(key)
+        if folded is None:
+            if plain:
+                folded = _fold_plain(text, column, indent)
+            elif text.startswith("'"):
+                folded = _fold_single_quoted(value, column, indent)
+            else:
+                raise _Unsupported  # a long double-quoted scalar: PyYAML folds it with escapes
+            if len(_FOLDED) > _CACHE_LIMIT // 16:
+                _FOLDED.clear()
+            _FOLDED[key] = folded  # long notes and reasons recur in every report of a model or engine
+        return folded
     if kind is int:
         return str(value)
     if kind is bool:
