@@ -191,13 +191,19 @@ _NOT_STR_WORDS = frozenset("yes Yes YES no No NO true True TRUE false False FALS
 def _quick_text(value: str) -> tuple[str, bool] | None:
     """PyYAML's one-line text of a common string without running its emitter, or None when unsure.
 
-    A string that starts with an ASCII letter, ends with neither a space nor ``:``, has only characters
+    A string that starts with an ASCII letter (or a digit or ``--``, with a space), ends with neither a space nor ``:``, has only characters
     both emitters write as they are (``_NOT_PLAIN_TEXT``) and is not a bool or null word is plain unless it
     holds ``": "`` or ``" #"`` (block indicators); then it is single-quoted (``Emitter.analyze_scalar``,
     ``choose_scalar_style``)."""
-    if not value or not ("a" <= value[0] <= "z" or "A" <= value[0] <= "Z") or value[-1] in " :" \
-            or value in _NOT_STR_WORDS or _NOT_PLAIN_TEXT.search(value):
+    if not value or value[-1] in " :" or value in _NOT_STR_WORDS or _NOT_PLAIN_TEXT.search(value):
         return None
+    first = value[0]
+    if not ("a" <= first <= "z" or "A" <= first <= "Z"):
+        # NOTE: a number, or a flag like "--tp 2", with a space in it resolves to no int or float (their
+        # patterns have no space); a timestamp may hold one, so "dddd-" stays with PyYAML, and so does "---".
+        if " " not in value or not ("0" <= first <= "9" or (value.startswith("--") and value[2:3] != "-")) \
+                or (value[4:5] == "-" and value[:4].isdigit()):
+            return None
     if ": " in value or " #" in value:
         return "'" + value.replace("'", "''") + "'", False
     return value, True
