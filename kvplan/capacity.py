@@ -369,7 +369,7 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
         kv_bytes_needed=needed, decode_bytes_per_step=decode_bytes, decode_floor_seconds=seconds,
         decode_tokens_per_s=tok_s, suggestions=suggestions, notes=tuple(dict.fromkeys(notes)),
     )
-    return attach_engine_log(cap)
+    return attach_engine_log(cap, (kv.est(inputs.batch, tokens).groups, kv.sizer.kv_dtype))
 
 
 #: Per-process memos keyed by a geometry's id (the geometry is kept with the entry, so the id is not reused):
@@ -502,10 +502,33 @@ def _largest(ok: object, *, hi_start: int, cap: int | None = None) -> int:
     return lo
 
 
+_MIN_PARALLEL: dict[tuple[object, ...], tuple[ModelGeometry, tuple[int | None, int | None]]] = {}
+
+
 def _min_parallel(
     geometry: ModelGeometry, weights: WeightsEstimate | None, inputs: CapacityInputs, tokens: int
 ) -> tuple[int | None, int | None]:
-    """Smallest TP (and GPU count, tp x pp) on which one request at max_model_len fits."""
+    """Smallest TP (and GPU count, tp x pp) on which one request at max_model_len fits; the same for every
+    batch and TP of one model, GPU, engine and length, so remembered per those."""
+    import dataclasses
+
+    try:
+        key = (id(geometry), weights, dataclasses.replace(inputs, tp=1, batch=1), tokens)
+        hit = _MIN_PARALLEL.get(key)
+    except TypeError:  # something unhashable: search every time
+        return _search_min_parallel(geometry, weights, inputs, tokens)
+    if hit is not None and hit[0] is geometry:
+        return hit[1]
+    found = _search_min_parallel(geometry, weights, inputs, tokens)
+    if len(_MIN_PARALLEL) >= _MEMO_SIZE:
+        _MIN_PARALLEL.pop(next(iter(_MIN_PARALLEL)))
+    _MIN_PARALLEL[key] = (geometry, found)
+    return found
+
+
+def _search_min_parallel(
+    geometry: ModelGeometry, weights: WeightsEstimate | None, inputs: CapacityInputs, tokens: int
+) -> tuple[int | None, int | None]:
     if get_engine(inputs.engine).splits_layers:
         for pp in range(1, geometry.num_hidden_layers + 1):
             if _fits_one(geometry, weights, inputs, tokens, tp=1, pp=pp):
