@@ -451,9 +451,9 @@ class _Sizing:
     model_dtype: KvDtype
     state_dtype: KvDtype
 
-    def price(self, dep: Deployment, kv_dtype: KvDtype) -> Priced:
+    def price(self, dep: Deployment, kv_dtype: KvDtype, *, peaks: bool = True) -> Priced:
         layout = _layout(self.geometry, dep, kv_dtype, state_dtype=self.state_dtype, model_dtype=self.model_dtype)
-        return _price(layout, seq_len=self.seq_len, encoder_len=self.encoder_len, batch=self.batch)
+        return _price(layout, seq_len=self.seq_len, encoder_len=self.encoder_len, batch=self.batch, peaks=peaks)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -619,12 +619,12 @@ def _adjustments(sizing: _Sizing, dep: Deployment, kv_dtype: KvDtype, engine: En
     ideal = get_engine("ideal")
     cur = Deployment(quant_group_size=dep.quant_group_size, residual_length=dep.residual_length, prompt_len=dep.prompt_len)
     cur_dtype = ideal.auto_dtype(sizing.model_dtype)
-    priced = sizing.price(cur, cur_dtype)
+    priced = sizing.price(cur, cur_dtype, peaks=False)  # NOTE: adjustments compare steady bytes only
     geometry = sizing.geometry
 
     def step(name: str, reason: str, new: Deployment, dtype: KvDtype | None = None, *, per_gpu: bool = False) -> None:
         nonlocal cur, cur_dtype, priced
-        after = sizing.price(new, dtype or cur_dtype)
+        after = sizing.price(new, dtype or cur_dtype, peaks=False)
         before_bytes = priced.per_gpu_bytes if per_gpu else priced.total_bytes
         after_bytes = after.per_gpu_bytes if per_gpu else after.total_bytes
         out.append(Adjustment(name=name, reason=reason, before_bytes=before_bytes, after_bytes=after_bytes,
@@ -648,7 +648,7 @@ def _adjustments(sizing: _Sizing, dep: Deployment, kv_dtype: KvDtype, engine: En
         step(f"engine:{engine.name}", f"{ctx_reason} [{engine.source}]", new, engine.auto_dtype(sizing.model_dtype))
     else:
         cur = cur.with_(**engine_knobs)
-        priced = sizing.price(cur, cur_dtype)
+        priced = sizing.price(cur, cur_dtype, peaks=False)
     if dep.block_size is not None:
         step("block_size", f"--block-size {dep.block_size}: each sequence's tokens in each layer round up to whole "
              f"blocks of {dep.block_size}", cur.with_(block_size=dep.block_size))
