@@ -193,20 +193,22 @@ def estimate(
     kv_dtype: str = "auto",
     encoder_len: int | None = None,
     deployment: Deployment | None = None,
+    adjustments: bool = True,
 ) -> Estimate:
-    """The KV cache of ``batch`` sequences of ``seq_len`` tokens (:func:`_estimate`), memoised per inputs."""
+    """The KV cache of ``batch`` sequences of ``seq_len`` tokens (:func:`_estimate`), memoised per inputs;
+    ``adjustments=False`` leaves ``Estimate.adjustments`` empty (capacity reads only notes and dtypes)."""
     # NOTE: the types are in the key, so True is never taken for 1 (the checks below refuse a bool).
     key = (id(geometry), batch, type(batch), seq_len, type(seq_len), kv_dtype, encoder_len, type(encoder_len),
-           deployment)
+           deployment, adjustments)
+    args = {"batch": batch, "seq_len": seq_len, "kv_dtype": kv_dtype, "encoder_len": encoder_len,
+            "deployment": deployment, "adjustments": adjustments}
     try:
         hit = _ESTIMATES.get(key)
     except TypeError:  # an unhashable argument: the checks below word the error
-        return _estimate(geometry, batch=batch, seq_len=seq_len, kv_dtype=kv_dtype, encoder_len=encoder_len,
-                         deployment=deployment)
+        return _estimate(geometry, **args)  # type: ignore[arg-type]
     if hit is not None and hit[0] is geometry:
         return hit[1]
-    est = _estimate(geometry, batch=batch, seq_len=seq_len, kv_dtype=kv_dtype, encoder_len=encoder_len,
-                    deployment=deployment)
+    est = _estimate(geometry, **args)  # type: ignore[arg-type]
     if len(_ESTIMATES) >= _ESTIMATES_SIZE:
         _ESTIMATES.pop(next(iter(_ESTIMATES)))
     _ESTIMATES[key] = (geometry, est)  # the geometry is kept, so its id is not reused while the entry lives
@@ -221,6 +223,7 @@ def _estimate(
     kv_dtype: str = "auto",
     encoder_len: int | None = None,
     deployment: Deployment | None = None,
+    adjustments: bool = True,
 ) -> Estimate:
     """The KV cache of ``batch`` sequences of ``seq_len`` tokens, layer group by group.
 
@@ -293,7 +296,7 @@ def _estimate(
                      model_dtype=state_dtype, state_dtype=state_dtype)
     priced = sizing.price(dep, dtype)
     notes.extend(priced.notes)
-    adjustments = tuple(_adjustments(sizing, dep, dtype, engine))
+    steps = tuple(_adjustments(sizing, dep, dtype, engine)) if adjustments else ()
     groups = priced.groups
     if seq_len is not None and geometry.max_context_tokens is not None and seq_len > geometry.max_context_tokens:
         notes.append(
@@ -316,7 +319,7 @@ def _estimate(
         peak_total_bytes=priced.peak_bytes,
         peak_gpu_bytes=priced.peak_per_gpu_bytes,
         cpu_bytes=priced.cpu_bytes,
-        adjustments=adjustments,
+        adjustments=steps,
     )
 
 

@@ -124,8 +124,9 @@ class _Kv:
         self._pools: dict[tuple[int, int], tuple[int, float, int, list[str]]] = {}
 
     def full(self, batch: int, tokens: int) -> Estimate:
-        """The whole estimate (notes, dtype and its source)."""
-        return estimate(self.geometry, batch=batch, seq_len=tokens, kv_dtype=self.kv_dtype, deployment=self.dep)
+        """The estimate's notes, dtype and its source (its adjustments are not needed here)."""
+        return estimate(self.geometry, batch=batch, seq_len=tokens, kv_dtype=self.kv_dtype, deployment=self.dep,
+                        adjustments=False)
 
     @property
     def sizer(self) -> KvSizer:
