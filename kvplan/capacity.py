@@ -138,7 +138,7 @@ class _Kv:
         key = (batch, tokens)
         priced = self._cache.get(key)
         if priced is None:
-            if len(self._cache) >= 4096:
+            if len(self._cache) >= 1024:  # NOTE: bounded, as the views are: a long sweep keeps no more
                 self._cache.clear()
             priced = self._cache[key] = self.sizer.price(batch, tokens)
         return priced
@@ -189,7 +189,7 @@ class _Kv:
         key = (budget, tokens)
         pool = self._pools.get(key)
         if pool is None:
-            if len(self._pools) >= 4096:
+            if len(self._pools) >= 1024:
                 self._pools.clear()
             pool = self._pools[key] = self._vllm_pool(budget, tokens)
         return pool[0], pool[1], pool[2], list(pool[3])
@@ -378,7 +378,7 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
 #: views (their layer layout and priced probes), shared by every scenario on the same deployment.
 _SERVED: dict[tuple[object, ...], tuple[ModelGeometry, ModelGeometry]] = {}
 _KVS: dict[tuple[object, ...], tuple[ModelGeometry, _Kv]] = {}
-_MEMO_SIZE = 256
+_MEMO_SIZE = 128
 
 
 def _kv_view(geometry: ModelGeometry, dep: Deployment, kv_dtype: str) -> _Kv:
