@@ -1,5 +1,6 @@
-"""`kvplan check` at 1, 100, 1,000 and 10,000 scenarios: wall time and peak memory (RSS of the
-process, from os.wait4), each against the one-scenario run measured in the same session.
+"""`kvplan check` at 1, 100, 1,000 and 10,000 scenarios: wall time, CPU time (user + system, steadier on a
+loaded machine) and peak memory (RSS of the process, from os.wait4), each against the one-scenario run
+measured in the same session.
 
 Scenarios mix bundled models (dense, sliding, MLA, hybrid Mamba, chunked), engines (vllm, sglang,
 trtllm, llama.cpp, ideal, hf-dynamic), TP 1/2/4, lengths, batches and GPUs; every one has
@@ -43,18 +44,24 @@ def make_plan(num_scenarios: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run(plan: Path, fmt: str, source: str | None = None) -> tuple[float, float]:
-    """(wall seconds, peak RSS in MB) of one `kvplan check` process (kvplan from ``source`` when given)."""
+#: This source tree (``python -m`` puts the working folder first on sys.path, so each run starts in the
+#: plan's folder and gets its tree from PYTHONPATH alone).
+ROOT = str(Path(__file__).resolve().parents[1])
+
+
+def run(plan: Path, fmt: str, source: str | None = None) -> tuple[float, float, float]:
+    """(wall seconds, CPU seconds, peak RSS in MB) of one `kvplan check` process (kvplan from ``source``
+    when given, else this tree)."""
     cmd = [sys.executable, "-m", "kvplan", "check", str(plan), "--format", fmt]
-    env = None if source is None else {**os.environ, "PYTHONPATH": source}
+    env = {**os.environ, "PYTHONPATH": source or ROOT}
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=plan.parent)
     _pid, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     code = os.waitstatus_to_exitcode(status)
     if code not in (0, 1):
         raise SystemExit(f"kvplan check {plan} exited {code}")
-    return wall, usage.ru_maxrss / 1024  # Linux: KiB
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024  # Linux: KiB
 
 
 def main() -> int:
@@ -75,24 +82,28 @@ def main() -> int:
             results[n] = run(plans[n], args.format)
             if args.base:
                 before[n] = run(plans[n], args.format, args.base)
-    base_wall, base_rss = results[sizes[0]]
+    base_wall, base_cpu, base_rss = results[sizes[0]]
     print(f"kvplan check --format {args.format}, scenarios with require_fit_on (one run each, same session)")
-    print(f"{'scenarios':>10} {'wall s':>8} {'x one':>7} {'ms/scenario':>12} {'peak MB':>8} {'+MB':>6}")
+    print(f"{'scenarios':>10} {'wall s':>8} {'x one':>7} {'CPU s':>7} {'x one':>7} {'ms/scenario':>12} {'peak MB':>8} "
+          f"{'+MB':>6}")
     for n in sizes:
-        wall, rss = results[n]
-        per = (wall - base_wall) / (n - sizes[0]) * 1000 if n > sizes[0] else float("nan")
-        print(f"{n:>10,} {wall:>8.2f} {wall / base_wall:>7.1f} {per:>12.2f} {rss:>8.1f} {rss - base_rss:>6.1f}")
+        wall, cpu, rss = results[n]
+        per = (cpu - base_cpu) / (n - sizes[0]) * 1000 if n > sizes[0] else float("nan")
+        print(f"{n:>10,} {wall:>8.2f} {wall / base_wall:>7.1f} {cpu:>7.2f} {cpu / base_cpu:>7.1f} {per:>12.2f} "
+              f"{rss:>8.1f} {rss - base_rss:>6.1f}")
     if before:
         print(f"--base {args.base} (same plans, interleaved):")
         for n in sizes:
-            wall, rss = before[n]
-            print(f"{n:>10,} {wall:>8.2f} {wall / before[sizes[0]][0]:>7.1f} {'':>12} {rss:>8.1f} "
-                  f"{rss - before[sizes[0]][1]:>6.1f}   this tree takes {results[n][0] / wall:.2f}x its time")
+            wall, cpu, rss = before[n]
+            print(f"{n:>10,} {wall:>8.2f} {wall / before[sizes[0]][0]:>7.1f} {cpu:>7.2f} {cpu / before[sizes[0]][1]:>7.1f} "
+                  f"{'':>12} {rss:>8.1f} {rss - before[sizes[0]][2]:>6.1f}   this tree: {results[n][0] / wall:.2f}x "
+                  f"its wall time, {results[n][1] / cpu:.2f}x its CPU time")
     if 1000 in results:
-        ratio = results[1000][0] / base_wall
-        print(f"1,000 scenarios: {ratio:.1f}x one scenario (target <= 3x) {'OK' if ratio <= 3 else 'OVER'}")
+        ratio, cpu_ratio = results[1000][0] / base_wall, results[1000][1] / base_cpu
+        print(f"1,000 scenarios: {ratio:.1f}x one scenario's wall time, {cpu_ratio:.1f}x its CPU time (target <= 3x) "
+              f"{'OK' if ratio <= 3 else 'OVER'}")
     if 10000 in results:
-        growth = results[10000][1] - base_rss
+        growth = results[10000][2] - base_rss
         print(f"memory growth 1 -> 10,000: {growth:.1f} MB (target < 50 MB) {'OK' if growth < 50 else 'OVER'}")
     return 0
 

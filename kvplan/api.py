@@ -381,7 +381,28 @@ def model_weights(
     tensor_split: tuple[float, ...] | None = None,
 ) -> tuple[Any, list[str]]:
     """The weights capacity counts, and notes on where they came from: a GGUF's tensor table (exact bytes,
-    llama.cpp's layer split), else :func:`kvplan.models.resolve_weights` (config.json, safetensors, bytes)."""
+    llama.cpp's layer split), else :func:`kvplan.models.resolve_weights` (config.json, safetensors, bytes).
+    Counted once per loaded model and options (not for a Hub model, whose answer may depend on the network)."""
+    key = (id(loaded), engine, weights_bytes, weights_from, revision, token, required, tensor_split)
+    hit = _WEIGHTS.get(key)
+    if hit is not None and hit[0] is loaded:
+        return hit[1], list(hit[2])
+    weights, notes = _model_weights(loaded, engine=engine, weights_bytes=weights_bytes, weights_from=weights_from,
+                                    revision=revision, token=token, required=required, tensor_split=tensor_split)
+    if loaded.source.kind != "hub":
+        if len(_WEIGHTS) >= GEOMETRY_CACHE_SIZE * 4:
+            _WEIGHTS.pop(next(iter(_WEIGHTS)))
+        _WEIGHTS[key] = (loaded, weights, tuple(notes))  # the model is kept, so its id is not reused
+    return weights, notes
+
+
+_WEIGHTS: dict[tuple[Any, ...], tuple[Geometry, Any, tuple[str, ...]]] = {}
+
+
+def _model_weights(
+    loaded: Geometry, *, engine: str, weights_bytes: int | None, weights_from: str, revision: str | None,
+    token: str | None, required: bool, tensor_split: tuple[float, ...] | None,
+) -> tuple[Any, list[str]]:
     from kvplan.engines import get_engine
     from kvplan.models import resolve_weights
 

@@ -134,10 +134,21 @@ def served_geometry(geometry: ModelGeometry, engine: str) -> ModelGeometry:
     config = (geometry.config_dtype or "").lower().removeprefix("torch.")
     if config not in ("float32", "float", "fp32", "float64"):
         return geometry
+    key = (id(geometry), engine)
+    hit = _SERVED.get(key)
+    if hit is not None and hit[0] is geometry:  # the same object each time, so later caches keyed on it hit
+        return hit[1]
     name, why = served_dtype("float32", engine=get_engine(engine))
-    if name == "float32":
-        return geometry
-    return dataclasses.replace(geometry, config_dtype=name, config_dtype_source=f"served dtype ({why})")
+    served = geometry
+    if name != "float32":
+        served = dataclasses.replace(geometry, config_dtype=name, config_dtype_source=f"served dtype ({why})")
+    if len(_SERVED) >= _LAYOUTS_SIZE:
+        _SERVED.pop(next(iter(_SERVED)))
+    _SERVED[key] = (geometry, served)
+    return served
+
+
+_SERVED: dict[tuple[int, str], tuple[ModelGeometry, ModelGeometry]] = {}
 
 
 def resolve_kv_dtype(
@@ -169,6 +180,12 @@ def resolve_kv_dtype(
     return chosen, "--kv-dtype", model_dtype, notes
 
 
+#: Estimates of the latest inputs (an Estimate is frozen): a check prices the same scenario for its
+#: estimate, its capacity and its engine log, and sweeps repeat deployments.
+_ESTIMATES: dict[tuple[object, ...], tuple[ModelGeometry, Estimate]] = {}
+_ESTIMATES_SIZE = 1024
+
+
 def estimate(
     geometry: ModelGeometry,
     *,
@@ -177,6 +194,37 @@ def estimate(
     kv_dtype: str = "auto",
     encoder_len: int | None = None,
     deployment: Deployment | None = None,
+    adjustments: bool = True,
+) -> Estimate:
+    """The KV cache of ``batch`` sequences of ``seq_len`` tokens (:func:`_estimate`), memoised per inputs;
+    ``adjustments=False`` leaves ``Estimate.adjustments`` empty (capacity reads only notes and dtypes)."""
+    # NOTE: the types are in the key, so True is never taken for 1 (the checks below refuse a bool).
+    key = (id(geometry), batch, type(batch), seq_len, type(seq_len), kv_dtype, encoder_len, type(encoder_len),
+           deployment, adjustments)
+    args = {"batch": batch, "seq_len": seq_len, "kv_dtype": kv_dtype, "encoder_len": encoder_len,
+            "deployment": deployment, "adjustments": adjustments}
+    try:
+        hit = _ESTIMATES.get(key)
+    except TypeError:  # an unhashable argument: the checks below word the error
+        return _estimate(geometry, **args)  # type: ignore[arg-type]
+    if hit is not None and hit[0] is geometry:
+        return hit[1]
+    est = _estimate(geometry, **args)  # type: ignore[arg-type]
+    if len(_ESTIMATES) >= _ESTIMATES_SIZE:
+        _ESTIMATES.pop(next(iter(_ESTIMATES)))
+    _ESTIMATES[key] = (geometry, est)  # the geometry is kept, so its id is not reused while the entry lives
+    return est
+
+
+def _estimate(
+    geometry: ModelGeometry,
+    *,
+    batch: int = 1,
+    seq_len: int | None = None,
+    kv_dtype: str = "auto",
+    encoder_len: int | None = None,
+    deployment: Deployment | None = None,
+    adjustments: bool = True,
 ) -> Estimate:
     """The KV cache of ``batch`` sequences of ``seq_len`` tokens, layer group by group.
 
@@ -249,7 +297,7 @@ def estimate(
                      model_dtype=state_dtype, state_dtype=state_dtype)
     priced = sizing.price(dep, dtype)
     notes.extend(priced.notes)
-    adjustments = tuple(_adjustments(sizing, dep, dtype, engine))
+    steps = tuple(_adjustments(sizing, dep, dtype, engine)) if adjustments else ()
     groups = priced.groups
     if seq_len is not None and geometry.max_context_tokens is not None and seq_len > geometry.max_context_tokens:
         notes.append(
@@ -272,7 +320,7 @@ def estimate(
         peak_total_bytes=priced.peak_bytes,
         peak_gpu_bytes=priced.peak_per_gpu_bytes,
         cpu_bytes=priced.cpu_bytes,
-        adjustments=adjustments,
+        adjustments=steps,
     )
 
 
@@ -410,9 +458,9 @@ class _Sizing:
     model_dtype: KvDtype
     state_dtype: KvDtype
 
-    def price(self, dep: Deployment, kv_dtype: KvDtype) -> Priced:
+    def price(self, dep: Deployment, kv_dtype: KvDtype, *, peaks: bool = True) -> Priced:
         layout = _layout(self.geometry, dep, kv_dtype, state_dtype=self.state_dtype, model_dtype=self.model_dtype)
-        return _price(layout, seq_len=self.seq_len, encoder_len=self.encoder_len, batch=self.batch)
+        return _price(layout, seq_len=self.seq_len, encoder_len=self.encoder_len, batch=self.batch, peaks=peaks)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -578,12 +626,12 @@ def _adjustments(sizing: _Sizing, dep: Deployment, kv_dtype: KvDtype, engine: En
     ideal = get_engine("ideal")
     cur = Deployment(quant_group_size=dep.quant_group_size, residual_length=dep.residual_length, prompt_len=dep.prompt_len)
     cur_dtype = ideal.auto_dtype(sizing.model_dtype)
-    priced = sizing.price(cur, cur_dtype)
+    priced = sizing.price(cur, cur_dtype, peaks=False)  # NOTE: adjustments compare steady bytes only
     geometry = sizing.geometry
 
     def step(name: str, reason: str, new: Deployment, dtype: KvDtype | None = None, *, per_gpu: bool = False) -> None:
         nonlocal cur, cur_dtype, priced
-        after = sizing.price(new, dtype or cur_dtype)
+        after = sizing.price(new, dtype or cur_dtype, peaks=False)
         before_bytes = priced.per_gpu_bytes if per_gpu else priced.total_bytes
         after_bytes = after.per_gpu_bytes if per_gpu else after.total_bytes
         out.append(Adjustment(name=name, reason=reason, before_bytes=before_bytes, after_bytes=after_bytes,
@@ -607,7 +655,7 @@ def _adjustments(sizing: _Sizing, dep: Deployment, kv_dtype: KvDtype, engine: En
         step(f"engine:{engine.name}", f"{ctx_reason} [{engine.source}]", new, engine.auto_dtype(sizing.model_dtype))
     else:
         cur = cur.with_(**engine_knobs)
-        priced = sizing.price(cur, cur_dtype)
+        priced = sizing.price(cur, cur_dtype, peaks=False)
     if dep.block_size is not None:
         step("block_size", f"--block-size {dep.block_size}: each sequence's tokens in each layer round up to whole "
              f"blocks of {dep.block_size}", cur.with_(block_size=dep.block_size))

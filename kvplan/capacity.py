@@ -124,10 +124,14 @@ class _Kv:
         self.engine = get_engine(dep.engine)
         self._sizer: KvSizer | None = None
         self._cache: dict[tuple[int, int], Priced] = {}
+        self._stage_counts: list[list[tuple[int, int]]] | None = None
+        self._block_size: int | None = None
+        self._pools: dict[tuple[int, int], tuple[int, float, int, list[str]]] = {}
 
     def full(self, batch: int, tokens: int) -> Estimate:
-        """The whole estimate (notes, dtype and its source)."""
-        return estimate(self.geometry, batch=batch, seq_len=tokens, kv_dtype=self.kv_dtype, deployment=self.dep)
+        """The estimate's notes, dtype and its source (its adjustments are not needed here)."""
+        return estimate(self.geometry, batch=batch, seq_len=tokens, kv_dtype=self.kv_dtype, deployment=self.dep,
+                        adjustments=False)
 
     @property
     def sizer(self) -> KvSizer:
@@ -137,9 +141,12 @@ class _Kv:
 
     def est(self, batch: int, tokens: int) -> Priced:
         key = (batch, tokens)
-        if key not in self._cache:
-            self._cache[key] = self.sizer.price(batch, tokens)
-        return self._cache[key]
+        priced = self._cache.get(key)
+        if priced is None:
+            if len(self._cache) >= 1024:  # NOTE: bounded, as the views are: a long sweep keeps no more
+                self._cache.clear()
+            priced = self._cache[key] = self.sizer.price(batch, tokens)
+        return priced
 
     def need(self, batch: int, tokens: int) -> int:
         return self.est(batch, tokens).per_gpu_bytes
@@ -147,14 +154,16 @@ class _Kv:
     # stages ---------------------------------------------------------------------------------
     def _stages(self, est: Priced) -> list[list[tuple[object, int]]]:
         """Per PP stage: (group, layers of the group on that stage)."""
-        num_layers = self.geometry.num_hidden_layers
-        stage_of = stage_of_layer(num_layers, self.dep.pp)
-        stages: list[dict[int, int]] = [{} for _ in range(self.dep.pp)]
-        for gi, group in enumerate(est.groups):
-            for index in group.layer_indices:
-                layer = index % num_layers if len(self.geometry.layers) > num_layers else index
-                stages[stage_of[layer]][gi] = stages[stage_of[layer]].get(gi, 0) + 1
-        return [[(est.groups[gi], n) for gi, n in s.items()] for s in stages]
+        if self._stage_counts is None:  # which groups each stage holds does not change with tokens or batch
+            num_layers = self.geometry.num_hidden_layers
+            stage_of = stage_of_layer(num_layers, self.dep.pp)
+            stages: list[dict[int, int]] = [{} for _ in range(self.dep.pp)]
+            for gi, group in enumerate(est.groups):
+                for index in group.layer_indices:
+                    layer = index % num_layers if len(self.geometry.layers) > num_layers else index
+                    stages[stage_of[layer]][gi] = stages[stage_of[layer]].get(gi, 0) + 1
+            self._stage_counts = [list(s.items()) for s in stages]
+        return [[(est.groups[gi], n) for gi, n in s] for s in self._stage_counts]
 
     @staticmethod
     def _per_token(group: object, tp: int) -> int:
@@ -162,6 +171,11 @@ class _Kv:
 
     # vLLM pool -----------------------------------------------------------------------------------
     def block_size(self) -> int:
+        if self._block_size is None:
+            self._block_size = self._find_block_size()
+        return self._block_size
+
+    def _find_block_size(self) -> int:
         one = self.est(1, 1)
         sizes = []
         for g in one.groups:
@@ -177,6 +191,15 @@ class _Kv:
 
     def vllm_pool(self, budget: int, tokens: int) -> tuple[int, float, int, list[str]]:
         """(num_blocks, blocks one request needs, block size, notes), min over PP stages."""
+        key = (budget, tokens)
+        pool = self._pools.get(key)
+        if pool is None:
+            if len(self._pools) >= 1024:
+                self._pools.clear()
+            pool = self._pools[key] = self._vllm_pool(budget, tokens)
+        return pool[0], pool[1], pool[2], list(pool[3])
+
+    def _vllm_pool(self, budget: int, tokens: int) -> tuple[int, float, int, list[str]]:
         one = self.est(1, tokens)
         base = self.est(1, 1)
         bs = self.block_size()
@@ -279,7 +302,7 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
     geometry = _served_geometry(geometry, engine, inputs.dtype)
     dep = _deployment(inputs, attention_tp(inputs, tp))
     notes.extend(dp_notes(geometry, inputs, tp))
-    kv = _Kv(geometry, dep, inputs.kv_dtype)
+    kv = _kv_view(geometry, dep, inputs.kv_dtype)
     state_only = sized = False
     if not tokens:
         sized = True
@@ -352,12 +375,44 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
         kv_bytes_needed=needed, decode_bytes_per_step=decode_bytes, decode_floor_seconds=seconds,
         decode_tokens_per_s=tok_s, suggestions=suggestions, notes=tuple(dict.fromkeys(notes)),
     )
-    return attach_engine_log(cap)
+    return attach_engine_log(cap, (kv.est(inputs.batch, tokens).groups, kv.sizer.kv_dtype))
+
+
+#: Per-process memos keyed by a geometry's id (the geometry is kept with the entry, so the id is not reused):
+#: the served geometry (one object per model, engine and dtype, so caches keyed on it hit) and the KV
+#: views (their layer layout and priced probes), shared by every scenario on the same deployment.
+_SERVED: dict[tuple[object, ...], tuple[ModelGeometry, ModelGeometry]] = {}
+_KVS: dict[tuple[object, ...], tuple[ModelGeometry, _Kv]] = {}
+_MEMO_SIZE = 128
+
+
+def _kv_view(geometry: ModelGeometry, dep: Deployment, kv_dtype: str) -> _Kv:
+    key = (id(geometry), dep, kv_dtype)
+    hit = _KVS.get(key)
+    if hit is not None and hit[0] is geometry:
+        return hit[1]
+    kv = _Kv(geometry, dep, kv_dtype)
+    if len(_KVS) >= _MEMO_SIZE:
+        _KVS.pop(next(iter(_KVS)))
+    _KVS[key] = (geometry, kv)
+    return kv
 
 
 def _served_geometry(geometry: ModelGeometry, engine: EngineProfile, dtype: str) -> ModelGeometry:
     """The geometry with the dtype the engine serves the model in, which ``--kv-dtype auto`` follows
     (vLLM's ``kv_cache_dtype auto`` = the model dtype: bfloat16 for a float32 checkpoint)."""
+    key = (id(geometry), engine.name, dtype)
+    hit = _SERVED.get(key)
+    if hit is not None and hit[0] is geometry:
+        return hit[1]
+    served = _serve_geometry(geometry, engine, dtype)
+    if len(_SERVED) >= _MEMO_SIZE:
+        _SERVED.pop(next(iter(_SERVED)))
+    _SERVED[key] = (geometry, served)
+    return served
+
+
+def _serve_geometry(geometry: ModelGeometry, engine: EngineProfile, dtype: str) -> ModelGeometry:
     import dataclasses
 
     config = (geometry.config_dtype or "").lower().removeprefix("torch.")
@@ -454,10 +509,33 @@ def _largest(ok: object, *, hi_start: int, cap: int | None = None) -> int:
     return lo
 
 
+_MIN_PARALLEL: dict[tuple[object, ...], tuple[ModelGeometry, tuple[int | None, int | None]]] = {}
+
+
 def _min_parallel(
     geometry: ModelGeometry, weights: WeightsEstimate | None, inputs: CapacityInputs, tokens: int
 ) -> tuple[int | None, int | None]:
-    """Smallest TP (and GPU count, tp x pp) on which one request at max_model_len fits."""
+    """Smallest TP (and GPU count, tp x pp) on which one request at max_model_len fits; the same for every
+    batch and TP of one model, GPU, engine and length, so remembered per those."""
+    import dataclasses
+
+    try:
+        key = (id(geometry), weights, dataclasses.replace(inputs, tp=1, batch=1), tokens)
+        hit = _MIN_PARALLEL.get(key)
+    except TypeError:  # something unhashable: search every time
+        return _search_min_parallel(geometry, weights, inputs, tokens)
+    if hit is not None and hit[0] is geometry:
+        return hit[1]
+    found = _search_min_parallel(geometry, weights, inputs, tokens)
+    if len(_MIN_PARALLEL) >= _MEMO_SIZE:
+        _MIN_PARALLEL.pop(next(iter(_MIN_PARALLEL)))
+    _MIN_PARALLEL[key] = (geometry, found)
+    return found
+
+
+def _search_min_parallel(
+    geometry: ModelGeometry, weights: WeightsEstimate | None, inputs: CapacityInputs, tokens: int
+) -> tuple[int | None, int | None]:
     if get_engine(inputs.engine).splits_layers:
         for pp in range(1, geometry.num_hidden_layers + 1):
             if _fits_one(geometry, weights, inputs, tokens, tp=1, pp=pp):
@@ -483,7 +561,7 @@ def _fits_one(geometry: ModelGeometry, weights: WeightsEstimate | None, inputs: 
         return False
     dep = Deployment(engine=get_engine(inputs.engine).name, tp=tp, pp=pp, block_size=inputs.block_size,
                      max_num_batched_tokens=inputs.max_num_batched_tokens)
-    kv = _Kv(geometry, dep, inputs.kv_dtype)
+    kv = _kv_view(geometry, dep, inputs.kv_dtype)
     if get_engine(dep.engine).block_pool:
         num_blocks, per_request, _bs, _n = kv.vllm_pool(budget, tokens)
         return per_request <= num_blocks

@@ -71,16 +71,29 @@ def _given(inputs: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
     return {key: inputs[key] for key in keys if inputs.get(key) is not None}
 
 
-def estimate_for(inputs: dict[str, Any]) -> dict[str, Any]:
+def _loaded(inputs: dict[str, Any], models: dict[Any, Any] | None) -> Any:
+    """The scenario's model (``api.load_geometry``: parsed once per process), looked up once per check run
+    in ``models`` when given."""
+    from kvplan.api import load_geometry
+
+    overrides = dict(inputs.get("set") or {})
+    args = (inputs["model"], inputs.get("revision"), inputs.get("gguf_file"))
+    if models is None:
+        return load_geometry(args[0], revision=args[1], gguf_file=args[2], overrides=overrides)
+    key = (*args, repr(sorted(overrides.items())))
+    loaded = models.get(key)
+    if loaded is None:
+        loaded = models[key] = load_geometry(args[0], revision=args[1], gguf_file=args[2], overrides=overrides)
+    return loaded
+
+
+def estimate_for(inputs: dict[str, Any], *, models: dict[Any, Any] | None = None) -> dict[str, Any]:
     """The `kvplan estimate` report for a scenario's resolved inputs (``kvplan.api.estimate``, the
     functions the CLI calls; the model is parsed once per process)."""
     from kvplan.api import estimate
 
     result = estimate(
-        inputs["model"],
-        revision=inputs.get("revision"),
-        gguf_file=inputs.get("gguf_file"),
-        overrides=dict(inputs.get("set") or {}),
+        _loaded(inputs, models),
         batch=inputs.get("batch") or 1,
         seq_len=inputs.get("seq_len"),
         kv_dtype=inputs.get("kv_dtype") or "auto",
@@ -90,7 +103,8 @@ def estimate_for(inputs: dict[str, Any]) -> dict[str, Any]:
     return result.to_dict()
 
 
-def capacity_for(inputs: dict[str, Any], *, gpu: str, num_gpus: int | None) -> dict[str, Any]:
+def capacity_for(inputs: dict[str, Any], *, gpu: str, num_gpus: int | None,
+                 models: dict[Any, Any] | None = None) -> dict[str, Any]:
     """The `kvplan capacity` report for a scenario on ``num_gpus`` x ``gpu``: ``seq_len`` is the
     capacity's ``--max-model-len``; tp defaults to ``num_gpus // pp`` as `kvplan capacity` does."""
     from kvplan.api import capacity
@@ -109,10 +123,10 @@ def capacity_for(inputs: dict[str, Any], *, gpu: str, num_gpus: int | None) -> d
             given[key] = parse_tokens(given[key], what=key)
     seq_len = inputs.get("seq_len")
     result = capacity(
-        inputs["model"], revision=inputs.get("revision"), overrides=dict(inputs.get("set") or {}), gpu=gpu, tp=tp,
-        pp=pp, num_gpus=num_gpus, max_model_len=parse_tokens(seq_len, what="seq_len") if seq_len else None, batch=inputs.get("batch") or 1,
+        _loaded(inputs, models), revision=inputs.get("revision"), gpu=gpu, tp=tp,
+        pp=pp, num_gpus=num_gpus, max_model_len=parse_tokens(seq_len, what="seq_len") if seq_len else None,
+        batch=inputs.get("batch") or 1,
         reserve=inputs.get("reserve"), kv_budget=inputs.get("kv_budget"), weights_bytes=inputs.get("weights_bytes"),
-        gguf_file=inputs.get("gguf_file"),
         **given,
     )
     return result.to_dict()
@@ -160,10 +174,11 @@ def fit_gate(fit_on: dict[str, Any], capacity: dict[str, Any]) -> Gate:
     return Gate(name="require_fit_on", limit=dict(fit_on), actual=needed, passed=fits, message=message)
 
 
-def run_scenario(scenario: Scenario, *, model: str | None = None) -> dict[str, Any]:
+def run_scenario(scenario: Scenario, *, model: str | None = None, models: dict[Any, Any] | None = None) -> dict[str, Any]:
     """One scenario of the check report: its resolved inputs and budgets, totals, gates, estimate.
 
-    ``model`` replaces the scenario's model as the location to load (a path joined to the plan's folder).
+    ``model`` replaces the scenario's model as the location to load (a path joined to the plan's folder);
+    ``models`` keeps the models one check run has loaded (each location is resolved once per run).
     """
     call_inputs = {**scenario.inputs, "model": model or scenario.inputs["model"]}
     if scenario.strict:
@@ -172,12 +187,12 @@ def run_scenario(scenario: Scenario, *, model: str | None = None) -> dict[str, A
 
         require_config_geometry(load_geometry(call_inputs["model"], revision=call_inputs.get("revision"),
                                               overrides=dict(call_inputs.get("set") or {})), what="strict: true")
-    estimate = estimate_for(call_inputs)
+    estimate = estimate_for(call_inputs, models=models)
     capacity = None
     fit = scenario.budgets.get("require_fit_on")
     if fit is not None or scenario.budgets.get("min_concurrency") is not None:
         assert fit is not None, "plan.parse_plan requires require_fit_on with min_concurrency"
-        capacity = capacity_for(call_inputs, gpu=fit["gpu"], num_gpus=fit["num_gpus"])
+        capacity = capacity_for(call_inputs, gpu=fit["gpu"], num_gpus=fit["num_gpus"], models=models)
     gates = scenario_gates(scenario, estimate, capacity)
     return {
         "name": scenario.name,
@@ -215,10 +230,11 @@ def _key_named_in(message: str, scenario: Scenario, location: str) -> str | None
 def iter_check_rows(plan: Plan) -> Iterator[dict[str, Any]]:
     """Each scenario's row of the check report, one at a time (nothing of a scenario is kept after it is
     yielded); errors name the plan file, the scenario and its line."""
+    models: dict[Any, Any] = {}
     for scenario in plan.scenarios:
         location = plan.model_location(scenario.inputs["model"])
         try:
-            row = run_scenario(scenario, model=location)
+            row = run_scenario(scenario, model=location, models=models)
         except KvplanError as exc:
             key = _key_named_in(exc.message, scenario, location)
             line = scenario.lines.get(key, scenario.line) if key else scenario.line

@@ -13,7 +13,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from kvplan.adjust import stage_of_layer
-from kvplan.calc import Estimate, estimate
+from kvplan.calc import LayerGroup, estimate
 from kvplan.engines import get_engine
 from kvplan.engines.base import LogCache, PoolFacts, value_dtype
 from kvplan.engines.vllm import kv_cache_group_count
@@ -21,6 +21,7 @@ from kvplan.specs import AttentionSpec, MLASpec
 
 if TYPE_CHECKING:
     from kvplan.capacity import Capacity
+    from kvplan.dtypes import KvDtype
 
 #: Every key of ``capacity.engine_log`` (the report schema lists the same).
 ENGINE_LOG_KEYS: dict[str, object] = {
@@ -35,21 +36,26 @@ ENGINE_LOG_KEYS: dict[str, object] = {
 }
 
 
-def pool_facts(cap: Capacity) -> PoolFacts:
-    """The numbers of ``cap`` in the terms the engines log them (busiest rank and stage)."""
+def pool_facts(cap: Capacity, priced: tuple[tuple[LayerGroup, ...], KvDtype] | None = None) -> PoolFacts:
+    """The numbers of ``cap`` in the terms the engines log them (busiest rank and stage). ``priced``: the
+    layer groups and KV dtype of ``cap``'s batch at its length when the caller has them (capacity's
+    ``KvSizer``, the same groups ``calc.estimate`` gives), so the estimate is not run again."""
     geometry, dep = cap.geometry, cap.deployment
     n_layers = geometry.num_hidden_layers
     stage_of = stage_of_layer(n_layers, dep.pp)
     busiest = max(range(dep.pp), key=lambda s: stage_of.count(s))
     on_rank = tuple(i for i in range(len(geometry.layers)) if stage_of[i % n_layers] == busiest)
-    est = estimate(geometry, batch=cap.inputs.batch, seq_len=cap.max_model_len, kv_dtype=cap.inputs.kv_dtype,
-                   deployment=dep)
-    caches = tuple(_caches(est, cap))
-    v_type = value_dtype(dep, est.kv_dtype).name
+    if priced is None:
+        est = estimate(geometry, batch=cap.inputs.batch, seq_len=cap.max_model_len, kv_dtype=cap.inputs.kv_dtype,
+                       deployment=dep)
+        priced = est.groups, est.kv_dtype
+    caches = tuple(_caches(*priced, cap))
+    v_type = value_dtype(dep, priced[1]).name
     kinds: dict[str, int] = {}
+    on = set(on_rank)
     for c in caches:
         if c.kind != "no_cache":
-            kinds[c.kind] = kinds.get(c.kind, 0) + sum(1 for i in c.layer_indices if i in on_rank)
+            kinds[c.kind] = kinds.get(c.kind, 0) + sum(1 for i in c.layer_indices if i in on)
     per_request = cap.num_blocks / cap.max_concurrency if cap.max_concurrency else float("inf")
     return PoolFacts(
         version=cap.inputs.engine_version, available_kv_bytes=cap.budget.kv_bytes_per_gpu, num_blocks=cap.num_blocks,
@@ -74,14 +80,14 @@ def _swa_full_layers(cap: Capacity) -> tuple[int, ...]:
     return tuple(i for i, s in enumerate(layers) if s.kind in ("sliding_window", "chunked_local"))
 
 
-def _caches(est: Estimate, cap: Capacity) -> list[LogCache]:
+def _caches(groups: tuple[LayerGroup, ...], kv_dtype: KvDtype, cap: Capacity) -> list[LogCache]:
     streams = 1 if cap.deployment.kv_unified else cap.inputs.batch
     out = []
-    for g in est.groups:
+    for g in groups:
         spec = g.rank_spec or g.spec
         total = g.bytes_per_token_per_rank if g.bytes_per_token_per_rank is not None else g.bytes_per_token
         if isinstance(spec, (AttentionSpec, MLASpec)):
-            k, v = get_engine(cap.deployment.engine).kv_rows(spec, est.kv_dtype, cap.deployment)
+            k, v = get_engine(cap.deployment.engine).kv_rows(spec, kv_dtype, cap.deployment)
             k, v = (total - v, v) if k + v != total else (k, v)
         else:
             k, v = total, 0
@@ -90,10 +96,11 @@ def _caches(est: Estimate, cap: Capacity) -> list[LogCache]:
     return out
 
 
-def engine_log(cap: Capacity) -> tuple[dict[str, object], list[str]]:
-    """(the ``engine_log`` block, notes) for one capacity answer."""
+def engine_log(cap: Capacity, priced: tuple[tuple[LayerGroup, ...], KvDtype] | None = None
+               ) -> tuple[dict[str, object], list[str]]:
+    """(the ``engine_log`` block, notes) for one capacity answer (``priced``: see :func:`pool_facts`)."""
     engine = get_engine(cap.deployment.engine)
-    pool = pool_facts(cap)
+    pool = pool_facts(cap, priced)
     figures = engine.log_figures(pool)
     notes = list(figures.pop("notes", []))  # type: ignore[call-overload]
     block = {**{k: list(v) if isinstance(v, list) else v for k, v in ENGINE_LOG_KEYS.items()}, "engine": engine.name,
@@ -102,7 +109,7 @@ def engine_log(cap: Capacity) -> tuple[dict[str, object], list[str]]:
     return block, notes
 
 
-def attach_engine_log(cap: Capacity) -> Capacity:
-    """``cap`` with its ``engine_log`` block and the notes it brings."""
-    block, notes = engine_log(cap)
+def attach_engine_log(cap: Capacity, priced: tuple[tuple[LayerGroup, ...], KvDtype] | None = None) -> Capacity:
+    """``cap`` with its ``engine_log`` block and the notes it brings (``priced``: see :func:`pool_facts`)."""
+    block, notes = engine_log(cap, priced)
     return dataclasses.replace(cap, engine_log=block, notes=tuple(dict.fromkeys((*cap.notes, *notes))))

@@ -172,6 +172,7 @@ _WIDTH = 100
 _VALUES: dict[str, tuple[str, bool]] = {}
 _KEYS: dict[str, str] = {}
 _FLOATS: dict[float, str] = {}
+_FOLDED: dict[tuple[str, int, int], str] = {}
 _CACHE_LIMIT = 1 << 16
 
 
@@ -181,14 +182,43 @@ def _pure_line(data: Any) -> str:
     return yaml.dump(data, Dumper=yaml.SafeDumper, sort_keys=False, allow_unicode=True, width=1 << 30)
 
 
+#: Plain words PyYAML's resolver reads as a bool or null (a string that starts with a letter resolves to
+#: nothing else: numbers, timestamps, ``<<``, ``=`` and ``~`` start otherwise).
+_NOT_STR_WORDS = frozenset("yes Yes YES no No NO true True TRUE false False FALSE on On ON off Off OFF "
+                           "null Null NULL".split())
+
+
+def _quick_text(value: str) -> tuple[str, bool] | None:
+    """PyYAML's one-line text of a common string without running its emitter, or None when unsure.
+
+    A string that starts with an ASCII letter (or a digit or ``--``, with a space), ends with neither a space nor ``:``, has only characters
+    both emitters write as they are (``_NOT_PLAIN_TEXT``) and is not a bool or null word is plain unless it
+    holds ``": "`` or ``" #"`` (block indicators); then it is single-quoted (``Emitter.analyze_scalar``,
+    ``choose_scalar_style``)."""
+    if not value or value[-1] in " :" or value in _NOT_STR_WORDS or _NOT_PLAIN_TEXT.search(value):
+        return None
+    first = value[0]
+    if not ("a" <= first <= "z" or "A" <= first <= "Z"):
+        # NOTE: a number, or a flag like "--tp 2", with a space in it resolves to no int or float (their
+        # patterns have no space); a timestamp may hold one, so "dddd-" stays with PyYAML, and so does "---".
+        if " " not in value or not ("0" <= first <= "9" or (value.startswith("--") and value[2:3] != "-")) \
+                or (value[4:5] == "-" and value[:4].isdigit()):
+            return None
+    if ": " in value or " #" in value:
+        return "'" + value.replace("'", "''") + "'", False
+    return value, True
+
+
 def _value_text(value: str) -> tuple[str, bool]:
     known = _VALUES.get(value)
     if known is None:
-        line = _pure_line({"k": value})
-        if not line.startswith("k: ") or line.count("\n") != 1:
-            raise _Unsupported
-        text = line[3:-1]
-        known = (text, text == value)
+        known = _quick_text(value)
+        if known is None:
+            line = _pure_line({"k": value})
+            if not line.startswith("k: ") or line.count("\n") != 1:
+                raise _Unsupported
+            text = line[3:-1]
+            known = (text, text == value)
         if len(_VALUES) > _CACHE_LIMIT:
             _VALUES.clear()
         _VALUES[value] = known
@@ -218,11 +248,19 @@ def _scalar(value: Any, column: int, indent: int) -> str:
         text, plain = _value_text(value)
         if column + len(text) <= _WIDTH:
             return text
-        if plain:
-            return _fold_plain(text, column, indent)
-        if text.startswith("'"):
-            return _fold_single_quoted(value, column, indent)
-        raise _Unsupported  # a long double-quoted scalar: PyYAML folds it with escapes
+        key = (value, column, indent)
+        folded = _FOLDED.get(key)
+        if folded is None:
+            if plain:
+                folded = _fold_plain(text, column, indent)
+            elif text.startswith("'"):
+                folded = _fold_single_quoted(value, column, indent)
+            else:
+                raise _Unsupported  # a long double-quoted scalar: PyYAML folds it with escapes
+            if len(_FOLDED) > _CACHE_LIMIT // 16:
+                _FOLDED.clear()
+            _FOLDED[key] = folded  # long notes and reasons recur in every report of a model or engine
+        return folded
     if kind is int:
         return str(value)
     if kind is bool:
@@ -304,60 +342,84 @@ def _fold_single_quoted(text: str, column: int, indent: int) -> str:
     return "".join(out)
 
 
+#: (key, indent) -> the key's line head (``indent`` spaces, the key as PyYAML writes it, ``:``).
+_HEADS: dict[tuple[str, int], str] = {}
+
+
 def _block_lines(data: Any) -> list[str]:
     """``data`` as PyYAML's block style writes it (indent 2, block sequences in mappings indentless,
     plain scalars folded at 100 columns), for plain trees; raises ``_Unsupported`` otherwise."""
     out: list[str] = []
+    append = out.append
     seen: set[int] = set()
-
-    def container(item: Any) -> bool:
-        kind = type(item)
-        if kind is dict or kind is list:
-            if id(item) in seen:
-                raise _Unsupported  # PyYAML writes an anchor and an alias
-            seen.add(id(item))
-            return bool(item)
-        return False
+    heads, values = _HEADS, _VALUES
 
     def mapping(item: dict[Any, Any], indent: int, first_inline: bool) -> None:
         first = first_inline
         for key, value in item.items():
-            key_text = _key_text(key)
-            head = ("" if first else " " * indent) + key_text + ":"
-            first = False
-            if container(value):
-                out.append(head + "\n")
-                if type(value) is dict:
+            if type(key) is not str:
+                raise _Unsupported
+            full = heads.get((key, indent))
+            if full is None:
+                if len(heads) > _CACHE_LIMIT:
+                    heads.clear()
+                full = heads[(key, indent)] = " " * indent + _key_text(key) + ":"
+            column = len(full) + 1  # where the value starts (the same after "- " for a sequence's first key)
+            head = full
+            if first:
+                head = full[indent:]
+                first = False
+            kind = type(value)
+            if kind is str:
+                text = (values.get(value) or _value_text(value))[0]
+                if column + len(text) > _WIDTH:
+                    text = _scalar(value, column, indent + 2)
+                append(head + " " + text + "\n")
+            elif kind is int:
+                append(f"{head} {value}\n")
+            elif value is None:
+                append(head + " null\n")
+            elif kind is dict or kind is list:
+                if id(value) in seen:
+                    raise _Unsupported  # reached twice: PyYAML writes an anchor and an alias
+                seen.add(id(value))
+                if not value:
+                    append(head + (" {}\n" if kind is dict else " []\n"))
+                elif kind is dict:
+                    append(head + "\n")
                     mapping(value, indent + 2, False)
                 else:
+                    append(head + "\n")
                     sequence(value, indent, False)
-            elif type(value) is dict:
-                out.append(head + " {}\n")
-            elif type(value) is list:
-                out.append(head + " []\n")
             else:
-                out.append(head + " " + _scalar(value, indent + len(key_text) + 2, indent + 2) + "\n")
+                append(head + " " + _scalar(value, column, indent + 2) + "\n")
 
     def sequence(item: list[Any], indent: int, first_inline: bool) -> None:
         first = first_inline
+        pad = " " * indent + "- "
         for value in item:
-            head = ("" if first else " " * indent) + "-"
+            head = "- " if first else pad
             first = False
-            if container(value):
-                out.append(head + " ")
-                if type(value) is dict:
+            kind = type(value)
+            if kind is dict or kind is list:
+                if id(value) in seen:
+                    raise _Unsupported
+                seen.add(id(value))
+                if not value:
+                    append(head + ("{}\n" if kind is dict else "[]\n"))
+                elif kind is dict:
+                    append(head)
                     mapping(value, indent + 2, True)
                 else:
+                    append(head)
                     sequence(value, indent + 2, True)
-            elif type(value) is dict:
-                out.append(head + " {}\n")
-            elif type(value) is list:
-                out.append(head + " []\n")
             else:
-                out.append(head + " " + _scalar(value, indent + 2, indent + 2) + "\n")
+                append(head + _scalar(value, indent + 2, indent + 2) + "\n")
 
-    if container(data):
-        if type(data) is dict:
+    kind = type(data)
+    if (kind is dict or kind is list) and data:
+        seen.add(id(data))
+        if kind is dict:
             mapping(data, 0, False)
         else:
             sequence(data, 0, False)

@@ -80,7 +80,9 @@ def test_bad_plan_yaml_keeps_pure_python_error(tmp_path: Path) -> None:
 
 
 _WORDS = ["a", "bb", "note:", "x#y", "", "yes", "null", "1.5", "0x1f", "é", "long" * 12, "it's", 'q"q', "- x",
-          "a: b", "#c", "~", "2020-01-01", "ü" * 30, "'", "Tab\tx", "new\nline", "-" * 50]
+          "a: b", "#c", "~", "2020-01-01", "ü" * 30, "'", "Tab\tx", "new\nline", "-" * 50,
+          "On", "NULL", "False", "(x)", "k:", "a #b", "x:y", "× 2", "a,b", "!t", "&a", "*a", "?", "@x", "%p", "ab ",
+          "1 × 4,096 tokens", "2020-01-01 10:00:00", "12", "1e3 x", "--tp 2", "--- x", "-- x", "0x1f y", "1: 2", "3 #c"]
 
 
 def test_block_writer_is_pyyaml_byte_for_byte() -> None:
@@ -110,6 +112,13 @@ def test_block_writer_is_pyyaml_byte_for_byte() -> None:
         assert fast == yamlio.dump(tree, pure=True)
 
     check()
+    for word in _WORDS:  # each word alone, as a value and as a key (``_quick_text`` or PyYAML's emitter)
+        for tree in ({"k": word}, {word: 1}, [word], {"k": word + " z" * 60}):
+            try:
+                fast = "".join(yamlio._block_lines(tree))
+            except yamlio._Unsupported:
+                continue
+            assert fast == yamlio.dump(tree, pure=True), tree
     assert len(written) > 10  # many generated trees are written by the block writer
     shared = {"a": 1}
     with pytest.raises(yamlio._Unsupported):

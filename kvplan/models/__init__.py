@@ -12,7 +12,7 @@ import importlib
 import json
 import os
 import pkgutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from kvplan.errors import ConfigError, InputError, SourceError
@@ -61,14 +61,146 @@ def _registry(parsers: list[type[ArchParser]], attribute: str) -> dict[str, type
     return registry
 
 
-_ALL = _family_parsers()
-#: The parsers that read a cache layout (the README's architecture table lists them).
-PARSERS: tuple[type[ArchParser], ...] = tuple(p for p in _ALL if p.model_types)
+#: Family module -> the model types whose cache layout its ``PARSERS`` read.
+_CACHE_INDEX: dict[str, str] = {
+    "bamba": "bamba",
+    "bart": ("bart bigbird_pegasus blenderbot blenderbot-small fsmt kosmos_2_5_text_model kosmos_2_text_model "
+             "led m2m_100 marian mbart mvp nllb-moe nllb_moe pegasus pegasus_x plbart prophetnet seamless_m4t "
+             "seamless_m4t_v2 trocr xglm"),
+    "bert": "bert camembert electra roberta xlm-roberta",
+    "cohere": "cohere2",
+    "composite": "encoder-decoder speech-encoder-decoder t5gemma t5gemma2 vision-encoder-decoder",
+    "dbrx": "dbrx",
+    "deepseek": ("axk2 deepseek_v2 deepseek_v3 deepseek_v32 deepseek_v4 deepseek_vl_v2 dots3_note "
+             "dots3_note_text glm_moe_dsa hy_v4 kimi_k2 kimi_k25 kimi_vl longcat_flash mistral_large4 "
+             "mistral_large4_text"),
+    "deltanet": "lara_mini olmo_hybrid",
+    "exaone": "exaone4",
+    "falcon": "RefinedWeb RefinedWebModel falcon falcon_h1",
+    "gemma": ("gemma gemma2 gemma3 gemma3_text gemma3n gemma3n_text gemma4 gemma4_assistant gemma4_text "
+             "gemma4_unified gemma4_unified_text"),
+    "glm": "chatglm glm4_moe",
+    "gpt2": "biogpt bloom codegen gpt2 gpt_bigcode gpt_neo gpt_neox gpt_neox_japanese gptj opt starcoder2",
+    "gpt_oss": "gpt_oss",
+    "granite": "granitemoehybrid",
+    "inkling": "inkling2_loop_text inkling2_text inkling_text",
+    "jamba": "jamba",
+    "kimi": "bailing_hybrid kimi_linear",
+    "lfm2": "lfm2 lfm2_moe lfm3",
+    "llama": ("apertus aquila arcee arctic baichuan cohere dbrx_text deepseek ernie4_5 ernie4_5_moe exaone glm "
+             "glm4 glm4_moe_lite granite granite_moe granitemoe hunyuan hunyuan_v1_dense hunyuan_v1_moe "
+             "internlm2 internlm3 llama llama4 llama4_text minimax_m2 ministral3 mistral_nemo mllama "
+             "mllama_text_model nemotron olmo olmo2 olmo3 olmoe orion persimmon phi3small qwen seed_oss smollm3 "
+             "stablelm xverse yi"),
+    "mamba": "falcon_mamba mamba mamba2",
+    "mimo": "mimo_v2_flash",
+    "minimax": "minimax minimax_m1 minimax_text_01",
+    "mistral": "ministral mistral mixtral",
+    "mpt": "mpt",
+    "nemotron": "nemotron-nas nemotron_h",
+    "phi": "phi phi3 phi4 phimoe",
+    "qwen": ("qwen2 qwen2_5_vl qwen2_5_vl_text qwen2_moe qwen2_vl qwen2_vl_text qwen3 qwen3_5 qwen3_5_moe "
+             "qwen3_5_moe_text qwen3_5_text qwen3_moe qwen3_next qwen3_vl qwen3_vl_moe qwen3_vl_moe_text "
+             "qwen3_vl_text"),
+    "recurrent_gemma": "recurrent_gemma",
+    "rwkv": "rwkv",
+    "step": "step3p7 step3p7_text",
+    "t5": "longt5 mt5 switch_transformers t5 umt5",
+    "whisper": "whisper",
+    "zamba": "zamba zamba2",
+    "zaya": "zaya",
+}
+#: Family module -> the model types whose weights its ``PARSERS`` read.
+_WEIGHT_INDEX: dict[str, str] = {
+    "bamba": "bamba",
+    "bart": ("bart bigbird_pegasus blenderbot blenderbot-small fsmt kosmos_2_5_text_model kosmos_2_text_model "
+             "led m2m_100 marian mbart mvp pegasus pegasus_x plbart prophetnet seamless_m4t seamless_m4t_v2 "
+             "trocr xglm"),
+    "bert": "bert camembert electra roberta xlm-roberta",
+    "cohere": "cohere2",
+    "composite": "encoder-decoder speech-encoder-decoder t5gemma t5gemma2 vision-encoder-decoder",
+    "deepseek": "deepseek deepseek_v2 deepseek_v3 deepseek_v32 deepseek_v4 kimi_k2",
+    "exaone": "exaone4",
+    "falcon": "RefinedWeb falcon falcon_h1",
+    "gemma": ("gemma gemma2 gemma3_text gemma3n_text gemma4 gemma4_assistant gemma4_text gemma4_unified "
+             "gemma4_unified_text"),
+    "glm": "chatglm glm4_moe glm_moe_dsa",
+    "gpt2": "bloom codegen gpt2 gpt_bigcode gpt_neox gptj opt starcoder2",
+    "gpt_oss": "gpt_oss",
+    "granite": "granitemoehybrid",
+    "jamba": "jamba",
+    "kimi": "kimi_linear",
+    "lfm2": "lfm2 lfm2_moe",
+    "llama": ("apertus arcee baichuan cohere ernie4_5 ernie4_5_moe exaone glm glm4 granite granitemoe "
+             "hunyuan_v1_dense internlm2 internlm3 llama llama4_text mistral_nemo mllama_text_model olmo olmo2 "
+             "olmo3 olmoe seed_oss smollm3 stablelm yi"),
+    "mamba": "falcon_mamba mamba",
+    "mimo": "mimo_v2_flash",
+    "minimax": "minimax minimax_m1 minimax_m2 minimax_text_01",
+    "mistral": "ministral mistral mixtral",
+    "mpt": "mpt",
+    "nemotron": "nemotron_h",
+    "phi": "phi phi3 phimoe",
+    "qwen": ("qwen2 qwen2_moe qwen3 qwen3_5_moe_text qwen3_5_text qwen3_moe qwen3_next qwen3_vl_moe_text "
+             "qwen3_vl_text"),
+    "step": "step3p7",
+    "t5": "mt5 t5",
+    "whisper": "whisper",
+}
+
+
+class _LazyRegistry(Mapping[str, type[ArchParser]]):
+    """``model_type`` -> parser, importing only the family module the static index names for a type (start-up
+    imports one family, not thirty); iterating, or a type the index does not name, imports every family.
+    ``tests/test_models_index.py`` checks the index against the registry built from every module."""
+
+    def __init__(self, index: dict[str, str], attribute: str) -> None:
+        self._module_of = {t: module for module, types in index.items() for t in types.split()}
+        self._attribute = attribute
+        self._found: dict[str, type[ArchParser]] = {}
+        self._full: dict[str, type[ArchParser]] | None = None
+
+    def _all(self) -> dict[str, type[ArchParser]]:
+        if self._full is None:
+            self._full = _registry(_family_parsers(), self._attribute)
+        return self._full
+
+    def __getitem__(self, model_type: str) -> type[ArchParser]:
+        found = self._found.get(model_type)
+        if found is not None:
+            return found
+        module = self._module_of.get(model_type) if self._full is None else None
+        if module is not None:
+            for parser in importlib.import_module(f"{__name__}.{module}").PARSERS:
+                if model_type in getattr(parser, self._attribute):
+                    self._found[model_type] = parser
+                    return parser
+        return self._all()[model_type]
+
+    def __contains__(self, model_type: object) -> bool:
+        if model_type in self._found or model_type in self._module_of:
+            return True
+        return model_type in self._all()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
 #: ``model_type`` -> the parser that reads its cache layout.
-REGISTRY: dict[str, type[ArchParser]] = _registry(_ALL, "model_types")
+REGISTRY: Mapping[str, type[ArchParser]] = _LazyRegistry(_CACHE_INDEX, "model_types")
 #: ``model_type`` -> the parser that counts its weights (usually the same; a few types whose cache
 #: follows another family's rules are counted by their own family's module).
-WEIGHT_REGISTRY: dict[str, type[ArchParser]] = _registry(_ALL, "weight_types")
+WEIGHT_REGISTRY: Mapping[str, type[ArchParser]] = _LazyRegistry(_WEIGHT_INDEX, "weight_types")
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PARSERS":  # the parsers that read a cache layout (the README's architecture table lists them)
+        return tuple(p for p in _family_parsers() if p.model_types)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 #: Keys under which multimodal / wrapper configs nest the language model's config.
 NESTED_TEXT_KEYS = ("text_config", "llm_config", "language_config")
