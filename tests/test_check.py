@@ -355,6 +355,7 @@ NOT_SCENARIO_KEYS = {
     "gpu_mem": "catalog GPUs only", "gpu_bandwidth": "speed is not budgeted",
     "engine_version": "only the form of engine_log's lines", "tensor_split": "only engine_log's per-device lines",
     "ctx_size": "llama.cpp's spelling of seq_len x batch", "parallel": "llama.cpp's spelling of batch",
+    "cache_type_k": "llama.cpp's spelling of kv_dtype for K (with cache_type_v for V)",
     "compare_log": "reads a log file; a plan checks budgets, not logs",
 }
 
