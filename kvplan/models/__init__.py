@@ -17,6 +17,7 @@ from typing import Any
 
 from kvplan.errors import ConfigError, InputError, SourceError
 from kvplan.geometry import ModelGeometry
+from kvplan.models.audio import audio_weights
 from kvplan.models.base import ArchParser, ConfigReader
 from kvplan.models.storage import (
     DTYPE_BYTES,
@@ -40,7 +41,7 @@ __all__ = [
 ]
 
 #: Modules of this package that hold generic machinery; every other module is one family.
-GENERIC_MODULES = frozenset({"base", "decoder", "storage", "tensors", "vision"})
+GENERIC_MODULES = frozenset({"audio", "base", "decoder", "storage", "tensors", "vision"})
 
 
 def _family_parsers() -> list[type[ArchParser]]:
@@ -480,7 +481,7 @@ def count_weights(
         text, source_name=model_id, prefix=f"{nested_key}." if nested_key else "", outer=outer,
         defaults=defaults, defaults_name=model_type or "generic",
     )
-    if nested_key and "tie_word_embeddings" not in text and isinstance(outer.get("tie_word_embeddings"), bool):
+    if nested_key and isinstance(outer.get("tie_word_embeddings"), bool):
         text = TrackedConfig({**text, "tie_word_embeddings": outer["tie_word_embeddings"]}, reads)
         r.config = text
 
@@ -489,6 +490,7 @@ def count_weights(
     if isinstance(outer.get("vision_config"), Mapping):
         tower = parser().vision_weights(outer, r, hidden_of(r))
         parts += tower if tower is not None else vision_weights(outer, r, text_hidden=hidden_of(r))
+    parts += audio_weights(outer, r, text_hidden=hidden_of(r))
 
     dtype, dtype_bytes = checkpoint_dtype(text, outer, r)
     qc = outer.get("quantization_config")
