@@ -1,0 +1,36 @@
+"""Weight counts of single families fixed against transformers (the meta-device count of the model built
+from the config class's defaults, with the config switches that change the tensors)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from test_models_weights import default_config, meta_count
+
+from kvplan.models import count_weights
+
+CASES: list[tuple[str, dict[str, Any]]] = [
+    ("olmo", {}),  # LayerNorms without weights
+    ("stablelm", {}),  # LayerNorms with bias
+    ("stablelm", {"qk_layernorm": True}),  # a LayerNorm per q and KV head
+    ("stablelm", {"use_parallel_residual": True}),  # no post_attention_layernorm
+    ("stablelm", {"qk_layernorm": True, "use_parallel_residual": True, "num_key_value_heads": 8}),
+    ("llama4_text", {"use_qk_norm": True}),  # the qk norm is a weightless L2 norm
+    ("mimo_v2_flash", {}),  # the router's e_score_correction_bias
+    ("minimax_m2", {}),  # q/k norms over all heads
+]
+
+
+@pytest.mark.parametrize(("model_type", "overrides"), CASES, ids=[f"{t}-{'-'.join(o) or 'defaults'}" for t, o in CASES])
+def test_counts_like_transformers(model_type: str, overrides: dict[str, Any]) -> None:
+    config = default_config(model_type, **overrides)
+    assert count_weights(config, model_id=model_type).parameters == meta_count(config)
+
+
+def test_stablelm_norm_arithmetic() -> None:
+    """StableLM-3B's defaults: LayerNorm weight + bias before attention, before the MLP, at the end."""
+    hidden, layers = 2560, 32  # StableLmConfig hidden_size, num_hidden_layers
+    counted = count_weights(default_config("stablelm"), model_id="stablelm")
+    norms = next(p for p in counted.parts if p.name == "norms")
+    assert norms.parameters == (2 * layers + 1) * 2 * hidden
