@@ -10,6 +10,8 @@ from test_models_weights import default_config, meta_count
 
 from kvplan.models import count_weights
 
+from conftest import shared_config
+
 CASES: list[tuple[str, dict[str, Any]]] = [
     ("olmo", {}),  # LayerNorms without weights
     ("stablelm", {}),  # LayerNorms with bias
@@ -19,6 +21,9 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("llama4_text", {"use_qk_norm": True}),  # the qk norm is a weightless L2 norm
     ("mimo_v2_flash", {}),  # the router's e_score_correction_bias
     ("minimax_m2", {}),  # q/k norms over all heads
+    ("gemma3", {}),  # SigLIP tower with its attention-pooling head, the soft-embedding norm of the projector
+    ("shieldgemma2", {}),
+    ("paligemma", {}),  # SigLIP without its head; the projector to projection_dim, with bias
 ]
 
 
@@ -34,3 +39,10 @@ def test_stablelm_norm_arithmetic() -> None:
     counted = count_weights(default_config("stablelm"), model_id="stablelm")
     norms = next(p for p in counted.parts if p.name == "norms")
     assert norms.parameters == (2 * layers + 1) * 2 * hidden
+
+
+@pytest.mark.parametrize("name", ["google__gemma-3-12b-it", "google__gemma-3-27b-it"])
+def test_real_gemma3_counts_like_transformers(name: str) -> None:
+    """The shared Hub configs of Gemma 3 (vision_use_head false): language model, SigLIP tower and projector."""
+    config = shared_config(name)
+    assert count_weights(config, model_id=name).parameters == meta_count(config)
