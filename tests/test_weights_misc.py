@@ -46,3 +46,35 @@ def test_real_gemma3_counts_like_transformers(name: str) -> None:
     """The shared Hub configs of Gemma 3 (vision_use_head false): language model, SigLIP tower and projector."""
     config = shared_config(name)
     assert count_weights(config, model_id=name).parameters == meta_count(config)
+
+
+LINEAGE: list[tuple[str, dict[str, Any]]] = [
+    ("trocr", {}),  # learned positions (+2 rows), layernorm_embedding, cross-attention in every layer
+    ("trocr", {"use_learned_position_embeddings": False, "layernorm_embedding": False}),  # sinusoidal: not saved
+    ("trocr", {"cross_attention_hidden_size": 768}),  # k/v of cross-attention read the encoder's width
+    ("xglm", {}),  # sinusoidal positions, no cross-attention
+    ("xglm", {"add_cross_attention": True}),
+    ("kosmos-2", {}),  # text: inner attention LayerNorm, MLP LayerNorm; vision tower + latent-query projection
+]
+
+
+@pytest.mark.parametrize(("model_type", "overrides"), LINEAGE,
+                         ids=[f"{t}-{'-'.join(o) or 'defaults'}" for t, o in LINEAGE])
+def test_decoder_lineage_counts_like_transformers(model_type: str, overrides: dict[str, Any]) -> None:
+    config = default_config(model_type, **overrides)
+    assert count_weights(config, model_id=model_type).parameters == meta_count(config)
+
+
+@pytest.mark.parametrize("encoder_type", ["bert", "roberta"])
+def test_encoder_decoder_counts_the_encoder_as_a_bare_model(encoder_type: str) -> None:
+    """BERT2BERT-style ``encoder-decoder``: the encoder is AutoModel's bare stack (pooler, no LM head), the
+    decoder the LM-head model with cross-attention."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    encoder = transformers.AutoConfig.for_model(encoder_type, num_hidden_layers=2)
+    decoder = transformers.AutoConfig.for_model("bert", num_hidden_layers=2, is_decoder=True, add_cross_attention=True)
+    config = transformers.EncoderDecoderConfig.from_encoder_decoder_configs(encoder, decoder)
+    with torch.device("meta"):
+        model = transformers.EncoderDecoderModel(config=config)
+    expected = sum(p.numel() for p in model.parameters())
+    assert count_weights(config.to_dict(), model_id="bert2bert").parameters == expected

@@ -490,7 +490,7 @@ def count_weights(
     if isinstance(outer.get("vision_config"), Mapping):
         tower = parser().vision_weights(outer, r, hidden_of(r))
         parts += tower if tower is not None else vision_weights(outer, r, text_hidden=hidden_of(r))
-    parts += audio_weights(outer, r, text_hidden=hidden_of(r))
+    parts += audio_weights(outer, r)
 
     dtype, dtype_bytes = checkpoint_dtype(text, outer, r)
     qc = outer.get("quantization_config")

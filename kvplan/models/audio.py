@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kvplan.models.base import ConfigReader
-from kvplan.models.tensors import Matrix, WeightPart, switch
+from kvplan.models.tensors import Matrix, WeightPart, hidden_of, switch
 
 # ---- the towers' config defaults (transformers' configuration_*.py) ----------------------------
 #: Whisper's encoder as Qwen2-Audio, Voxtral and Audio Flamingo 3 configure it (large-v3 size).
@@ -267,11 +267,12 @@ WRAPPERS: dict[str, tuple[str, Callable[[ConfigReader, ConfigReader, int], Weigh
 TOWER_KEYS = {"granite_speech": "encoder_config", "granite_speech_plus": "encoder_config"}
 
 
-def audio_weights(outer: Mapping[str, Any], text: ConfigReader, *, text_hidden: int) -> list[WeightPart]:
+def audio_weights(outer: Mapping[str, Any], text: ConfigReader) -> list[WeightPart]:
     """The audio tower and projector of an audio wrapper's config; [] for a config without one."""
     outer_type = str(outer.get("model_type") or "")
     if outer_type not in WRAPPERS:
         return []
+    text_hidden = hidden_of(text)
     default_tower, projector, wrapper_defaults = WRAPPERS[outer_type]
     key = TOWER_KEYS.get(outer_type, "audio_config")
     sub = outer.get(key)
