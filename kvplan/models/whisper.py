@@ -30,12 +30,11 @@ class WhisperParser(EncoderDecoderParser):
         tgt = r.first_of("max_target_positions", ("max_target_positions",))
         attn_blocks = enc + 2 * dec
         parts = embeddings(r, d)
-        positions = tgt * d
+        src = r.first_of("max_source_positions", ("max_source_positions",)) if enc else 0
+        parts.append(WeightPart(name="position_embeddings", other_parameters=(src + tgt) * d))
         if enc:
             mels = r.first_of("num_mel_bins", ("num_mel_bins",))
-            positions += r.first_of("max_source_positions", ("max_source_positions",)) * d
             parts.append(WeightPart(name="conv", other_parameters=mels * d * 3 + d + d * d * 3 + d))
-        parts.append(WeightPart(name="position_embeddings", other_parameters=positions))
         parts.append(WeightPart(name="attention", matrices=(Matrix(in_features=d, out_features=d, count=4 * attn_blocks),),
                                 other_parameters=3 * d * attn_blocks))
         parts.append(WeightPart(name="mlp", matrices=(
