@@ -78,3 +78,24 @@ def test_encoder_decoder_counts_the_encoder_as_a_bare_model(encoder_type: str) -
         model = transformers.EncoderDecoderModel(config=config)
     expected = sum(p.numel() for p in model.parameters())
     assert count_weights(config.to_dict(), model_id="bert2bert").parameters == expected
+
+
+@pytest.mark.parametrize("model_type", ["llama4", "mllama"])
+def test_causal_lm_architecture_counts_the_language_model_alone(model_type: str) -> None:
+    """A multimodal config whose ``architectures`` names the ``*ForCausalLM`` class (which engines and
+    transformers build as the language model alone) counts no vision tower; the same config naming
+    ``*ForConditionalGeneration`` counts it."""
+    text_only = default_config(model_type, architectures=[f"{_CLASS[model_type]}ForCausalLM"])
+    full = default_config(model_type, architectures=[f"{_CLASS[model_type]}ForConditionalGeneration"])
+    text_count = count_weights(text_only, model_id=model_type)
+    assert text_count.vision_parameters == 0
+    assert any("the language model alone" in note for note in text_count.notes)
+    assert count_weights(full, model_id=model_type).vision_parameters > 0
+
+
+_CLASS = {"llama4": "Llama4", "mllama": "Mllama"}
+
+
+def test_mllama_with_its_vision_tower_counts_like_transformers() -> None:
+    config = default_config("mllama", architectures=["MllamaForConditionalGeneration"])
+    assert count_weights(config, model_id="mllama").parameters == meta_count(config)

@@ -487,10 +487,13 @@ def count_weights(
 
     counted = parser().count_weights(r, model_type)
     parts = counted.parts
-    if isinstance(outer.get("vision_config"), Mapping):
+    text_only = _text_only_architecture(outer)
+    if text_only:
+        r.note(f"architectures names {text_only}: the language model alone, without the vision/audio towers")
+    elif isinstance(outer.get("vision_config"), Mapping):
         tower = parser().vision_weights(outer, r, hidden_of(r))
         parts += tower if tower is not None else vision_weights(outer, r, text_hidden=hidden_of(r))
-    parts += audio_weights(outer, r)
+    parts += [] if text_only else audio_weights(outer, r)
 
     dtype, dtype_bytes = checkpoint_dtype(text, outer, r)
     qc = outer.get("quantization_config")
@@ -502,6 +505,16 @@ def count_weights(
         source="config", notes=tuple(r.notes), hidden_size=counted.hidden_size, mlp_width=counted.mlp_width,
         qkv_width=counted.qkv_width, vocab_size=counted.vocab_size,
     )
+
+
+def _text_only_architecture(outer: Mapping[str, Any]) -> str | None:
+    """The ``*ForCausalLM`` class a multimodal config names, which builds its language model alone
+    (``Llama4ForCausalLM``, ``MllamaForCausalLM``, ``Gemma3ForCausalLM`` on a wrapper config), or None."""
+    archs = outer.get("architectures")
+    towers = any(isinstance(outer.get(k), Mapping) for k in ("vision_config", "audio_config"))
+    if towers and isinstance(archs, list) and archs and isinstance(archs[0], str) and archs[0].endswith("ForCausalLM"):
+        return archs[0]
+    return None
 
 
 def resolve_weights(
