@@ -24,6 +24,7 @@ AUDIO_WRAPPERS = {
     "omniasr": "OmniASRForConditionalGeneration",
     "granite_speech": "GraniteSpeechForConditionalGeneration",
     "granite_speech_plus": "GraniteSpeechPlusForConditionalGeneration",
+    "vibevoice_asr": "VibeVoiceAsrForConditionalGeneration",
 }
 
 

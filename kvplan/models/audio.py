@@ -36,6 +36,9 @@ TOWER_DEFAULTS: dict[str, dict[str, Any]] = {
                           "output_dim": 3584, "downsample_hidden_size": 480},
     "granite_speech_encoder": _CONFORMER,
     "granite_speech_plus_encoder": _CONFORMER,
+    "vibevoice_acoustic_tokenizer_encoder": {"channels": 1, "hidden_size": 64, "kernel_size": 7, "num_filters": 32,
+                                             "downsampling_ratios": [2, 2, 4, 5, 5, 8], "depths": [3, 3, 3, 3, 3, 3, 8],
+                                             "ffn_expansion": 4},
     "omniasr_audio": {"hidden_size": 1024, "num_hidden_layers": 24, "intermediate_size": 4096,
                       "conv_dim": [512] * 7, "conv_kernel": [10, 3, 3, 3, 3, 2, 2], "conv_bias": True,
                       "num_conv_pos_embeddings": 128, "num_conv_pos_embedding_groups": 16},
@@ -163,7 +166,36 @@ def conformer_encoder(a: ConfigReader) -> WeightPart:
     return WeightPart(name="audio_tower", vision=True, matrices=matrices, other_parameters=vectors)
 
 
+def convnext_tokenizer_encoder(a: ConfigReader) -> WeightPart:
+    """VibeVoice's tokenizer encoder: a stem conv (channels -> num_filters, kernel_size) and ``depths[0]``
+    ConvNeXt blocks, then per ``downsampling_ratios[i]`` a strided conv doubling the width (kernel 2 x ratio)
+    and ``depths[i + 1]`` blocks, a head conv to ``hidden_size``; every conv with bias. A block of width w:
+    two RMSNorms, two layer scales, a depthwise conv (w x kernel + bias), an MLP w -> ffn_expansion x w -> w
+    with biases."""
+    hidden = a.first_of("hidden_size", ("hidden_size",))
+    filters = a.first_of("num_filters", ("num_filters",))
+    kernel = a.first_of("kernel_size", ("kernel_size",))
+    channels = a.first_of("channels", ("channels",))
+    ratios = a.first_of("downsampling_ratios", ("downsampling_ratios",), kind="list")
+    depths = a.first_of("depths", ("depths",), kind="list")
+    expansion = a.first_of("ffn_expansion", ("ffn_expansion",))
+    matrices = [Matrix(in_features=channels * kernel, out_features=filters)]
+    vectors = filters
+    widths = [filters * 2 ** i for i in range(len(ratios) + 1)]
+    for i, ratio in enumerate(ratios):
+        matrices.append(Matrix(in_features=widths[i] * 2 * ratio, out_features=widths[i + 1]))
+        vectors += widths[i + 1]
+    for width, depth in zip(widths, depths, strict=False):
+        matrices += [Matrix(in_features=width, out_features=expansion * width, count=depth),
+                     Matrix(in_features=expansion * width, out_features=width, count=depth)]
+        vectors += (4 * width + width * kernel + width + expansion * width + width) * depth
+    matrices.append(Matrix(in_features=widths[-1] * kernel, out_features=hidden))
+    vectors += hidden
+    return WeightPart(name="audio_tower", vision=True, matrices=tuple(matrices), other_parameters=vectors)
+
+
 TOWERS: dict[str, Callable[[ConfigReader], WeightPart]] = {
+    "vibevoice_acoustic_tokenizer_encoder": convnext_tokenizer_encoder,
     "granite_speech_encoder": conformer_encoder, "granite_speech_plus_encoder": conformer_encoder,
     "qwen2_audio_encoder": whisper_encoder, "voxtral_encoder": whisper_encoder,
     "audioflamingo3_encoder": whisper_encoder, "moss_transcribe_diarize_audio": whisper_encoder,
@@ -248,48 +280,71 @@ def _qformer_projector(o: ConfigReader, a: ConfigReader, text: int) -> WeightPar
     return WeightPart(name="audio_projector", vision=True, matrices=matrices, other_parameters=vectors)
 
 
-#: wrapper model_type -> (the tower its config class defaults to, its projector, its own defaults).
-WRAPPERS: dict[str, tuple[str, Callable[[ConfigReader, ConfigReader, int], WeightPart], dict[str, Any]]] = {
-    "granite_speech": ("granite_speech_encoder", _qformer_projector, {"window_size": 15, "downsample_rate": 5}),
-    "granite_speech_plus": ("granite_speech_plus_encoder", _qformer_projector, {"window_size": 15, "downsample_rate": 5}),
-    "qwen2_audio": ("qwen2_audio_encoder", _qwen2_audio_projector, {}),
-    "voxtral": ("voxtral_encoder", _voxtral_projector, {}),
-    "audioflamingo3": ("audioflamingo3_encoder", _flamingo_projector, {"projector_bias": True}),
-    "musicflamingo": ("audioflamingo3_encoder", _flamingo_projector, {"projector_bias": True}),
-    "glmasr": ("glmasr_encoder", _glmasr_projector, {}),
-    "moss_transcribe_diarize": ("moss_transcribe_diarize_audio", _moss_projector,
-                                {"projector_bias": True, "audio_merge_size": 4}),
-    "qwen3_asr": ("qwen3_asr_encoder", _qwen3_asr_projector, {}),
-    "omniasr": ("omniasr_audio", _omniasr_projector, {}),
-}
+def _vibevoice_projector(o: ConfigReader, a: ConfigReader, text: int) -> WeightPart:
+    """VibeVoice-ASR, per tokenizer: linear_1 (the tokenizer's hidden -> text, bias), a RMSNorm, linear_2 (bias)."""
+    mlp = _mlp2(a.first_of("hidden_size", ("hidden_size",)), text, text, True)
+    return WeightPart(name=mlp.name, vision=True, matrices=mlp.matrices, other_parameters=mlp.other_parameters + text)
 
-#: Wrappers that nest their audio tower's config under a key other than ``audio_config``.
-TOWER_KEYS = {"granite_speech": "encoder_config", "granite_speech_plus": "encoder_config"}
+
+Projector = Callable[[ConfigReader, ConfigReader, int], WeightPart]
+#: A tower of a wrapper: the key of its config, the tower type the wrapper's config class defaults to, the
+#: defaults the wrapper sets on that sub-config, and the projector from it into the language model.
+Tower = tuple[str, str, dict[str, Any], Projector]
+
+
+def _audio(tower: str, projector: Projector) -> tuple[Tower, ...]:
+    return (("audio_config", tower, {}, projector),)
+
+
+#: wrapper model_type -> (its towers, its own defaults).
+WRAPPERS: dict[str, tuple[tuple[Tower, ...], dict[str, Any]]] = {
+    "granite_speech": ((("encoder_config", "granite_speech_encoder", {}, _qformer_projector),),
+                       {"window_size": 15, "downsample_rate": 5}),
+    "granite_speech_plus": ((("encoder_config", "granite_speech_plus_encoder", {}, _qformer_projector),),
+                            {"window_size": 15, "downsample_rate": 5}),
+    "qwen2_audio": (_audio("qwen2_audio_encoder", _qwen2_audio_projector), {}),
+    "voxtral": (_audio("voxtral_encoder", _voxtral_projector), {}),
+    "audioflamingo3": (_audio("audioflamingo3_encoder", _flamingo_projector), {"projector_bias": True}),
+    "musicflamingo": (_audio("audioflamingo3_encoder", _flamingo_projector), {"projector_bias": True}),
+    "glmasr": (_audio("glmasr_encoder", _glmasr_projector), {}),
+    "moss_transcribe_diarize": (_audio("moss_transcribe_diarize_audio", _moss_projector),
+                                {"projector_bias": True, "audio_merge_size": 4}),
+    "qwen3_asr": (_audio("qwen3_asr_encoder", _qwen3_asr_projector), {}),
+    "omniasr": (_audio("omniasr_audio", _omniasr_projector), {}),
+    # VibeVoiceAsrConfig: an acoustic and a semantic tokenizer encoder (the latter of hidden_size 128)
+    "vibevoice_asr": ((("acoustic_tokenizer_encoder_config", "vibevoice_acoustic_tokenizer_encoder", {},
+                        _vibevoice_projector),
+                       ("semantic_tokenizer_encoder_config", "vibevoice_acoustic_tokenizer_encoder",
+                        {"hidden_size": 128}, _vibevoice_projector)), {}),
+}
 
 
 def audio_weights(outer: Mapping[str, Any], text: ConfigReader) -> list[WeightPart]:
-    """The audio tower and projector of an audio wrapper's config; [] for a config without one."""
+    """The audio towers and projectors of an audio wrapper's config; [] for a config without one."""
     outer_type = str(outer.get("model_type") or "")
     if outer_type not in WRAPPERS:
         return []
     text_hidden = hidden_of(text)
-    default_tower, projector, wrapper_defaults = WRAPPERS[outer_type]
-    key = TOWER_KEYS.get(outer_type, "audio_config")
-    sub = outer.get(key)
-    if not isinstance(sub, Mapping):
-        text.note(f"{key} is not in the config; the {outer_type} default tower {default_tower} is counted "
-                  "with its architecture defaults")
-        sub = {}
-    tower_type = str(sub.get("model_type") or default_tower)
-    if tower_type not in TOWERS:
-        text.note(f"audio tower {tower_type} of {outer_type} is not counted (kvplan does not know its layout)")
-        return []
-    a = ConfigReader(sub, source_name=text.source_name, prefix=f"{key}.", outer=outer,
-                     defaults=TOWER_DEFAULTS[tower_type], defaults_name=tower_type)
+    towers, wrapper_defaults = WRAPPERS[outer_type]
     o = ConfigReader(outer, source_name=text.source_name, outer=outer, defaults=wrapper_defaults,
                      defaults_name=outer_type)
-    parts = [TOWERS[tower_type](a), projector(o, a, text_hidden)]
-    for note in a.notes + o.notes:
+    parts: list[WeightPart] = []
+    for key, default_tower, sub_defaults, projector in towers:
+        sub = outer.get(key)
+        if not isinstance(sub, Mapping):
+            text.note(f"{key} is not in the config; the {outer_type} default tower {default_tower} is counted "
+                      "with its architecture defaults")
+            sub = {}
+        tower_type = str(sub.get("model_type") or default_tower)
+        if tower_type not in TOWERS:
+            text.note(f"audio tower {tower_type} of {outer_type} is not counted (kvplan does not know its layout)")
+            continue
+        a = ConfigReader(sub, source_name=text.source_name, prefix=f"{key}.", outer=outer,
+                         defaults={**TOWER_DEFAULTS[tower_type], **sub_defaults}, defaults_name=tower_type)
+        parts += [TOWERS[tower_type](a), projector(o, a, text_hidden)]
+        for note in a.notes:
+            text.note(note)
+        text.note(f"audio tower ({tower_type}) and its projector reported with the encoder towers as weights.vision_*")
+    for note in o.notes:
         text.note(note)
-    text.note(f"audio tower ({tower_type}) and its projector reported with the encoder towers as weights.vision_*")
     return parts
