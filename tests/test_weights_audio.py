@@ -25,6 +25,7 @@ AUDIO_WRAPPERS = {
     "granite_speech": "GraniteSpeechForConditionalGeneration",
     "granite_speech_plus": "GraniteSpeechPlusForConditionalGeneration",
     "vibevoice_asr": "VibeVoiceAsrForConditionalGeneration",
+    "nemo_speechlm": "Nemotron3_5TranscribeForConditionalGeneration",
 }
 
 

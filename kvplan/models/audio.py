@@ -44,6 +44,18 @@ TOWER_DEFAULTS: dict[str, dict[str, Any]] = {
                       "num_conv_pos_embeddings": 128, "num_conv_pos_embedding_groups": 16},
 }
 
+#: Nemotron 3.5 Transcribe's sub-configs (Nemotron3_5TranscribeAsrAudioConfig, Nemotron3DiarizationAudioConfig,
+#: Nemotron3DiarizationHeadConfig, Nemotron3_5TranscribeWordTimestampConfig).
+_NEMOTRON_ASR = {"hidden_size": 1280, "intermediate_size": 5120, "num_hidden_layers": 32, "num_attention_heads": 10,
+                 "num_mel_bins": 128, "subsampling_factor": 8}
+_NEMOTRON_DIARIZATION_AUDIO = {"hidden_size": 512, "intermediate_size": 2048, "num_hidden_layers": 31,
+                               "num_attention_heads": 8, "num_mel_bins": 128, "subsampling_factor": 8}
+_NEMOTRON_DIARIZATION_HEAD = {"hidden_size": 192, "num_speakers": 8, "audio_hidden_size": 512, "subsampling_factor": 8}
+TOWER_DEFAULTS["nemotron3_5_transcribe_audio"] = {}
+TOWER_DEFAULTS["nemotron3_5_transcribe_word_timestamp"] = {
+    "hidden_size": 1280, "intermediate_size": 640, "num_hidden_layers": 2, "num_attention_heads": 16,
+    "vocab_size": 23863, "upsampling_factor": 2}
+
 HIDDEN = ("d_model", "hidden_size")
 LAYERS = ("encoder_layers", "num_hidden_layers")
 FFN = ("encoder_ffn_dim", "intermediate_size")
@@ -194,7 +206,72 @@ def convnext_tokenizer_encoder(a: ConfigReader) -> WeightPart:
     return WeightPart(name="audio_tower", vision=True, matrices=tuple(matrices), other_parameters=vectors)
 
 
+def _sub(a: ConfigReader, key: str, defaults: Mapping[str, Any], name: str) -> ConfigReader:
+    """A reader of the nested ``key`` config of ``a`` ({} when absent: its class defaults), notes passed on."""
+    node = a.raw(key)
+    return ConfigReader(node if isinstance(node, Mapping) else {}, source_name=a.source_name,
+                        prefix=f"{a.prefix}{key}.", defaults=defaults, defaults_name=name)
+
+
+def _stacked_encoder(e: ConfigReader, *, qk_norm: bool, stacking: bool = True) -> tuple[list[Matrix], int]:
+    """Nemotron's speech encoders: mel frames stacked ``subsampling_factor`` at a time and projected to d (no
+    bias) when ``stacking``, a LayerNorm, layers of q/k/v (no bias; v has every head) and o (bias), LayerNorms
+    over q and k per head (with bias) when ``qk_norm``, two LayerNorms, fc1/fc2 with biases; a final LayerNorm."""
+    d = e.first_of("hidden_size", ("hidden_size",))
+    ffn = e.first_of("intermediate_size", ("intermediate_size",))
+    layers = e.first_of("num_hidden_layers", ("num_hidden_layers",))
+    heads = e.first_of("num_attention_heads", ("num_attention_heads",))
+    kv_heads = e.optional("num_key_value_heads", ("num_key_value_heads",)) or heads
+    head_dim = e.optional("head_dim", ("head_dim",)) or d // heads
+    q, kv = heads * head_dim, kv_heads * head_dim
+    matrices = [Matrix(in_features=d, out_features=q, count=2 * layers), Matrix(in_features=d, out_features=kv, count=layers),
+                Matrix(in_features=q, out_features=d, count=layers),
+                Matrix(in_features=d, out_features=ffn, count=layers), Matrix(in_features=ffn, out_features=d, count=layers)]
+    if stacking:
+        frames = e.first_of("subsampling_factor", ("subsampling_factor",)) * e.first_of("num_mel_bins", ("num_mel_bins",))
+        matrices.append(Matrix(in_features=frames, out_features=d))
+    vectors = (d + (4 * head_dim if qk_norm else 0) + 2 * 2 * d + ffn + d) * layers + 2 * d + 2 * d
+    return matrices, vectors
+
+
+def nemotron_transcribe_audio(a: ConfigReader) -> WeightPart:
+    """Nemotron 3.5 Transcribe's audio model: the speech recognition encoder (``asr_config``), the diarization
+    model (``diarization_config``: its own encoder, a projection to the head width, a sub-pixel upsampling
+    conv (kernel 3), a classification head over ``num_speakers``, a learned silence embedding) and the
+    LayerNorms over the ASR states and the speaker activities."""
+    asr = _sub(a, "asr_config", _NEMOTRON_ASR, "nemotron3_5_transcribe_asr_audio")
+    diar = _sub(a, "diarization_config", {}, "nemotron3_diarization")
+    diar_audio = _sub(diar, "audio_config", _NEMOTRON_DIARIZATION_AUDIO, "nemotron3_diarization_audio")
+    head = _sub(diar, "head_config", _NEMOTRON_DIARIZATION_HEAD, "nemotron3_diarization_head")
+    matrices, vectors = _stacked_encoder(asr, qk_norm=True)
+    diar_m, diar_v = _stacked_encoder(diar_audio, qk_norm=False)
+    d_asr = asr.first_of("hidden_size", ("hidden_size",))
+    d_diar = diar_audio.first_of("hidden_size", ("hidden_size",))
+    hh = head.first_of("hidden_size", ("hidden_size",))
+    speakers = head.first_of("num_speakers", ("num_speakers",))
+    up = head.first_of("subsampling_factor", ("subsampling_factor",))
+    into = head.first_of("audio_hidden_size", ("audio_hidden_size",))
+    matrices += diar_m + [Matrix(in_features=into, out_features=hh), Matrix(in_features=hh * 3, out_features=hh * up),
+                          Matrix(in_features=hh, out_features=hh), Matrix(in_features=hh, out_features=speakers)]
+    vectors += diar_v + d_diar + hh + hh * up + hh + speakers + 2 * d_asr + 2 * speakers
+    for reader in (asr, diar, diar_audio, head):
+        for note in reader.notes:
+            a.note(note)
+    return WeightPart(name="audio_tower", vision=True, matrices=tuple(matrices), other_parameters=vectors)
+
+
+def nemotron_word_timestamps(a: ConfigReader) -> WeightPart:
+    """Nemotron 3.5 Transcribe's word-timestamp encoder: a ConvTranspose1d upsampler (d -> d, kernel and stride
+    ``upsampling_factor``, bias), a LayerNorm, encoder layers as the ASR encoder's, a final LayerNorm."""
+    d = a.first_of("hidden_size", ("hidden_size",))
+    matrices, vectors = _stacked_encoder(a, qk_norm=True, stacking=False)
+    matrices.append(Matrix(in_features=d * a.first_of("upsampling_factor", ("upsampling_factor",)), out_features=d))
+    return WeightPart(name="audio_tower", vision=True, matrices=tuple(matrices), other_parameters=vectors + d)
+
+
 TOWERS: dict[str, Callable[[ConfigReader], WeightPart]] = {
+    "nemotron3_5_transcribe_audio": nemotron_transcribe_audio,
+    "nemotron3_5_transcribe_word_timestamp": nemotron_word_timestamps,
     "vibevoice_acoustic_tokenizer_encoder": convnext_tokenizer_encoder,
     "granite_speech_encoder": conformer_encoder, "granite_speech_plus_encoder": conformer_encoder,
     "qwen2_audio_encoder": whisper_encoder, "voxtral_encoder": whisper_encoder,
@@ -286,6 +363,20 @@ def _vibevoice_projector(o: ConfigReader, a: ConfigReader, text: int) -> WeightP
     return WeightPart(name=mlp.name, vision=True, matrices=mlp.matrices, other_parameters=mlp.other_parameters + text)
 
 
+def _nemotron_asr_projector(o: ConfigReader, a: ConfigReader, text: int) -> WeightPart:
+    """One linear with bias from the ASR encoder's width into the language model."""
+    d = _sub(a, "asr_config", _NEMOTRON_ASR, "nemotron3_5_transcribe_asr_audio").first_of("hidden_size", ("hidden_size",))
+    return WeightPart(name="audio_projector", vision=True, matrices=(Matrix(in_features=d, out_features=text),),
+                      other_parameters=text)
+
+
+def _word_timestamp_head(o: ConfigReader, a: ConfigReader, text: int) -> WeightPart:
+    """A kernel-1 Conv1d with bias from the word-timestamp encoder's width to its ``vocab_size`` pieces."""
+    d, vocab = a.first_of("hidden_size", ("hidden_size",)), a.first_of("vocab_size", ("vocab_size",))
+    return WeightPart(name="audio_projector", vision=True, matrices=(Matrix(in_features=d, out_features=vocab),),
+                      other_parameters=vocab)
+
+
 Projector = Callable[[ConfigReader, ConfigReader, int], WeightPart]
 #: A tower of a wrapper: the key of its config, the tower type the wrapper's config class defaults to, the
 #: defaults the wrapper sets on that sub-config, and the projector from it into the language model.
@@ -311,6 +402,9 @@ WRAPPERS: dict[str, tuple[tuple[Tower, ...], dict[str, Any]]] = {
                                 {"projector_bias": True, "audio_merge_size": 4}),
     "qwen3_asr": (_audio("qwen3_asr_encoder", _qwen3_asr_projector), {}),
     "omniasr": (_audio("omniasr_audio", _omniasr_projector), {}),
+    # Nemotron 3.5 Transcribe: the audio model (ASR encoder + diarization), and the word-timestamp encoder and head
+    "nemo_speechlm": ((("audio_config", "nemotron3_5_transcribe_audio", {}, _nemotron_asr_projector),
+                       ("word_timestamp_config", "nemotron3_5_transcribe_word_timestamp", {}, _word_timestamp_head)), {}),
     # VibeVoiceAsrConfig: an acoustic and a semantic tokenizer encoder (the latter of hidden_size 128)
     "vibevoice_asr": ((("acoustic_tokenizer_encoder_config", "vibevoice_acoustic_tokenizer_encoder", {},
                         _vibevoice_projector),
