@@ -99,3 +99,12 @@ _CLASS = {"llama4": "Llama4", "mllama": "Mllama"}
 def test_mllama_with_its_vision_tower_counts_like_transformers() -> None:
     config = default_config("mllama", architectures=["MllamaForConditionalGeneration"])
     assert count_weights(config, model_id="mllama").parameters == meta_count(config)
+
+
+@pytest.mark.parametrize("name", ["stabilityai__stablelm-3b-4e1t", "stabilityai__stablelm-2-zephyr-1_6b"])
+def test_bundled_stablelm_counts_like_transformers(name: str) -> None:
+    import json
+    from pathlib import Path
+
+    config = json.loads((Path(__file__).resolve().parents[1] / "model_configs" / f"{name}.json").read_text())
+    assert count_weights(config, model_id=name).parameters == meta_count(config)
