@@ -80,3 +80,13 @@ def test_whisper_for_causal_lm_counts_the_decoder_alone() -> None:
     their cross-attention weights."""
     config, expected, _ = meta_parameters("whisper", "WhisperForCausalLM", architectures=["WhisperForCausalLM"])
     assert count_weights(config, model_id="whisper").parameters == expected
+
+
+def test_real_whisper_large_v3_counts_like_transformers() -> None:
+    """The shared Hub config of whisper-large-v3 (WhisperForConditionalGeneration: encoder and decoder)."""
+    from conftest import shared_config
+
+    config = shared_config("openai__whisper-large-v3")
+    values = {k: v for k, v in config.items() if k not in ("model_type", "architectures")}
+    _, expected, _ = meta_parameters("whisper", "WhisperForConditionalGeneration", **values)
+    assert count_weights(config, model_id="whisper-large-v3").parameters == expected
