@@ -17,6 +17,7 @@ from typing import Any
 
 from kvplan.errors import ConfigError, InputError, SourceError
 from kvplan.geometry import ModelGeometry
+from kvplan.models.audio import audio_weights
 from kvplan.models.base import ArchParser, ConfigReader
 from kvplan.models.storage import (
     DTYPE_BYTES,
@@ -40,7 +41,7 @@ __all__ = [
 ]
 
 #: Modules of this package that hold generic machinery; every other module is one family.
-GENERIC_MODULES = frozenset({"base", "decoder", "storage", "tensors", "vision"})
+GENERIC_MODULES = frozenset({"audio", "base", "decoder", "storage", "tensors", "vision"})
 
 
 def _family_parsers() -> list[type[ArchParser]]:
@@ -612,15 +613,19 @@ def count_weights(
         text, source_name=model_id, prefix=f"{nested_key}." if nested_key else "", outer=outer,
         defaults=defaults, defaults_name=model_type or "generic",
     )
-    if nested_key and "tie_word_embeddings" not in text and isinstance(outer.get("tie_word_embeddings"), bool):
+    if nested_key and isinstance(outer.get("tie_word_embeddings"), bool):
         text = TrackedConfig({**text, "tie_word_embeddings": outer["tie_word_embeddings"]}, reads)
         r.config = text
 
     counted = parser().count_weights(r, model_type)
     parts = counted.parts
-    if isinstance(outer.get("vision_config"), Mapping):
+    text_only = _text_only_architecture(outer)
+    if text_only:
+        r.note(f"architectures names {text_only}: the language model alone, without the vision/audio towers")
+    elif isinstance(outer.get("vision_config"), Mapping):
         tower = parser().vision_weights(outer, r, hidden_of(r))
         parts += tower if tower is not None else vision_weights(outer, r, text_hidden=hidden_of(r))
+    parts += [] if text_only else audio_weights(outer, r)
 
     dtype, dtype_bytes = checkpoint_dtype(text, outer, r)
     qc = outer.get("quantization_config")
@@ -632,6 +637,16 @@ def count_weights(
         source="config", notes=tuple(r.notes), hidden_size=counted.hidden_size, mlp_width=counted.mlp_width,
         qkv_width=counted.qkv_width, vocab_size=counted.vocab_size,
     )
+
+
+def _text_only_architecture(outer: Mapping[str, Any]) -> str | None:
+    """The ``*ForCausalLM`` class a multimodal config names, which builds its language model alone
+    (``Llama4ForCausalLM``, ``MllamaForCausalLM``, ``Gemma3ForCausalLM`` on a wrapper config), or None."""
+    archs = outer.get("architectures")
+    towers = any(isinstance(outer.get(k), Mapping) for k in ("vision_config", "audio_config"))
+    if towers and isinstance(archs, list) and archs and isinstance(archs[0], str) and archs[0].endswith("ForCausalLM"):
+        return archs[0]
+    return None
 
 
 def resolve_weights(

@@ -68,7 +68,8 @@ class EncoderDecoderParser(ArchParser):
     model_types: ClassVar[tuple[str, ...]] = tuple(_BY_TYPE)
     defaults = _BART
     defaults_by_type: ClassVar[Mapping[str, Mapping[str, Any]]] = _BY_TYPE
-    weight_types: ClassVar[tuple[str, ...]] = tuple(t for t in _BY_TYPE if t not in ("nllb_moe", "nllb-moe"))
+    weight_types: ClassVar[tuple[str, ...]] = tuple(t for t in _BY_TYPE if t not in (
+        "nllb_moe", "nllb-moe", "trocr", "xglm", "kosmos_2_text_model"))  # the last three: xglm.py counts them
     LAYERS = ("decoder_layers", "num_decoder_layers", "num_layers", "layers")
     HEADS = ("decoder_attention_heads", "num_decoder_attention_heads", "attention_heads")
     HIDDEN = ("d_model", "hidden_size", "embed_dim")

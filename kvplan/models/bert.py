@@ -10,6 +10,7 @@ num_attention_heads`` per head, and with ``add_cross_attention`` (the decoder of
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from kvplan.errors import ConfigError
@@ -95,6 +96,18 @@ class BertParser(ArchParser):
         parts.append(WeightPart(name="norms", other_parameters=2 * h * layers + h * emb + emb + 2 * emb + vocab,
                                 tp_sharded=False))
         return count_of(parts, None, None, {"hidden_size": h, "mlp_width": inner, "qkv_width": 3 * h, "vocab_size": vocab})
+
+    def bare_model_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
+        """The stack as ``AutoModel`` builds it (the encoder of an ``encoder-decoder``): no LM head (transform,
+        decoder bias, untied lm_head) but the pooler (dense h x h with bias)."""
+        counted = self.count_weights(r, model_type)
+        h = r.first_of("hidden_size", ("hidden_size",))
+        emb = r.optional("embedding_size", ("embedding_size",)) or h
+        head = h * emb + emb + 2 * emb + vocab_of(r)
+        parts = [replace(p, other_parameters=p.other_parameters - head) if p.name == "norms" else p
+                 for p in counted.parts if p.name != "lm_head"]
+        parts.append(WeightPart(name="pooler", matrices=(Matrix(in_features=h, out_features=h),), other_parameters=h))
+        return replace(counted, parts=parts)
 
 
 PARSERS: tuple[type[ArchParser], ...] = (BertParser,)

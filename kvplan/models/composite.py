@@ -10,6 +10,7 @@ geometry, unless the decoder's family already lays cross-attention out (``add_cr
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from kvplan.errors import ConfigError
@@ -82,11 +83,19 @@ class CompositeParser(ArchParser):
         return value
 
     def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
-        """The encoder's and the decoder's own weight counts (each by its family), added."""
+        """The encoder's and the decoder's own weight counts (each by its family), added. The encoder is the
+        family's bare model (``AutoModel``: no LM head; BERT's pooler where the family says so)."""
         counts: list[WeightCount] = []
         for key in ("encoder", "decoder"):
             parser, sub, sub_type = _sub_reader(r, key, weights=True)
-            counts.append(parser.count_weights(sub, sub_type))
+            bare = getattr(parser, "bare_model_weights", None) if key == "encoder" else None
+            if bare is not None:
+                counts.append(bare(sub, sub_type))
+            else:
+                count = parser.count_weights(sub, sub_type)
+                if key == "encoder":
+                    count = replace(count, parts=[p for p in count.parts if p.name != "lm_head"])
+                counts.append(count)
             _merge(r, sub)
         dec = counts[1]
         parts: list[Any] = [p for c in counts for p in c.parts]

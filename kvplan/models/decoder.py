@@ -41,6 +41,10 @@ class DecoderLayout:
     """One learned sink logit per head (gpt-oss)."""
     norms_per_layer: int = 2
     """Gemma 2/3 add post-attention and post-MLP norms: 4."""
+    norm_weights: bool = True
+    """False: the LayerNorms have no learned weights (OLMo 1)."""
+    qk_norm_weights: bool = True
+    """False: ``use_qk_norm`` is a weightless L2 norm (Llama 4)."""
     expert_bias: bool = False
     """Biases on every expert's projections (gpt-oss)."""
     shared_expert_gate: bool = False
@@ -90,7 +94,7 @@ class DecoderParser(ArchParser):
             o_bias = r.raw("attention_out_bias") is True if r.has("attention_out_bias") else layout.o_bias
             if r.raw("attention_bias") is True and o_bias:
                 other += hidden * layers  # o_proj bias
-        if layout.qk_norm or layout.qk_norm_whole or r.raw("use_qk_norm") is True:
+        if layout.qk_norm or layout.qk_norm_whole or (r.raw("use_qk_norm") is True and layout.qk_norm_weights):
             # one RMSNorm per head dim, or (``qk_norm_type`` "per_layer", MiniMax-M2) over all q and k heads
             per_layer = layout.qk_norm_whole or r.raw("qk_norm_type") == "per_layer"
             other += ((heads + kv_heads) * head_dim if per_layer else 2 * head_dim) * layers
@@ -154,8 +158,9 @@ class DecoderParser(ArchParser):
                 + (f"; {moe.top_k} routed per token" if moe.top_k else "")
             )
         norm_size = 2 * hidden if layout.norm_bias else hidden
-        parts.append(WeightPart(name="norms", other_parameters=(layout.norms_per_layer * layers + 1) * norm_size,
-                                tp_sharded=False))
+        if layout.norm_weights:
+            parts.append(WeightPart(name="norms", other_parameters=(layout.norms_per_layer * layers + 1) * norm_size,
+                                    tp_sharded=False))
         note_mtp(r, self.MTP_KEY)
         if moe.layers and moe.expert_size:
             mlp_width = max(dense_size if dense_layers else 0,

@@ -10,7 +10,7 @@ from typing import Any
 from kvplan.errors import ConfigError
 from kvplan.models.base import FULL, SLIDING, ArchParser, ConfigReader
 from kvplan.models.decoder import DecoderLayout, DecoderParser
-from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, hidden_of, vocab_of
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, hidden_of, switch, vocab_of
 from kvplan.specs import FullAttentionSpec, LayerSpec, SharedKVSpec, SlidingWindowSpec
 
 #: The reason every KV-sharing layer gives (Gemma 3n and Gemma 4).
@@ -44,6 +44,57 @@ def share_trailing_layers(r: ConfigReader, specs: list[LayerSpec], shared: int, 
     specs[first:] = [SharedKVSpec(reason=SHARED_KV_REASON)] * shared
 
 
+#: SiglipVisionConfig's defaults (transformers 5.24) of the keys the Gemma wrappers' tower counts read.
+_SIGLIP_VISION_DEFAULTS: dict[str, Any] = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
+                                           "num_channels": 3, "image_size": 224, "patch_size": 16}
+
+
+def siglip_tower(outer: Mapping[str, Any], r: ConfigReader, *, use_head: bool) -> WeightPart:
+    """SiglipVisionTransformer: a patch Conv2d with bias, a position table of (image_size / patch_size)^2 rows,
+    layers of q/k/v/o and fc1/fc2 with biases and two LayerNorms, a post_layernorm; and the attention-pooling
+    head when ``vision_use_head`` (``use_head``: the wrapper's default): a probe, MultiheadAttention (in_proj
+    3 d x d and out_proj, with biases), a LayerNorm and an MLP of the tower's width."""
+    v = ConfigReader(outer["vision_config"], source_name=r.source_name, prefix="vision_config.",
+                     defaults={**_SIGLIP_VISION_DEFAULTS, "vision_use_head": use_head},
+                     defaults_name=f"{outer.get('model_type')} vision_config")
+    d = v.first_of("hidden_size", ("hidden_size",))
+    inner = v.first_of("intermediate_size", ("intermediate_size",))
+    layers = v.first_of("num_hidden_layers", ("num_hidden_layers",))
+    channels = v.first_of("num_channels", ("num_channels",))
+    patch = v.first_of("patch_size", ("patch_size",))
+    patches = (v.first_of("image_size", ("image_size",)) // patch) ** 2
+    blocks = layers + (1 if switch(v, "vision_use_head", use_head) else 0)
+    matrices = (Matrix(in_features=d, out_features=d, count=4 * blocks),
+                Matrix(in_features=d, out_features=inner, count=blocks), Matrix(in_features=inner, out_features=d, count=blocks),
+                Matrix(in_features=channels * patch * patch, out_features=d))
+    vectors = (4 * d + 2 * 2 * d + inner + d) * layers + d + patches * d + 2 * d
+    if blocks > layers:
+        vectors += d + 4 * d + 2 * d + inner + d  # probe, attention biases, LayerNorm, MLP biases
+    for note in v.notes:
+        r.note(note)
+    r.note(f"vision tower (SigLIP, {layers} layers{', attention-pooling head' if blocks > layers else ''}) "
+           "reported separately as weights.vision_*")
+    return WeightPart(name="vision_tower", vision=True, matrices=matrices, other_parameters=vectors)
+
+
+def paligemma_vision(outer: Mapping[str, Any], r: ConfigReader, text_hidden: int) -> list[WeightPart] | None:
+    """PaliGemma (1 and 2, over Gemma or Gemma 2): the SigLIP tower (its head only when ``vision_use_head``, which
+    PaliGemmaConfig defaults to false) and PaliGemmaMultiModalProjector, one linear with bias from the tower's
+    width to ``projection_dim``. None for any other wrapper: the generic tower count."""
+    if outer.get("model_type") != "paligemma":
+        return None
+    o = ConfigReader(outer, source_name=r.source_name, outer=outer, defaults={"projection_dim": 2048},
+                     defaults_name="paligemma")
+    hidden = ConfigReader(outer["vision_config"], source_name=r.source_name, prefix="vision_config.",
+                          defaults=_SIGLIP_VISION_DEFAULTS).first_of("hidden_size", ("hidden_size",))
+    projection = o.first_of("projection_dim", ("projection_dim", "vision_config.projection_dim"))
+    for note in o.notes:
+        r.note(note)
+    projector = WeightPart(name="projector", vision=True, matrices=(Matrix(in_features=hidden, out_features=projection),),
+                           other_parameters=projection)
+    return [siglip_tower(outer, r, use_head=False), projector]
+
+
 class GemmaParser(DecoderParser):
     family = "gemma"
     model_types = ("gemma",)
@@ -53,6 +104,9 @@ class GemmaParser(DecoderParser):
     }
     defaults_by_type = {"gemma": {"tie_word_embeddings": True, "vocab_size": 256000, "intermediate_size": 24576}}
     weight_types = ("gemma",)
+
+    def vision_weights(self, outer: Mapping[str, Any], r: ConfigReader, text_hidden: int) -> list[WeightPart] | None:
+        return paligemma_vision(outer, r, text_hidden)
 
 
 class Gemma2Parser(DecoderParser):
@@ -69,6 +123,9 @@ class Gemma2Parser(DecoderParser):
 
     def decoder_layout(self, model_type: str) -> DecoderLayout:
         return DecoderLayout(norms_per_layer=4)  # pre- and post-norms around attention and MLP
+
+    def vision_weights(self, outer: Mapping[str, Any], r: ConfigReader, text_hidden: int) -> list[WeightPart] | None:
+        return paligemma_vision(outer, r, text_hidden)
 
     def pattern_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
         r.note("gemma2 alternates attention: layer i slides when (i + 1) % 2 != 0 (even layers)")
@@ -91,6 +148,19 @@ class Gemma3Parser(DecoderParser):
 
     def decoder_layout(self, model_type: str) -> DecoderLayout:
         return DecoderLayout(qk_norm=True, norms_per_layer=4)
+
+    def vision_weights(self, outer: Mapping[str, Any], r: ConfigReader, text_hidden: int) -> list[WeightPart] | None:
+        """Gemma 3's SigLIP tower (and ShieldGemma 2's, the same model): the ViT, SigLIP's attention-pooling
+        head when ``vision_use_head`` (SiglipVisionConfig's default true), and Gemma3MultiModalProjector
+        (a RMSNorm over the tower's width and one hidden x text_hidden matrix). None for another wrapper (a
+        family that reads its text model with Gemma 3's rules, Command-R7B's Cohere2Vision): the generic count."""
+        if outer.get("model_type") not in ("gemma3", "shieldgemma2"):
+            return None
+        hidden = ConfigReader(outer["vision_config"], source_name=r.source_name, prefix="vision_config.",
+                              defaults=_SIGLIP_VISION_DEFAULTS).first_of("hidden_size", ("hidden_size",))
+        projector = WeightPart(name="projector", vision=True,
+                               matrices=(Matrix(in_features=hidden, out_features=text_hidden),), other_parameters=hidden)
+        return [siglip_tower(outer, r, use_head=True), projector]
 
     def pattern_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
         pattern = r.first_of("sliding_window_pattern", ["sliding_window_pattern", "_sliding_window_pattern"])

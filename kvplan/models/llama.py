@@ -8,12 +8,23 @@ sparse config omits, and always noted.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from kvplan.errors import ConfigError
 from kvplan.models.base import _MISSING, CHUNKED, FULL, ArchParser, ConfigReader, layer_indices
 from kvplan.models.decoder import NO_MOE, DecoderLayout, DecoderParser, MoeLayout, every_layer_moe
-from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, gqa_attention, hidden_of, tied, vocab_of
+from kvplan.models.tensors import (
+    Matrix,
+    WeightCount,
+    WeightPart,
+    count_of,
+    gqa_attention,
+    hidden_of,
+    switch,
+    tied,
+    vocab_of,
+)
 from kvplan.specs import LayerSpec
 
 
@@ -35,7 +46,8 @@ class LlamaParser(DecoderParser):
                   "max_position_embeddings": 2048, "intermediate_size": 11008, "vocab_size": 32000,
                   "tie_word_embeddings": False},
         "internlm2": {"tie_word_embeddings": False}, "baichuan": {"tie_word_embeddings": False},
-        "stablelm": {"tie_word_embeddings": False}, "cohere": {"tie_word_embeddings": True},
+        "stablelm": {"tie_word_embeddings": False, "qk_layernorm": False, "use_parallel_residual": False},
+        "cohere": {"tie_word_embeddings": True},
         "granite": {"tie_word_embeddings": False}, "olmo2": {"tie_word_embeddings": False},
     }
     weight_types = ("llama", "internlm2", "internlm3", "baichuan", "cohere", "stablelm", "granite", "granitemoe",
@@ -56,12 +68,34 @@ class LlamaParser(DecoderParser):
         "hunyuan_v1_dense": DecoderLayout(qk_norm=True),
         # Command-R: one LayerNorm (weight only) per layer, attention and MLP in parallel
         "cohere": DecoderLayout(norms_per_layer=1),
+        # OLMo 1: LayerNorms without learned weights (OlmoLayerNorm)
+        "olmo": DecoderLayout(norm_weights=False),
+        # StableLM: LayerNorms with bias (qk_layernorm and use_parallel_residual are read per config)
+        "stablelm": DecoderLayout(norm_bias=True),
         # ERNIE 4.5 MoE: a router correction bias (``moe_statics``) per MoE layer
         "ernie4_5_moe": DecoderLayout(router_bias=True),
     }
 
     def decoder_layout(self, model_type: str) -> DecoderLayout:
         return self.LAYOUTS.get(model_type, DecoderLayout())
+
+    def attention_weights(
+        self, r: ConfigReader, model_type: str, hidden: int, layers: int, heads: int
+    ) -> tuple[list[Matrix], int, int]:
+        attention, other, width = super().attention_weights(r, model_type, hidden, layers, heads)
+        if model_type == "stablelm" and switch(r, "qk_layernorm", False):
+            # StableLmLayerNormPerHead: one LayerNorm (weight, no bias) of head_dim per q head and per KV head
+            other += (heads + self.kv_heads(r, heads)) * self.head_dim(r, heads) * layers
+        return attention, other, width
+
+    def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
+        counted = super().count_weights(r, model_type)
+        if model_type == "stablelm" and switch(r, "use_parallel_residual", False):
+            # attention and MLP read the same input_layernorm: no post_attention_layernorm
+            layers = r.first_of("num_hidden_layers", ("num_hidden_layers",))
+            counted = replace(counted, parts=[replace(p, other_parameters=p.other_parameters - layers * 2 * hidden_of(r))
+                                              if p.name == "norms" else p for p in counted.parts])
+        return counted
 
     def moe_layout(self, r: ConfigReader, model_type: str, layers: int, intermediate: int, top_k: int | None) -> MoeLayout:
         if model_type == "olmoe":  # every layer: ``num_experts`` experts of ``intermediate_size``
@@ -98,6 +132,9 @@ class Llama4Parser(DecoderParser):
     }
     defaults_by_type = {"llama4_text": {"tie_word_embeddings": False}}
     weight_types = ("llama4_text",)
+
+    def decoder_layout(self, model_type: str) -> DecoderLayout:
+        return DecoderLayout(qk_norm_weights=False)  # use_qk_norm: Llama4TextL2Norm, no learned weight
 
     def pattern_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
         if not r.has("attention_chunk_size"):

@@ -125,8 +125,9 @@ class MimoV2FlashParser(DecoderParser):
             experts = r.first_of("num_experts", ("n_routed_experts", "num_experts"))
             top_k = r.optional("num_experts_per_tok", ("num_experts_per_tok",))
             size = r.first_of("moe_intermediate_size", ("moe_intermediate_size",))
-            # noaux_tc routing keeps an e_score_correction_bias per expert
-            parts += experts_parts(hidden, size, experts, n_moe, router_bias=r.raw("topk_method") == "noaux_tc")
+            # the router keeps an e_score_correction_bias per expert whatever topk_method says
+            # (transformers MiMoV2FlashTopkRouter: a saved buffer)
+            parts += experts_parts(hidden, size, experts, n_moe, router_bias=True)
             width = max(width, (top_k or 1) * size)
         parts.append(WeightPart(name="norms", other_parameters=(2 * layers + 1) * hidden, tp_sharded=False))
         r.note(f"MiMo-V2-Flash: {n_swa} sliding-window and {layers - n_swa} full-attention layers; {experts} experts "

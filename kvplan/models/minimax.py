@@ -90,7 +90,9 @@ class MiniMaxM2Parser(LlamaParser):
     MTP_KEY = "num_mtp_modules"
 
     def decoder_layout(self, model_type: str) -> DecoderLayout:
-        return DecoderLayout(router_bias=True)  # e_score_correction_bias (use_routing_bias)
+        # e_score_correction_bias (use_routing_bias); q_norm and k_norm over all heads in every layer
+        # (transformers MiniMaxM2Attention has them whatever use_qk_norm says)
+        return DecoderLayout(router_bias=True, qk_norm_whole=True)
 
     def moe_layout(self, r: ConfigReader, model_type: str, layers: int, intermediate: int, top_k: int | None) -> MoeLayout:
         return every_layer_moe(r, layers, intermediate, top_k)
