@@ -267,6 +267,8 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
                 f"the answers are per replica; total concurrency is {replicas}x"
             )
     checkpoint_dtype = weights.dtype if weights is not None and weights.counted else None
+    if weights is not None and getattr(weights.quantisation, "checkpoint_dtype", None):  # llama.cpp's quant rule
+        checkpoint_dtype = weights.quantisation.checkpoint_dtype  # type: ignore[union-attr]
     if weights is not None:
         weights, serve_note = serve_weights(weights, engine=engine, dtype=inputs.dtype)
         if serve_note:

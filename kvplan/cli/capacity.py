@@ -51,6 +51,9 @@ WeightsBytesOpt = Annotated[str | None, typer.Option("--weights-bytes", help="Ch
                             "count from config.json (e.g. 16GB).")]
 WeightsFromOpt = Annotated[str, typer.Option("--weights-from", help="auto (Hub safetensors metadata for Hub models "
                            "when online, else config.json), config, or safetensors.")]
+WeightsQuantOpt = Annotated[str | None, typer.Option("--weights-quant", help="llama.cpp: the GGUF type the weights "
+                            "are sized as, by llama.cpp's per-tensor rule (llama-quant.cpp): Q4_K_M (default, the "
+                            "common llama.cpp quant), Q5_K_M, Q6_K, Q8_0, F16, BF16. A .gguf --model keeps its own.")]
 TpOptional = Annotated[int | None, typer.Option("--tensor-parallel-size", "--tp", "-tp", min=1, help="Tensor-parallel "
                        "GPUs, as vLLM's --tensor-parallel-size (default 1, or --num-gpus / --pp).")]
 DtypeOpt = Annotated[str, typer.Option("--dtype", help="Weight dtype, as vLLM's --dtype: auto (the engine's rule: "
@@ -116,6 +119,7 @@ def capacity(
     kv_budget: KvBudgetOpt = None,
     weights_bytes: WeightsBytesOpt = None,
     weights_from: WeightsFromOpt = "auto",
+    weights_quant: WeightsQuantOpt = None,
     block_size: BlockSizeOpt = None,
     require_fit: RequireFitOpt = False,
     engine_version: EngineVersionOpt = None,
@@ -157,7 +161,7 @@ def capacity(
         gpu_memory_utilization=gpu_memory_utilization, mem_fraction_static=mem_fraction_static,
         free_gpu_memory_fraction=free_gpu_memory_fraction, max_num_batched_tokens=max_num_batched_tokens,
         reserve=reserve, kv_budget=kv_budget, weights_bytes=weights_bytes, weights_from=weights_from,
-        block_size=block_size, engine_version=engine_version, dp=dp, enable_dp_attention=enable_dp_attention,
+        weights_quant=weights_quant, block_size=block_size, engine_version=engine_version, dp=dp, enable_dp_attention=enable_dp_attention,
         kv_unified=kv_unified, ubatch_size=ubatch_size, tensor_split=tensor_split, ctx_size=ctx_size,
         parallel=parallel, revision=revision, token=token, gguf_file=gguf_file,
     )
