@@ -356,6 +356,7 @@ NOT_SCENARIO_KEYS = {
     "engine_version": "only the form of engine_log's lines", "tensor_split": "only engine_log's per-device lines",
     "ctx_size": "llama.cpp's spelling of seq_len x batch", "parallel": "llama.cpp's spelling of batch",
     "compare_log": "reads a log file; a plan checks budgets, not logs",
+    "plot": "output (a picture)",
 }
 
 
