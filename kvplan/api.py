@@ -308,6 +308,7 @@ def capacity(
     kv_budget: int | str | None = None,
     weights_bytes: int | str | None = None,
     weights_from: str = "auto",
+    weights_quant: str | None = None,
     block_size: int | None = None,
     engine_version: str | None = None,
     dp: int = 1,
@@ -356,7 +357,7 @@ def capacity(
     weights, weight_notes = model_weights(
         loaded, engine=engine, weights_bytes=size(weights_bytes, "--weights-bytes"), weights_from=weights_from,
         revision=revision if revision is not None else loaded.revision, token=token, required=kv_budget_bytes is None,
-        tensor_split=tensor_split_shares(tensor_split),
+        tensor_split=tensor_split_shares(tensor_split), weights_quant=weights_quant,
     )
     inputs = CapacityInputs(
         gpu=gpu_spec, engine=engine, tp=tp if tp is not None else max(1, (num_gpus or 1) // pp),
@@ -378,17 +379,19 @@ def capacity(
 def model_weights(
     loaded: Geometry, *, engine: str, weights_bytes: int | None = None, weights_from: str = "auto",
     revision: str | None = None, token: str | None = None, required: bool = True,
-    tensor_split: tuple[float, ...] | None = None,
+    tensor_split: tuple[float, ...] | None = None, weights_quant: str | None = None,
 ) -> tuple[Any, list[str]]:
     """The weights capacity counts, and notes on where they came from: a GGUF's tensor table (exact bytes,
-    llama.cpp's layer split), else :func:`kvplan.models.resolve_weights` (config.json, safetensors, bytes).
+    llama.cpp's layer split), else :func:`kvplan.models.resolve_weights` (config.json, safetensors, bytes); for
+    llama.cpp, the counted shapes as a ``weights_quant`` GGUF (default Q4_K_M) by llama.cpp's per-tensor rule.
     Counted once per loaded model and options (not for a Hub model, whose answer may depend on the network)."""
-    key = (id(loaded), engine, weights_bytes, weights_from, revision, token, required, tensor_split)
+    key = (id(loaded), engine, weights_bytes, weights_from, revision, token, required, tensor_split, weights_quant)
     hit = _WEIGHTS.get(key)
     if hit is not None and hit[0] is loaded:
         return hit[1], list(hit[2])
     weights, notes = _model_weights(loaded, engine=engine, weights_bytes=weights_bytes, weights_from=weights_from,
-                                    revision=revision, token=token, required=required, tensor_split=tensor_split)
+                                    revision=revision, token=token, required=required, tensor_split=tensor_split,
+                                    weights_quant=weights_quant)
     if loaded.source.kind != "hub":
         if len(_WEIGHTS) >= GEOMETRY_CACHE_SIZE * 4:
             _WEIGHTS.pop(next(iter(_WEIGHTS)))
@@ -401,31 +404,54 @@ _WEIGHTS: dict[tuple[Any, ...], tuple[Geometry, Any, tuple[str, ...]]] = {}
 
 def _model_weights(
     loaded: Geometry, *, engine: str, weights_bytes: int | None, weights_from: str, revision: str | None,
-    token: str | None, required: bool, tensor_split: tuple[float, ...] | None,
+    token: str | None, required: bool, tensor_split: tuple[float, ...] | None, weights_quant: str | None,
 ) -> tuple[Any, list[str]]:
     from kvplan.engines import get_engine
     from kvplan.models import resolve_weights
 
+    profile = get_engine(engine)
+    if weights_quant is not None:
+        _check_weights_quant(loaded, profile, weights_bytes=weights_bytes, weights_from=weights_from)
     if loaded.gguf is not None and weights_bytes is None:
         if weights_from == "safetensors":
             raise _input_error(f"--weights-from safetensors reads the Hub's safetensors, but --model {loaded.model_id} is a GGUF",
                                "drop --weights-from: the GGUF's tensor table gives the exact bytes")
         from kvplan.gguf.weights import weights_estimate
 
-        profile = get_engine(engine)
         return weights_estimate(loaded.gguf, engine=profile.name, splits_layers=profile.splits_layers,
                                 tensor_split=tensor_split)
+    quantise = profile.splits_layers and weights_bytes is None and weights_from != "safetensors"
     weights, notes = resolve_weights(
         loaded.config, model_id=loaded.model_id, source_kind=loaded.source.kind, weights_bytes=weights_bytes,
-        weights_from=weights_from, revision=revision, token=token, required=required,
+        # NOTE: llama.cpp runs a quantised GGUF: the checkpoint's safetensors bytes are not what it loads.
+        weights_from="config" if quantise else weights_from, revision=revision, token=token, required=required,
     )
-    if weights is not None and weights.source != "--weights-bytes" and get_engine(engine).splits_layers:
-        # NOTE: the config describes the checkpoint, so its dtype is what is counted; guessing a quant type
-        # (Q4_K_M ...) would invent a figure the user never chose. The note points at the exact answer.
-        notes.append(f"llama.cpp: weights counted as the checkpoint stores them ({weights.dtype}); a quantised GGUF "
-                     "(Q4_K_M, Q8_0 ...) is smaller: pass the .gguf file (or org/repo:Q4_K_M) as --model for its "
-                     "exact bytes per device")
+    if weights is not None and weights.counted and quantise:
+        # NOTE: llama.cpp users run a llama-quantize GGUF, most often Q4_K_M: its bytes follow llama.cpp's
+        # per-tensor rule over the counted shapes (kvplan.gguf.quantise); said in weights.quantization.
+        from kvplan.gguf.quantise import quantise_weights
+
+        weights = quantise_weights(weights, num_layers=loaded.model_geometry.num_hidden_layers, ftype=weights_quant,
+                                   model_type=loaded.model_geometry.model_type)
+    elif weights is not None and weights.source != "--weights-bytes" and profile.splits_layers:
+        notes.append(f"llama.cpp: weights counted as the checkpoint stores them ({weights.dtype}) "
+                     "(--weights-from safetensors); a quantised GGUF (Q4_K_M, Q8_0 ...) is smaller")
     return weights, notes
+
+
+def _check_weights_quant(loaded: Geometry, profile: Any, *, weights_bytes: int | None, weights_from: str) -> None:
+    """--weights-quant sizes a llama.cpp GGUF from config.json: refuse it where it cannot apply."""
+    if not profile.splits_layers:
+        raise _input_error(f"--weights-quant picks a llama.cpp GGUF type, but --engine is {profile.name}",
+                           "use --engine llama.cpp, or --dtype / --weights-bytes for this engine")
+    if loaded.gguf is not None:
+        raise _input_error(f"--model {loaded.model_id} is a GGUF: its tensor table gives the real types",
+                           "drop --weights-quant (or pass another .gguf file)")
+    if weights_bytes is not None:
+        raise _input_error("--weights-bytes and --weights-quant both give the weights", "pass one of them")
+    if weights_from == "safetensors":
+        raise _input_error("--weights-from safetensors counts the checkpoint, --weights-quant a llama.cpp GGUF",
+                           "pass one of them")
 
 
 def resolve_gpu(gpu: Any, gpu_mem: int | str | None = None, gpu_bandwidth: str | None = None) -> Any:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 import types
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -295,6 +296,8 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
                 f"the answers are per replica; total concurrency is {replicas}x"
             )
     checkpoint_dtype = weights.dtype if weights is not None and weights.counted else None
+    if weights is not None and getattr(weights.quantisation, "checkpoint_dtype", None):  # llama.cpp's quant rule
+        checkpoint_dtype = weights.quantisation.checkpoint_dtype  # type: ignore[union-attr]
     if weights is not None:
         weights, serve_note = serve_weights(weights, engine=engine, dtype=inputs.dtype)
         if serve_note:
@@ -591,6 +594,22 @@ def _suggest(kv: _Kv, inputs: CapacityInputs, tokens: int, max_context: int, req
         out.append(smaller)
     if min_tp and min_tp > inputs.tp:
         out.append(f"--tp {min_tp} (the smallest tensor-parallel size on which one {tokens:,}-token request fits)")
+    return out
+
+
+def kv_per_gpu_curve(cap: Capacity, seq_lens: Sequence[int], *, batch: int) -> list[int]:
+    """KV bytes ``batch`` requests of each length need on the busiest GPU, by the plan's own engine rule
+    (what `capacity --plot` draws against the KV budget)."""
+    kv = _Kv(cap.geometry, cap.deployment, cap.inputs.kv_dtype)
+    avail = max(cap.budget.kv_bytes_per_gpu, 0)
+    if not (kv.engine.block_pool and avail):
+        return [kv.need(batch, t) for t in seq_lens]
+    out = []
+    for t in seq_lens:
+        # NOTE: a block pool's share: the blocks the requests take of the pool, as bytes of the budget, so the
+        # curve crosses the budget where `fits` stops (the hybrid allocator's group padding included).
+        num_blocks, per_request, _bs, _notes = kv.vllm_pool(avail, t)
+        out.append(-(-avail * batch * per_request // num_blocks) if num_blocks else kv.need(batch, t))
     return out
 
 

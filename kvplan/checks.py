@@ -113,7 +113,7 @@ def capacity_for(inputs: dict[str, Any], *, gpu: str, num_gpus: int | None,
     pp = inputs.get("pp") or 1
     tp = inputs.get("tp") or (num_gpus // pp if num_gpus else 1)
     given = _given(inputs, ("engine", "kv_dtype", "dtype", "block_size", "gpu_memory_utilization", "mem_fraction_static",
-                            "free_gpu_memory_fraction", "max_num_batched_tokens", "weights_from", "dp",
+                            "free_gpu_memory_fraction", "max_num_batched_tokens", "weights_from", "weights_quant", "dp",
                             "enable_dp_attention", "kv_unified", "ubatch_size", "cache_type_v",
                             "no_window", "no_mla"))
     # NOTE: plan files read token counts as kvplan does (32k = 32,768); the API's vLLM-named arguments

@@ -159,6 +159,8 @@ FIELDS: dict[str, Field] = {
         Field(name="kv_budget", kind="capacity", types=_INT_OR_TEXT, expects="a size such as 3.8125GiB", resolve=_size),
         Field(name="weights_bytes", kind="capacity", types=_INT_OR_TEXT, expects="a size such as 16GB", resolve=_size),
         Field(name="weights_from", kind="capacity", types=_TEXT, expects="auto, config or safetensors", resolve=_str),
+        Field(name="weights_quant", kind="capacity", types=_TEXT, expects="a llama.cpp file type: Q4_K_M, Q8_0 ...",
+              resolve=_str),
         Field(name="dtype", kind="capacity", types=_TEXT, expects="a weight dtype: auto, bfloat16, float16 or float32",
               resolve=_str),
         Field(name="dp", kind="capacity", types=_INT, expects="a positive integer", resolve=_positive_int),

@@ -357,6 +357,7 @@ NOT_SCENARIO_KEYS = {
     "ctx_size": "llama.cpp's spelling of seq_len x batch", "parallel": "llama.cpp's spelling of batch",
     "cache_type_k": "llama.cpp's spelling of kv_dtype for K (with cache_type_v for V)",
     "compare_log": "reads a log file; a plan checks budgets, not logs",
+    "plot": "output (a picture)",
 }
 
 

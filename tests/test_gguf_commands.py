@@ -146,13 +146,16 @@ def test_capacity_weights_bytes_beats_the_tensor_table(tmp_path: Path, runner) -
     assert report["weights"]["source"] == "--weights-bytes" and report["budget"]["weights_bytes_per_gpu"] == 1000000
 
 
-def test_config_json_under_llama_cpp_says_the_weights_are_the_checkpoints(tmp_path: Path, runner) -> None:
+def test_config_json_under_llama_cpp_says_the_weights_are_a_q4_k_m_gguf(tmp_path: Path, runner) -> None:
+    """The llama.cpp profile sizes a config.json as the Q4_K_M GGUF its users run, and says so (issue 13)."""
     _arch, _kv, config = FAMILIES["llama-gqa"]
     path = tmp_path / "config.json"
     path.write_text(json.dumps({**config, "torch_dtype": "bfloat16", "vocab_size": 32, "intermediate_size": 256}))
     report = invoke(runner, "capacity", "--engine", "llama.cpp", "--model", str(path), "--gpu", "RTX4090")
-    assert report["weights"]["source"] == "config" and report["weights"]["dtype"] == "bfloat16"
-    assert any("pass the .gguf file" in n for n in report["notes"])
+    weights = report["weights"]
+    assert weights["source"] == "llama.cpp rule" and weights["dtype"] == "Q4_K_M"
+    assert weights["checkpoint_dtype"] == "bfloat16" and weights["quantization"].startswith("Q4_K_M (llama.cpp default")
+    assert any("pass --weights-quant" in n and "the .gguf file" in n for n in report["notes"])
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))

@@ -191,7 +191,8 @@ def test_capacity_says_does_not_fit_one_request_and_explains_gpus(runner) -> Non
 
 def test_llamacpp_capacity_speaks_llamacpp(runner) -> None:
     out = _flat(runner, TABLES["capacity-llamacpp"])
-    assert "try -c 68608 -np 4 (17,152 tokens per slot" in out  # 4 slots of 17,152 tokens
+    # Q4_K_M weights (the llama.cpp profile's default) leave 19.05 GiB: 155,648 cells = 4 slots of 38,912 tokens
+    assert "try -c 155648 -np 4 (38,912 tokens per slot" in out
     assert "-ctk q8_0 -ctv q8_0 -fa" in out and "--max-model-len" not in out
     note = runner.invoke(app, ["estimate", "-m", "meta-llama/Llama-2-7b-hf", "-s", "4k", "--engine", "llama.cpp",
                                "--kv-dtype", "q8_0"])

@@ -56,6 +56,9 @@ WeightsBytesOpt = Annotated[str | None, typer.Option("--weights-bytes", help="Ch
                             "count from config.json (e.g. 16GB).")]
 WeightsFromOpt = Annotated[str, typer.Option("--weights-from", help="auto (Hub safetensors metadata for Hub models "
                            "when online, else config.json), config, or safetensors.")]
+WeightsQuantOpt = Annotated[str | None, typer.Option("--weights-quant", help="llama.cpp: the GGUF type the weights "
+                            "are sized as, by llama.cpp's per-tensor rule (llama-quant.cpp): Q4_K_M (default, the "
+                            "common llama.cpp quant), Q5_K_M, Q6_K, Q8_0, F16, BF16. A .gguf --model keeps its own.")]
 TpOptional = Annotated[int | None, typer.Option("--tensor-parallel-size", "--tp", "-tp", min=1, help="Tensor-parallel "
                        "GPUs, as vLLM's --tensor-parallel-size (default 1, or --num-gpus / --pp).")]
 DtypeOpt = Annotated[str, typer.Option("--dtype", help="Weight dtype, as vLLM's --dtype: auto (the engine's rule: "
@@ -83,6 +86,9 @@ CompareLogOpt = Annotated[Path | None, typer.Option("--compare-log", help="A pas
                           "llama.cpp or TensorRT-LLM: put each KV figure it logs beside kvplan's, with the difference "
                           "and a likely cause. Without --gpu/--kv-budget, vLLM's logged 'Available KV cache memory' "
                           "is the budget.")]
+CapacityPlotOpt = Annotated[Path | None, typer.Option("--plot", help="Draw the KV cache per GPU against context "
+                            "length, with the KV budget left after weights, to FILE (.png or .svg; needs the "
+                            "kvplan[plot] extra).")]
 RequireFitOpt = Annotated[bool, typer.Option("--require-fit", help="Exit 1 when --batch requests of --max-model-len "
                           "tokens do not fit (0 when they do; 2 for bad input), for CI.")]
 
@@ -121,6 +127,7 @@ def capacity(
     kv_budget: KvBudgetOpt = None,
     weights_bytes: WeightsBytesOpt = None,
     weights_from: WeightsFromOpt = "auto",
+    weights_quant: WeightsQuantOpt = None,
     block_size: BlockSizeOpt = None,
     require_fit: RequireFitOpt = False,
     engine_version: EngineVersionOpt = None,
@@ -136,6 +143,7 @@ def capacity(
     ctx_size: CtxSizeOpt = None,
     parallel: ParallelOpt = None,
     compare_log: CompareLogOpt = None,
+    plot: CapacityPlotOpt = None,
     revision: RevisionOpt = None,
     token: TokenOpt = None,
     fmt: FormatOpt = Format.table,
@@ -153,6 +161,10 @@ def capacity(
 
         # NOTE: kvplan's --seq-len reads k as 1024; the API's max_model_len (vLLM's name) reads it as vLLM does.
         max_model_len = str(parse_tokens(max_model_len, what="--seq-len"))
+    if plot is not None:
+        from kvplan.report.plot import check_plot_path
+
+        check_plot_path(plot)  # before any work
 
     if strict:
         from kvplan.api import load_geometry
@@ -172,7 +184,7 @@ def capacity(
         gpu_memory_utilization=gpu_memory_utilization, mem_fraction_static=mem_fraction_static,
         free_gpu_memory_fraction=free_gpu_memory_fraction, max_num_batched_tokens=max_num_batched_tokens,
         reserve=reserve, kv_budget=kv_budget, weights_bytes=weights_bytes, weights_from=weights_from,
-        block_size=block_size, engine_version=engine_version, dp=dp, enable_dp_attention=enable_dp_attention,
+        weights_quant=weights_quant, block_size=block_size, engine_version=engine_version, dp=dp, enable_dp_attention=enable_dp_attention,
         kv_unified=kv_unified, ubatch_size=ubatch_size, tensor_split=tensor_split, ctx_size=ctx_size,
         parallel=parallel, revision=revision, token=token, gguf_file=gguf_file, cache_type_v=cache_type_v,
         no_window=no_window, no_mla=no_mla,
@@ -184,8 +196,44 @@ def capacity(
         from kvplan.logparse import compare_log as compare
 
         report["log_comparison"] = compare(parsed, report, source=str(compare_log))
+    if plot is not None:
+        _plot(plot, result.capacity, report)
     emit(report, fmt, output, lazy_table("capacity_table", report) if fmt is Format.table else None,
          inputs=(model, compare_log))
+    if plot is not None:
+        typer.echo(f"wrote {plot}", err=True)
     if require_fit and not report["capacity"]["fits"]:  # type: ignore[index]
         typer.echo("Does not fit: " + "; ".join(report["suggestions"]), err=True)  # type: ignore[arg-type]
         raise typer.Exit(EXIT_NOT_FIT)
+
+
+def _plot(path: Path, cap: object, report: dict[str, object]) -> None:
+    """KV per GPU of 1 and of --batch requests against context, up to the model's maximum, with the KV budget
+    per GPU (memory less weights and reserve) as the line they must stay under and the requested length marked."""
+    from kvplan.capacity import kv_per_gpu_curve
+    from kvplan.report.plot import context_axis, write_plot
+    from kvplan.units import format_bytes
+
+    inputs, capacity, budget = report["inputs"], report["capacity"], report["budget"]
+    requested, batch = inputs["max_model_len"], inputs["batch"]  # type: ignore[index]
+    model_max = cap.geometry.max_context_tokens  # type: ignore[attr-defined]
+    xs = context_axis(requested, model_max)
+    series = {f"KV of {batch} requests": kv_per_gpu_curve(cap, xs, batch=batch)} if batch > 1 else {}  # type: ignore[arg-type]
+    series["KV of 1 request"] = kv_per_gpu_curve(cap, xs, batch=1)  # type: ignore[arg-type]
+    room = budget["kv_bytes_per_gpu"]  # type: ignore[index]
+    longest = capacity["max_context_len"]  # type: ignore[index]
+    room_label = (f"KV budget per GPU after weights and reserve: {format_bytes(room)} "
+                  f"(max context at batch {batch}: {longest:,})") if room and room > 0 else None
+    gpu = inputs["gpu"] or "a --kv-budget"  # type: ignore[index]
+    title = (f"{report['model']['id']} on {gpu}, {inputs['engine']}, tp {inputs['tp']} × pp {inputs['pp']}, "  # type: ignore[index]
+             f"KV {inputs['kv_dtype']}, batch {batch}")  # type: ignore[index]
+    second = []
+    if budget["weights_bytes_per_gpu"] is not None:  # type: ignore[index]
+        second.append(f"weights {format_bytes(budget['weights_bytes_per_gpu'])} per GPU")  # type: ignore[index]
+    if room is not None and room <= 0:
+        second.append(f"weights and reserve exceed the memory by {format_bytes(-room)}: no KV room")
+    if second:
+        title += "\n" + ", ".join(second)
+    write_plot(path, xs, series, title=title, ylabel="KV cache per GPU (the most loaded one)",
+               mark_tokens=requested, room_bytes=room if room and room > 0 else None, room_label=room_label,
+               legend_loc="lower right")  # NOTE: the curves rise to the upper right; the lower right is empty

@@ -300,7 +300,7 @@ def serve_weights(weights: WeightsEstimate, *, engine: ServingEngine, dtype: str
     Quantised matrices keep their format; plain tensors take the served dtype. Exact bytes from the Hub's
     safetensors metadata are scaled by the same ratio; ``--weights-bytes`` is taken as given.
     """
-    if weights.source == "gguf":
+    if weights.source in ("gguf", "llama.cpp rule"):  # a GGUF file's tensors, or llama.cpp's quant rule
         if dtype.strip().lower() != "auto":
             return weights, f"--dtype {dtype} ignored: a GGUF's tensors are held as the file stores them ({weights.dtype})"
         return weights, None

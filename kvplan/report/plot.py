@@ -1,4 +1,4 @@
-"""`kvplan compare --plot`: KV memory against context length, drawn with matplotlib.
+"""`kvplan compare --plot` and `kvplan capacity --plot`: KV memory against context length, drawn with matplotlib.
 
 matplotlib is the optional extra ``kvplan[plot]`` and is imported only inside :func:`write_plot`,
 through its object API (``Figure``), so no pyplot backend or global state is touched.
@@ -34,6 +34,7 @@ def write_plot(
     mark_tokens: int | None = None,
     room_bytes: int | None = None,
     room_label: str | None = None,
+    legend_loc: str = "upper left",
 ) -> None:
     """One line per variant (bytes against tokens, log-log), labelled at its right end and listed in the
     legend top to bottom as the lines end; a dotted line at ``mark_tokens`` (the requested length);
@@ -75,11 +76,21 @@ def write_plot(
     axes.set_ylabel(ylabel)
     axes.set_title(title)
     axes.grid(True, which="major", alpha=0.3)
-    axes.legend(loc="upper left")
+    axes.legend(loc=legend_loc)
     try:
         figure.savefig(path, format=path.suffix.lower().lstrip("."))
     except OSError as exc:
         raise InputError(f"cannot write --plot {path}: {exc.strerror or exc}", "check the path") from None
+
+
+def context_axis(requested: int, model_max: int | None, *, points: int = 48) -> list[int]:
+    """Context lengths for a capacity plot: a log grid from 512 tokens (or less, to show ``requested``) to
+    the model's maximum (or ``requested`` when longer), with both ends and ``requested`` on it."""
+    hi = max(requested, model_max or 0, 2)
+    lo = max(1, min(512, requested, hi // 2))
+    step = (math.log2(hi) - math.log2(lo)) / max(points - 1, 1)
+    grid = {round(2 ** (math.log2(lo) + i * step)) for i in range(points)} | {lo, hi, requested}
+    return sorted(t for t in grid if lo <= t <= hi)
 
 
 def _label_gap(series: Mapping[str, Sequence[int]]) -> float:

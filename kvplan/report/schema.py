@@ -348,7 +348,7 @@ def _capacity_defs() -> dict[str, Schema]:
             "engine_version": nullable(STR), "dp": POS, "enable_dp_attention": BOOL,
         }),
         "weights": _obj({
-            "source": nullable({"enum": ["config", "safetensors", "--weights-bytes", "gguf"]}),
+            "source": nullable({"enum": ["config", "safetensors", "--weights-bytes", "gguf", "llama.cpp rule"]}),
             "parameters": nullable(NONNEG), "language_parameters": nullable(NONNEG),
             "vision_parameters": nullable(NONNEG), "active_parameters": nullable(NONNEG),
             "bytes": nullable(NONNEG), "vision_bytes": nullable(NONNEG), "bytes_per_gpu": nullable(NONNEG),
