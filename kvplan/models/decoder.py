@@ -186,8 +186,10 @@ def every_layer_moe(r: ConfigReader, layers: int, intermediate: int, top_k: int 
 
 def sparse_step_moe(r: ConfigReader, layers: int, top_k: int | None) -> MoeLayout:
     """Qwen-MoE: experts of ``moe_intermediate_size`` every ``decoder_sparse_step`` layers except
-    ``mlp_only_layers``, and a shared expert of ``shared_expert_intermediate_size`` (0: none)."""
-    experts = r.first_of("num_experts", ("num_experts",))
+    ``mlp_only_layers``, and a shared expert of ``shared_expert_intermediate_size`` (0: none).
+
+    transformers 5 saves ``num_experts`` as ``num_local_experts`` (Qwen3MoeConfig's attribute_map): both are read."""
+    experts = r.first_of("num_experts", ("num_experts", "num_local_experts"))
     size = r.first_of("moe_intermediate_size", ("moe_intermediate_size",))
     step = r.optional("decoder_sparse_step", ("decoder_sparse_step",)) or 1
     only_mlp = set(layer_indices(r, "mlp_only_layers", r.raw("mlp_only_layers"), layers)) \

@@ -305,7 +305,9 @@ class DeepseekV4Parser(DecoderParser):
     weight_types = ("deepseek_v4",)
     #: DeepseekV4Config defaults (transformers 5.24) of the keys the cache and weight count read.
     defaults = {"head_dim": 512, "sliding_window": 128, "index_head_dim": 128, "index_n_heads": 64,
-                "num_hidden_layers": 43, "max_position_embeddings": 1048576, "tie_word_embeddings": False}
+                "num_hidden_layers": 43, "max_position_embeddings": 1048576, "tie_word_embeddings": False,
+                # DeepseekV4Config.default_num_hash_layers: the first 3 MoE layers hash-routed (no mlp_layer_types)
+                "num_hash_layers": 3}
     CSA, HCA, SWA = "compressed_sparse_attention", "heavily_compressed_attention", "sliding_attention"
     DEFAULT_RATES = {CSA: 4, HCA: 128}
 
@@ -365,6 +367,17 @@ class DeepseekV4Parser(DecoderParser):
                "(2 heavily compressed layers, then compressed-sparse and heavily compressed alternating)")
         return [self.HCA] * min(layers, 2) + [self.CSA if i % 2 else self.HCA for i in range(max(layers - 2, 0))]
 
+    def _hash_layers(self, r: ConfigReader, layers: int) -> int:
+        """How many MoE layers route by a token -> experts table: ``mlp_layer_types`` (``hash_moe`` / ``moe``
+        per layer, as transformers 5 saves it), else the legacy ``num_hash_layers`` (first N), else the default."""
+        if r.has("mlp_layer_types"):
+            kinds = r.first_of("mlp_layer_types", ("mlp_layer_types",), kind="list")
+            if len(kinds) < layers or not set(kinds[:layers]) <= {"hash_moe", "moe"}:
+                raise ConfigError(f"{r.source_name}: {r.prefix}mlp_layer_types does not give hash_moe or moe per layer",
+                                  "one entry per layer: hash_moe (hash-routed) or moe (top-k routed)")
+            return kinds[:layers].count("hash_moe")
+        return min(layers, r.first_of("num_hash_layers", ("num_hash_layers",), kind="count"))
+
     def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
         hidden = hidden_of(r)
         layers = r.first_of("num_hidden_layers", ("num_hidden_layers",))
@@ -406,7 +419,7 @@ class DeepseekV4Parser(DecoderParser):
         experts = r.first_of("num_experts", ("n_routed_experts",))
         size = r.first_of("moe_intermediate_size", ("moe_intermediate_size",))
         shared = r.first_of("n_shared_experts", ("n_shared_experts",), kind="count")
-        hashed = min(layers, r.first_of("num_hash_layers", ("num_hash_layers",), kind="count"))
+        hashed = self._hash_layers(r, layers)
         parts += experts_parts(hidden, size, experts, layers, shared_size=shared * size or None)
         # the top-k routers' correction bias; the hash routers' token -> experts table
         parts.append(WeightPart(name="router_tables", other_parameters=experts * (layers - hashed)

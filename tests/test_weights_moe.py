@@ -1,0 +1,88 @@
+"""Weight counts of the 2025-2026 MoE / MLA families and the classic ones kvplan once refused, against
+transformers itself: the model built on the meta device from the same config (``meta_count``), on the
+config class's defaults, on a variant whose fields change the layout, and on real Hub configs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from test_models_weights import default_config, meta_count
+
+from kvplan.models import count_weights
+
+from conftest import shared_config
+
+#: model_type -> variants: config overrides that move layers between layouts (dense vs MoE, hash-routed,
+#: sliding vs full...), each compared with transformers on its own.
+VARIANTS: dict[str, list[dict[str, Any]]] = {
+    "deepseek_v4": [{"num_hidden_layers": 6, "mlp_layer_types": ["hash_moe"] * 2 + ["moe"] * 4,
+                     "layer_types": ["sliding_attention", "compressed_sparse_attention",
+                                     "heavily_compressed_attention"] * 2}],
+    "qwen3_moe": [{"num_hidden_layers": 6, "mlp_only_layers": [0, 3], "decoder_sparse_step": 2}],
+    "qwen3_vl_moe": [{"text_config": {"num_hidden_layers": 4, "mlp_only_layers": [1]}}],
+}
+
+CASES = [(t, {}) for t in VARIANTS] + [(t, v) for t, vs in VARIANTS.items() for v in vs]
+
+
+def config_of(model_type: str, overrides: dict[str, Any]) -> dict[str, Any]:
+    """The config class's defaults with ``overrides`` (a nested ``text_config`` dict updates the nested one)."""
+    config = default_config(model_type)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(config.get(key), dict):
+            config[key] = {**config[key], **value}
+        else:
+            config[key] = value
+    return config
+
+
+@pytest.mark.parametrize(("model_type", "overrides"), CASES, ids=[f"{t}-{'variant' if v else 'default'}" for t, v in CASES])
+def test_count_equals_transformers(model_type: str, overrides: dict[str, Any]) -> None:
+    config = config_of(model_type, overrides)
+    assert count_weights(config, model_id=model_type).parameters == meta_count(config)
+
+
+# ---- the keys transformers 5 saves, and the defaults when a config omits them ------------------------
+def test_qwen3_moe_reads_num_local_experts_as_transformers_5_saves_it() -> None:
+    # Qwen3MoeConfig maps num_experts to num_local_experts and to_dict() writes only the latter
+    config = default_config("qwen3_moe", num_hidden_layers=2, num_experts=4)
+    assert "num_experts" not in config and config["num_local_experts"] == 4
+    weights = count_weights(config, model_id="qwen3")
+    hidden, size = config["hidden_size"], config["moe_intermediate_size"]
+    assert weights.expert_parameters == 3 * hidden * size * 4 * 2  # gate/up/down, experts, layers
+    old = {**{k: v for k, v in config.items() if k != "num_local_experts"}, "num_experts": 4}
+    assert count_weights(old, model_id="qwen3").parameters == weights.parameters
+
+
+def test_qwen3_moe_without_expert_count_takes_the_class_default_and_says_so() -> None:
+    config = default_config("qwen3_moe", num_hidden_layers=2)
+    del config["num_local_experts"]
+    weights = count_weights(config, model_id="qwen3")
+    assert weights.num_experts == 128  # Qwen3MoeConfig.num_experts
+    assert any("num_experts" in n and "default" in n for n in weights.notes)
+    assert weights.parameters == meta_count(config)
+
+
+def test_deepseek_v4_hash_layers_from_legacy_key_or_default() -> None:
+    config = default_config("deepseek_v4", num_hidden_layers=5)
+    del config["mlp_layer_types"]
+    vocab, top_k, experts = config["vocab_size"], config["num_experts_per_tok"], config["n_routed_experts"]
+    default = count_weights(config, model_id="v4")
+    tables = next(p for p in default.parts if p.name == "router_tables")
+    # DeepseekV4Config.default_num_hash_layers = 3: token -> experts tables there, correction biases in the rest
+    assert tables.parameters == vocab * top_k * 3 + experts * 2
+    assert any("num_hash_layers" in n and "default" in n for n in default.notes)
+    legacy = count_weights({**config, "num_hash_layers": 1}, model_id="v4")
+    assert legacy.parameters == meta_count({**config, "num_hash_layers": 1})
+
+
+# ---- real Hub configs ------------------------------------------------------------------------------
+REAL = ["deepseek-ai__DeepSeek-V4-Flash", "Qwen__Qwen3-30B-A3B", "Qwen__Qwen3-Coder-480B-A35B-Instruct",
+        "Qwen__Qwen3-VL-30B-A3B-Instruct"]
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_real_config_equals_transformers(name: str) -> None:
+    config = shared_config(name)
+    assert count_weights(config, model_id=name).parameters == meta_count(config)
