@@ -13,27 +13,39 @@ from kvplan.models import count_weights
 
 from conftest import shared_config
 
-#: model_type -> variants: config overrides that move layers between layouts (dense vs MoE, hash-routed,
-#: sliding vs full...), each compared with transformers on its own.
+#: model_type -> variants: keyword arguments of the config class (its __post_init__ derives the per-layer lists
+#: from them) that move layers between layouts (dense vs MoE, hash-routed, NoPE, shared latents...), each compared
+#: with transformers on its own. ``DROP`` lists keys deleted from the (text) config afterwards, so kvplan applies
+#: the config class's rule for them itself, as it must for a Hub config that omits them.
+DROP = "_drop"
 VARIANTS: dict[str, list[dict[str, Any]]] = {
     "deepseek_v4": [{"num_hidden_layers": 6, "mlp_layer_types": ["hash_moe"] * 2 + ["moe"] * 4,
                      "layer_types": ["sliding_attention", "compressed_sparse_attention",
                                      "heavily_compressed_attention"] * 2}],
     "qwen3_moe": [{"num_hidden_layers": 6, "mlp_only_layers": [0, 3], "decoder_sparse_step": 2}],
     "qwen3_vl_moe": [{"text_config": {"num_hidden_layers": 4, "mlp_only_layers": [1]}}],
+    "mistral_large4": [
+        {"text_config": {"num_hidden_layers": 6, "first_k_dense_replace": 2, "attention_bias": True,
+                         "kv_source_layers": [0, 1, 1, 3, 3, 5], "indexer_types": ["full", "shared"] * 3,
+                         "no_rope_layers": [1, 0, 1, 1, 0, 1]}},
+        {"text_config": {"num_hidden_layers": 8, "first_k_dense_replace": 3, "index_topk_freq": 2},
+         DROP: ["mlp_layer_types", "no_rope_layers", "kv_source_layers", "indexer_types"]},
+    ],
+    # Pixtral's tower and the Mistral 3 projector (shared with Mistral Large 4)
+    "mistral3": [{"vision_feature_layer": [-1, -2], "multimodal_projector_bias": True, "spatial_merge_size": 3}],
 }
 
 CASES = [(t, {}) for t in VARIANTS] + [(t, v) for t, vs in VARIANTS.items() for v in vs]
 
 
 def config_of(model_type: str, overrides: dict[str, Any]) -> dict[str, Any]:
-    """The config class's defaults with ``overrides`` (a nested ``text_config`` dict updates the nested one)."""
-    config = default_config(model_type)
-    for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(config.get(key), dict):
-            config[key] = {**config[key], **value}
-        else:
-            config[key] = value
+    """The config class's defaults with ``overrides``, less the keys ``overrides[DROP]`` names."""
+    overrides = dict(overrides)
+    drop = overrides.pop(DROP, [])
+    config = default_config(model_type, **overrides)
+    inner = config.get("text_config", config)
+    for key in drop:
+        del inner[key]
     return config
 
 
@@ -41,6 +53,13 @@ def config_of(model_type: str, overrides: dict[str, Any]) -> dict[str, Any]:
 def test_count_equals_transformers(model_type: str, overrides: dict[str, Any]) -> None:
     config = config_of(model_type, overrides)
     assert count_weights(config, model_id=model_type).parameters == meta_count(config)
+
+
+def test_variants_change_the_layout() -> None:
+    # each variant is a different model from its type's default: the comparison is not the default twice
+    for model_type, variants in VARIANTS.items():
+        counts = {count_weights(config_of(model_type, v), model_id=model_type).parameters for v in [{}, *variants]}
+        assert len(counts) == 1 + len(variants), model_type
 
 
 # ---- the keys transformers 5 saves, and the defaults when a config omits them ------------------------

@@ -14,6 +14,7 @@ from kvplan.errors import ConfigError
 from kvplan.models.base import ArchParser, ConfigReader
 from kvplan.models.decoder import DecoderLayout, DecoderParser, MoeLayout, first_k_dense_moe, note_mtp
 from kvplan.models.llama import LlamaParser
+from kvplan.models.mistral import pixtral_weights
 from kvplan.models.tensors import (
     Matrix,
     WeightCount,
@@ -55,7 +56,7 @@ class DeepseekParser(DecoderParser):
                         # Dots3NoteTextConfig: sliding MLA layers (swa_* keys, normalised into per_layer_config)
                         "dots3_note_text": {"sliding_window": 512, "swa_kv_lora_rank": 1024, "swa_head_dim": 256,
                                             "swa_qk_nope_head_dim": 192}}
-    weight_types = ("deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32")
+    weight_types = ("deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32", "mistral_large4_text")
 
     def attention_dims(self, r: ConfigReader) -> dict[str, int]:
         if not r.has("kv_lora_rank"):
@@ -202,9 +203,129 @@ class DeepseekParser(DecoderParser):
     def moe_layout(self, r: ConfigReader, model_type: str, layers: int, intermediate: int, top_k: int | None) -> MoeLayout:
         return first_k_dense_moe(r, layers, top_k)
 
+    def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
+        if model_type == "mistral_large4_text":
+            return count_mistral_large4(r)
+        return super().count_weights(r, model_type)
+
     def vision_weights(self, outer: Mapping[str, Any], r: ConfigReader, text_hidden: int) -> list[WeightPart] | None:
         vision = outer["vision_config"]
+        if isinstance(vision, Mapping) and vision.get("model_type") == "pixtral":
+            return pixtral_weights(outer, r, text_hidden)
         return moonvit_weights(outer, r) if isinstance(vision, Mapping) and "vt_hidden_size" in vision else None
+
+
+class Tensors:
+    """Per-layer tensors of a layout that varies layer by layer, gathered into WeightParts by role."""
+
+    def __init__(self) -> None:
+        self.matrices: dict[str, dict[tuple[int, int], int]] = {}
+        self.other: dict[str, int] = {}
+
+    def add(self, role: str, in_features: int, out_features: int, count: int = 1) -> None:
+        if count and in_features and out_features:
+            shapes = self.matrices.setdefault(role, {})
+            shapes[(in_features, out_features)] = shapes.get((in_features, out_features), 0) + count
+
+    def vector(self, role: str, parameters: int) -> None:
+        self.other[role] = self.other.get(role, 0) + parameters
+
+    def parts(self) -> list[WeightPart]:
+        roles = list(dict.fromkeys([*self.matrices, *self.other]))
+        return [WeightPart(name=role, matrices=tuple(Matrix(in_features=i, out_features=o, count=c)
+                                                     for (i, o), c in self.matrices.get(role, {}).items()),
+                           other_parameters=self.other.get(role, 0), tp_sharded=role not in ("norms", "router"))
+                for role in roles]
+
+
+def per_layer_list(r: ConfigReader, key: str, layers: int, allowed: set[Any], default: list[Any] | None) -> list[Any]:
+    """A per-layer list of the config (one entry per layer from ``allowed``), else ``default`` (the config class's
+    rule, which the caller notes)."""
+    if not r.has(key):
+        if default is None:
+            r.first_of(key, (key,), kind="list")  # raises: required
+        assert default is not None
+        return default
+    values = r.first_of(key, (key,), kind="list")
+    if len(values) < layers or not set(values[:layers]) <= allowed:
+        raise ConfigError(f"{r.source_name}: {r.prefix}{key} must give one of {sorted(map(str, allowed))} per layer",
+                          f"one entry per layer ({layers})")
+    return list(values[:layers])
+
+
+def count_mistral_large4(r: ConfigReader) -> WeightCount:
+    """Mistral Large 4 (MistralLarge4TextConfig, transformers 5.24 modeling_mistral_large4.py): MLA without a q
+    LoRA; NoPE layers (``no_rope_layers`` 0) drop the rope key from kv_a and widen the nope key in kv_b; layers
+    reusing an earlier layer's latent (``kv_source_layers``) have no kv_a projection or norm; a DSA indexer (its
+    queries from the hidden state through a LayerNorm) unless ``indexer_types`` says shared; a learned softmax
+    scale and bias per head (attention and indexer); dense MLPs then MoE with shared experts (``mlp_layer_types``
+    or ``first_k_dense_replace``); a learned RoPE ``alpha`` per rotary frequency."""
+    hidden = hidden_of(r)
+    layers = r.first_of("num_hidden_layers", ("num_hidden_layers",))
+    heads = r.first_of("num_attention_heads", ("num_attention_heads",))
+    rank = r.first_of("kv_lora_rank", ("kv_lora_rank",))
+    rope = r.first_of("qk_rope_head_dim", ("qk_rope_head_dim",))
+    nope = r.first_of("qk_nope_head_dim", ("qk_nope_head_dim",))
+    v_dim = r.first_of("v_head_dim", ("v_head_dim",))
+    bias = r.flag("attention_bias", False)
+    interval = r.first_of("no_rope_layer_interval", ("no_rope_layer_interval",)) if not r.has("no_rope_layers") else 0
+    use_rope = per_layer_list(r, "no_rope_layers", layers, {0, 1},
+                              [int((i + 1) % interval != 0) for i in range(layers)] if interval else None)
+    sources = per_layer_list(r, "kv_source_layers", layers, set(range(layers)), list(range(layers)))
+    indexer = per_layer_list(r, "indexer_types", layers, {"full", "shared"},
+                             None if r.has("indexer_types") else _large4_indexer_default(r, layers))
+    first_dense = r.first_of("first_k_dense_replace", ("first_k_dense_replace",), kind="count") \
+        if not r.has("mlp_layer_types") else 0
+    mlp_types = per_layer_list(r, "mlp_layer_types", layers, {"dense", "sparse"},
+                               ["dense"] * min(first_dense, layers) + ["sparse"] * max(layers - first_dense, 0))
+    index_dim = r.first_of("index_head_dim", ("index_head_dim",))
+    index_heads = r.first_of("index_n_heads", ("index_n_heads",))
+    t = Tensors()
+    for i in range(layers):
+        own_rope = rope if use_rope[i] else 0
+        t.add("attention", hidden, heads * (nope + rope))  # q_proj
+        if sources[i] == i:
+            t.add("attention", hidden, rank + own_rope)  # kv_a_proj_with_mqa
+            t.vector("attention", rank + ((rank + own_rope) if bias else 0))  # kv_a_layernorm (+ kv_a bias)
+        t.add("attention", rank, heads * (nope + rope - own_rope + v_dim))  # kv_b_proj
+        t.add("attention", heads * v_dim, hidden)  # o_proj
+        t.vector("attention", 2 * heads + (hidden if bias else 0))  # softmax scale + bias (+ o bias)
+        if indexer[i] == "full":
+            t.add("attention", hidden, index_heads * index_dim)  # wq_b
+            t.add("attention", hidden, index_dim)  # wk
+            t.add("attention", hidden, index_heads)  # weights_proj
+            t.vector("attention", 2 * index_dim + 2 * hidden + 2 * index_heads)  # k_norm, q_input_norm, scaling
+    n_moe = mlp_types.count("sparse")
+    intermediate = r.first_of("intermediate_size", ("intermediate_size",))
+    t.add("mlp", hidden, intermediate, 2 * (layers - n_moe))
+    t.add("mlp", intermediate, hidden, layers - n_moe)
+    parts = embeddings(r, hidden) + t.parts()
+    top_k = r.optional("num_experts_per_tok", ("num_experts_per_tok",))
+    experts = r.first_of("num_experts", ("n_routed_experts", "num_local_experts"))
+    size = r.first_of("moe_intermediate_size", ("moe_intermediate_size",))
+    shared = r.first_of("n_shared_experts", ("n_shared_experts",), kind="count")
+    if n_moe:
+        parts += experts_parts(hidden, size, experts, n_moe, shared_size=shared * size or None)
+    # the rotary embedding's learned alpha, one per frequency of the rope slice (head_dim = qk_rope_head_dim)
+    parts.append(WeightPart(name="norms", other_parameters=(2 * layers + 1) * hidden + rope // 2, tp_sharded=False))
+    reusing = sum(1 for i, source in enumerate(sources) if source != i)
+    r.note(f"Mistral Large 4: {use_rope.count(0)} NoPE layers, {reusing} latent-reusing layers, {indexer.count('full')} layers with their own indexer; {n_moe} MoE layers of "
+           f"{experts} experts, all resident")
+    return count_of(parts, experts if n_moe else None, top_k if n_moe else None,
+                    {"hidden_size": hidden, "mlp_width": max(intermediate, (top_k or 1) * size + shared * size),
+                     "qkv_width": heads * (nope + rope) + rank + rope, "vocab_size": vocab_of(r)})
+
+
+def _large4_indexer_default(r: ConfigReader, layers: int) -> list[str]:
+    """MistralLarge4TextConfig without ``indexer_types``: ``index_topk_pattern`` (F/S per layer), else every
+    ``index_topk_freq``-th layer from ``index_skip_topk_offset`` has its own indexer (defaults 1 and 2: all)."""
+    pattern = r.raw("index_topk_pattern")
+    if isinstance(pattern, (str, list)):
+        return [{"F": "full", "S": "shared"}.get(c, c) for c in pattern][:layers]
+    freq = max(r.optional("index_topk_freq", ("index_topk_freq",)) or 1, 1)
+    offset = r.first_of("index_skip_topk_offset", ("index_skip_topk_offset",), required=False, kind="count")
+    offset = 2 if offset is None else offset
+    return ["full" if max(i - offset + 1, 0) % freq == 0 else "shared" for i in range(layers)]
 
 
 def moonvit_weights(outer: Mapping[str, Any], text: ConfigReader) -> list[WeightPart]:
