@@ -31,6 +31,11 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
         {"text_config": {"num_hidden_layers": 8, "first_k_dense_replace": 3, "index_topk_freq": 2},
          DROP: ["mlp_layer_types", "no_rope_layers", "kv_source_layers", "indexer_types"]},
     ],
+    "hy_v4": [
+        {"num_hidden_layers": 5, "mlp_layer_types": ["dense", "dense", "sparse", "dense", "sparse"],
+         "indexer_types": ["full", "shared", "full", "full", "shared"], "attention_bias": True, "hc_mult": 2},
+        {"num_hidden_layers": 7, DROP: ["mlp_layer_types", "indexer_types"]},
+    ],
     # Pixtral's tower and the Mistral 3 projector (shared with Mistral Large 4)
     "mistral3": [{"vision_feature_layer": [-1, -2], "multimodal_projector_bias": True, "spatial_merge_size": 3}],
 }

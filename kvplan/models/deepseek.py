@@ -56,7 +56,8 @@ class DeepseekParser(DecoderParser):
                         # Dots3NoteTextConfig: sliding MLA layers (swa_* keys, normalised into per_layer_config)
                         "dots3_note_text": {"sliding_window": 512, "swa_kv_lora_rank": 1024, "swa_head_dim": 256,
                                             "swa_qk_nope_head_dim": 192}}
-    weight_types = ("deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32", "mistral_large4_text")
+    weight_types = ("deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32", "mistral_large4_text",
+                    "hy_v4")
 
     def attention_dims(self, r: ConfigReader) -> dict[str, int]:
         if not r.has("kv_lora_rank"):
@@ -206,6 +207,8 @@ class DeepseekParser(DecoderParser):
     def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
         if model_type == "mistral_large4_text":
             return count_mistral_large4(r)
+        if model_type == "hy_v4":
+            return count_hy_v4(r)
         return super().count_weights(r, model_type)
 
     def vision_weights(self, outer: Mapping[str, Any], r: ConfigReader, text_hidden: int) -> list[WeightPart] | None:
@@ -314,6 +317,106 @@ def count_mistral_large4(r: ConfigReader) -> WeightCount:
     return count_of(parts, experts if n_moe else None, top_k if n_moe else None,
                     {"hidden_size": hidden, "mlp_width": max(intermediate, (top_k or 1) * size + shared * size),
                      "qkv_width": heads * (nope + rope) + rank + rope, "vocab_size": vocab_of(r)})
+
+
+def count_hy_v4(r: ConfigReader) -> WeightCount:
+    """HY-V4 (HYV4Config, transformers 5.24 modeling_hy_v4.py): DeepSeek-V3.2 MLA (q LoRA) with a per-head output
+    gate and attention sinks, a DSA indexer in the layers ``indexer_types`` marks ``full`` (default: layer 0 and
+    every 4th from 1), dense MLPs where ``mlp_layer_types`` says ``dense`` (default: the first layer) and MoE with
+    shared experts and a router correction bias elsewhere; two hyper-connections of ``hc_mult`` streams per layer
+    and a hyper head before the final norm."""
+    hidden = hidden_of(r)
+    layers = r.first_of("num_hidden_layers", ("num_hidden_layers",))
+    heads = r.first_of("num_attention_heads", ("num_attention_heads",))
+    dims = mla_dims(r)
+    bias = r.flag("attention_bias", False)
+    if not r.has("indexer_types"):
+        r.note("indexer_types is not in the config: HYV4Config's default, an own indexer in layer 0 and every "
+               "4th layer from layer 1")
+    indexer = per_layer_list(r, "indexer_types", layers, {"full", "shared"},
+                             ["full" if i == 0 or (i - 1) % 4 == 0 else "shared" for i in range(layers)])
+    if not r.has("mlp_layer_types"):
+        r.note("mlp_layer_types is not in the config: HYV4Config's default, a dense first layer, MoE after it")
+    mlp_types = per_layer_list(r, "mlp_layer_types", layers, {"dense", "sparse"},
+                               ["dense"] * min(1, layers) + ["sparse"] * max(layers - 1, 0))
+    t = Tensors()
+    for kind in indexer:
+        add_mla_layer(t, hidden, heads, dims, bias=bias)
+        t.add("attention", hidden, heads * dims["v_head_dim"])  # gate_proj
+        t.vector("attention", heads)  # sinks
+        if kind == "full":
+            add_indexer(t, r, hidden, dims["q_lora_rank"], layer_norm=True)
+    streams = r.first_of("hc_mult", ("hc_mult",))
+    # per layer two hyper-connections (fn, base, scale); the hyper head (fn, base, scale)
+    t.add("hyper_connections", streams * hidden, 2 * streams, 2 * layers)
+    t.add("hyper_connections", streams * hidden, streams)
+    t.vector("hyper_connections", (2 * streams + 2) * 2 * layers + streams + 1)
+    return finish_mla_moe(r, t, hidden, layers, heads, dims, mlp_types.count("sparse"), router_bias=True,
+                          name="HY-V4")
+
+
+def mla_dims(r: ConfigReader) -> dict[str, int]:
+    """The MLA dimensions; ``q_lora_rank`` 0 when the config has none (a full q projection)."""
+    dims = {key: r.first_of(key, (key,)) for key in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
+                                                     "v_head_dim")}
+    dims["q_lora_rank"] = r.optional("q_lora_rank", ("q_lora_rank",)) or 0
+    return dims
+
+
+def add_mla_layer(t: Tensors, hidden: int, heads: int, dims: dict[str, int], *, bias: bool = False,
+                  kv_bias: bool | None = None) -> None:
+    """One MLA attention: q (full, or q_a + norm + q_b), kv_a with the rope key + its norm, kv_b, o.
+    ``bias``: q_a, kv_a and o biases (``attention_bias``); ``kv_bias`` overrides it for kv_a."""
+    rank, rope, nope, v_dim, q_rank = (dims[k] for k in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
+                                                          "v_head_dim", "q_lora_rank"))
+    kv_bias = bias if kv_bias is None else kv_bias
+    if q_rank:
+        t.add("attention", hidden, q_rank)
+        t.add("attention", q_rank, heads * (nope + rope))
+        t.vector("attention", q_rank + (q_rank if bias else 0))  # q_a_layernorm (+ q_a bias)
+    else:
+        t.add("attention", hidden, heads * (nope + rope))
+    t.add("attention", hidden, rank + rope)
+    t.add("attention", rank, heads * (nope + v_dim))
+    t.add("attention", heads * v_dim, hidden)
+    t.vector("attention", rank + ((rank + rope) if kv_bias else 0) + (hidden if bias else 0))
+
+
+def add_indexer(t: Tensors, r: ConfigReader, hidden: int, q_rank: int, *, layer_norm: bool) -> None:
+    """The DSA indexer of one layer: wq_b from the q LoRA, wk, a norm on its key (LayerNorm: weight and bias),
+    weights_proj scoring its heads."""
+    index_dim = r.first_of("index_head_dim", ("index_head_dim",))
+    index_heads = r.first_of("index_n_heads", ("index_n_heads",))
+    t.add("attention", q_rank, index_heads * index_dim)
+    t.add("attention", hidden, index_dim)
+    t.add("attention", hidden, index_heads)
+    t.vector("attention", (2 if layer_norm else 1) * index_dim)
+
+
+def finish_mla_moe(r: ConfigReader, t: Tensors, hidden: int, layers: int, heads: int, dims: dict[str, int],
+                   n_moe: int, *, router_bias: bool, name: str, extra_norms: int = 0,
+                   experts_keys: tuple[str, ...] = ("n_routed_experts", "num_local_experts", "num_experts"),
+                   ) -> WeightCount:
+    """Embeddings, the dense MLPs of the layers that are not MoE, the MoE layers (routed experts, shared experts
+    of ``n_shared_experts * moe_intermediate_size``, the router with its correction bias), the norms."""
+    intermediate = r.first_of("intermediate_size", ("intermediate_size",)) if n_moe < layers else 0
+    t.add("mlp", hidden, intermediate, 2 * (layers - n_moe))
+    t.add("mlp", intermediate, hidden, layers - n_moe)
+    parts = embeddings(r, hidden) + t.parts()
+    top_k = r.optional("num_experts_per_tok", ("num_experts_per_tok",))
+    experts = size = shared = 0
+    if n_moe:
+        experts = r.first_of("num_experts", experts_keys)
+        size = r.first_of("moe_intermediate_size", ("moe_intermediate_size",))
+        shared = r.first_of("n_shared_experts", ("n_shared_experts",), kind="count")
+        parts += experts_parts(hidden, size, experts, n_moe, shared_size=shared * size or None, router_bias=router_bias)
+        r.note(f"{name}: {n_moe} MoE layers of {experts} experts (all resident), {layers - n_moe} dense")
+    parts.append(WeightPart(name="norms", other_parameters=(2 * layers + 1) * hidden + extra_norms, tp_sharded=False))
+    note_mtp(r)
+    q_width = heads * (dims["qk_nope_head_dim"] + dims["qk_rope_head_dim"])
+    return count_of(parts, experts or None, top_k if n_moe else None,
+                    {"hidden_size": hidden, "mlp_width": max(intermediate, (top_k or 1) * size + shared * size),
+                     "qkv_width": q_width + dims["kv_lora_rank"] + dims["qk_rope_head_dim"], "vocab_size": vocab_of(r)})
 
 
 def _large4_indexer_default(r: ConfigReader, layers: int) -> list[str]:
