@@ -16,8 +16,9 @@ from conftest import shared_config
 #: model_type -> variants: keyword arguments of the config class (its __post_init__ derives the per-layer lists
 #: from them) that move layers between layouts (dense vs MoE, hash-routed, NoPE, shared latents...), each compared
 #: with transformers on its own. ``DROP`` lists keys deleted from the (text) config afterwards, so kvplan applies
-#: the config class's rule for them itself, as it must for a Hub config that omits them.
-DROP = "_drop"
+#: the config class's rule for them itself, as it must for a Hub config that omits them; ``SET`` then adds keys
+#: as a Hub config writes them (legacy keys the config class folds into its per-layer lists).
+DROP, SET = "_drop", "_set"
 VARIANTS: dict[str, list[dict[str, Any]]] = {
     "deepseek_v4": [{"num_hidden_layers": 6, "mlp_layer_types": ["hash_moe"] * 2 + ["moe"] * 4,
                      "layer_types": ["sliding_attention", "compressed_sparse_attention",
@@ -36,6 +37,10 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
          "indexer_types": ["full", "shared", "full", "full", "shared"], "attention_bias": True, "hc_mult": 2},
         {"num_hidden_layers": 7, DROP: ["mlp_layer_types", "indexer_types"]},
     ],
+    "axk1": [{"num_hidden_layers": 5, "first_k_dense_replace": 2, "moe_layer_freq": 2, "attention_bias": True},
+             {"num_hidden_layers": 4, DROP: ["mlp_layer_types"], SET: {"first_k_dense_replace": 3}}],
+    "axk2": [{"num_hidden_layers": 5, "first_k_dense_replace": 2, "moe_layer_freq": 2, "gated_norm_rank": 8},
+             {"num_hidden_layers": 4, DROP: ["mlp_layer_types"]}],
     # Pixtral's tower and the Mistral 3 projector (shared with Mistral Large 4)
     "mistral3": [{"vision_feature_layer": [-1, -2], "multimodal_projector_bias": True, "spatial_merge_size": 3}],
 }
@@ -46,11 +51,12 @@ CASES = [(t, {}) for t in VARIANTS] + [(t, v) for t, vs in VARIANTS.items() for 
 def config_of(model_type: str, overrides: dict[str, Any]) -> dict[str, Any]:
     """The config class's defaults with ``overrides``, less the keys ``overrides[DROP]`` names."""
     overrides = dict(overrides)
-    drop = overrides.pop(DROP, [])
+    drop, add = overrides.pop(DROP, []), overrides.pop(SET, {})
     config = default_config(model_type, **overrides)
     inner = config.get("text_config", config)
     for key in drop:
         del inner[key]
+    inner.update(add)
     return config
 
 

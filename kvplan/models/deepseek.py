@@ -53,11 +53,14 @@ class DeepseekParser(DecoderParser):
                         "kimi_k2": {"tie_word_embeddings": False}, "deepseek_v32": {"tie_word_embeddings": False},
                         # MistralLarge4TextConfig: NoPE every no_rope_layer_interval-th layer
                         "mistral_large4_text": {"no_rope_layer_interval": 4},
+                        # AXK1Config / AXK2Config fold these legacy keys into mlp_layer_types
+                        "axk1": {"first_k_dense_replace": 1, "moe_layer_freq": 1, "tie_word_embeddings": False},
+                        "axk2": {"first_k_dense_replace": 1, "moe_layer_freq": 1, "tie_word_embeddings": False},
                         # Dots3NoteTextConfig: sliding MLA layers (swa_* keys, normalised into per_layer_config)
                         "dots3_note_text": {"sliding_window": 512, "swa_kv_lora_rank": 1024, "swa_head_dim": 256,
                                             "swa_qk_nope_head_dim": 192}}
     weight_types = ("deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32", "mistral_large4_text",
-                    "hy_v4")
+                    "hy_v4", "axk1", "axk2")
 
     def attention_dims(self, r: ConfigReader) -> dict[str, int]:
         if not r.has("kv_lora_rank"):
@@ -209,6 +212,8 @@ class DeepseekParser(DecoderParser):
             return count_mistral_large4(r)
         if model_type == "hy_v4":
             return count_hy_v4(r)
+        if model_type in ("axk1", "axk2"):
+            return count_axk(r, model_type)
         return super().count_weights(r, model_type)
 
     def vision_weights(self, outer: Mapping[str, Any], r: ConfigReader, text_hidden: int) -> list[WeightPart] | None:
@@ -355,6 +360,45 @@ def count_hy_v4(r: ConfigReader) -> WeightCount:
                           name="HY-V4")
 
 
+def count_axk(r: ConfigReader, model_type: str) -> WeightCount:
+    """A.X-K1 / A.X-K2 (AXK1Config, AXK2Config; transformers 5.24): DeepSeek-V3 MLA and MoE, dense or MoE per
+    ``mlp_layer_types`` (default: from ``first_k_dense_replace`` and ``moe_layer_freq``, 1 and 1). A.X-K1 adds a
+    norm after each MoE block. A.X-K2 fuses q and an output gate into one projection from twice the q LoRA,
+    has a DSA indexer in every layer, and gated RMSNorms (a ``gated_norm_rank`` low-rank gate) before attention
+    and before each MoE block."""
+    hidden = hidden_of(r)
+    layers = r.first_of("num_hidden_layers", ("num_hidden_layers",))
+    heads = r.first_of("num_attention_heads", ("num_attention_heads",))
+    dims = mla_dims(r)
+    bias = r.flag("attention_bias", False)
+    n_moe = mlp_layer_kinds(r, layers).count("sparse")
+    t = Tensors()
+    k2 = model_type == "axk2"
+    q_width = heads * (dims["qk_nope_head_dim"] + dims["qk_rope_head_dim"])
+    for _ in range(layers):
+        q_up = (2 * dims["q_lora_rank"], q_width + heads * dims["v_head_dim"]) if k2 else None
+        add_mla_layer(t, hidden, heads, dims, bias=bias, q_up=q_up)
+        if k2:
+            add_indexer(t, r, hidden, dims["q_lora_rank"], layer_norm=True)
+    extra = n_moe * hidden if not k2 else 0  # A.X-K1's post_mlp_layernorm
+    if k2:  # the low-rank gates of the gated norms: every input norm, the MoE layers' post-attention norm
+        rank = r.first_of("gated_norm_rank", ("gated_norm_rank",))
+        t.add("norm_gates", hidden, rank, layers + n_moe)
+        t.add("norm_gates", rank, hidden, layers + n_moe)
+    return finish_mla_moe(r, t, hidden, layers, heads, dims, n_moe, router_bias=True,
+                          name="A.X-K2" if k2 else "A.X-K1", extra_norms=extra)
+
+
+def mlp_layer_kinds(r: ConfigReader, layers: int) -> list[str]:
+    """``dense`` or ``sparse`` per layer: ``mlp_layer_types``, else MoE from ``first_k_dense_replace`` on, every
+    ``moe_layer_freq``-th layer (the legacy keys the config classes fold into mlp_layer_types)."""
+    if r.has("mlp_layer_types"):
+        return per_layer_list(r, "mlp_layer_types", layers, {"dense", "sparse"}, None)
+    first = r.first_of("first_k_dense_replace", ("first_k_dense_replace",), kind="count")
+    freq = r.first_of("moe_layer_freq", ("moe_layer_freq",))
+    return ["sparse" if i >= first and i % freq == 0 else "dense" for i in range(layers)]
+
+
 def mla_dims(r: ConfigReader) -> dict[str, int]:
     """The MLA dimensions; ``q_lora_rank`` 0 when the config has none (a full q projection)."""
     dims = {key: r.first_of(key, (key,)) for key in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
@@ -364,15 +408,16 @@ def mla_dims(r: ConfigReader) -> dict[str, int]:
 
 
 def add_mla_layer(t: Tensors, hidden: int, heads: int, dims: dict[str, int], *, bias: bool = False,
-                  kv_bias: bool | None = None) -> None:
+                  kv_bias: bool | None = None, q_up: tuple[int, int] | None = None) -> None:
     """One MLA attention: q (full, or q_a + norm + q_b), kv_a with the rope key + its norm, kv_b, o.
-    ``bias``: q_a, kv_a and o biases (``attention_bias``); ``kv_bias`` overrides it for kv_a."""
+    ``bias``: q_a, kv_a and o biases (``attention_bias``); ``kv_bias`` overrides it for kv_a; ``q_up``: the
+    (in, out) of the projection out of the q LoRA when it is not q_b's (A.X-K2's fused q and gate)."""
     rank, rope, nope, v_dim, q_rank = (dims[k] for k in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
                                                           "v_head_dim", "q_lora_rank"))
     kv_bias = bias if kv_bias is None else kv_bias
     if q_rank:
         t.add("attention", hidden, q_rank)
-        t.add("attention", q_rank, heads * (nope + rope))
+        t.add("attention", *(q_up or (q_rank, heads * (nope + rope))))
         t.vector("attention", q_rank + (q_rank if bias else 0))  # q_a_layernorm (+ q_a bias)
     else:
         t.add("attention", hidden, heads * (nope + rope))
