@@ -41,6 +41,14 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
              {"num_hidden_layers": 4, DROP: ["mlp_layer_types"], SET: {"first_k_dense_replace": 3}}],
     "axk2": [{"num_hidden_layers": 5, "first_k_dense_replace": 2, "moe_layer_freq": 2, "gated_norm_rank": 8},
              {"num_hidden_layers": 4, DROP: ["mlp_layer_types"]}],
+    # sliding MLA layers of their own dims (per_layer_config, or the swa_* defaults in a legacy config where
+    # full_attention means an indexed layer unless use_dsa is false)
+    "dots3_note_text": [
+        {"num_hidden_layers": 6, "first_k_dense_replace": 2, "use_dsa": False},
+        {"num_hidden_layers": 6, "first_k_dense_replace": 2, DROP: ["per_layer_config", "rope_parameters"]},
+        {"num_hidden_layers": 7, DROP: ["per_layer_config", "rope_parameters", "layer_types", "mlp_layer_types"],
+         SET: {"first_k_dense_replace": 3, "use_dsa": False}},
+    ],
     # Pixtral's tower and the Mistral 3 projector (shared with Mistral Large 4)
     "mistral3": [{"vision_feature_layer": [-1, -2], "multimodal_projector_bias": True, "spatial_merge_size": 3}],
 }
@@ -105,6 +113,12 @@ def test_deepseek_v4_hash_layers_from_legacy_key_or_default() -> None:
     assert any("num_hash_layers" in n and "default" in n for n in default.notes)
     legacy = count_weights({**config, "num_hash_layers": 1}, model_id="v4")
     assert legacy.parameters == meta_count({**config, "num_hash_layers": 1})
+
+
+def test_dots3_note_language_model_equals_transformers() -> None:
+    # the wrapper's language model (its vision and audio towers are not counted: see the report)
+    text = default_config("dots3_note")["text_config"]
+    assert count_weights(text, model_id="dots3").parameters == meta_count(text)
 
 
 # ---- real Hub configs ------------------------------------------------------------------------------

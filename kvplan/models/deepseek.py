@@ -58,9 +58,12 @@ class DeepseekParser(DecoderParser):
                         "axk2": {"first_k_dense_replace": 1, "moe_layer_freq": 1, "tie_word_embeddings": False},
                         # Dots3NoteTextConfig: sliding MLA layers (swa_* keys, normalised into per_layer_config)
                         "dots3_note_text": {"sliding_window": 512, "swa_kv_lora_rank": 1024, "swa_head_dim": 256,
-                                            "swa_qk_nope_head_dim": 192}}
+                                            "swa_qk_nope_head_dim": 192, "swa_num_attention_heads": 64,
+                                            "swa_q_lora_rank": 1024, "swa_v_head_dim": 128,
+                                            "first_k_dense_replace": 1, "moe_layer_freq": 1,
+                                            "shared_experts_intermediate_size": 1536, "tie_word_embeddings": False}}
     weight_types = ("deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32", "mistral_large4_text",
-                    "hy_v4", "axk1", "axk2")
+                    "hy_v4", "axk1", "axk2", "dots3_note_text")
 
     def attention_dims(self, r: ConfigReader) -> dict[str, int]:
         if not r.has("kv_lora_rank"):
@@ -214,6 +217,8 @@ class DeepseekParser(DecoderParser):
             return count_hy_v4(r)
         if model_type in ("axk1", "axk2"):
             return count_axk(r, model_type)
+        if model_type == "dots3_note_text":
+            return count_dots3_note(r)
         return super().count_weights(r, model_type)
 
     def vision_weights(self, outer: Mapping[str, Any], r: ConfigReader, text_hidden: int) -> list[WeightPart] | None:
@@ -399,6 +404,65 @@ def mlp_layer_kinds(r: ConfigReader, layers: int) -> list[str]:
     return ["sparse" if i >= first and i % freq == 0 else "dense" for i in range(layers)]
 
 
+def count_dots3_note(r: ConfigReader) -> WeightCount:
+    """dots3-note's language model (Dots3NoteTextConfig, transformers 5.24 modeling_dots3_note.py): MLA with a q
+    LoRA, a norm on the rope key and a per-head output gate in every layer; ``indexed_attention`` layers add a DSA
+    indexer, ``sliding_attention`` layers take their own dims (``per_layer_config[i]`` over the global ones, or
+    the ``swa_*`` keys with the config class's defaults); dense or MoE per ``mlp_layer_types`` (default from
+    ``first_k_dense_replace``), shared experts of ``shared_experts_intermediate_size``."""
+    hidden = hidden_of(r)
+    layers = r.first_of("num_hidden_layers", ("num_hidden_layers",))
+    heads = r.first_of("num_attention_heads", ("num_attention_heads",))
+    dims = mla_dims(r)
+    bias = r.flag("attention_bias", False)
+    per_layer = r.raw("per_layer_config")
+    # legacy configs (no per_layer_config) call the DSA layers full_attention; use_dsa says which they are
+    use_dsa = r.first_of("use_dsa", ("use_dsa",), kind="bool", required=False, use_defaults=False)
+    if use_dsa is None and not isinstance(per_layer, Mapping):
+        use_dsa = True
+    full = "full_attention" if use_dsa is False else "indexed_attention"
+    if not r.has("layer_types"):
+        r.note("layer_types is not in the config: Dots3NoteTextConfig's default, attention with an indexer in layers "
+               "0, 1 and every 4th from 1, sliding attention elsewhere")
+    sliding = "sliding_attention" if r.raw("use_sliding_window") is not False else full
+    types = per_layer_list(r, "layer_types", layers, {"indexed_attention", "full_attention", "sliding_attention"},
+                           [full if i < 2 or i % 4 == 1 else sliding for i in range(layers)])
+    if use_dsa is not None:
+        types = [full if kind in ("indexed_attention", "full_attention") else kind for kind in types]
+    own: dict[int, Any] = {}
+    if isinstance(per_layer, Mapping):
+        own = {int(k): v for k, v in per_layer.items() if str(k).isdigit() and isinstance(v, Mapping)}
+    swa = None
+    t = Tensors()
+    for i, kind in enumerate(types):
+        layer = {**dims, "num_attention_heads": heads}
+        if isinstance(per_layer, Mapping):  # the layer's own values over the global ones
+            layer.update({k: r.check(f"per_layer_config.{i}.{k}", v, "int") for k, v in own.get(i, {}).items()
+                          if k in layer})
+        elif kind == "sliding_attention":
+            if swa is None:
+                swa = _dots3_sliding_dims(r)
+            layer.update(swa)
+        add_mla_layer(t, hidden, layer["num_attention_heads"], layer, bias=bias)
+        t.add("attention", hidden, layer["num_attention_heads"])  # g_proj
+        t.vector("attention", layer["qk_rope_head_dim"])  # k_rope_only_layernorm
+        if kind == "indexed_attention":
+            add_indexer(t, r, hidden, layer["q_lora_rank"], layer_norm=True)
+    n_moe = mlp_layer_kinds(r, layers).count("sparse")
+    return finish_mla_moe(r, t, hidden, layers, heads, dims, n_moe, router_bias=True, name="dots3-note",
+                          shared_key="shared_experts_intermediate_size")
+
+
+def _dots3_sliding_dims(r: ConfigReader) -> dict[str, int]:
+    """The sliding layers' MLA dims without ``per_layer_config``: the ``swa_*`` keys, else Dots3NoteTextConfig's
+    defaults; the rope part is ``swa_qk_rope_head_dim`` or ``swa_head_dim - swa_qk_nope_head_dim``."""
+    dims = {k: r.first_of(f"swa_{k}", (f"swa_{k}",)) for k in ("num_attention_heads", "q_lora_rank",
+                                                                  "kv_lora_rank", "qk_nope_head_dim", "v_head_dim")}
+    rope = r.optional("swa_qk_rope_head_dim", ("swa_qk_rope_head_dim",))
+    dims["qk_rope_head_dim"] = rope or r.first_of("swa_head_dim", ("swa_head_dim",)) - dims["qk_nope_head_dim"]
+    return dims
+
+
 def mla_dims(r: ConfigReader) -> dict[str, int]:
     """The MLA dimensions; ``q_lora_rank`` 0 when the config has none (a full q projection)."""
     dims = {key: r.first_of(key, (key,)) for key in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
@@ -441,6 +505,7 @@ def add_indexer(t: Tensors, r: ConfigReader, hidden: int, q_rank: int, *, layer_
 def finish_mla_moe(r: ConfigReader, t: Tensors, hidden: int, layers: int, heads: int, dims: dict[str, int],
                    n_moe: int, *, router_bias: bool, name: str, extra_norms: int = 0,
                    experts_keys: tuple[str, ...] = ("n_routed_experts", "num_local_experts", "num_experts"),
+                   shared_key: str = "",
                    ) -> WeightCount:
     """Embeddings, the dense MLPs of the layers that are not MoE, the MoE layers (routed experts, shared experts
     of ``n_shared_experts * moe_intermediate_size``, the router with its correction bias), the norms."""
@@ -453,14 +518,16 @@ def finish_mla_moe(r: ConfigReader, t: Tensors, hidden: int, layers: int, heads:
     if n_moe:
         experts = r.first_of("num_experts", experts_keys)
         size = r.first_of("moe_intermediate_size", ("moe_intermediate_size",))
-        shared = r.first_of("n_shared_experts", ("n_shared_experts",), kind="count")
-        parts += experts_parts(hidden, size, experts, n_moe, shared_size=shared * size or None, router_bias=router_bias)
+        # n_shared_experts of ``shared_key``'s width when the family names one, else of moe_intermediate_size
+        shared = r.first_of("n_shared_experts", ("n_shared_experts",), kind="count") * (
+            r.first_of(shared_key, (shared_key,)) if shared_key else size)
+        parts += experts_parts(hidden, size, experts, n_moe, shared_size=shared or None, router_bias=router_bias)
         r.note(f"{name}: {n_moe} MoE layers of {experts} experts (all resident), {layers - n_moe} dense")
     parts.append(WeightPart(name="norms", other_parameters=(2 * layers + 1) * hidden + extra_norms, tp_sharded=False))
     note_mtp(r)
     q_width = heads * (dims["qk_nope_head_dim"] + dims["qk_rope_head_dim"])
     return count_of(parts, experts or None, top_k if n_moe else None,
-                    {"hidden_size": hidden, "mlp_width": max(intermediate, (top_k or 1) * size + shared * size),
+                    {"hidden_size": hidden, "mlp_width": max(intermediate, (top_k or 1) * size + shared),
                      "qkv_width": q_width + dims["kv_lora_rank"] + dims["qk_rope_head_dim"], "vocab_size": vocab_of(r)})
 
 
