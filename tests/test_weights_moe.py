@@ -49,6 +49,8 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
         {"num_hidden_layers": 7, DROP: ["per_layer_config", "rope_parameters", "layer_types", "mlp_layer_types"],
          SET: {"first_k_dense_replace": 3, "use_dsa": False}},
     ],
+    "longcat_flash": [{"num_layers": 3, "zero_expert_num": 0, "router_bias": True, "attention_bias": True},
+                      {"num_layers": 2, "n_routed_experts": 16, "zero_expert_num": 8, "qk_head_dim": 256}],
     # Pixtral's tower and the Mistral 3 projector (shared with Mistral Large 4)
     "mistral3": [{"vision_feature_layer": [-1, -2], "multimodal_projector_bias": True, "spatial_merge_size": 3}],
 }

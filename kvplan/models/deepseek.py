@@ -61,9 +61,13 @@ class DeepseekParser(DecoderParser):
                                             "swa_qk_nope_head_dim": 192, "swa_num_attention_heads": 64,
                                             "swa_q_lora_rank": 1024, "swa_v_head_dim": 128,
                                             "first_k_dense_replace": 1, "moe_layer_freq": 1,
-                                            "shared_experts_intermediate_size": 1536, "tie_word_embeddings": False}}
+                                            "shared_experts_intermediate_size": 1536, "tie_word_embeddings": False},
+                        # LongcatFlashConfig (transformers 5.24)
+                        "longcat_flash": {"ffn_hidden_size": 12288, "expert_ffn_hidden_size": 2048,
+                                          "n_routed_experts": 512, "zero_expert_num": 256, "moe_topk": 12,
+                                          "router_bias": False, "tie_word_embeddings": False}}
     weight_types = ("deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32", "mistral_large4_text",
-                    "hy_v4", "axk1", "axk2", "dots3_note_text")
+                    "hy_v4", "axk1", "axk2", "dots3_note_text", "longcat_flash")
 
     def attention_dims(self, r: ConfigReader) -> dict[str, int]:
         if not r.has("kv_lora_rank"):
@@ -219,6 +223,8 @@ class DeepseekParser(DecoderParser):
             return count_axk(r, model_type)
         if model_type == "dots3_note_text":
             return count_dots3_note(r)
+        if model_type == "longcat_flash":
+            return count_longcat_flash(r)
         return super().count_weights(r, model_type)
 
     def vision_weights(self, outer: Mapping[str, Any], r: ConfigReader, text_hidden: int) -> list[WeightPart] | None:
@@ -461,6 +467,41 @@ def _dots3_sliding_dims(r: ConfigReader) -> dict[str, int]:
     rope = r.optional("swa_qk_rope_head_dim", ("swa_qk_rope_head_dim",))
     dims["qk_rope_head_dim"] = rope or r.first_of("swa_head_dim", ("swa_head_dim",)) - dims["qk_nope_head_dim"]
     return dims
+
+
+def count_longcat_flash(r: ConfigReader) -> WeightCount:
+    """LongCat-Flash (LongcatFlashConfig, transformers 5.24 modeling_longcat_flash.py): each of ``num_layers``
+    layers holds two MLA attentions (q LoRA; q_b to ``qk_head_dim`` per head), two dense MLPs of
+    ``ffn_hidden_size``, four norms and one shortcut MoE of ``n_routed_experts`` experts; the router also scores
+    ``zero_expert_num`` identity experts, whose (unused) gate/up projections the expert tensor holds too."""
+    hidden = hidden_of(r)
+    layers = r.first_of("num_layers", ("num_layers",))
+    heads = r.first_of("num_attention_heads", ("num_attention_heads",))
+    dims = mla_dims(r)
+    qk_head = r.optional("qk_head_dim", ("qk_head_dim",)) or dims["qk_nope_head_dim"] + dims["qk_rope_head_dim"]
+    bias = r.flag("attention_bias", False)
+    t = Tensors()
+    for _ in range(2 * layers):
+        add_mla_layer(t, hidden, heads, dims, bias=bias, q_up=(dims["q_lora_rank"], heads * qk_head))
+    inner = r.first_of("intermediate_size", ("ffn_hidden_size", "intermediate_size"))
+    t.add("mlp", hidden, inner, 4 * layers)
+    t.add("mlp", inner, hidden, 2 * layers)
+    experts = r.first_of("num_experts", ("n_routed_experts", "num_local_experts"))
+    zero = r.first_of("zero_expert_num", ("zero_expert_num",), kind="count")
+    size = r.first_of("moe_intermediate_size", ("expert_ffn_hidden_size", "moe_intermediate_size"))
+    top_k = r.first_of("num_experts_per_tok", ("moe_topk", "num_experts_per_tok"))
+    t.add("experts", hidden, size, 2 * (experts + zero) * layers)  # gate_up, zero experts' included
+    t.add("experts", size, hidden, experts * layers)
+    t.add("router", hidden, experts + zero, layers)
+    t.vector("router", (experts + zero) * layers * (2 if r.flag("router_bias", False) else 1))  # correction (+bias)
+    t.vector("norms", (4 * layers + 1) * hidden)
+    r.note(f"LongCat-Flash: {layers} layers of two MLA attentions and two dense MLPs each plus a shortcut MoE of "
+           f"{experts} experts (all resident) and {zero} zero-compute experts")
+    note_mtp(r)
+    return count_of(embeddings(r, hidden) + t.parts(), experts, top_k,
+                    {"hidden_size": hidden, "mlp_width": inner + top_k * size,
+                     "qkv_width": heads * qk_head + dims["kv_lora_rank"] + dims["qk_rope_head_dim"],
+                     "vocab_size": vocab_of(r)})
 
 
 def mla_dims(r: ConfigReader) -> dict[str, int]:
