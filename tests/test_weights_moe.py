@@ -51,6 +51,14 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
     ],
     "longcat_flash": [{"num_layers": 3, "zero_expert_num": 0, "router_bias": True, "attention_bias": True},
                       {"num_layers": 2, "n_routed_experts": 16, "zero_expert_num": 8, "qk_head_dim": 256}],
+    "mistral4": [{"num_hidden_layers": 4, "first_k_dense_replace": 2, "q_lora_rank": None, "attention_bias": True},
+                 {"num_hidden_layers": 3, DROP: ["first_k_dense_replace"]}],
+    "sarvam_mla": [{"num_hidden_layers": 4, "first_k_dense_replace": 3, "q_lora_rank": 512}],
+    "glm4_moe_lite": [{"num_hidden_layers": 4, "mlp_layer_types": ["dense", "dense", "sparse", "dense"]},
+                      {"num_hidden_layers": 5, DROP: ["mlp_layer_types"]}],
+    "youtu": [{"num_hidden_layers": 4, "q_lora_rank": None, "tie_word_embeddings": False}],
+    "minicpm3": [{"num_hidden_layers": 4, "mlp_bias": True, "attention_bias": True},
+                 {"num_hidden_layers": 4, "hidden_size": 1024, "num_attention_heads": 8, DROP: ["v_head_dim"]}],
     # Pixtral's tower and the Mistral 3 projector (shared with Mistral Large 4)
     "mistral3": [{"vision_feature_layer": [-1, -2], "multimodal_projector_bias": True, "spatial_merge_size": 3}],
 }

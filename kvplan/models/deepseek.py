@@ -553,6 +553,8 @@ def finish_mla_moe(r: ConfigReader, t: Tensors, hidden: int, layers: int, heads:
     intermediate = r.first_of("intermediate_size", ("intermediate_size",)) if n_moe < layers else 0
     t.add("mlp", hidden, intermediate, 2 * (layers - n_moe))
     t.add("mlp", intermediate, hidden, layers - n_moe)
+    if r.raw("mlp_bias") is True:
+        t.vector("mlp", (2 * intermediate + hidden) * (layers - n_moe))
     parts = embeddings(r, hidden) + t.parts()
     top_k = r.optional("num_experts_per_tok", ("num_experts_per_tok",))
     experts = size = shared = 0
@@ -663,6 +665,54 @@ class DeepseekMoeParser(LlamaParser):
 
     def moe_layout(self, r: ConfigReader, model_type: str, layers: int, intermediate: int, top_k: int | None) -> MoeLayout:
         return first_k_dense_moe(r, layers, top_k)
+
+
+class MlaDecoderParser(DecoderParser):
+    """The DeepSeek-V3 layout under other names: MLA (q LoRA or a full q) in every layer, dense MLPs and MoE
+    layers with shared experts per ``mlp_layer_types`` or ``first_k_dense_replace`` / ``moe_layer_freq``
+    (Mistral 4, Sarvam-MLA, GLM-4.7-Flash ``glm4_moe_lite``), or dense only (Youtu-LLM, MiniCPM3).
+
+    Their caches are read elsewhere (llama.py lists glm4_moe_lite) or generically; this class counts weights.
+    """
+
+    model_types = ()
+    weight_types = ("mistral4", "sarvam_mla", "glm4_moe_lite", "youtu", "minicpm3")
+    #: The config classes' defaults (transformers 5.24) of the keys the count reads.
+    defaults_by_type = {
+        "mistral4": {"first_k_dense_replace": 0, "tie_word_embeddings": False},
+        "sarvam_mla": {"first_k_dense_replace": 1, "tie_word_embeddings": False},
+        "glm4_moe_lite": {"tie_word_embeddings": False},
+        "youtu": {"tie_word_embeddings": True},
+        "minicpm3": {"tie_word_embeddings": True},
+    }
+    #: Routers with DeepSeek-V3's e_score_correction_bias (Mistral 4's has none).
+    ROUTER_BIAS = frozenset({"sarvam_mla", "glm4_moe_lite"})
+
+    def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
+        hidden = hidden_of(r)
+        layers = r.first_of("num_hidden_layers", ("num_hidden_layers",))
+        heads = r.first_of("num_attention_heads", ("num_attention_heads",))
+        if model_type == "minicpm3" and not r.has("v_head_dim"):
+            r.note(f"v_head_dim is not in the config: MiniCPM3Config derives hidden_size // num_attention_heads = "
+                   f"{hidden // heads}")
+            r.defaults["v_head_dim"] = hidden // heads
+        dims = mla_dims(r)
+        bias = r.flag("attention_bias", False)
+        if model_type == "glm4_moe_lite" and not r.has("mlp_layer_types"):
+            r.note("mlp_layer_types is not in the config: Glm4MoeLiteConfig's default, a dense first layer, MoE after")
+            kinds = ["dense"] * min(1, layers) + ["sparse"] * max(layers - 1, 0)
+        elif r.has("mlp_layer_types"):
+            kinds = mlp_layer_kinds(r, layers)
+        elif r.has("n_routed_experts"):  # MoE from first_k_dense_replace on (moe_layer_freq is not read)
+            first = r.first_of("first_k_dense_replace", ("first_k_dense_replace",), kind="count")
+            kinds = ["sparse" if i >= first else "dense" for i in range(layers)]
+        else:
+            kinds = ["dense"] * layers
+        t = Tensors()
+        for _ in range(layers):
+            add_mla_layer(t, hidden, heads, dims, bias=bias)
+        return finish_mla_moe(r, t, hidden, layers, heads, dims, kinds.count("sparse"),
+                              router_bias=model_type in self.ROUTER_BIAS, name=model_type)
 
 
 class DeepseekV4Parser(DecoderParser):
@@ -809,4 +859,4 @@ class DeepseekV4Parser(DecoderParser):
                                                 "qkv_width": q + head_dim, "vocab_size": vocab_of(r)})
 
 
-PARSERS: tuple[type[ArchParser], ...] = (DeepseekParser, DeepseekMoeParser, DeepseekV4Parser)
+PARSERS: tuple[type[ArchParser], ...] = (DeepseekParser, DeepseekMoeParser, MlaDecoderParser, DeepseekV4Parser)
