@@ -59,8 +59,18 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
     "youtu": [{"num_hidden_layers": 4, "q_lora_rank": None, "tie_word_embeddings": False}],
     "minicpm3": [{"num_hidden_layers": 4, "mlp_bias": True, "attention_bias": True},
                  {"num_hidden_layers": 4, "hidden_size": 1024, "num_attention_heads": 8, DROP: ["v_head_dim"]}],
+    "hy_v3": [{"num_hidden_layers": 4, "mlp_layer_types": ["dense", "sparse", "dense", "sparse"],
+               "num_shared_experts": 2, "attention_bias": True},
+              {"num_hidden_layers": 3, DROP: ["mlp_layer_types"]}],
+    "hunyuan_v1_moe": [{"num_hidden_layers": 3, "num_experts": 4, "moe_topk": 2, "attention_bias": True}],
     # Pixtral's tower and the Mistral 3 projector (shared with Mistral Large 4)
     "mistral3": [{"vision_feature_layer": [-1, -2], "multimodal_projector_bias": True, "spatial_merge_size": 3}],
+}
+
+#: Keys without which transformers 5.24 cannot build the type's default config at all (its own default is None
+#: where the modeling file needs a number): every case of the type starts from these.
+BASE: dict[str, dict[str, Any]] = {
+    "hunyuan_v1_moe": {"head_dim": 128},  # HunYuanMoEV1Config.head_dim None: the rotary embedding fails
 }
 
 CASES = [(t, {}) for t in VARIANTS] + [(t, v) for t, vs in VARIANTS.items() for v in vs]
@@ -70,7 +80,7 @@ def config_of(model_type: str, overrides: dict[str, Any]) -> dict[str, Any]:
     """The config class's defaults with ``overrides``, less the keys ``overrides[DROP]`` names."""
     overrides = dict(overrides)
     drop, add = overrides.pop(DROP, []), overrides.pop(SET, {})
-    config = default_config(model_type, **overrides)
+    config = default_config(model_type, **{**BASE.get(model_type, {}), **overrides})
     inner = config.get("text_config", config)
     for key in drop:
         del inner[key]
