@@ -63,6 +63,7 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
                "num_shared_experts": 2, "attention_bias": True},
               {"num_hidden_layers": 3, DROP: ["mlp_layer_types"]}],
     "hunyuan_v1_moe": [{"num_hidden_layers": 3, "num_experts": 4, "moe_topk": 2, "attention_bias": True}],
+    "solar_open": [{"num_hidden_layers": 3, "first_k_dense_replace": 2, "attention_bias": True, "n_shared_experts": 2}],
     # Pixtral's tower and the Mistral 3 projector (shared with Mistral Large 4)
     "mistral3": [{"vision_feature_layer": [-1, -2], "multimodal_projector_bias": True, "spatial_merge_size": 3}],
 }

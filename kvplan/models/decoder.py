@@ -114,10 +114,14 @@ class DecoderParser(ArchParser):
         parts = embeddings(r, hidden, lm_head_bias=layout.lm_head_bias and r.raw("lm_head_bias") is True)
         parts.append(WeightPart(name="attention", matrices=tuple(attention), other_parameters=attn_other))
 
-        intermediate = r.first_of("intermediate_size", ("intermediate_size", "ffn_hidden_size"))
+        inner_keys = ("intermediate_size", "ffn_hidden_size")
+        # a model whose every layer is MoE of its own expert size may have no intermediate_size (Solar Open)
+        intermediate = r.first_of("intermediate_size", inner_keys, required=False)
         top_k = r.optional("num_experts_per_tok", ("num_experts_per_tok", "experts_per_token", "moe_topk"))
         moe = self.moe_layout(r, model_type, layers, intermediate, top_k)
         dense_layers = layers - len(moe.layers)
+        if intermediate is None and (dense_layers or moe.expert_size is None):
+            intermediate = r.first_of("intermediate_size", inner_keys)  # raises: required
         dense_size = self.dense_mlp_size(r, model_type, intermediate)
         mlp_bias = r.raw("mlp_bias") is True
         if dense_layers:

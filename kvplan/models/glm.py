@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from kvplan.models.base import ArchParser, ConfigReader
 from kvplan.models.decoder import DecoderLayout, MoeLayout, first_k_dense_moe
 from kvplan.models.deepseek import DeepseekParser
@@ -71,8 +73,12 @@ class Glm4MoeParser(LlamaParser):
     (Glm4MoeConfig has no ``head_dim`` default; its 4096 / 96 gives 42)."""
 
     model_types = ("glm4_moe",)
-    defaults_by_type = {"glm4_moe": {"tie_word_embeddings": False}}
-    weight_types = ("glm4_moe",)
+    defaults_by_type = {"glm4_moe": {"tie_word_embeddings": False},
+                        # SolarOpenConfig (a Glm4MoeConfig): its defaults of the keys the count reads
+                        "solar_open": {"tie_word_embeddings": False, "n_shared_experts": 1}}
+    #: ``solar_open`` (Upstage Solar Open): GLM-4.5's MoE in every layer (first_k_dense_replace is not read),
+    #: Llama attention without an o_proj bias; its cache is read by the generic rules.
+    weight_types = ("glm4_moe", "solar_open")
 
     def head_dim(self, r: ConfigReader, heads: int) -> int:
         if r.optional("head_dim", self.HEAD_DIM) is not None:
@@ -87,9 +93,12 @@ class Glm4MoeParser(LlamaParser):
         return value
 
     def decoder_layout(self, model_type: str) -> DecoderLayout:
-        return DecoderLayout(router_bias=True)
+        return DecoderLayout(router_bias=True, o_bias=model_type != "solar_open")
 
     def moe_layout(self, r: ConfigReader, model_type: str, layers: int, intermediate: int, top_k: int | None) -> MoeLayout:
+        if model_type == "solar_open":
+            moe = first_k_dense_moe(r, layers, top_k)
+            return dataclasses.replace(moe, layers=list(range(layers)))
         return first_k_dense_moe(r, layers, top_k)
 
 
