@@ -64,6 +64,9 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
               {"num_hidden_layers": 3, DROP: ["mlp_layer_types"]}],
     "hunyuan_v1_moe": [{"num_hidden_layers": 3, "num_experts": 4, "moe_topk": 2, "attention_bias": True}],
     "solar_open": [{"num_hidden_layers": 3, "first_k_dense_replace": 2, "attention_bias": True, "n_shared_experts": 2}],
+    "cohere2_moe": [{"num_hidden_layers": 4, "first_k_dense_replace": 2, "prefix_dense_intermediate_size": 1024,
+                     "num_shared_experts": 1, "attention_bias": True},
+                    {"num_hidden_layers": 4, DROP: ["mlp_layer_types"], SET: {"first_k_dense_replace": 1}}],
     # Pixtral's tower and the Mistral 3 projector (shared with Mistral Large 4)
     "mistral3": [{"vision_feature_layer": [-1, -2], "multimodal_projector_bias": True, "spatial_merge_size": 3}],
 }
