@@ -67,8 +67,14 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
     "cohere2_moe": [{"num_hidden_layers": 4, "first_k_dense_replace": 2, "prefix_dense_intermediate_size": 1024,
                      "num_shared_experts": 1, "attention_bias": True},
                     {"num_hidden_layers": 4, DROP: ["mlp_layer_types"], SET: {"first_k_dense_replace": 1}}],
+    "exaone_moe": [{"num_hidden_layers": 4, "mlp_layer_types": ["dense", "sparse", "dense", "sparse"],
+                    "num_shared_experts": 2},
+                   {"num_hidden_layers": 4, DROP: ["mlp_layer_types"], SET: {"first_k_dense_replace": 3}}],
+    "flex_olmo": [{"num_hidden_layers": 3, "num_experts": 3, "attention_bias": True, "num_key_value_heads": 8}],
+    "ministral3": [{"num_hidden_layers": 3, "tie_word_embeddings": True, "head_dim": 64}],
     # Pixtral's tower and the Mistral 3 projector (shared with Mistral Large 4)
-    "mistral3": [{"vision_feature_layer": [-1, -2], "multimodal_projector_bias": True, "spatial_merge_size": 3}],
+    "mistral3": [{"vision_feature_layer": [-1, -2], "multimodal_projector_bias": True, "spatial_merge_size": 3},
+                 {"text_config": {"model_type": "ministral3", "num_hidden_layers": 4}}],
 }
 
 #: Keys without which transformers 5.24 cannot build the type's default config at all (its own default is None

@@ -218,6 +218,24 @@ def first_k_dense_moe(r: ConfigReader, layers: int, top_k: int | None) -> MoeLay
     return MoeLayout(layers=moe, experts=experts, top_k=top_k, expert_size=size, shared_size=(shared * size if shared else None))
 
 
+def mlp_types_moe(r: ConfigReader, layers: int, *, experts: int, top_k: int | None, expert_size: int,
+                  shared_size: int | None) -> MoeLayout:
+    """MoE in the layers ``mlp_layer_types`` marks ``sparse`` (``dense`` for the rest), else from
+    ``first_k_dense_replace`` on: the per-layer list transformers 5 config classes derive from that key."""
+    from kvplan.errors import ConfigError
+
+    if r.has("mlp_layer_types"):
+        kinds = r.first_of("mlp_layer_types", ("mlp_layer_types",), kind="list")
+        if len(kinds) < layers or not set(kinds[:layers]) <= {"dense", "sparse"}:
+            raise ConfigError(f"{r.source_name}: {r.prefix}mlp_layer_types must give dense or sparse per layer",
+                              f"one entry per layer ({layers})")
+        moe = [i for i in range(layers) if kinds[i] == "sparse"]
+    else:
+        first = r.first_of("first_k_dense_replace", ("first_k_dense_replace",), kind="count")
+        moe = list(range(min(first, layers), layers))
+    return MoeLayout(layers=moe, experts=experts, top_k=top_k, expert_size=expert_size, shared_size=shared_size)
+
+
 # ---- the GPT-2-style block -------------------------------------------------------------------------
 def classic_decoder(
     r: ConfigReader,

@@ -17,8 +17,10 @@ class MistralParser(DecoderParser):
         "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
         "max_position_embeddings": 4096 * 32, "sliding_window": 4096,
     }
-    defaults_by_type = {"mistral": {"intermediate_size": 14336, "vocab_size": 32000, "tie_word_embeddings": False}}
-    weight_types = ("mistral", "ministral")
+    defaults_by_type = {"mistral": {"intermediate_size": 14336, "vocab_size": 32000, "tie_word_embeddings": False},
+                        "ministral3": {"tie_word_embeddings": False}}
+    #: ``ministral3`` (Ministral 3, the text model of Mistral 3.x): Mistral's layout; llama.py reads its cache.
+    weight_types = ("mistral", "ministral", "ministral3")
 
     def vision_weights(self, outer: Mapping[str, Any], r: ConfigReader, text_hidden: int) -> list[WeightPart] | None:
         vision = outer["vision_config"]
