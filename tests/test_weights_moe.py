@@ -72,6 +72,10 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
                    {"num_hidden_layers": 4, DROP: ["mlp_layer_types"], SET: {"first_k_dense_replace": 3}}],
     "flex_olmo": [{"num_hidden_layers": 3, "num_experts": 3, "attention_bias": True, "num_key_value_heads": 8}],
     "ministral3": [{"num_hidden_layers": 3, "tie_word_embeddings": True, "head_dim": 64}],
+    "afmoe": [{"num_hidden_layers": 4, "num_dense_layers": 2, "num_shared_experts": 1, "attention_bias": True}],
+    "laguna": [{"num_hidden_layers": 4, "num_attention_heads_per_layer": [48, 32, 48, 16], "gating": "per-channel",
+                "mlp_layer_types": ["dense", "sparse", "dense", "sparse"], "attention_bias": True},
+               {"num_hidden_layers": 3, DROP: ["mlp_layer_types", "num_attention_heads_per_layer"]}],
     # Pixtral's tower and the Mistral 3 projector (shared with Mistral Large 4)
     "mistral3": [{"vision_feature_layer": [-1, -2], "multimodal_projector_bias": True, "spatial_merge_size": 3},
                  {"text_config": {"model_type": "ministral3", "num_hidden_layers": 4}}],

@@ -17,6 +17,7 @@ from kvplan.models.llama import LlamaParser
 from kvplan.models.mistral import pixtral_weights
 from kvplan.models.tensors import (
     Matrix,
+    Tensors,
     WeightCount,
     WeightPart,
     count_of,
@@ -232,29 +233,6 @@ class DeepseekParser(DecoderParser):
         if isinstance(vision, Mapping) and vision.get("model_type") == "pixtral":
             return pixtral_weights(outer, r, text_hidden)
         return moonvit_weights(outer, r) if isinstance(vision, Mapping) and "vt_hidden_size" in vision else None
-
-
-class Tensors:
-    """Per-layer tensors of a layout that varies layer by layer, gathered into WeightParts by role."""
-
-    def __init__(self) -> None:
-        self.matrices: dict[str, dict[tuple[int, int], int]] = {}
-        self.other: dict[str, int] = {}
-
-    def add(self, role: str, in_features: int, out_features: int, count: int = 1) -> None:
-        if count and in_features and out_features:
-            shapes = self.matrices.setdefault(role, {})
-            shapes[(in_features, out_features)] = shapes.get((in_features, out_features), 0) + count
-
-    def vector(self, role: str, parameters: int) -> None:
-        self.other[role] = self.other.get(role, 0) + parameters
-
-    def parts(self) -> list[WeightPart]:
-        roles = list(dict.fromkeys([*self.matrices, *self.other]))
-        return [WeightPart(name=role, matrices=tuple(Matrix(in_features=i, out_features=o, count=c)
-                                                     for (i, o), c in self.matrices.get(role, {}).items()),
-                           other_parameters=self.other.get(role, 0), tp_sharded=role not in ("norms", "router"))
-                for role in roles]
 
 
 def per_layer_list(r: ConfigReader, key: str, layers: int, allowed: set[Any], default: list[Any] | None) -> list[Any]:
