@@ -76,6 +76,10 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
     "laguna": [{"num_hidden_layers": 4, "num_attention_heads_per_layer": [48, 32, 48, 16], "gating": "per-channel",
                 "mlp_layer_types": ["dense", "sparse", "dense", "sparse"], "attention_bias": True},
                {"num_hidden_layers": 3, DROP: ["mlp_layer_types", "num_attention_heads_per_layer"]}],
+    # GLM-4.5's attention_bias biases q/k/v, not o_proj
+    "glm4_moe": [{"num_hidden_layers": 3, "attention_bias": True, "first_k_dense_replace": 1}],
+    "sarvam_moe": [{"num_hidden_layers": 3, "first_k_dense_replace": 2, "attention_bias": True},
+                   {"num_hidden_layers": 3, DROP: ["use_qk_norm"]}],
     # Pixtral's tower and the Mistral 3 projector (shared with Mistral Large 4)
     "mistral3": [{"vision_feature_layer": [-1, -2], "multimodal_projector_bias": True, "spatial_merge_size": 3},
                  {"text_config": {"model_type": "ministral3", "num_hidden_layers": 4}}],

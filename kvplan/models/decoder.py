@@ -90,7 +90,7 @@ class DecoderParser(ArchParser):
             o_bias = r.raw("attention_out_bias") is True if r.has("attention_out_bias") else layout.o_bias
             if r.raw("attention_bias") is True and o_bias:
                 other += hidden * layers  # o_proj bias
-        if layout.qk_norm or layout.qk_norm_whole or r.raw("use_qk_norm") is True:
+        if layout.qk_norm or layout.qk_norm_whole or r.flag("use_qk_norm", False):
             # one RMSNorm per head dim, or (``qk_norm_type`` "per_layer", MiniMax-M2) over all q and k heads
             per_layer = layout.qk_norm_whole or r.raw("qk_norm_type") == "per_layer"
             other += ((heads + kv_heads) * head_dim if per_layer else 2 * head_dim) * layers
