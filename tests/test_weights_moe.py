@@ -80,6 +80,12 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
     "glm4_moe": [{"num_hidden_layers": 3, "attention_bias": True, "first_k_dense_replace": 1}],
     "sarvam_moe": [{"num_hidden_layers": 3, "first_k_dense_replace": 2, "attention_bias": True},
                    {"num_hidden_layers": 3, DROP: ["use_qk_norm"]}],
+    "persimmon": [{"num_hidden_layers": 3, "qk_layernorm": False, "tie_word_embeddings": True}],
+    "fuyu": [{"patch_size": 16, "num_channels": 4, "text_config": {"num_hidden_layers": 3}}],
+    "nemotron": [{"num_hidden_layers": 3, "num_key_value_heads": 8, "head_dim": 64, "attention_bias": True,
+                  "mlp_bias": True}],
+    "dbrx": [{"n_layers": 3, "attn_config": {"rope_theta": 500000.0, "kv_n_heads": 4},
+              "ffn_config": {"moe_num_experts": 8, "ffn_hidden_size": 1024, "moe_top_k": 2}}],
     # Pixtral's tower and the Mistral 3 projector (shared with Mistral Large 4)
     "mistral3": [{"vision_feature_layer": [-1, -2], "multimodal_projector_bias": True, "spatial_merge_size": 3},
                  {"text_config": {"model_type": "ministral3", "num_hidden_layers": 4}}],
@@ -89,6 +95,8 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
 #: where the modeling file needs a number): every case of the type starts from these.
 BASE: dict[str, dict[str, Any]] = {
     "hunyuan_v1_moe": {"head_dim": 128},  # HunYuanMoEV1Config.head_dim None: the rotary embedding fails
+    "nemotron": {"num_key_value_heads": 48},  # NemotronConfig leaves it None: the attention fails
+    "dbrx": {"attn_config": {"rope_theta": 500000.0}},  # DbrxAttentionConfig has no rope_theta default
 }
 
 CASES = [(t, {}) for t in VARIANTS] + [(t, v) for t, vs in VARIANTS.items() for v in vs]
