@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from test_models_weights import default_config, meta_count
 
+from kvplan.errors import KvplanError
 from kvplan.models import count_weights
 
 from conftest import shared_config
@@ -162,9 +163,13 @@ def test_deepseek_v4_hash_layers_from_legacy_key_or_default() -> None:
 
 
 def test_dots3_note_language_model_equals_transformers() -> None:
-    # the wrapper's language model (its vision and audio towers are not counted: see the report)
-    text = default_config("dots3_note")["text_config"]
+    # the wrapper's language model counts exactly; its towers (a MoE ViT, an audio encoder) are refused, not guessed
+    config = default_config("dots3_note")
+    text = config["text_config"]
     assert count_weights(text, model_id="dots3").parameters == meta_count(text)
+    with pytest.raises(KvplanError, match="vision tower") as raised:
+        count_weights(config, model_id="dots3")
+    assert "--weights-bytes" in raised.value.hint
 
 
 # ---- real Hub configs ------------------------------------------------------------------------------

@@ -230,6 +230,11 @@ class DeepseekParser(DecoderParser):
 
     def vision_weights(self, outer: Mapping[str, Any], r: ConfigReader, text_hidden: int) -> list[WeightPart] | None:
         vision = outer["vision_config"]
+        if r.defaults_name == "dots3_note_text":
+            raise ConfigError(f"{r.source_name}: kvplan cannot count dots3-note's vision tower (a ViT with per-layer "
+                              "MoE) and audio encoder",
+                              "its language model counts from the config's text_config alone; for the whole "
+                              "checkpoint pass --weights-bytes SIZE")
         if isinstance(vision, Mapping) and vision.get("model_type") == "pixtral":
             return pixtral_weights(outer, r, text_hidden)
         return moonvit_weights(outer, r) if isinstance(vision, Mapping) and "vt_hidden_size" in vision else None
