@@ -53,7 +53,8 @@ class DeepseekParser(DecoderParser):
     defaults_by_type = {"deepseek_v2": {"tie_word_embeddings": False}, "deepseek_v3": {"tie_word_embeddings": False},
                         "kimi_k2": {"tie_word_embeddings": False}, "deepseek_v32": {"tie_word_embeddings": False},
                         # MistralLarge4TextConfig: NoPE every no_rope_layer_interval-th layer
-                        "mistral_large4_text": {"no_rope_layer_interval": 4},
+                        "mistral_large4_text": {"no_rope_layer_interval": 4, "first_k_dense_replace": 1,
+                                                "tie_word_embeddings": False},
                         # AXK1Config / AXK2Config fold these legacy keys into mlp_layer_types
                         "axk1": {"first_k_dense_replace": 1, "moe_layer_freq": 1, "tie_word_embeddings": False},
                         "axk2": {"first_k_dense_replace": 1, "moe_layer_freq": 1, "tie_word_embeddings": False},
@@ -566,6 +567,8 @@ def _large4_indexer_default(r: ConfigReader, layers: int) -> list[str]:
     freq = max(r.optional("index_topk_freq", ("index_topk_freq",)) or 1, 1)
     offset = r.first_of("index_skip_topk_offset", ("index_skip_topk_offset",), required=False, kind="count")
     offset = 2 if offset is None else offset
+    r.note(f"indexer_types is not in the config: MistralLarge4TextConfig's schedule, an own indexer every "
+           f"{freq} layer(s) from index_skip_topk_offset {offset} (index_topk_freq default 1, offset default 2)")
     return ["full" if max(i - offset + 1, 0) % freq == 0 else "shared" for i in range(layers)]
 
 
