@@ -181,3 +181,19 @@ REAL = ["deepseek-ai__DeepSeek-V4-Flash", "Qwen__Qwen3-30B-A3B", "Qwen__Qwen3-Co
 def test_real_config_equals_transformers(name: str) -> None:
     config = shared_config(name)
     assert count_weights(config, model_id=name).parameters == meta_count(config)
+
+
+@pytest.mark.parametrize(("model_type", "drop", "said"), [
+    ("hy_v4", ["indexer_types", "mlp_layer_types"], "HYV4Config's default"),
+    ("hy_v3", ["mlp_layer_types"], "HYV3Config's default"),
+    ("laguna", ["mlp_layer_types"], "LagunaConfig's default"),
+    ("glm4_moe_lite", ["mlp_layer_types"], "Glm4MoeLiteConfig's default"),
+    ("longcat_flash", ["zero_expert_num"], "architecture default zero_expert_num = 256"),
+    ("mistral_large4", ["indexer_types"], "MistralLarge4TextConfig's schedule"),
+])
+def test_a_layout_from_the_config_class_default_is_said(model_type: str, drop: list[str], said: str) -> None:
+    # a Hub config that omits a per-layer list is counted by its config class's rule, and the report says so
+    config = config_of(model_type, {DROP: drop})
+    weights = count_weights(config, model_id=model_type)
+    assert any(said in note for note in weights.notes), weights.notes
+    assert weights.parameters == meta_count(config)
