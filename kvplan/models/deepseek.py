@@ -1,4 +1,6 @@
-"""DeepSeek: DeepSeek-MoE (V1), the multi-head latent attention of V2/V3/R1 and of Kimi K2, and V4.
+"""DeepSeek: DeepSeek-MoE (V1), the multi-head latent attention of V2/V3/R1 and of Kimi K2, and the MLA families
+whose caches follow its rules (V3.2 and GLM-5's DSA, Mistral Large 4, HY-V4, A.X-K2, dots3-note, LongCat-Flash).
+DeepSeek-V4 is its own family (deepseek_v4.py); the per-layer MLA weight toolkit is in mla.py.
 
 MLA caches one latent row per token per layer. The MoE layers hold fine-grained routed experts
 plus shared experts, after ``first_k_dense_replace`` dense layers.
@@ -15,6 +17,7 @@ from kvplan.models.base import ArchParser, ConfigReader
 from kvplan.models.decoder import DecoderLayout, DecoderParser, MoeLayout, first_k_dense_moe, note_mtp
 from kvplan.models.llama import LlamaParser
 from kvplan.models.mistral import pixtral_weights
+from kvplan.models.mla import add_indexer, add_mla_layer, finish_mla_moe, mla_dims, mlp_layer_kinds, per_layer_list
 from kvplan.models.tensors import (
     Matrix,
     Tensors,
@@ -27,13 +30,10 @@ from kvplan.models.tensors import (
     vocab_of,
 )
 from kvplan.specs import (
-    CompressedSparseSpec,
-    HeavilyCompressedSpec,
     IndexerSpec,
     LayerSpec,
     MLASpec,
     NoCacheSpec,
-    SharedKVSlidingSpec,
     SlidingWindowSpec,
 )
 
@@ -241,21 +241,6 @@ class DeepseekParser(DecoderParser):
         return moonvit_weights(outer, r) if isinstance(vision, Mapping) and "vt_hidden_size" in vision else None
 
 
-def per_layer_list(r: ConfigReader, key: str, layers: int, allowed: set[Any], default: list[Any] | None) -> list[Any]:
-    """A per-layer list of the config (one entry per layer from ``allowed``), else ``default`` (the config class's
-    rule, which the caller notes)."""
-    if not r.has(key):
-        if default is None:
-            r.first_of(key, (key,), kind="list")  # raises: required
-        assert default is not None
-        return default
-    values = r.first_of(key, (key,), kind="list")
-    if len(values) < layers or not set(values[:layers]) <= allowed:
-        raise ConfigError(f"{r.source_name}: {r.prefix}{key} must give one of {sorted(map(str, allowed))} per layer",
-                          f"one entry per layer ({layers})")
-    return list(values[:layers])
-
-
 def count_mistral_large4(r: ConfigReader) -> WeightCount:
     """Mistral Large 4 (MistralLarge4TextConfig, transformers 5.24 modeling_mistral_large4.py): MLA without a q
     LoRA; NoPE layers (``no_rope_layers`` 0) drop the rope key from kv_a and widen the nope key in kv_b; layers
@@ -384,16 +369,6 @@ def count_axk(r: ConfigReader, model_type: str) -> WeightCount:
                           name="A.X-K2" if k2 else "A.X-K1", extra_norms=extra)
 
 
-def mlp_layer_kinds(r: ConfigReader, layers: int) -> list[str]:
-    """``dense`` or ``sparse`` per layer: ``mlp_layer_types``, else MoE from ``first_k_dense_replace`` on, every
-    ``moe_layer_freq``-th layer (the legacy keys the config classes fold into mlp_layer_types)."""
-    if r.has("mlp_layer_types"):
-        return per_layer_list(r, "mlp_layer_types", layers, {"dense", "sparse"}, None)
-    first = r.first_of("first_k_dense_replace", ("first_k_dense_replace",), kind="count")
-    freq = r.first_of("moe_layer_freq", ("moe_layer_freq",))
-    return ["sparse" if i >= first and i % freq == 0 else "dense" for i in range(layers)]
-
-
 def count_dots3_note(r: ConfigReader) -> WeightCount:
     """dots3-note's language model (Dots3NoteTextConfig, transformers 5.24 modeling_dots3_note.py): MLA with a q
     LoRA, a norm on the rope key and a per-head output gate in every layer; ``indexed_attention`` layers add a DSA
@@ -486,76 +461,6 @@ def count_longcat_flash(r: ConfigReader) -> WeightCount:
                     {"hidden_size": hidden, "mlp_width": inner + top_k * size,
                      "qkv_width": heads * qk_head + dims["kv_lora_rank"] + dims["qk_rope_head_dim"],
                      "vocab_size": vocab_of(r)})
-
-
-def mla_dims(r: ConfigReader) -> dict[str, int]:
-    """The MLA dimensions; ``q_lora_rank`` 0 when the config has none (a full q projection)."""
-    dims = {key: r.first_of(key, (key,)) for key in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
-                                                     "v_head_dim")}
-    dims["q_lora_rank"] = r.optional("q_lora_rank", ("q_lora_rank",)) or 0
-    return dims
-
-
-def add_mla_layer(t: Tensors, hidden: int, heads: int, dims: dict[str, int], *, bias: bool = False,
-                  kv_bias: bool | None = None, q_up: tuple[int, int] | None = None) -> None:
-    """One MLA attention: q (full, or q_a + norm + q_b), kv_a with the rope key + its norm, kv_b, o.
-    ``bias``: q_a, kv_a and o biases (``attention_bias``); ``kv_bias`` overrides it for kv_a; ``q_up``: the
-    (in, out) of the projection out of the q LoRA when it is not q_b's (A.X-K2's fused q and gate)."""
-    rank, rope, nope, v_dim, q_rank = (dims[k] for k in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
-                                                          "v_head_dim", "q_lora_rank"))
-    kv_bias = bias if kv_bias is None else kv_bias
-    if q_rank:
-        t.add("attention", hidden, q_rank)
-        t.add("attention", *(q_up or (q_rank, heads * (nope + rope))))
-        t.vector("attention", q_rank + (q_rank if bias else 0))  # q_a_layernorm (+ q_a bias)
-    else:
-        t.add("attention", hidden, heads * (nope + rope))
-    t.add("attention", hidden, rank + rope)
-    t.add("attention", rank, heads * (nope + v_dim))
-    t.add("attention", heads * v_dim, hidden)
-    t.vector("attention", rank + ((rank + rope) if kv_bias else 0) + (hidden if bias else 0))
-
-
-def add_indexer(t: Tensors, r: ConfigReader, hidden: int, q_rank: int, *, layer_norm: bool) -> None:
-    """The DSA indexer of one layer: wq_b from the q LoRA, wk, a norm on its key (LayerNorm: weight and bias),
-    weights_proj scoring its heads."""
-    index_dim = r.first_of("index_head_dim", ("index_head_dim",))
-    index_heads = r.first_of("index_n_heads", ("index_n_heads",))
-    t.add("attention", q_rank, index_heads * index_dim)
-    t.add("attention", hidden, index_dim)
-    t.add("attention", hidden, index_heads)
-    t.vector("attention", (2 if layer_norm else 1) * index_dim)
-
-
-def finish_mla_moe(r: ConfigReader, t: Tensors, hidden: int, layers: int, heads: int, dims: dict[str, int],
-                   n_moe: int, *, router_bias: bool, name: str, extra_norms: int = 0,
-                   experts_keys: tuple[str, ...] = ("n_routed_experts", "num_local_experts", "num_experts"),
-                   shared_key: str = "",
-                   ) -> WeightCount:
-    """Embeddings, the dense MLPs of the layers that are not MoE, the MoE layers (routed experts, shared experts
-    of ``n_shared_experts * moe_intermediate_size``, the router with its correction bias), the norms."""
-    intermediate = r.first_of("intermediate_size", ("intermediate_size",)) if n_moe < layers else 0
-    t.add("mlp", hidden, intermediate, 2 * (layers - n_moe))
-    t.add("mlp", intermediate, hidden, layers - n_moe)
-    if r.raw("mlp_bias") is True:
-        t.vector("mlp", (2 * intermediate + hidden) * (layers - n_moe))
-    parts = embeddings(r, hidden) + t.parts()
-    top_k = r.optional("num_experts_per_tok", ("num_experts_per_tok",))
-    experts = size = shared = 0
-    if n_moe:
-        experts = r.first_of("num_experts", experts_keys)
-        size = r.first_of("moe_intermediate_size", ("moe_intermediate_size",))
-        # n_shared_experts of ``shared_key``'s width when the family names one, else of moe_intermediate_size
-        shared = r.first_of("n_shared_experts", ("n_shared_experts",), kind="count") * (
-            r.first_of(shared_key, (shared_key,)) if shared_key else size)
-        parts += experts_parts(hidden, size, experts, n_moe, shared_size=shared or None, router_bias=router_bias)
-        r.note(f"{name}: {n_moe} MoE layers of {experts} experts (all resident), {layers - n_moe} dense")
-    parts.append(WeightPart(name="norms", other_parameters=(2 * layers + 1) * hidden + extra_norms, tp_sharded=False))
-    note_mtp(r)
-    q_width = heads * (dims["qk_nope_head_dim"] + dims["qk_rope_head_dim"])
-    return count_of(parts, experts or None, top_k if n_moe else None,
-                    {"hidden_size": hidden, "mlp_width": max(intermediate, (top_k or 1) * size + shared),
-                     "qkv_width": q_width + dims["kv_lora_rank"] + dims["qk_rope_head_dim"], "vocab_size": vocab_of(r)})
 
 
 def _large4_indexer_default(r: ConfigReader, layers: int) -> list[str]:
@@ -653,196 +558,4 @@ class DeepseekMoeParser(LlamaParser):
         return first_k_dense_moe(r, layers, top_k)
 
 
-class MlaDecoderParser(DecoderParser):
-    """The DeepSeek-V3 layout under other names: MLA (q LoRA or a full q) in every layer, dense MLPs and MoE
-    layers with shared experts per ``mlp_layer_types`` or ``first_k_dense_replace`` / ``moe_layer_freq``
-    (Mistral 4, Sarvam-MLA, GLM-4.7-Flash ``glm4_moe_lite``), or dense only (Youtu-LLM, MiniCPM3).
-
-    Their caches are read elsewhere (llama.py lists glm4_moe_lite) or generically; this class counts weights.
-    """
-
-    model_types = ()
-    weight_types = ("mistral4", "sarvam_mla", "glm4_moe_lite", "youtu", "minicpm3")
-    #: The config classes' defaults (transformers 5.24) of the keys the count reads.
-    defaults_by_type = {
-        "mistral4": {"first_k_dense_replace": 0, "tie_word_embeddings": False},
-        "sarvam_mla": {"first_k_dense_replace": 1, "tie_word_embeddings": False},
-        "glm4_moe_lite": {"tie_word_embeddings": False},
-        "youtu": {"tie_word_embeddings": True},
-        "minicpm3": {"tie_word_embeddings": True},
-    }
-    #: Routers with DeepSeek-V3's e_score_correction_bias (Mistral 4's has none).
-    ROUTER_BIAS = frozenset({"sarvam_mla", "glm4_moe_lite"})
-
-    def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
-        hidden = hidden_of(r)
-        layers = r.first_of("num_hidden_layers", ("num_hidden_layers",))
-        heads = r.first_of("num_attention_heads", ("num_attention_heads",))
-        if model_type == "minicpm3" and not r.has("v_head_dim"):
-            r.note(f"v_head_dim is not in the config: MiniCPM3Config derives hidden_size // num_attention_heads = "
-                   f"{hidden // heads}")
-            r.defaults["v_head_dim"] = hidden // heads
-        dims = mla_dims(r)
-        bias = r.flag("attention_bias", False)
-        if model_type == "glm4_moe_lite" and not r.has("mlp_layer_types"):
-            r.note("mlp_layer_types is not in the config: Glm4MoeLiteConfig's default, a dense first layer, MoE after")
-            kinds = ["dense"] * min(1, layers) + ["sparse"] * max(layers - 1, 0)
-        elif r.has("mlp_layer_types"):
-            kinds = mlp_layer_kinds(r, layers)
-        elif r.has("n_routed_experts"):  # MoE from first_k_dense_replace on (moe_layer_freq is not read)
-            first = r.first_of("first_k_dense_replace", ("first_k_dense_replace",), kind="count")
-            kinds = ["sparse" if i >= first else "dense" for i in range(layers)]
-        else:
-            kinds = ["dense"] * layers
-        t = Tensors()
-        for _ in range(layers):
-            add_mla_layer(t, hidden, heads, dims, bias=bias)
-        return finish_mla_moe(r, t, hidden, layers, heads, dims, kinds.count("sparse"),
-                              router_bias=model_type in self.ROUTER_BIAS, name=model_type)
-
-
-class DeepseekV4Parser(DecoderParser):
-    """DeepSeek-V4 (``deepseek_v4``): one shared K/V head with a q LoRA and a grouped low-rank output,
-    attention sinks; per layer a sliding window only (ratio 0), a compressed-sparse compressor with its
-    lightning indexer (ratio 4) or a heavily compressed one (ratio 128); hyper-connections of ``hc_mult``
-    streams around attention and MoE; MoE in every layer (hash-routed in the first ``num_hash_layers``).
-
-    Cache: every layer keeps a ``sliding_window`` of one K=V row of ``head_dim``; a compressed layer also keeps
-    one entry per ``compress_rates[type]`` tokens (and, CSA, an ``index_head_dim`` indexer key per entry).
-    Layer types from ``layer_types``, else the Hub's per-layer ``compress_ratios`` (entries past the layers are
-    the MTP layers'), else DeepseekV4Config's default schedule (transformers 5.24 configuration_deepseek_v4.py).
-    """
-
-    family = "deepseek_v4"
-    model_types = ("deepseek_v4",)
-    weight_types = ("deepseek_v4",)
-    #: DeepseekV4Config defaults (transformers 5.24) of the keys the cache and weight count read.
-    defaults = {"head_dim": 512, "sliding_window": 128, "index_head_dim": 128, "index_n_heads": 64,
-                "num_hidden_layers": 43, "max_position_embeddings": 1048576, "tie_word_embeddings": False,
-                # DeepseekV4Config.default_num_hash_layers: the first 3 MoE layers hash-routed (no mlp_layer_types)
-                "num_hash_layers": 3}
-    CSA, HCA, SWA = "compressed_sparse_attention", "heavily_compressed_attention", "sliding_attention"
-    DEFAULT_RATES = {CSA: 4, HCA: 128}
-
-    def build_layers(self, r: ConfigReader) -> list[LayerSpec]:
-        layers = self.num_layers(r)
-        types = self._layer_types(r, layers)
-        rates = self._rates(r)
-        head = r.first_of("head_dim", ("head_dim",))
-        window = r.first_of("sliding_window", ("sliding_window",))
-        index = r.first_of("index_head_dim", ("index_head_dim",)) if self.CSA in types else 0
-        specs: dict[str, LayerSpec] = {
-            self.SWA: SharedKVSlidingSpec(head_size=head, sliding_window=window, compress_ratio=0),
-            self.CSA: CompressedSparseSpec(head_size=head, sliding_window=window, compress_ratio=rates[self.CSA],
-                                           index_head_size=index, overlap=True),
-            self.HCA: HeavilyCompressedSpec(head_size=head, sliding_window=window, compress_ratio=rates[self.HCA]),
-        }
-        counts = {t: types.count(t) for t in (self.SWA, self.CSA, self.HCA)}
-        r.note(f"DeepSeek-V4 attention: one K=V row of head_dim {head} per token in a {window}-token window in every "
-               f"layer; {counts[self.CSA]} compressed-sparse layers add one entry per {rates[self.CSA]} tokens with an "
-               f"indexer key of {index}, {counts[self.HCA]} heavily compressed layers one entry per {rates[self.HCA]} "
-               f"tokens, {counts[self.SWA]} layers the window only")
-        return [specs[t] for t in types]
-
-    def _rates(self, r: ConfigReader) -> dict[str, int]:
-        rates = dict(self.DEFAULT_RATES)
-        given = r.raw("compress_rates")
-        if isinstance(given, Mapping):
-            rates.update({k: r.check(f"compress_rates.{k}", v, "int") for k, v in given.items() if k in rates})
-        else:
-            r.note(f"compress_rates is not in the config; using the deepseek_v4 architecture default {rates}")
-        for key, name in (("compress_rate_csa", self.CSA), ("compress_rate_hca", self.HCA)):
-            if r.has(key):  # legacy top-level overrides, folded in as DeepseekV4Config.__post_init__ does
-                rates[name] = r.first_of(key, (key,))
-        return rates
-
-    def _layer_types(self, r: ConfigReader, layers: int) -> list[str]:
-        """Each layer's attention type: ``layer_types``, else the Hub's ``compress_ratios`` (0 sliding, the CSA
-        rate, the HCA rate; entries past the layers are the MTP layers'), else the config class's default."""
-        allowed = (self.SWA, self.CSA, self.HCA)
-        if r.has("layer_types"):
-            types = r.first_of("layer_types", ("layer_types",), kind="list")
-            if len(types) < layers or not set(types[:layers]) <= set(allowed):
-                raise ConfigError(f"{r.source_name}: {r.prefix}layer_types does not give one DeepSeek-V4 attention "
-                                  f"type per layer", f"use {', '.join(allowed)}")
-            return list(types[:layers])
-        if r.has("compress_ratios"):
-            ratios = r.first_of("compress_ratios", ("compress_ratios",), kind="list")
-            by_ratio = {0: self.SWA, **{rate: name for name, rate in self._rates(r).items()}}
-            if len(ratios) < layers or not set(ratios[:layers]) <= set(by_ratio):
-                raise ConfigError(f"{r.source_name}: {r.prefix}compress_ratios does not give one ratio per layer "
-                                  f"from {sorted(by_ratio)}", "use 0 (sliding only) or a rate of compress_rates")
-            if len(ratios) > layers:
-                r.note(f"compress_ratios has {len(ratios)} entries for {layers} layers: the last "
-                       f"{len(ratios) - layers} are the multi-token-prediction layers', not cached at inference")
-            return [by_ratio[x] for x in ratios[:layers]]
-        r.note("neither layer_types nor compress_ratios is in the config: DeepseekV4Config's default schedule "
-               "(2 heavily compressed layers, then compressed-sparse and heavily compressed alternating)")
-        return [self.HCA] * min(layers, 2) + [self.CSA if i % 2 else self.HCA for i in range(max(layers - 2, 0))]
-
-    def _hash_layers(self, r: ConfigReader, layers: int) -> int:
-        """How many MoE layers route by a token -> experts table: ``mlp_layer_types`` (``hash_moe`` / ``moe``
-        per layer, as transformers 5 saves it), else the legacy ``num_hash_layers`` (first N), else the default."""
-        if r.has("mlp_layer_types"):
-            kinds = r.first_of("mlp_layer_types", ("mlp_layer_types",), kind="list")
-            if len(kinds) < layers or not set(kinds[:layers]) <= {"hash_moe", "moe"}:
-                raise ConfigError(f"{r.source_name}: {r.prefix}mlp_layer_types does not give hash_moe or moe per layer",
-                                  "one entry per layer: hash_moe (hash-routed) or moe (top-k routed)")
-            return kinds[:layers].count("hash_moe")
-        return min(layers, r.first_of("num_hash_layers", ("num_hash_layers",), kind="count"))
-
-    def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
-        hidden = hidden_of(r)
-        layers = r.first_of("num_hidden_layers", ("num_hidden_layers",))
-        heads = r.first_of("num_attention_heads", ("num_attention_heads",))
-        head_dim = r.first_of("head_dim", ("head_dim",))
-        q_rank = r.first_of("q_lora_rank", ("q_lora_rank",))
-        o_rank = r.first_of("o_lora_rank", ("o_lora_rank",))
-        o_groups = r.first_of("o_groups", ("o_groups",))
-        types = self._layer_types(r, layers)
-        rates = self._rates(r)
-        n_csa, n_hca = types.count(self.CSA), types.count(self.HCA)
-        m_csa, m_hca = rates[self.CSA], rates[self.HCA]
-        index_dim = r.first_of("index_head_dim", ("index_head_dim",))
-        index_heads = r.first_of("index_n_heads", ("index_n_heads",))
-        q = heads * head_dim
-        attention = [Matrix(in_features=hidden, out_features=q_rank, count=layers),
-                     Matrix(in_features=q_rank, out_features=q, count=layers),
-                     Matrix(in_features=hidden, out_features=head_dim, count=layers),  # the shared K/V head
-                     Matrix(in_features=q // o_groups, out_features=o_rank, count=o_groups * layers),  # o_a, grouped
-                     Matrix(in_features=o_groups * o_rank, out_features=hidden, count=layers),  # o_b
-                     # compressors: kv and gate projections (CSA at twice the width), the CSA indexer's own
-                     Matrix(in_features=hidden, out_features=2 * head_dim, count=2 * n_csa),
-                     Matrix(in_features=hidden, out_features=head_dim, count=2 * n_hca),
-                     Matrix(in_features=hidden, out_features=2 * index_dim, count=2 * n_csa),
-                     Matrix(in_features=q_rank, out_features=index_heads * index_dim, count=n_csa),
-                     Matrix(in_features=hidden, out_features=index_heads, count=n_csa)]
-        # q_a/kv norms, sinks; compressor position biases and norms
-        other = (q_rank + head_dim + heads) * layers + n_csa * (m_csa * 2 * head_dim + head_dim) \
-            + n_hca * (m_hca * head_dim + head_dim) + n_csa * (m_csa * 2 * index_dim + index_dim)
-        parts = embeddings(r, hidden)
-        parts.append(WeightPart(name="attention", matrices=tuple(attention), other_parameters=other))
-        streams = r.first_of("hc_mult", ("hc_mult",))
-        mix = (2 + streams) * streams
-        parts.append(WeightPart(name="hyper_connections", matrices=(
-            Matrix(in_features=streams * hidden, out_features=mix, count=2 * layers),
-            Matrix(in_features=streams * hidden, out_features=streams)),
-            other_parameters=(mix + 3) * 2 * layers + streams + 1, tp_sharded=False))
-        top_k = r.optional("num_experts_per_tok", ("num_experts_per_tok",))
-        experts = r.first_of("num_experts", ("n_routed_experts",))
-        size = r.first_of("moe_intermediate_size", ("moe_intermediate_size",))
-        shared = r.first_of("n_shared_experts", ("n_shared_experts",), kind="count")
-        hashed = self._hash_layers(r, layers)
-        parts += experts_parts(hidden, size, experts, layers, shared_size=shared * size or None)
-        # the top-k routers' correction bias; the hash routers' token -> experts table
-        parts.append(WeightPart(name="router_tables", other_parameters=experts * (layers - hashed)
-                                + vocab_of(r) * (top_k or 0) * hashed, tp_sharded=False))
-        parts.append(WeightPart(name="norms", other_parameters=(2 * layers + 1) * hidden, tp_sharded=False))
-        r.note(f"DeepSeek-V4: {n_csa} compressed-sparse, {n_hca} heavily compressed and "
-               f"{layers - n_csa - n_hca} sliding-only attention layers; {experts} experts per layer, all resident")
-        note_mtp(r, self.MTP_KEY)
-        return count_of(parts, experts, top_k, {"hidden_size": hidden, "mlp_width": (top_k or 1) * size + shared * size,
-                                                "qkv_width": q + head_dim, "vocab_size": vocab_of(r)})
-
-
-PARSERS: tuple[type[ArchParser], ...] = (DeepseekParser, DeepseekMoeParser, MlaDecoderParser, DeepseekV4Parser)
+PARSERS: tuple[type[ArchParser], ...] = (DeepseekParser, DeepseekMoeParser)
