@@ -613,7 +613,10 @@ def count_weights(
         text, source_name=model_id, prefix=f"{nested_key}." if nested_key else "", outer=outer,
         defaults=defaults, defaults_name=model_type or "generic",
     )
-    if nested_key and isinstance(outer.get("tie_word_embeddings"), bool):
+    # the lm_head belongs to the outer model, whose own config's tie_word_embeddings transformers reads (a nested
+    # text config may say otherwise: Qwen3VLMoeTextConfig defaults to true, Qwen3VLMoeConfig to false)
+    if nested_key and isinstance(outer.get("tie_word_embeddings"), bool) \
+            and text.get("tie_word_embeddings") != outer["tie_word_embeddings"]:
         text = TrackedConfig({**text, "tie_word_embeddings": outer["tie_word_embeddings"]}, reads)
         r.config = text
 

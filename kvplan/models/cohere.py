@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-from kvplan.models.base import ArchParser
-from kvplan.models.decoder import DecoderLayout
+from kvplan.errors import ConfigError
+from kvplan.models.base import ArchParser, ConfigReader
+from kvplan.models.decoder import DecoderLayout, DecoderParser, MoeLayout
 from kvplan.models.gemma import Gemma3Parser
 
 
@@ -21,4 +22,38 @@ class Cohere2Parser(Gemma3Parser):
         return DecoderLayout(norms_per_layer=1)
 
 
-PARSERS: tuple[type[ArchParser], ...] = (Cohere2Parser,)
+class Cohere2MoeParser(DecoderParser):
+    """Command-A MoE (``cohere2_moe``, Cohere2MoeConfig in transformers 5.24): one weight-only LayerNorm per
+    layer, dense MLPs of ``prefix_dense_intermediate_size`` (else ``intermediate_size``) where ``mlp_layer_types``
+    says ``dense`` (default: the first ``first_k_dense_replace``, 0), else ``num_experts`` experts of
+    ``intermediate_size`` and ``num_shared_experts`` shared ones. Counts weights only (the cache is read generically).
+    """
+
+    family = "cohere2_moe"
+    model_types = ()
+    weight_types = ("cohere2_moe",)
+    defaults_by_type = {"cohere2_moe": {"tie_word_embeddings": True, "num_experts": 8, "num_shared_experts": 0,
+                                       "first_k_dense_replace": 0}}
+
+    def decoder_layout(self, model_type: str) -> DecoderLayout:
+        return DecoderLayout(norms_per_layer=1)
+
+    def dense_mlp_size(self, r: ConfigReader, model_type: str, intermediate: int) -> int:
+        return r.optional("prefix_dense_intermediate_size", ("prefix_dense_intermediate_size",)) or intermediate
+
+    def moe_layout(self, r: ConfigReader, model_type: str, layers: int, intermediate: int, top_k: int | None) -> MoeLayout:
+        if r.has("mlp_layer_types"):
+            kinds = r.first_of("mlp_layer_types", ("mlp_layer_types",), kind="list")
+            if len(kinds) < layers or not set(kinds[:layers]) <= {"dense", "sparse"}:
+                raise ConfigError(f"{r.source_name}: {r.prefix}mlp_layer_types must give dense or sparse per layer",
+                                  f"one entry per layer ({layers})")
+        else:
+            first = r.first_of("first_k_dense_replace", ("first_k_dense_replace",), kind="count")
+            kinds = ["dense" if i < first else "sparse" for i in range(layers)]
+        experts = r.first_of("num_experts", ("num_experts",))
+        shared = r.first_of("num_shared_experts", ("num_shared_experts",), kind="count")
+        return MoeLayout(layers=[i for i in range(layers) if kinds[i] == "sparse"], experts=experts, top_k=top_k,
+                         expert_size=intermediate, shared_size=shared * intermediate or None)
+
+
+PARSERS: tuple[type[ArchParser], ...] = (Cohere2Parser, Cohere2MoeParser)

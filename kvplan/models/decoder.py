@@ -94,7 +94,7 @@ class DecoderParser(ArchParser):
             o_bias = r.raw("attention_out_bias") is True if r.has("attention_out_bias") else layout.o_bias
             if r.raw("attention_bias") is True and o_bias:
                 other += hidden * layers  # o_proj bias
-        if layout.qk_norm or layout.qk_norm_whole or (r.raw("use_qk_norm") is True and layout.qk_norm_weights):
+        if layout.qk_norm or layout.qk_norm_whole or (r.flag("use_qk_norm", False) and layout.qk_norm_weights):
             # one RMSNorm per head dim, or (``qk_norm_type`` "per_layer", MiniMax-M2) over all q and k heads
             per_layer = layout.qk_norm_whole or r.raw("qk_norm_type") == "per_layer"
             other += ((heads + kv_heads) * head_dim if per_layer else 2 * head_dim) * layers
@@ -118,10 +118,14 @@ class DecoderParser(ArchParser):
         parts = embeddings(r, hidden, lm_head_bias=layout.lm_head_bias and r.raw("lm_head_bias") is True)
         parts.append(WeightPart(name="attention", matrices=tuple(attention), other_parameters=attn_other))
 
-        intermediate = r.first_of("intermediate_size", ("intermediate_size", "ffn_hidden_size"))
+        inner_keys = ("intermediate_size", "ffn_hidden_size")
+        # a model whose every layer is MoE of its own expert size may have no intermediate_size (Solar Open)
+        intermediate = r.first_of("intermediate_size", inner_keys, required=False)
         top_k = r.optional("num_experts_per_tok", ("num_experts_per_tok", "experts_per_token", "moe_topk"))
         moe = self.moe_layout(r, model_type, layers, intermediate, top_k)
         dense_layers = layers - len(moe.layers)
+        if intermediate is None and (dense_layers or moe.expert_size is None):
+            intermediate = r.first_of("intermediate_size", inner_keys)  # raises: required
         dense_size = self.dense_mlp_size(r, model_type, intermediate)
         mlp_bias = r.raw("mlp_bias") is True
         if dense_layers:
@@ -191,8 +195,10 @@ def every_layer_moe(r: ConfigReader, layers: int, intermediate: int, top_k: int 
 
 def sparse_step_moe(r: ConfigReader, layers: int, top_k: int | None) -> MoeLayout:
     """Qwen-MoE: experts of ``moe_intermediate_size`` every ``decoder_sparse_step`` layers except
-    ``mlp_only_layers``, and a shared expert of ``shared_expert_intermediate_size`` (0: none)."""
-    experts = r.first_of("num_experts", ("num_experts",))
+    ``mlp_only_layers``, and a shared expert of ``shared_expert_intermediate_size`` (0: none).
+
+    transformers 5 saves ``num_experts`` as ``num_local_experts`` (Qwen3MoeConfig's attribute_map): both are read."""
+    experts = r.first_of("num_experts", ("num_experts", "num_local_experts"))
     size = r.first_of("moe_intermediate_size", ("moe_intermediate_size",))
     step = r.optional("decoder_sparse_step", ("decoder_sparse_step",)) or 1
     only_mlp = set(layer_indices(r, "mlp_only_layers", r.raw("mlp_only_layers"), layers)) \
@@ -215,6 +221,24 @@ def first_k_dense_moe(r: ConfigReader, layers: int, top_k: int | None) -> MoeLay
     moe = [i for i in range(layers) if i >= first_dense and i % freq == 0]
     shared = r.first_of("n_shared_experts", ("n_shared_experts",), required=False, kind="count")
     return MoeLayout(layers=moe, experts=experts, top_k=top_k, expert_size=size, shared_size=(shared * size if shared else None))
+
+
+def mlp_types_moe(r: ConfigReader, layers: int, *, experts: int, top_k: int | None, expert_size: int,
+                  shared_size: int | None) -> MoeLayout:
+    """MoE in the layers ``mlp_layer_types`` marks ``sparse`` (``dense`` for the rest), else from
+    ``first_k_dense_replace`` on: the per-layer list transformers 5 config classes derive from that key."""
+    from kvplan.errors import ConfigError
+
+    if r.has("mlp_layer_types"):
+        kinds = r.first_of("mlp_layer_types", ("mlp_layer_types",), kind="list")
+        if len(kinds) < layers or not set(kinds[:layers]) <= {"dense", "sparse"}:
+            raise ConfigError(f"{r.source_name}: {r.prefix}mlp_layer_types must give dense or sparse per layer",
+                              f"one entry per layer ({layers})")
+        moe = [i for i in range(layers) if kinds[i] == "sparse"]
+    else:
+        first = r.first_of("first_k_dense_replace", ("first_k_dense_replace",), kind="count")
+        moe = list(range(min(first, layers), layers))
+    return MoeLayout(layers=moe, experts=experts, top_k=top_k, expert_size=expert_size, shared_size=shared_size)
 
 
 # ---- the GPT-2-style block -------------------------------------------------------------------------

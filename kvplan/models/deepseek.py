@@ -1,4 +1,6 @@
-"""DeepSeek: DeepSeek-MoE (V1), the multi-head latent attention of V2/V3/R1 and of Kimi K2, and V4.
+"""DeepSeek: DeepSeek-MoE (V1), the multi-head latent attention of V2/V3/R1 and of Kimi K2, and the MLA families
+whose caches follow its rules (V3.2 and GLM-5's DSA, Mistral Large 4, HY-V4, A.X-K2, dots3-note, LongCat-Flash).
+DeepSeek-V4 is its own family (deepseek_v4.py); the per-layer MLA weight toolkit is in mla.py.
 
 MLA caches one latent row per token per layer. The MoE layers hold fine-grained routed experts
 plus shared experts, after ``first_k_dense_replace`` dense layers.
@@ -14,8 +16,11 @@ from kvplan.errors import ConfigError
 from kvplan.models.base import ArchParser, ConfigReader
 from kvplan.models.decoder import DecoderLayout, DecoderParser, MoeLayout, first_k_dense_moe, note_mtp
 from kvplan.models.llama import LlamaParser
+from kvplan.models.mistral import pixtral_weights
+from kvplan.models.mla import add_indexer, add_mla_layer, finish_mla_moe, mla_dims, mlp_layer_kinds, per_layer_list
 from kvplan.models.tensors import (
     Matrix,
+    Tensors,
     WeightCount,
     WeightPart,
     count_of,
@@ -25,13 +30,10 @@ from kvplan.models.tensors import (
     vocab_of,
 )
 from kvplan.specs import (
-    CompressedSparseSpec,
-    HeavilyCompressedSpec,
     IndexerSpec,
     LayerSpec,
     MLASpec,
     NoCacheSpec,
-    SharedKVSlidingSpec,
     SlidingWindowSpec,
 )
 
@@ -51,11 +53,23 @@ class DeepseekParser(DecoderParser):
     defaults_by_type = {"deepseek_v2": {"tie_word_embeddings": False}, "deepseek_v3": {"tie_word_embeddings": False},
                         "kimi_k2": {"tie_word_embeddings": False}, "deepseek_v32": {"tie_word_embeddings": False},
                         # MistralLarge4TextConfig: NoPE every no_rope_layer_interval-th layer
-                        "mistral_large4_text": {"no_rope_layer_interval": 4},
+                        "mistral_large4_text": {"no_rope_layer_interval": 4, "first_k_dense_replace": 1,
+                                                "tie_word_embeddings": False},
+                        # AXK1Config / AXK2Config fold these legacy keys into mlp_layer_types
+                        "axk1": {"first_k_dense_replace": 1, "moe_layer_freq": 1, "tie_word_embeddings": False},
+                        "axk2": {"first_k_dense_replace": 1, "moe_layer_freq": 1, "tie_word_embeddings": False},
                         # Dots3NoteTextConfig: sliding MLA layers (swa_* keys, normalised into per_layer_config)
                         "dots3_note_text": {"sliding_window": 512, "swa_kv_lora_rank": 1024, "swa_head_dim": 256,
-                                            "swa_qk_nope_head_dim": 192}}
-    weight_types = ("deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32")
+                                            "swa_qk_nope_head_dim": 192, "swa_num_attention_heads": 64,
+                                            "swa_q_lora_rank": 1024, "swa_v_head_dim": 128,
+                                            "first_k_dense_replace": 1, "moe_layer_freq": 1,
+                                            "shared_experts_intermediate_size": 1536, "tie_word_embeddings": False},
+                        # LongcatFlashConfig (transformers 5.24)
+                        "longcat_flash": {"ffn_hidden_size": 12288, "expert_ffn_hidden_size": 2048,
+                                          "n_routed_experts": 512, "zero_expert_num": 256, "moe_topk": 12,
+                                          "router_bias": False, "tie_word_embeddings": False}}
+    weight_types = ("deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32", "mistral_large4_text",
+                    "hy_v4", "axk1", "axk2", "dots3_note_text", "longcat_flash")
 
     def attention_dims(self, r: ConfigReader) -> dict[str, int]:
         if not r.has("kv_lora_rank"):
@@ -219,9 +233,265 @@ class DeepseekParser(DecoderParser):
     def moe_layout(self, r: ConfigReader, model_type: str, layers: int, intermediate: int, top_k: int | None) -> MoeLayout:
         return first_k_dense_moe(r, layers, top_k)
 
+    def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
+        if model_type == "mistral_large4_text":
+            return count_mistral_large4(r)
+        if model_type == "hy_v4":
+            return count_hy_v4(r)
+        if model_type in ("axk1", "axk2"):
+            return count_axk(r, model_type)
+        if model_type == "dots3_note_text":
+            return count_dots3_note(r)
+        if model_type == "longcat_flash":
+            return count_longcat_flash(r)
+        return super().count_weights(r, model_type)
+
     def vision_weights(self, outer: Mapping[str, Any], r: ConfigReader, text_hidden: int) -> list[WeightPart] | None:
         vision = outer["vision_config"]
+        if r.defaults_name == "dots3_note_text":
+            raise ConfigError(f"{r.source_name}: kvplan cannot count dots3-note's vision tower (a ViT with per-layer "
+                              "MoE) and audio encoder",
+                              "its language model counts from the config's text_config alone; for the whole "
+                              "checkpoint pass --weights-bytes SIZE")
+        if isinstance(vision, Mapping) and vision.get("model_type") == "pixtral":
+            return pixtral_weights(outer, r, text_hidden)
         return moonvit_weights(outer, r) if isinstance(vision, Mapping) and "vt_hidden_size" in vision else None
+
+
+def count_mistral_large4(r: ConfigReader) -> WeightCount:
+    """Mistral Large 4 (MistralLarge4TextConfig, transformers 5.24 modeling_mistral_large4.py): MLA without a q
+    LoRA; NoPE layers (``no_rope_layers`` 0) drop the rope key from kv_a and widen the nope key in kv_b; layers
+    reusing an earlier layer's latent (``kv_source_layers``) have no kv_a projection or norm; a DSA indexer (its
+    queries from the hidden state through a LayerNorm) unless ``indexer_types`` says shared; a learned softmax
+    scale and bias per head (attention and indexer); dense MLPs then MoE with shared experts (``mlp_layer_types``
+    or ``first_k_dense_replace``); a learned RoPE ``alpha`` per rotary frequency."""
+    hidden = hidden_of(r)
+    layers = r.first_of("num_hidden_layers", ("num_hidden_layers",))
+    heads = r.first_of("num_attention_heads", ("num_attention_heads",))
+    rank = r.first_of("kv_lora_rank", ("kv_lora_rank",))
+    rope = r.first_of("qk_rope_head_dim", ("qk_rope_head_dim",))
+    nope = r.first_of("qk_nope_head_dim", ("qk_nope_head_dim",))
+    v_dim = r.first_of("v_head_dim", ("v_head_dim",))
+    bias = r.flag("attention_bias", False)
+    interval = r.first_of("no_rope_layer_interval", ("no_rope_layer_interval",)) if not r.has("no_rope_layers") else 0
+    use_rope = per_layer_list(r, "no_rope_layers", layers, {0, 1},
+                              [int((i + 1) % interval != 0) for i in range(layers)] if interval else None)
+    sources = per_layer_list(r, "kv_source_layers", layers, set(range(layers)), list(range(layers)))
+    indexer = per_layer_list(r, "indexer_types", layers, {"full", "shared"},
+                             None if r.has("indexer_types") else _large4_indexer_default(r, layers))
+    first_dense = r.first_of("first_k_dense_replace", ("first_k_dense_replace",), kind="count") \
+        if not r.has("mlp_layer_types") else 0
+    mlp_types = per_layer_list(r, "mlp_layer_types", layers, {"dense", "sparse"},
+                               ["dense"] * min(first_dense, layers) + ["sparse"] * max(layers - first_dense, 0))
+    index_dim = r.first_of("index_head_dim", ("index_head_dim",))
+    index_heads = r.first_of("index_n_heads", ("index_n_heads",))
+    t = Tensors()
+    for i in range(layers):
+        own_rope = rope if use_rope[i] else 0
+        t.add("attention", hidden, heads * (nope + rope))  # q_proj
+        if sources[i] == i:
+            t.add("attention", hidden, rank + own_rope)  # kv_a_proj_with_mqa
+            t.vector("attention", rank + ((rank + own_rope) if bias else 0))  # kv_a_layernorm (+ kv_a bias)
+        t.add("attention", rank, heads * (nope + rope - own_rope + v_dim))  # kv_b_proj
+        t.add("attention", heads * v_dim, hidden)  # o_proj
+        t.vector("attention", 2 * heads + (hidden if bias else 0))  # softmax scale + bias (+ o bias)
+        if indexer[i] == "full":
+            t.add("attention", hidden, index_heads * index_dim)  # wq_b
+            t.add("attention", hidden, index_dim)  # wk
+            t.add("attention", hidden, index_heads)  # weights_proj
+            t.vector("attention", 2 * index_dim + 2 * hidden + 2 * index_heads)  # k_norm, q_input_norm, scaling
+    n_moe = mlp_types.count("sparse")
+    intermediate = r.first_of("intermediate_size", ("intermediate_size",))
+    t.add("mlp", hidden, intermediate, 2 * (layers - n_moe))
+    t.add("mlp", intermediate, hidden, layers - n_moe)
+    parts = embeddings(r, hidden) + t.parts()
+    top_k = r.optional("num_experts_per_tok", ("num_experts_per_tok",))
+    experts = r.first_of("num_experts", ("n_routed_experts", "num_local_experts"))
+    size = r.first_of("moe_intermediate_size", ("moe_intermediate_size",))
+    shared = r.first_of("n_shared_experts", ("n_shared_experts",), kind="count")
+    if n_moe:
+        parts += experts_parts(hidden, size, experts, n_moe, shared_size=shared * size or None)
+    # the rotary embedding's learned alpha, one per frequency of the rope slice (head_dim = qk_rope_head_dim)
+    parts.append(WeightPart(name="norms", other_parameters=(2 * layers + 1) * hidden + rope // 2, tp_sharded=False))
+    reusing = sum(1 for i, source in enumerate(sources) if source != i)
+    r.note(f"Mistral Large 4: {use_rope.count(0)} NoPE layers, {reusing} latent-reusing layers, {indexer.count('full')} layers with their own indexer; {n_moe} MoE layers of "
+           f"{experts} experts, all resident")
+    return count_of(parts, experts if n_moe else None, top_k if n_moe else None,
+                    {"hidden_size": hidden, "mlp_width": max(intermediate, (top_k or 1) * size + shared * size),
+                     "qkv_width": heads * (nope + rope) + rank + rope, "vocab_size": vocab_of(r)})
+
+
+def count_hy_v4(r: ConfigReader) -> WeightCount:
+    """HY-V4 (HYV4Config, transformers 5.24 modeling_hy_v4.py): DeepSeek-V3.2 MLA (q LoRA) with a per-head output
+    gate and attention sinks, a DSA indexer in the layers ``indexer_types`` marks ``full`` (default: layer 0 and
+    every 4th from 1), dense MLPs where ``mlp_layer_types`` says ``dense`` (default: the first layer) and MoE with
+    shared experts and a router correction bias elsewhere; two hyper-connections of ``hc_mult`` streams per layer
+    and a hyper head before the final norm."""
+    hidden = hidden_of(r)
+    layers = r.first_of("num_hidden_layers", ("num_hidden_layers",))
+    heads = r.first_of("num_attention_heads", ("num_attention_heads",))
+    dims = mla_dims(r)
+    bias = r.flag("attention_bias", False)
+    if not r.has("indexer_types"):
+        r.note("indexer_types is not in the config: HYV4Config's default, an own indexer in layer 0 and every "
+               "4th layer from layer 1")
+    indexer = per_layer_list(r, "indexer_types", layers, {"full", "shared"},
+                             ["full" if i == 0 or (i - 1) % 4 == 0 else "shared" for i in range(layers)])
+    if not r.has("mlp_layer_types"):
+        r.note("mlp_layer_types is not in the config: HYV4Config's default, a dense first layer, MoE after it")
+    mlp_types = per_layer_list(r, "mlp_layer_types", layers, {"dense", "sparse"},
+                               ["dense"] * min(1, layers) + ["sparse"] * max(layers - 1, 0))
+    t = Tensors()
+    for kind in indexer:
+        add_mla_layer(t, hidden, heads, dims, bias=bias)
+        t.add("attention", hidden, heads * dims["v_head_dim"])  # gate_proj
+        t.vector("attention", heads)  # sinks
+        if kind == "full":
+            add_indexer(t, r, hidden, dims["q_lora_rank"], layer_norm=True)
+    streams = r.first_of("hc_mult", ("hc_mult",))
+    # per layer two hyper-connections (fn, base, scale); the hyper head (fn, base, scale)
+    t.add("hyper_connections", streams * hidden, 2 * streams, 2 * layers)
+    t.add("hyper_connections", streams * hidden, streams)
+    t.vector("hyper_connections", (2 * streams + 2) * 2 * layers + streams + 1)
+    return finish_mla_moe(r, t, hidden, layers, heads, dims, mlp_types.count("sparse"), router_bias=True,
+                          name="HY-V4")
+
+
+def count_axk(r: ConfigReader, model_type: str) -> WeightCount:
+    """A.X-K1 / A.X-K2 (AXK1Config, AXK2Config; transformers 5.24): DeepSeek-V3 MLA and MoE, dense or MoE per
+    ``mlp_layer_types`` (default: from ``first_k_dense_replace`` and ``moe_layer_freq``, 1 and 1). A.X-K1 adds a
+    norm after each MoE block. A.X-K2 fuses q and an output gate into one projection from twice the q LoRA,
+    has a DSA indexer in every layer, and gated RMSNorms (a ``gated_norm_rank`` low-rank gate) before attention
+    and before each MoE block."""
+    hidden = hidden_of(r)
+    layers = r.first_of("num_hidden_layers", ("num_hidden_layers",))
+    heads = r.first_of("num_attention_heads", ("num_attention_heads",))
+    dims = mla_dims(r)
+    bias = r.flag("attention_bias", False)
+    n_moe = mlp_layer_kinds(r, layers).count("sparse")
+    t = Tensors()
+    k2 = model_type == "axk2"
+    q_width = heads * (dims["qk_nope_head_dim"] + dims["qk_rope_head_dim"])
+    for _ in range(layers):
+        q_up = (2 * dims["q_lora_rank"], q_width + heads * dims["v_head_dim"]) if k2 else None
+        add_mla_layer(t, hidden, heads, dims, bias=bias, q_up=q_up)
+        if k2:
+            add_indexer(t, r, hidden, dims["q_lora_rank"], layer_norm=True)
+    extra = n_moe * hidden if not k2 else 0  # A.X-K1's post_mlp_layernorm
+    if k2:  # the low-rank gates of the gated norms: every input norm, the MoE layers' post-attention norm
+        rank = r.first_of("gated_norm_rank", ("gated_norm_rank",))
+        t.add("norm_gates", hidden, rank, layers + n_moe)
+        t.add("norm_gates", rank, hidden, layers + n_moe)
+    return finish_mla_moe(r, t, hidden, layers, heads, dims, n_moe, router_bias=True,
+                          name="A.X-K2" if k2 else "A.X-K1", extra_norms=extra)
+
+
+def count_dots3_note(r: ConfigReader) -> WeightCount:
+    """dots3-note's language model (Dots3NoteTextConfig, transformers 5.24 modeling_dots3_note.py): MLA with a q
+    LoRA, a norm on the rope key and a per-head output gate in every layer; ``indexed_attention`` layers add a DSA
+    indexer, ``sliding_attention`` layers take their own dims (``per_layer_config[i]`` over the global ones, or
+    the ``swa_*`` keys with the config class's defaults); dense or MoE per ``mlp_layer_types`` (default from
+    ``first_k_dense_replace``), shared experts of ``shared_experts_intermediate_size``."""
+    hidden = hidden_of(r)
+    layers = r.first_of("num_hidden_layers", ("num_hidden_layers",))
+    heads = r.first_of("num_attention_heads", ("num_attention_heads",))
+    dims = mla_dims(r)
+    bias = r.flag("attention_bias", False)
+    per_layer = r.raw("per_layer_config")
+    # legacy configs (no per_layer_config) call the DSA layers full_attention; use_dsa says which they are
+    use_dsa = r.first_of("use_dsa", ("use_dsa",), kind="bool", required=False, use_defaults=False)
+    if use_dsa is None and not isinstance(per_layer, Mapping):
+        use_dsa = True
+    full = "full_attention" if use_dsa is False else "indexed_attention"
+    if not r.has("layer_types"):
+        r.note("layer_types is not in the config: Dots3NoteTextConfig's default, attention with an indexer in layers "
+               "0, 1 and every 4th from 1, sliding attention elsewhere")
+    sliding = "sliding_attention" if r.raw("use_sliding_window") is not False else full
+    types = per_layer_list(r, "layer_types", layers, {"indexed_attention", "full_attention", "sliding_attention"},
+                           [full if i < 2 or i % 4 == 1 else sliding for i in range(layers)])
+    if use_dsa is not None:
+        types = [full if kind in ("indexed_attention", "full_attention") else kind for kind in types]
+    own: dict[int, Any] = {}
+    if isinstance(per_layer, Mapping):
+        own = {int(k): v for k, v in per_layer.items() if str(k).isdigit() and isinstance(v, Mapping)}
+    swa = None
+    t = Tensors()
+    for i, kind in enumerate(types):
+        layer = {**dims, "num_attention_heads": heads}
+        if isinstance(per_layer, Mapping):  # the layer's own values over the global ones
+            layer.update({k: r.check(f"per_layer_config.{i}.{k}", v, "int") for k, v in own.get(i, {}).items()
+                          if k in layer})
+        elif kind == "sliding_attention":
+            if swa is None:
+                swa = _dots3_sliding_dims(r)
+            layer.update(swa)
+        add_mla_layer(t, hidden, layer["num_attention_heads"], layer, bias=bias)
+        t.add("attention", hidden, layer["num_attention_heads"])  # g_proj
+        t.vector("attention", layer["qk_rope_head_dim"])  # k_rope_only_layernorm
+        if kind == "indexed_attention":
+            add_indexer(t, r, hidden, layer["q_lora_rank"], layer_norm=True)
+    n_moe = mlp_layer_kinds(r, layers).count("sparse")
+    return finish_mla_moe(r, t, hidden, layers, heads, dims, n_moe, router_bias=True, name="dots3-note",
+                          shared_key="shared_experts_intermediate_size")
+
+
+def _dots3_sliding_dims(r: ConfigReader) -> dict[str, int]:
+    """The sliding layers' MLA dims without ``per_layer_config``: the ``swa_*`` keys, else Dots3NoteTextConfig's
+    defaults; the rope part is ``swa_qk_rope_head_dim`` or ``swa_head_dim - swa_qk_nope_head_dim``."""
+    dims = {k: r.first_of(f"swa_{k}", (f"swa_{k}",)) for k in ("num_attention_heads", "q_lora_rank",
+                                                                  "kv_lora_rank", "qk_nope_head_dim", "v_head_dim")}
+    rope = r.optional("swa_qk_rope_head_dim", ("swa_qk_rope_head_dim",))
+    dims["qk_rope_head_dim"] = rope or r.first_of("swa_head_dim", ("swa_head_dim",)) - dims["qk_nope_head_dim"]
+    return dims
+
+
+def count_longcat_flash(r: ConfigReader) -> WeightCount:
+    """LongCat-Flash (LongcatFlashConfig, transformers 5.24 modeling_longcat_flash.py): each of ``num_layers``
+    layers holds two MLA attentions (q LoRA; q_b to ``qk_head_dim`` per head), two dense MLPs of
+    ``ffn_hidden_size``, four norms and one shortcut MoE of ``n_routed_experts`` experts; the router also scores
+    ``zero_expert_num`` identity experts, whose (unused) gate/up projections the expert tensor holds too."""
+    hidden = hidden_of(r)
+    layers = r.first_of("num_layers", ("num_layers",))
+    heads = r.first_of("num_attention_heads", ("num_attention_heads",))
+    dims = mla_dims(r)
+    qk_head = r.optional("qk_head_dim", ("qk_head_dim",)) or dims["qk_nope_head_dim"] + dims["qk_rope_head_dim"]
+    bias = r.flag("attention_bias", False)
+    t = Tensors()
+    for _ in range(2 * layers):
+        add_mla_layer(t, hidden, heads, dims, bias=bias, q_up=(dims["q_lora_rank"], heads * qk_head))
+    inner = r.first_of("intermediate_size", ("ffn_hidden_size", "intermediate_size"))
+    t.add("mlp", hidden, inner, 4 * layers)
+    t.add("mlp", inner, hidden, 2 * layers)
+    experts = r.first_of("num_experts", ("n_routed_experts", "num_local_experts"))
+    zero = r.first_of("zero_expert_num", ("zero_expert_num",), kind="count")
+    size = r.first_of("moe_intermediate_size", ("expert_ffn_hidden_size", "moe_intermediate_size"))
+    top_k = r.first_of("num_experts_per_tok", ("moe_topk", "num_experts_per_tok"))
+    t.add("experts", hidden, size, 2 * (experts + zero) * layers)  # gate_up, zero experts' included
+    t.add("experts", size, hidden, experts * layers)
+    t.add("router", hidden, experts + zero, layers)
+    t.vector("router", (experts + zero) * layers * (2 if r.flag("router_bias", False) else 1))  # correction (+bias)
+    t.vector("norms", (4 * layers + 1) * hidden)
+    r.note(f"LongCat-Flash: {layers} layers of two MLA attentions and two dense MLPs each plus a shortcut MoE of "
+           f"{experts} experts (all resident) and {zero} zero-compute experts")
+    note_mtp(r)
+    return count_of(embeddings(r, hidden) + t.parts(), experts, top_k,
+                    {"hidden_size": hidden, "mlp_width": inner + top_k * size,
+                     "qkv_width": heads * qk_head + dims["kv_lora_rank"] + dims["qk_rope_head_dim"],
+                     "vocab_size": vocab_of(r)})
+
+
+def _large4_indexer_default(r: ConfigReader, layers: int) -> list[str]:
+    """MistralLarge4TextConfig without ``indexer_types``: ``index_topk_pattern`` (F/S per layer), else every
+    ``index_topk_freq``-th layer from ``index_skip_topk_offset`` has its own indexer (defaults 1 and 2: all)."""
+    pattern = r.raw("index_topk_pattern")
+    if isinstance(pattern, (str, list)):
+        return [{"F": "full", "S": "shared"}.get(c, c) for c in pattern][:layers]
+    freq = max(r.optional("index_topk_freq", ("index_topk_freq",)) or 1, 1)
+    offset = r.first_of("index_skip_topk_offset", ("index_skip_topk_offset",), required=False, kind="count")
+    offset = 2 if offset is None else offset
+    r.note(f"indexer_types is not in the config: MistralLarge4TextConfig's schedule, an own indexer every "
+           f"{freq} layer(s) from index_skip_topk_offset {offset} (index_topk_freq default 1, offset default 2)")
+    return ["full" if max(i - offset + 1, 0) % freq == 0 else "shared" for i in range(layers)]
 
 
 def moonvit_weights(outer: Mapping[str, Any], text: ConfigReader) -> list[WeightPart]:
@@ -305,135 +575,4 @@ class DeepseekMoeParser(LlamaParser):
         return first_k_dense_moe(r, layers, top_k)
 
 
-class DeepseekV4Parser(DecoderParser):
-    """DeepSeek-V4 (``deepseek_v4``): one shared K/V head with a q LoRA and a grouped low-rank output,
-    attention sinks; per layer a sliding window only (ratio 0), a compressed-sparse compressor with its
-    lightning indexer (ratio 4) or a heavily compressed one (ratio 128); hyper-connections of ``hc_mult``
-    streams around attention and MoE; MoE in every layer (hash-routed in the first ``num_hash_layers``).
-
-    Cache: every layer keeps a ``sliding_window`` of one K=V row of ``head_dim``; a compressed layer also keeps
-    one entry per ``compress_rates[type]`` tokens (and, CSA, an ``index_head_dim`` indexer key per entry).
-    Layer types from ``layer_types``, else the Hub's per-layer ``compress_ratios`` (entries past the layers are
-    the MTP layers'), else DeepseekV4Config's default schedule (transformers 5.24 configuration_deepseek_v4.py).
-    """
-
-    family = "deepseek_v4"
-    model_types = ("deepseek_v4",)
-    weight_types = ("deepseek_v4",)
-    #: DeepseekV4Config defaults (transformers 5.24) of the keys the cache and weight count read.
-    defaults = {"head_dim": 512, "sliding_window": 128, "index_head_dim": 128, "index_n_heads": 64,
-                "num_hidden_layers": 43, "max_position_embeddings": 1048576, "tie_word_embeddings": False}
-    CSA, HCA, SWA = "compressed_sparse_attention", "heavily_compressed_attention", "sliding_attention"
-    DEFAULT_RATES = {CSA: 4, HCA: 128}
-
-    def build_layers(self, r: ConfigReader) -> list[LayerSpec]:
-        layers = self.num_layers(r)
-        types = self._layer_types(r, layers)
-        rates = self._rates(r)
-        head = r.first_of("head_dim", ("head_dim",))
-        window = r.first_of("sliding_window", ("sliding_window",))
-        index = r.first_of("index_head_dim", ("index_head_dim",)) if self.CSA in types else 0
-        specs: dict[str, LayerSpec] = {
-            self.SWA: SharedKVSlidingSpec(head_size=head, sliding_window=window, compress_ratio=0),
-            self.CSA: CompressedSparseSpec(head_size=head, sliding_window=window, compress_ratio=rates[self.CSA],
-                                           index_head_size=index, overlap=True),
-            self.HCA: HeavilyCompressedSpec(head_size=head, sliding_window=window, compress_ratio=rates[self.HCA]),
-        }
-        counts = {t: types.count(t) for t in (self.SWA, self.CSA, self.HCA)}
-        r.note(f"DeepSeek-V4 attention: one K=V row of head_dim {head} per token in a {window}-token window in every "
-               f"layer; {counts[self.CSA]} compressed-sparse layers add one entry per {rates[self.CSA]} tokens with an "
-               f"indexer key of {index}, {counts[self.HCA]} heavily compressed layers one entry per {rates[self.HCA]} "
-               f"tokens, {counts[self.SWA]} layers the window only")
-        return [specs[t] for t in types]
-
-    def _rates(self, r: ConfigReader) -> dict[str, int]:
-        rates = dict(self.DEFAULT_RATES)
-        given = r.raw("compress_rates")
-        if isinstance(given, Mapping):
-            rates.update({k: r.check(f"compress_rates.{k}", v, "int") for k, v in given.items() if k in rates})
-        else:
-            r.note(f"compress_rates is not in the config; using the deepseek_v4 architecture default {rates}")
-        for key, name in (("compress_rate_csa", self.CSA), ("compress_rate_hca", self.HCA)):
-            if r.has(key):  # legacy top-level overrides, folded in as DeepseekV4Config.__post_init__ does
-                rates[name] = r.first_of(key, (key,))
-        return rates
-
-    def _layer_types(self, r: ConfigReader, layers: int) -> list[str]:
-        """Each layer's attention type: ``layer_types``, else the Hub's ``compress_ratios`` (0 sliding, the CSA
-        rate, the HCA rate; entries past the layers are the MTP layers'), else the config class's default."""
-        allowed = (self.SWA, self.CSA, self.HCA)
-        if r.has("layer_types"):
-            types = r.first_of("layer_types", ("layer_types",), kind="list")
-            if len(types) < layers or not set(types[:layers]) <= set(allowed):
-                raise ConfigError(f"{r.source_name}: {r.prefix}layer_types does not give one DeepSeek-V4 attention "
-                                  f"type per layer", f"use {', '.join(allowed)}")
-            return list(types[:layers])
-        if r.has("compress_ratios"):
-            ratios = r.first_of("compress_ratios", ("compress_ratios",), kind="list")
-            by_ratio = {0: self.SWA, **{rate: name for name, rate in self._rates(r).items()}}
-            if len(ratios) < layers or not set(ratios[:layers]) <= set(by_ratio):
-                raise ConfigError(f"{r.source_name}: {r.prefix}compress_ratios does not give one ratio per layer "
-                                  f"from {sorted(by_ratio)}", "use 0 (sliding only) or a rate of compress_rates")
-            if len(ratios) > layers:
-                r.note(f"compress_ratios has {len(ratios)} entries for {layers} layers: the last "
-                       f"{len(ratios) - layers} are the multi-token-prediction layers', not cached at inference")
-            return [by_ratio[x] for x in ratios[:layers]]
-        r.note("neither layer_types nor compress_ratios is in the config: DeepseekV4Config's default schedule "
-               "(2 heavily compressed layers, then compressed-sparse and heavily compressed alternating)")
-        return [self.HCA] * min(layers, 2) + [self.CSA if i % 2 else self.HCA for i in range(max(layers - 2, 0))]
-
-    def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
-        hidden = hidden_of(r)
-        layers = r.first_of("num_hidden_layers", ("num_hidden_layers",))
-        heads = r.first_of("num_attention_heads", ("num_attention_heads",))
-        head_dim = r.first_of("head_dim", ("head_dim",))
-        q_rank = r.first_of("q_lora_rank", ("q_lora_rank",))
-        o_rank = r.first_of("o_lora_rank", ("o_lora_rank",))
-        o_groups = r.first_of("o_groups", ("o_groups",))
-        types = self._layer_types(r, layers)
-        rates = self._rates(r)
-        n_csa, n_hca = types.count(self.CSA), types.count(self.HCA)
-        m_csa, m_hca = rates[self.CSA], rates[self.HCA]
-        index_dim = r.first_of("index_head_dim", ("index_head_dim",))
-        index_heads = r.first_of("index_n_heads", ("index_n_heads",))
-        q = heads * head_dim
-        attention = [Matrix(in_features=hidden, out_features=q_rank, count=layers),
-                     Matrix(in_features=q_rank, out_features=q, count=layers),
-                     Matrix(in_features=hidden, out_features=head_dim, count=layers),  # the shared K/V head
-                     Matrix(in_features=q // o_groups, out_features=o_rank, count=o_groups * layers),  # o_a, grouped
-                     Matrix(in_features=o_groups * o_rank, out_features=hidden, count=layers),  # o_b
-                     # compressors: kv and gate projections (CSA at twice the width), the CSA indexer's own
-                     Matrix(in_features=hidden, out_features=2 * head_dim, count=2 * n_csa),
-                     Matrix(in_features=hidden, out_features=head_dim, count=2 * n_hca),
-                     Matrix(in_features=hidden, out_features=2 * index_dim, count=2 * n_csa),
-                     Matrix(in_features=q_rank, out_features=index_heads * index_dim, count=n_csa),
-                     Matrix(in_features=hidden, out_features=index_heads, count=n_csa)]
-        # q_a/kv norms, sinks; compressor position biases and norms
-        other = (q_rank + head_dim + heads) * layers + n_csa * (m_csa * 2 * head_dim + head_dim) \
-            + n_hca * (m_hca * head_dim + head_dim) + n_csa * (m_csa * 2 * index_dim + index_dim)
-        parts = embeddings(r, hidden)
-        parts.append(WeightPart(name="attention", matrices=tuple(attention), other_parameters=other))
-        streams = r.first_of("hc_mult", ("hc_mult",))
-        mix = (2 + streams) * streams
-        parts.append(WeightPart(name="hyper_connections", matrices=(
-            Matrix(in_features=streams * hidden, out_features=mix, count=2 * layers),
-            Matrix(in_features=streams * hidden, out_features=streams)),
-            other_parameters=(mix + 3) * 2 * layers + streams + 1, tp_sharded=False))
-        top_k = r.optional("num_experts_per_tok", ("num_experts_per_tok",))
-        experts = r.first_of("num_experts", ("n_routed_experts",))
-        size = r.first_of("moe_intermediate_size", ("moe_intermediate_size",))
-        shared = r.first_of("n_shared_experts", ("n_shared_experts",), kind="count")
-        hashed = min(layers, r.first_of("num_hash_layers", ("num_hash_layers",), kind="count"))
-        parts += experts_parts(hidden, size, experts, layers, shared_size=shared * size or None)
-        # the top-k routers' correction bias; the hash routers' token -> experts table
-        parts.append(WeightPart(name="router_tables", other_parameters=experts * (layers - hashed)
-                                + vocab_of(r) * (top_k or 0) * hashed, tp_sharded=False))
-        parts.append(WeightPart(name="norms", other_parameters=(2 * layers + 1) * hidden, tp_sharded=False))
-        r.note(f"DeepSeek-V4: {n_csa} compressed-sparse, {n_hca} heavily compressed and "
-               f"{layers - n_csa - n_hca} sliding-only attention layers; {experts} experts per layer, all resident")
-        note_mtp(r, self.MTP_KEY)
-        return count_of(parts, experts, top_k, {"hidden_size": hidden, "mlp_width": (top_k or 1) * size + shared * size,
-                                                "qkv_width": q + head_dim, "vocab_size": vocab_of(r)})
-
-
-PARSERS: tuple[type[ArchParser], ...] = (DeepseekParser, DeepseekMoeParser, DeepseekV4Parser)
+PARSERS: tuple[type[ArchParser], ...] = (DeepseekParser, DeepseekMoeParser)

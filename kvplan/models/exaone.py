@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from kvplan.errors import ConfigError
 from kvplan.models.base import FULL, SLIDING, ArchParser, ConfigReader
-from kvplan.models.decoder import DecoderLayout, DecoderParser
+from kvplan.models.decoder import DecoderLayout, DecoderParser, MoeLayout, mlp_types_moe
 
 
 class Exaone4Parser(DecoderParser):
@@ -46,4 +46,26 @@ class Exaone4Parser(DecoderParser):
         return [SLIDING if (i + 1) % period else FULL for i in range(num_layers)]
 
 
-PARSERS: tuple[type[ArchParser], ...] = (Exaone4Parser,)
+class ExaoneMoeParser(DecoderParser):
+    """K-EXAONE (``exaone_moe``, ExaoneMoeConfig in transformers 5.24): EXAONE 4.0's attention (per-head q/k
+    norms, no biases), dense MLPs in the first ``first_k_dense_replace`` layers (or per ``mlp_layer_types``), then
+    ``num_experts`` experts of ``moe_intermediate_size``, ``num_shared_experts`` shared ones and a router
+    correction bias. Counts weights only (the cache is read generically)."""
+
+    family = "exaone_moe"
+    model_types = ()
+    weight_types = ("exaone_moe",)
+    defaults_by_type = {"exaone_moe": {"tie_word_embeddings": False, "first_k_dense_replace": 1, "num_experts": 64,
+                                       "moe_intermediate_size": 1024, "num_shared_experts": 1}}
+
+    def decoder_layout(self, model_type: str) -> DecoderLayout:
+        return DecoderLayout(qk_norm=True, router_bias=True)
+
+    def moe_layout(self, r: ConfigReader, model_type: str, layers: int, intermediate: int, top_k: int | None) -> MoeLayout:
+        size = r.first_of("moe_intermediate_size", ("moe_intermediate_size",))
+        shared = r.first_of("num_shared_experts", ("num_shared_experts",), kind="count")
+        return mlp_types_moe(r, layers, experts=r.first_of("num_experts", ("num_experts",)), top_k=top_k,
+                             expert_size=size, shared_size=shared * size or None)
+
+
+PARSERS: tuple[type[ArchParser], ...] = (Exaone4Parser, ExaoneMoeParser)

@@ -3,6 +3,7 @@ and GLM-5-Next (Kimi Delta Attention layers between the indexed MLA layers)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from kvplan.errors import ConfigError
@@ -76,8 +77,14 @@ class Glm4MoeParser(LlamaParser):
     (Glm4MoeConfig has no ``head_dim`` default; its 4096 / 96 gives 42)."""
 
     model_types = ("glm4_moe",)
-    defaults_by_type = {"glm4_moe": {"tie_word_embeddings": False}}
-    weight_types = ("glm4_moe",)
+    defaults_by_type = {"glm4_moe": {"tie_word_embeddings": False},
+                        # SolarOpenConfig (a Glm4MoeConfig): its defaults of the keys the count reads
+                        "solar_open": {"tie_word_embeddings": False, "n_shared_experts": 1},
+                        # SarvamMoEConfig (a Glm4MoeConfig, built as Glm4MoeForCausalLM)
+                        "sarvam_moe": {"tie_word_embeddings": False, "use_qk_norm": True, "first_k_dense_replace": 1}}
+    #: ``solar_open`` (Upstage Solar Open): GLM-4.5's MoE in every layer (first_k_dense_replace is not read),
+    #: Llama attention without an o_proj bias; its cache is read by the generic rules.
+    weight_types = ("glm4_moe", "solar_open", "sarvam_moe")
 
     def head_dim(self, r: ConfigReader, heads: int) -> int:
         if r.optional("head_dim", self.HEAD_DIM) is not None:
@@ -92,9 +99,13 @@ class Glm4MoeParser(LlamaParser):
         return value
 
     def decoder_layout(self, model_type: str) -> DecoderLayout:
-        return DecoderLayout(router_bias=True)
+        # attention_bias biases q/k/v only: o_proj has none (modeling_glm4_moe; Solar Open's Llama attention the same)
+        return DecoderLayout(router_bias=True, o_bias=False)
 
     def moe_layout(self, r: ConfigReader, model_type: str, layers: int, intermediate: int, top_k: int | None) -> MoeLayout:
+        if model_type == "solar_open":
+            moe = first_k_dense_moe(r, layers, top_k)
+            return dataclasses.replace(moe, layers=list(range(layers)))
         return first_k_dense_moe(r, layers, top_k)
 
 

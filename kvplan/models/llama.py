@@ -49,16 +49,19 @@ class LlamaParser(DecoderParser):
         "stablelm": {"tie_word_embeddings": False, "qk_layernorm": False, "use_parallel_residual": False},
         "cohere": {"tie_word_embeddings": True},
         "granite": {"tie_word_embeddings": False}, "olmo2": {"tie_word_embeddings": False},
+        "flex_olmo": {"tie_word_embeddings": False, "num_experts": 7},
     }
     weight_types = ("llama", "internlm2", "internlm3", "baichuan", "cohere", "stablelm", "granite", "granitemoe",
                     "olmo", "olmo2", "exaone", "yi", "mistral_nemo", "smollm3", "olmo3", "olmoe", "glm", "glm4",
-                    "arcee", "apertus", "ernie4_5", "ernie4_5_moe", "seed_oss", "hunyuan_v1_dense")
+                    "arcee", "apertus", "ernie4_5", "ernie4_5_moe", "seed_oss", "hunyuan_v1_dense", "flex_olmo")
 
     #: How the Llama-like members' layers differ from Llama's (their transformers modeling files).
     LAYOUTS: ClassVar[Mapping[str, DecoderLayout]] = {
         # OLMo 2/3 and OLMoE: q/k RMSNorms over all heads; OLMo 2/3 norm after attention and MLP instead of before
         "olmo2": DecoderLayout(qk_norm_whole=True), "olmo3": DecoderLayout(qk_norm_whole=True),
         "olmoe": DecoderLayout(qk_norm_whole=True),
+        # FlexOlmo: OLMoE's experts in every layer with OLMo 2's norms (its cache is read generically)
+        "flex_olmo": DecoderLayout(qk_norm_whole=True),
         # GLM: q/k/v biases (no o_proj bias); GLM-4 adds norms after attention and after the MLP
         "glm": DecoderLayout(o_bias=False), "glm4": DecoderLayout(o_bias=False, norms_per_layer=4),
         # non-gated MLPs: Arcee's ReLU^2, Apertus' xIELU with 4 learned scalars (alpha_p, alpha_n, beta, eps)
@@ -98,7 +101,7 @@ class LlamaParser(DecoderParser):
         return counted
 
     def moe_layout(self, r: ConfigReader, model_type: str, layers: int, intermediate: int, top_k: int | None) -> MoeLayout:
-        if model_type == "olmoe":  # every layer: ``num_experts`` experts of ``intermediate_size``
+        if model_type in ("olmoe", "flex_olmo"):  # every layer: ``num_experts`` experts of ``intermediate_size``
             return every_layer_moe(r, layers, intermediate, top_k)
         if model_type == "ernie4_5_moe":
             return ernie_moe(r, layers)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from kvplan.errors import ConfigError
 from kvplan.models.base import FULL, NONE, STATE, ArchParser, ConfigReader, with_config_ssm_dtype
+from kvplan.models.decoder import DecoderLayout, DecoderParser
 from kvplan.models.mamba import mamba2_state
 from kvplan.models.tensors import (
     Matrix,
@@ -220,4 +221,18 @@ class NemotronNasParser(ArchParser):
         return specs
 
 
-PARSERS: tuple[type[ArchParser], ...] = (NemotronHParser, NemotronNasParser)
+
+class NemotronParser(DecoderParser):
+    """Nemotron-4 / Minitron (``nemotron``, NemotronConfig): Llama's attention (``attention_bias`` on q/k/v/o), a
+    non-gated squared-ReLU MLP (``mlp_bias``), LayerNorm1P with a bias. The cache is read with the Llama rules
+    (llama.py); this class counts weights."""
+
+    family = "nemotron"
+    model_types = ()
+    weight_types = ("nemotron",)
+    defaults_by_type = {"nemotron": {"tie_word_embeddings": False}}
+
+    def decoder_layout(self, model_type: str) -> DecoderLayout:
+        return DecoderLayout(gated_mlp=False, norm_bias=True)
+
+PARSERS: tuple[type[ArchParser], ...] = (NemotronHParser, NemotronNasParser, NemotronParser)

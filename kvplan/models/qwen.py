@@ -28,8 +28,14 @@ class QwenParser(DecoderParser):
     model_types = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_vl", "qwen2_5_vl", "qwen2_5_vl_text",
                    "qwen2_vl_text", "qwen3_vl", "qwen3_vl_moe", "qwen3_vl_text", "qwen3_vl_moe_text")
     defaults = {"use_sliding_window": False, "max_window_layers": 28, "max_position_embeddings": 32768}
+    #: Qwen2MoeConfig / Qwen3MoeConfig / Qwen3VLMoeTextConfig defaults of the MoE keys (transformers 5.24).
     defaults_by_type = {"qwen2": {"tie_word_embeddings": False}, "qwen3": {"tie_word_embeddings": False},
-                        "qwen2_moe": {"tie_word_embeddings": False}, "qwen3_moe": {"tie_word_embeddings": False}}
+                        "qwen2_moe": {"tie_word_embeddings": False, "num_experts": 60, "moe_intermediate_size": 1408,
+                                      "num_experts_per_tok": 4, "shared_expert_intermediate_size": 5632},
+                        "qwen3_moe": {"tie_word_embeddings": False, "num_experts": 128, "moe_intermediate_size": 768,
+                                      "num_experts_per_tok": 8},
+                        "qwen3_vl_moe_text": {"num_experts": 60, "moe_intermediate_size": 1408,
+                                              "num_experts_per_tok": 4}}
     weight_types = ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "qwen3_vl_text", "qwen3_vl_moe_text")
     _LAYOUTS = {
         "qwen2": DecoderLayout(qkv_bias=True, o_bias=False),

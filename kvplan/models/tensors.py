@@ -212,6 +212,29 @@ def count_of(parts: list[WeightPart], experts: int | None, top_k: int | None, sh
     return WeightCount(parts=parts, num_experts=experts, experts_per_token=top_k, **shape)
 
 
+class Tensors:
+    """Per-layer tensors of a layout that varies layer by layer, gathered into WeightParts by role."""
+
+    def __init__(self) -> None:
+        self.matrices: dict[str, dict[tuple[int, int], int]] = {}
+        self.other: dict[str, int] = {}
+
+    def add(self, role: str, in_features: int, out_features: int, count: int = 1) -> None:
+        if count and in_features and out_features:
+            shapes = self.matrices.setdefault(role, {})
+            shapes[(in_features, out_features)] = shapes.get((in_features, out_features), 0) + count
+
+    def vector(self, role: str, parameters: int) -> None:
+        self.other[role] = self.other.get(role, 0) + parameters
+
+    def parts(self) -> list[WeightPart]:
+        roles = list(dict.fromkeys([*self.matrices, *self.other]))
+        return [WeightPart(name=role, matrices=tuple(Matrix(in_features=i, out_features=o, count=c)
+                                                     for (i, o), c in self.matrices.get(role, {}).items()),
+                           other_parameters=self.other.get(role, 0), tp_sharded=role not in ("norms", "router"))
+                for role in roles]
+
+
 # ---- building blocks -----------------------------------------------------------------------
 def hidden_of(r: ConfigReader) -> int:
     return r.first_of("hidden_size", ("hidden_size", "n_embd", "d_model", "dim"))
