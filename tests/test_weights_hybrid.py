@@ -1,0 +1,53 @@
+"""Weight counts of the recurrent and hybrid families (and the Granite/JetMoE MoE relatives) against
+transformers itself: the model built on the meta device from the same config (``meta_count``), on the
+config class's defaults and on a variant whose changed field changes the layout.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from kvplan.models import count_weights
+
+from test_models_weights import default_config, meta_count
+
+#: (model_type, overrides of its config class's defaults). The first case of each type is the defaults;
+#: the others change the layer pattern, the MoE placement or an optional tensor.
+CASES: list[tuple[str, dict[str, Any]]] = [
+    ("bailing_hybrid", {}),
+    # MLA every 4th layer, one dense layer, q through a LoRA, attention biases
+    ("bailing_hybrid", {"num_hidden_layers": 12, "layer_group_size": 4, "first_k_dense_replace": 1,
+                        "q_lora_rank": 384, "attention_bias": True}),
+]
+
+
+def _id(case: tuple[str, dict[str, Any]]) -> str:
+    model_type, overrides = case
+    return model_type + ("" if not overrides else "-" + "-".join(sorted(overrides)))
+
+
+@pytest.mark.parametrize(("model_type", "overrides"), CASES, ids=[_id(c) for c in CASES])
+def test_count_equals_transformers(model_type: str, overrides: dict[str, Any]) -> None:
+    config = default_config(model_type, **overrides)
+    assert count_weights(config, model_id=model_type).parameters == meta_count(config)
+
+
+DEFAULT_TYPES = sorted({model_type for model_type, overrides in CASES if not overrides})
+
+
+@pytest.mark.parametrize("model_type", DEFAULT_TYPES)
+def test_capacity_counts_the_weights(runner, tmp_path, model_type: str) -> None:
+    from kvplan.cli import app
+
+    config = default_config(model_type)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    result = runner.invoke(app, ["capacity", "--model", str(path), "--gpu", "H200", "--max-model-len", "4096",
+                                 "--format", "json"])
+    assert result.exit_code in (0, 1), result.output
+    weights = json.loads(result.stdout)["weights"]
+    assert weights["source"] == "config"
+    assert weights["parameters"] == meta_count(config)
