@@ -9,10 +9,9 @@ import json
 from typing import Any
 
 import pytest
+from test_models_weights import default_config, meta_count
 
 from kvplan.models import count_weights
-
-from test_models_weights import default_config, meta_count
 
 #: (model_type, overrides of its config class's defaults). The first case of each type is the defaults;
 #: the others change the layer pattern, the MoE placement or an optional tensor.
@@ -21,6 +20,14 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     # MLA every 4th layer, one dense layer, q through a LoRA, attention biases
     ("bailing_hybrid", {"num_hidden_layers": 12, "layer_group_size": 4, "first_k_dense_replace": 1,
                         "q_lora_rank": 384, "attention_bias": True}),
+    ("olmo_hybrid", {}),
+    # its own layer list, fewer KV heads, key heads != value heads, attention biases
+    ("olmo_hybrid", {"num_hidden_layers": 6, "num_key_value_heads": 10, "linear_num_key_heads": 15, "attention_bias": True,
+                     "layer_types": ["linear_attention", "full_attention", "linear_attention", "linear_attention",
+                                     "full_attention", "full_attention"]}),
+    ("lara_mini", {}),
+    ("lara_mini", {"num_hidden_layers": 4, "tie_word_embeddings": False,
+                   "layer_types": ["linear_attention", "sliding_attention", "full_attention", "linear_attention"]}),
 ]
 
 
