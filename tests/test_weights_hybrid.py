@@ -28,6 +28,14 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("lara_mini", {}),
     ("lara_mini", {"num_hidden_layers": 4, "tie_word_embeddings": False,
                    "layer_types": ["linear_attention", "sliding_attention", "full_attention", "linear_attention"]}),
+    ("lfm3", {}),
+    # no sandwich norms or attention gate, biases, untied head, its own layer list
+    ("lfm3", {"num_hidden_layers": 5, "use_sandwich_norm": False, "use_attention_gate": False, "attention_bias": True,
+              "conv_bias": True, "tie_word_embeddings": False,
+              "layer_types": ["conv", "sliding_attention", "full_attention", "conv", "conv"]}),
+    ("lfm3_vl", {}),
+    ("lfm3_vl", {"vision_config": {"num_hidden_layers": 5, "hidden_size": 768, "num_attention_heads": 12,
+                                   "num_key_value_heads": 4}, "projector_bias": False}),
 ]
 
 
@@ -58,3 +66,15 @@ def test_capacity_counts_the_weights(runner, tmp_path, model_type: str) -> None:
     weights = json.loads(result.stdout)["weights"]
     assert weights["source"] == "config"
     assert weights["parameters"] == meta_count(config)
+
+
+def test_lfm3_vl_text_part_and_default_vision_layers() -> None:
+    config = default_config("lfm3_vl")
+    weights = count_weights(config, model_id="lfm3_vl")
+    assert weights.language_parameters == meta_count(config, language_only=True)
+    assert weights.language_parameters == count_weights(config["text_config"], model_id="lfm3").parameters
+    # without vision_config.layer_types the tower's default (conv at 0, 1 and odd layers) is read, and noted
+    del config["vision_config"]["layer_types"]
+    weights = count_weights(config, model_id="lfm3_vl")
+    assert weights.parameters == meta_count(config)
+    assert any("vision_config.layer_types is not in the config" in note for note in weights.notes)
