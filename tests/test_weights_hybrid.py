@@ -36,6 +36,11 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("lfm3_vl", {}),
     ("lfm3_vl", {"vision_config": {"num_hidden_layers": 5, "hidden_size": 768, "num_attention_heads": 12,
                                    "num_key_value_heads": 4}, "projector_bias": False}),
+    ("zaya", {}),
+    # other conv kernels and head geometry, biases on attention and an untied lm_head, a smaller router
+    ("zaya", {"num_hidden_layers": 3, "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 64,
+              "cca_time0": 3, "cca_time1": 4, "attention_bias": True, "tie_word_embeddings": False,
+              "lm_head_bias": True, "num_experts": 8, "router_hidden_size": 128, "layer_types": ["hybrid"] * 3}),
 ]
 
 
