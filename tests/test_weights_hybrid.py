@@ -41,6 +41,18 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("zaya", {"num_hidden_layers": 3, "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 64,
               "cca_time0": 3, "cca_time1": 4, "attention_bias": True, "tie_word_embeddings": False,
               "lm_head_bias": True, "num_experts": 8, "router_hidden_size": 128, "layer_types": ["hybrid"] * 3}),
+    ("inkling_text", {}),
+    # dense MLPs in the first layers, one shared expert, fewer sliding heads and a shorter window
+    ("inkling_text", {"num_hidden_layers": 7, "mlp_layer_types": ["dense"] * 2 + ["sparse"] * 5, "n_shared_experts": 1,
+                      "swa_num_attention_heads": 32, "sliding_window_size": 256}),
+    ("inkling2_text", {}),
+    ("inkling2_text", {"num_hidden_layers": 8, "swa_num_attention_heads": 24, "sliding_window_size": 512,
+                       "unpadded_vocab_size": 201000,
+                       "layer_types": ["hybrid", "hybrid_sliding", "hybrid_sliding", "hybrid", "hybrid_sliding",
+                                       "hybrid_sliding", "hybrid_sliding", "hybrid"]}),
+    ("inkling2_loop_text", {}),
+    ("inkling2_loop_text", {"num_hidden_layers": 18, "loop_layer_index_start": 6, "loop_layer_index_end": 12,
+                            "loop_gate_rank": 32, "loop_num_passes": 2}),
 ]
 
 
@@ -83,3 +95,10 @@ def test_lfm3_vl_text_part_and_default_vision_layers() -> None:
     weights = count_weights(config, model_id="lfm3_vl")
     assert weights.parameters == meta_count(config)
     assert any("vision_config.layer_types is not in the config" in note for note in weights.notes)
+
+
+def test_inkling_layer_types_from_local_layer_ids() -> None:
+    # a config with local_layer_ids and no layer_types: InklingTextConfig makes exactly those layers sliding
+    config = default_config("inkling_text", num_hidden_layers=7, local_layer_ids=[0, 2, 3, 6])
+    del config["layer_types"]
+    assert count_weights(config, model_id="inkling").parameters == meta_count(config)
