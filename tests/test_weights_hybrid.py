@@ -51,6 +51,16 @@ CASES: list[tuple[str, dict[str, Any]]] = [
                        "layer_types": ["hybrid", "hybrid_sliding", "hybrid_sliding", "hybrid", "hybrid_sliding",
                                        "hybrid_sliding", "hybrid_sliding", "hybrid"]}),
     ("inkling2_loop_text", {}),
+    ("zamba2", {}),
+    # two shared blocks used in turn, q/k/v adapters, biases, two Mamba groups, GQA; tied, then untied (transformers
+    # ties the shared blocks through tie_word_embeddings: untied, every hybrid layer holds its own copy)
+    *[("zamba2", {"num_hidden_layers": 8, "num_mem_blocks": 2, "use_shared_attention_adapter": True,
+                  "add_bias_linear": True, "mamba_ngroups": 2, "num_key_value_heads": 8, "intermediate_size": 4096,
+                  "tie_word_embeddings": tie,
+                  "layers_block_type": ["linear_attention", "hybrid", "linear_attention", "hybrid", "hybrid",
+                                        "linear_attention", "hybrid", "linear_attention"]}) for tie in (True, False)],
+    ("zamba", {}),
+    ("zamba", {"num_hidden_layers": 8, "tie_word_embeddings": False}),
     ("inkling2_loop_text", {"num_hidden_layers": 18, "loop_layer_index_start": 6, "loop_layer_index_end": 12,
                             "loop_gate_rank": 32, "loop_num_passes": 2}),
 ]
@@ -102,3 +112,14 @@ def test_inkling_layer_types_from_local_layer_ids() -> None:
     config = default_config("inkling_text", num_hidden_layers=7, local_layer_ids=[0, 2, 3, 6])
     del config["layer_types"]
     assert count_weights(config, model_id="inkling").parameters == meta_count(config)
+
+
+def test_zamba_default_block_types() -> None:
+    # no layers_block_type: ZambaConfig's rule (Mamba, Mamba, hybrid, then the period/offset pattern), an explicit
+    # dt rank, projection biases and no conv bias
+    config = default_config("zamba", num_hidden_layers=10, attn_layer_period=3, attn_layer_offset=1, mamba_dt_rank=64,
+                            mamba_proj_bias=True, mamba_conv_bias=False, hidden_size=1024, num_attention_heads=8,
+                            num_key_value_heads=8)
+    for key in ("layers_block_type", "attention_head_dim", "attention_hidden_size"):
+        del config[key]
+    assert count_weights(config, model_id="zamba").parameters == meta_count(config)
