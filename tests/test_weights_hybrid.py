@@ -59,6 +59,11 @@ CASES: list[tuple[str, dict[str, Any]]] = [
                   "tie_word_embeddings": tie,
                   "layers_block_type": ["linear_attention", "hybrid", "linear_attention", "hybrid", "hybrid",
                                         "linear_attention", "hybrid", "linear_attention"]}) for tie in (True, False)],
+    ("minimax", {}),
+    # layer_types with lightning runs, a smaller decay block, GQA with an explicit head dim
+    ("minimax", {"num_hidden_layers": 6, "block_size": 128, "num_key_value_heads": 4, "head_dim": 64,
+                 "layer_types": ["linear_attention", "linear_attention", "full_attention", "linear_attention",
+                                 "linear_attention", "full_attention"]}),
     ("zamba", {}),
     ("zamba", {"num_hidden_layers": 8, "tie_word_embeddings": False}),
     ("inkling2_loop_text", {"num_hidden_layers": 18, "loop_layer_index_start": 6, "loop_layer_index_end": 12,
@@ -123,3 +128,12 @@ def test_zamba_default_block_types() -> None:
     for key in ("layers_block_type", "attention_head_dim", "attention_hidden_size"):
         del config[key]
     assert count_weights(config, model_id="zamba").parameters == meta_count(config)
+
+
+def test_minimax_without_layer_lists_alternates() -> None:
+    # neither layer_types nor attn_type_list: MiniMaxConfig's default (softmax at even layers), noted
+    config = default_config("minimax", num_hidden_layers=5)
+    del config["layer_types"]
+    weights = count_weights(config, model_id="minimax")
+    assert weights.parameters == meta_count(config)
+    assert any("MiniMaxConfig default alternates" in note for note in weights.notes)
