@@ -51,6 +51,17 @@ CASES: list[tuple[str, dict[str, Any]]] = [
                        "layer_types": ["hybrid", "hybrid_sliding", "hybrid_sliding", "hybrid", "hybrid_sliding",
                                        "hybrid_sliding", "hybrid_sliding", "hybrid"]}),
     ("inkling2_loop_text", {}),
+    # the multimodal wrappers: the text model above plus Inkling's hierarchical patch encoder and audio embedding,
+    # Inkling2's ViT and merger
+    ("inkling_mm_model", {}),
+    ("inkling_mm_model", {"vision_config": {"n_layers": 8, "patch_size": 16, "temporal_patch_size": 4},
+                          "audio_config": {"n_mel_bins": 16, "mel_vocab_size": 128},
+                          "text_config": {"num_hidden_layers": 4}}),
+    ("inkling2", {}),
+    ("inkling2", {"vision_config": {"num_hidden_layers": 4, "hidden_size": 512, "num_attention_heads": 8,
+                                    "patch_size": 14, "projector_bias": True, "posemb_grid_size": 16},
+                  "text_config": {"num_hidden_layers": 6}}),
+    ("inkling2_loop", {}),
     ("zamba2", {}),
     # two shared blocks used in turn, q/k/v adapters, biases, two Mamba groups, GQA; tied, then untied (transformers
     # ties the shared blocks through tie_word_embeddings: untied, every hybrid layer holds its own copy)
@@ -159,3 +170,12 @@ def test_minimax_without_layer_lists_alternates() -> None:
     weights = count_weights(config, model_id="minimax")
     assert weights.parameters == meta_count(config)
     assert any("MiniMaxConfig default alternates" in note for note in weights.notes)
+
+
+@pytest.mark.parametrize("model_type", ["inkling_mm_model", "inkling2", "inkling2_loop"])
+def test_inkling_wrappers_language_part_is_the_text_model(model_type: str) -> None:
+    config = default_config(model_type)
+    weights = count_weights(config, model_id=model_type)
+    assert weights.language_parameters == count_weights(config["text_config"], model_id="text").parameters
+    assert weights.language_parameters == meta_count(config["text_config"])
+    assert weights.vision_parameters == meta_count(config) - meta_count(config["text_config"])

@@ -16,11 +16,15 @@ on the residual stream, and an untied embedding with its own RMSNorm. Inkling: q
 MoE (routed + ``n_shared_experts`` shared experts sharing the router) or dense MLPs by ``mlp_layer_types``.
 Inkling2: scaled q norms, a gated o_proj, per-head attention sinks, dynamic K/V convolutions and q/k/v input
 norms on full layers, block attention residuals, MoE in every layer, an lm_head of ``unpadded_vocab_size``
-rows; the loop variant adds four message gates per looped layer and the message queries.
+rows; the loop variant adds four message gates per looped layer and the message queries. The multimodal
+wrappers' towers: Inkling's hierarchical patch encoder (its layer widths planned as transformers'
+``plan_out_scales`` does) and audio-token embedding; Inkling2's ViT with layer scales and a patch merger.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -217,6 +221,80 @@ class InklingParser(ArchParser):
                         {"hidden_size": hidden, "mlp_width": mlp_width, "qkv_width": max(widths, default=0),
                          "vocab_size": vocab})
 
+    #: InklingVisionConfig / InklingAudioConfig / Inkling2VisionConfig defaults of the keys the towers' counts read.
+    TOWER_DEFAULTS: ClassVar[Mapping[str, Mapping[str, Any]]] = {
+        "inkling_vision": {"patch_size": 40, "temporal_patch_size": 2, "num_channels": 3, "n_layers": 24},
+        "inkling_audio": {"n_mel_bins": 80, "mel_vocab_size": 256},
+        "inkling2_vision": {"hidden_size": 1024, "num_hidden_layers": 23, "num_channels": 3, "patch_size": 20,
+                            "mlp_ratio": 4.0, "spatial_merge_size": 2, "posemb_grid_size": 32,
+                            "projection_hidden_dim": 4096, "projector_bias": False},
+    }
+
+    def vision_weights(self, outer: Mapping[str, Any], r: ConfigReader, text_hidden: int) -> list[WeightPart] | None:
+        kind = "inkling2_vision" if r.defaults_name in ("inkling2_text", "inkling2_loop_text") else "inkling_vision"
+        v = ConfigReader(outer["vision_config"], source_name=r.source_name, prefix="vision_config.",
+                         defaults=self.TOWER_DEFAULTS[kind], defaults_name=kind)
+        parts = self.inkling2_vision(v, text_hidden) if kind == "inkling2_vision" else self.inkling_vision(v, text_hidden)
+        audio = outer.get("audio_config")
+        if kind == "inkling_vision" and isinstance(audio, Mapping):
+            a = ConfigReader(audio, source_name=r.source_name, prefix="audio_config.",
+                             defaults=self.TOWER_DEFAULTS["inkling_audio"], defaults_name="inkling_audio")
+            codes = a.first_of("n_mel_bins", ("n_mel_bins", "num_codebooks")) * a.first_of(
+                "mel_vocab_size", ("mel_vocab_size", "codebook_size"))
+            # one embedding row per (codebook, code), then an RMSNorm
+            parts.append(WeightPart(name="audio_tower", vision=True, other_parameters=(codes + 1) * text_hidden))
+            r.notes.extend(n for n in a.notes if n not in r.notes)
+        r.notes.extend(n for n in v.notes if n not in r.notes)
+        r.note(f"{kind} tower{' and audio embedding' if kind == 'inkling_vision' else ''} reported separately as "
+               "weights.vision_*")
+        return parts
+
+    @staticmethod
+    def inkling2_vision(v: ConfigReader, text_hidden: int) -> list[WeightPart]:
+        """Inkling2VisionModel: patch embedding, class token and its position, a learned position grid, a LayerNorm;
+        ViT layers with biased q/k/v/out and MLP, two LayerNorms and two layer scales; the merger's two linears."""
+        hidden = v.first_of("hidden_size", ("hidden_size",))
+        layers = v.first_of("num_hidden_layers", ("num_hidden_layers",))
+        inner = v.optional("intermediate_size", ("intermediate_size",))
+        if inner is None:
+            inner = int(hidden * v.first_of("mlp_ratio", ("mlp_ratio",), kind="ratio"))
+        patch = v.first_of("patch_size", ("patch_size",))
+        channels = v.first_of("num_channels", ("num_channels",))
+        grid = v.first_of("posemb_grid_size", ("posemb_grid_size",))
+        merge = v.first_of("spatial_merge_size", ("spatial_merge_size",))
+        width = v.first_of("projection_hidden_dim", ("projection_hidden_dim",))
+        bias = v.flag("projector_bias", False)
+        tower = WeightPart(name="vision_tower", vision=True, matrices=(
+            Matrix(in_features=channels * patch * patch, out_features=hidden),
+            Matrix(in_features=hidden, out_features=hidden, count=4 * layers),
+            Matrix(in_features=hidden, out_features=inner, count=layers),
+            Matrix(in_features=inner, out_features=hidden, count=layers)),
+            other_parameters=2 * hidden + grid * grid * hidden + 2 * hidden
+            + (4 * hidden + inner + hidden + 4 * hidden + 2 * hidden) * layers)
+        projector = WeightPart(name="projector", vision=True, matrices=(
+            Matrix(in_features=hidden * merge * merge, out_features=width), Matrix(in_features=width, out_features=text_hidden)),
+            other_parameters=(width + text_hidden) if bias else 0)
+        return [tower, projector]
+
+    @staticmethod
+    def inkling_vision(v: ConfigReader, text_hidden: int) -> list[WeightPart]:
+        """InklingVisionModel: ``n_layers`` folding projections whose widths follow transformers' ``plan_out_scales``
+        (spatial then temporal folds of the patch, channels rounded up to 64), each but the last with an RMSNorm,
+        the last into the language model; a final RMSNorm."""
+        patch = v.first_of("patch_size", ("patch_size",))
+        temporal = v.first_of("temporal_patch_size", ("temporal_patch_size",))
+        channels = v.first_of("num_channels", ("num_channels",))
+        layers = v.first_of("num_hidden_layers", ("n_layers", "num_hidden_layers"))
+        scales = inkling_scales(v, temporal, patch, layers, channels)
+        matrices = []
+        norms = text_hidden
+        for i, (start, end) in enumerate(itertools.pairwise(scales)):
+            fold = (end[0] // start[0]) * (end[1] // start[1]) * (end[2] // start[2])
+            out = text_hidden if i == layers - 1 else end[3]
+            matrices.append(Matrix(in_features=start[3] * fold, out_features=out))
+            norms += out if i != layers - 1 else 0
+        return [WeightPart(name="vision_tower", vision=True, matrices=tuple(matrices), other_parameters=norms)]
+
     def moe_layers(self, r: ConfigReader, layers: int) -> list[int]:
         """Inkling's ``mlp_layer_types`` ("dense"/"sparse" per layer); absent, every layer is MoE (the
         InklingTextConfig default ``dense_mlp_idx`` 0)."""
@@ -231,6 +309,54 @@ class InklingParser(ArchParser):
 
     def max_context(self, r: ConfigReader) -> int | None:
         return r.optional("max_context_tokens", ("max_position_embeddings",))
+
+
+def _prime_factors(number: int) -> list[int]:
+    factors = []
+    while number % 2 == 0:
+        factors.append(2)
+        number //= 2
+    for p in range(3, math.isqrt(number) + 1, 2):
+        while number % p == 0:
+            factors.append(p)
+            number //= p
+    if number > 1:
+        factors.append(number)
+    return factors
+
+
+def inkling_scales(v: ConfigReader, temporal: int, patch: int, layers: int, channels: int) -> list[tuple[int, ...]]:
+    """The (t, h, w, channels) grid after each Inkling vision layer, as transformers' ``plan_out_scales`` plans it:
+    candidate scales (the unfolded patch, then spatial folds by the patch size's prime factors, then temporal ones),
+    and for each layer the candidate nearest (in log size) to an even log-spaced progression; first and last fixed."""
+    hs = list(_cumprod(_prime_factors(patch)[::-1]))
+    ts = list(_cumprod(_prime_factors(temporal)[::-1]))
+    if not hs or not ts:
+        raise ConfigError(f"{v.source_name}: vision_config patch_size and temporal_patch_size must be at least 2",
+                          "pass --weights-bytes SIZE for this checkpoint")
+    top = hs[-1]
+    scales = [(1, 1, 1, channels)]
+    scales += [(1, h, h, math.ceil(h * h * channels / 64) * 64) for h in hs]
+    # NOTE: transformers rounds the temporal scales' channels as ceil(h^2 * c * t) * 64, kept as it computes them
+    scales += [(t, top, top, top * top * channels * t * 64) for t in ts]
+    if layers < len(scales):
+        raise ConfigError(
+            f"{v.source_name}: an Inkling vision tower of {layers} layers over {len(scales)} candidate scales is planned "
+            "by an assignment solver kvplan does not reproduce", "pass --weights-bytes SIZE for this checkpoint")
+    sizes = [math.log(s[0] * s[1] * s[2]) for s in scales]
+    total = math.log(patch * patch * temporal * channels)
+    ideal = [total * i / layers for i in range(layers + 1)]
+    picks = [min(range(len(scales)), key=lambda j, x=x: abs(x - sizes[j])) for x in ideal]
+    picks[0], picks[-1] = 0, len(scales) - 1
+    return [scales[j] for j in picks]
+
+
+def _cumprod(values: list[int]) -> list[int]:
+    out, acc = [], 1
+    for value in values:
+        acc *= value
+        out.append(acc)
+    return out
 
 
 PARSERS: tuple[type[ArchParser], ...] = (InklingParser,)
