@@ -72,9 +72,10 @@ class GraniteMoeHybridParser(ArchParser):
 
 
 class GraniteParser(DecoderParser):
-    """Granite SWA (dense and MoE) and Granite-MoE-shared: the generic cache rules (``layer_types`` of full and
-    sliding layers over ``sliding_window``); weights in Llama's layout with a learned sink per attention head (the
-    SWA members), ``num_local_experts`` experts of ``intermediate_size`` in every layer (the MoE members) and,
+    """Granite SWA (dense and MoE) and Granite-MoE-shared: full / sliding ``layer_types``, Llama-like weights.
+
+    The generic cache rules read ``layer_types`` of full and sliding layers over ``sliding_window``; weights are
+    Llama's layout with a learned sink per attention head (the SWA members), ``num_local_experts`` experts of ``intermediate_size`` in every layer (the MoE members) and,
     when ``shared_intermediate_size`` is not 0, a shared gated MLP of that width (transformers GraniteMoeShared)."""
 
     family = "granite"
