@@ -1,10 +1,13 @@
-"""IBM Granite: Granite 3 dense and MoE (``granite``, ``granitemoe``, read by the Llama rules) and the
-Granite 4.0 hybrid (``granitemoehybrid``): Mamba-2 and attention layers, MoE or dense MLPs."""
+"""IBM Granite: Granite 3 dense and MoE (``granite``, ``granitemoe``, read and counted by the Llama rules), the
+Granite sliding-window members (``granite_swa``, ``granitemoe_swa``) and ``granitemoeshared`` (Llama's layout with
+attention sinks, every-layer experts and an optional shared MLP), and the Granite 4.0 hybrid
+(``granitemoehybrid``): Mamba-2 and attention layers, MoE or dense MLPs."""
 
 from __future__ import annotations
 
 from kvplan.errors import ConfigError
 from kvplan.models.base import FULL, STATE, ArchParser, ConfigReader
+from kvplan.models.decoder import NO_MOE, DecoderLayout, DecoderParser, MoeLayout, every_layer_moe
 from kvplan.models.mamba import MAMBA2_DEFAULTS, Mamba2Keys, hybrid_weights, read_mamba2_state
 from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, experts_parts, hidden_of, vocab_of
 from kvplan.specs import StateSpec
@@ -68,4 +71,31 @@ class GraniteMoeHybridParser(ArchParser):
                                                         "qkv_width": width, "vocab_size": vocab_of(r)})
 
 
-PARSERS: tuple[type[ArchParser], ...] = (GraniteMoeHybridParser,)
+class GraniteParser(DecoderParser):
+    """Granite SWA (dense and MoE) and Granite-MoE-shared: full / sliding ``layer_types``, Llama-like weights.
+
+    The generic cache rules read ``layer_types`` of full and sliding layers over ``sliding_window``; weights are
+    Llama's layout with a learned sink per attention head (the SWA members), ``num_local_experts`` experts of ``intermediate_size`` in every layer (the MoE members) and,
+    when ``shared_intermediate_size`` is not 0, a shared gated MLP of that width (transformers GraniteMoeShared)."""
+
+    family = "granite"
+    model_types = ("granite_swa", "granitemoe_swa", "granitemoeshared")
+    #: GraniteSWAConfig, GraniteMoeSWAConfig and GraniteMoeSharedConfig defaults of the keys weight counting reads.
+    defaults_by_type = {"granite_swa": {"tie_word_embeddings": True},
+                        "granitemoe_swa": {"tie_word_embeddings": False, "shared_intermediate_size": 0},
+                        "granitemoeshared": {"tie_word_embeddings": False, "shared_intermediate_size": 0}}
+    weight_types = ("granite_swa", "granitemoe_swa", "granitemoeshared")
+
+    def decoder_layout(self, model_type: str) -> DecoderLayout:
+        return DecoderLayout(attention_sinks=model_type.endswith("_swa"))
+
+    def moe_layout(self, r: ConfigReader, model_type: str, layers: int, intermediate: int, top_k: int | None) -> MoeLayout:
+        if model_type == "granite_swa":
+            return NO_MOE
+        moe = every_layer_moe(r, layers, intermediate, top_k)
+        shared = r.first_of("shared_intermediate_size", ("shared_intermediate_size",), kind="count")
+        return MoeLayout(layers=moe.layers, experts=moe.experts, top_k=top_k, expert_size=intermediate,
+                         shared_size=shared or None)
+
+
+PARSERS: tuple[type[ArchParser], ...] = (GraniteMoeHybridParser, GraniteParser)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from kvplan.errors import ConfigError
 from kvplan.models.base import FULL, STATE, ArchParser, ConfigReader
+from kvplan.models.decoder import note_mtp
 from kvplan.models.deepseek import mla_weights
 from kvplan.models.tensors import (
     Matrix,
@@ -131,15 +132,25 @@ class BailingHybridParser(KimiLinearParser):
     heads are ``num_attention_heads`` of ``head_dim`` (as the config file has it; transformers then reuses
     ``head_dim`` for the rope dim and keeps the KDA one as ``linear_head_dim``), the kernel
     ``short_conv_kernel_size``, and full attention every ``layer_group_size``-th layer when ``layer_types``
-    is absent. Weights are not counted for this family yet."""
+    is absent.
+
+    Weights (transformers BailingHybrid): KDA layers hold q/k/v, their float32 short convolution, a forget
+    gate (one ``f_proj`` to the full width, ``A_log``, ``dt_bias``), ``b_proj``, a full-width output gate
+    ``g_proj``, the gated output norm and ``o_proj``; MLA layers add a per-head output gate ``g_proj``;
+    ``mlp_layer_types`` (else ``first_k_dense_replace``) picks dense or MoE MLPs, the MoE with shared experts
+    and a router correction bias."""
 
     family = "bailing_hybrid"
     model_types = ("bailing_hybrid",)
     #: BailingHybridConfig defaults.
     defaults_by_type = {"bailing_hybrid": {"num_hidden_layers": 42, "num_attention_heads": 32, "head_dim": 128,
                                            "short_conv_kernel_size": 4, "layer_group_size": 6, "kv_lora_rank": 512,
-                                           "qk_rope_head_dim": 64, "max_position_embeddings": 262144}}
-    weight_types = ()
+                                           "qk_rope_head_dim": 64, "max_position_embeddings": 262144,
+                                           "qk_nope_head_dim": 128, "v_head_dim": 128, "vocab_size": 157184,
+                                           "hidden_size": 2560, "intermediate_size": 6144, "moe_intermediate_size": 768,
+                                           "num_experts": 512, "num_shared_experts": 1, "first_k_dense_replace": 2,
+                                           "tie_word_embeddings": False}}
+    weight_types = ("bailing_hybrid",)
     KDA_HEADS = ("linear_num_heads", "num_attention_heads")
     KDA_HEAD_DIM = ("linear_head_dim", "head_dim")
     KDA_CONV = ("linear_conv_kernel_dim", "short_conv_kernel_size")
@@ -156,6 +167,65 @@ class BailingHybridParser(KimiLinearParser):
             raise ConfigError(f"{r.source_name}: bailing_hybrid full-attention layers are MLA; kv_lora_rank is missing",
                               "add kv_lora_rank to the config")
         return dims
+
+    def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
+        hidden = hidden_of(r)
+        layers = self.num_layers(r)
+        n_kda = self.layer_kinds(r, layers).count(STATE)
+        n_full = layers - n_kda
+        heads = r.first_of("kda_num_heads", self.KDA_HEADS)
+        head_dim = r.first_of("kda_head_dim", self.KDA_HEAD_DIM)
+        conv = r.first_of("kda_conv_kernel", self.KDA_CONV)
+        inner = heads * head_dim
+        attention = [Matrix(in_features=hidden, out_features=inner, count=5 * n_kda),  # q, k, v, f_proj, g_proj
+                     Matrix(in_features=hidden, out_features=heads, count=n_kda),  # b_proj
+                     Matrix(in_features=inner, out_features=hidden, count=n_kda)]  # o_proj
+        other = (3 * inner * conv + heads + inner + head_dim) * n_kda  # conv1d, A_log, dt_bias, o_norm
+        width = 3 * inner
+        if n_full:
+            mla_heads = r.first_of("num_attention_heads", self.HEADS)
+            mla, mla_other, mla_width = mla_weights(r, hidden, n_full, mla_heads)
+            attention += mla + [Matrix(in_features=hidden, out_features=mla_heads, count=n_full)]  # head-wise gate
+            if r.raw("attention_bias") is True:  # kv_a_proj_with_mqa, o_proj (and q_a_proj) biases
+                q_rank = r.optional("q_lora_rank", ("q_lora_rank",)) or 0
+                mla_other += (r.first_of("kv_lora_rank", ("kv_lora_rank",))
+                              + r.first_of("qk_rope_head_dim", ("qk_rope_head_dim",)) + hidden + q_rank) * n_full
+            other += mla_other
+            width = max(width, mla_width)
+        parts = embeddings(r, hidden)
+        parts.append(WeightPart(name="attention", matrices=tuple(attention), other_parameters=other))
+        n_moe = len(self.moe_layers(r, layers))
+        n_dense = layers - n_moe
+        top_k = r.optional("num_experts_per_tok", ("num_experts_per_token", "num_experts_per_tok"))
+        experts = r.first_of("num_experts", ("num_experts", "num_local_experts"))
+        size = r.first_of("moe_intermediate_size", ("moe_intermediate_size",))
+        shared = r.first_of("num_shared_experts", ("num_shared_experts", "n_shared_experts"), kind="count")
+        mlp_width = (top_k or 1) * size + shared * size
+        if n_dense:
+            dense = r.first_of("intermediate_size", ("intermediate_size",))
+            parts.append(WeightPart(name="mlp", matrices=(
+                Matrix(in_features=hidden, out_features=dense, count=2 * n_dense),
+                Matrix(in_features=dense, out_features=hidden, count=n_dense))))
+            mlp_width = max(mlp_width, dense)
+        if n_moe:
+            parts += experts_parts(hidden, size, experts, n_moe, shared_size=shared * size or None, router_bias=True)
+        parts.append(WeightPart(name="norms", other_parameters=(2 * layers + 1) * hidden, tp_sharded=False))
+        note_mtp(r, "num_nextn_predict_layers")
+        r.note(f"Bailing hybrid: {n_kda} KDA and {n_full} MLA layers; {experts} experts in {n_moe} of {layers} "
+               "layers, all resident")
+        return count_of(parts, experts if n_moe else None, top_k if n_moe else None,
+                        {"hidden_size": hidden, "mlp_width": mlp_width, "qkv_width": width, "vocab_size": vocab_of(r)})
+
+    def moe_layers(self, r: ConfigReader, layers: int) -> list[int]:
+        """``mlp_layer_types`` ("dense"/"sparse" per layer), else MoE from ``first_k_dense_replace`` on."""
+        if r.has("mlp_layer_types"):
+            types = r.check("mlp_layer_types", r.raw("mlp_layer_types"), "list")
+            if len(types) != layers or any(t not in ("dense", "sparse") for t in types):
+                raise ConfigError(f"{r.source_name}: {r.prefix}mlp_layer_types must hold 'dense' or 'sparse' for "
+                                  f"each of the {layers} layers", "fix mlp_layer_types or drop it")
+            return [i for i, t in enumerate(types) if t == "sparse"]
+        first_dense = r.first_of("first_k_dense_replace", ("first_k_dense_replace",), kind="count")
+        return list(range(min(first_dense, layers), layers))
 
 
 PARSERS: tuple[type[ArchParser], ...] = (KimiLinearParser, BailingHybridParser)

@@ -41,11 +41,13 @@ class Lfm2Parser(ArchParser):
         "lfm2_moe": {"hidden_size": 2048, "intermediate_size": 7168, "moe_intermediate_size": 1792,
                      "num_dense_layers": 2, "num_experts": 32, "num_experts_per_tok": 4, "use_expert_bias": True,
                      "block_auto_adjust_ff_dim": False},
-        # Lfm3Config: conv, full and sliding layers by layer_types (weights not counted yet)
+        # Lfm3Config: conv, full and sliding layers by layer_types; sandwich norms and a per-head attention gate
         "lfm3": {"hidden_size": 2048, "num_hidden_layers": 24, "num_attention_heads": 16, "num_key_value_heads": 4,
-                 "head_dim": 128, "conv_L_cache": 7, "sliding_window": 256, "max_position_embeddings": 128000},
+                 "head_dim": 128, "conv_L_cache": 7, "sliding_window": 256, "max_position_embeddings": 128000,
+                 "vocab_size": 128000, "intermediate_size": 7680, "use_sandwich_norm": True,
+                 "use_attention_gate": True},
     }
-    weight_types = ("lfm2", "lfm2_moe")
+    weight_types = ("lfm2", "lfm2_moe", "lfm3")
 
     def layer_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
         if r.has("layer_types"):
@@ -74,11 +76,14 @@ class Lfm2Parser(ArchParser):
     def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
         """Conv layers: in_proj to B, C and x, a depthwise conv of ``conv_L_cache`` taps, out_proj. Attention
         layers: GQA with per-head q/k LayerNorms. Every layer a SwiGLU MLP (LFM2-MoE: experts after
-        ``num_dense_layers``), an operator and an FFN RMSNorm; the final norm is ``embedding_norm``."""
+        ``num_dense_layers``), an operator and an FFN RMSNorm; the final norm is ``embedding_norm``. LFM3 adds
+        full and sliding attention layers, a per-head output gate (``use_attention_gate``), norms after the
+        operator and the FFN (``use_sandwich_norm``) and takes ``intermediate_size`` as the MLP width."""
         hidden = hidden_of(r)
         layers = self.num_layers(r)
-        n_attn = self.layer_kinds(r, layers).count(FULL)
-        n_conv = layers - n_attn
+        n_conv = self.layer_kinds(r, layers).count(STATE)
+        n_attn = layers - n_conv
+        lfm3 = model_type == "lfm3"
         parts = embeddings(r, hidden)
         heads = r.first_of("num_attention_heads", self.HEADS)
         kv_heads = self.kv_heads(r, heads)
@@ -86,13 +91,17 @@ class Lfm2Parser(ArchParser):
         q, kv = heads * head_dim, kv_heads * head_dim
         taps = r.first_of("conv_L_cache", ("conv_L_cache",))
         bias = switch(r, "conv_bias", False)
-        parts.append(WeightPart(name="attention", matrices=(
-            Matrix(in_features=hidden, out_features=q, count=n_attn),
-            Matrix(in_features=hidden, out_features=kv, count=2 * n_attn),
-            Matrix(in_features=q, out_features=hidden, count=n_attn),
-            Matrix(in_features=hidden, out_features=3 * hidden, count=n_conv),  # conv in_proj
-            Matrix(in_features=hidden, out_features=hidden, count=n_conv)),  # conv out_proj
-            other_parameters=2 * head_dim * n_attn + (hidden * taps + (5 * hidden if bias else 0)) * n_conv))
+        matrices = [Matrix(in_features=hidden, out_features=q, count=n_attn),
+                    Matrix(in_features=hidden, out_features=kv, count=2 * n_attn),
+                    Matrix(in_features=q, out_features=hidden, count=n_attn),
+                    Matrix(in_features=hidden, out_features=3 * hidden, count=n_conv),  # conv in_proj
+                    Matrix(in_features=hidden, out_features=hidden, count=n_conv)]  # conv out_proj
+        other = 2 * head_dim * n_attn + (hidden * taps + (5 * hidden if bias else 0)) * n_conv
+        if lfm3 and switch(r, "use_attention_gate", True):  # g_proj: one gate per head
+            matrices.append(Matrix(in_features=hidden, out_features=heads, count=n_attn))
+        if lfm3 and r.raw("attention_bias") is True:
+            other += (q + 2 * kv + hidden) * n_attn
+        parts.append(WeightPart(name="attention", matrices=tuple(matrices), other_parameters=other))
         dense_layers, experts, top_k, width = layers, None, None, 0
         if model_type == "lfm2_moe":
             dense_layers = r.first_of("num_dense_layers", ("num_dense_layers",), kind="count")
@@ -103,15 +112,80 @@ class Lfm2Parser(ArchParser):
                                    router_bias=switch(r, "use_expert_bias", True))
             width = (top_k or 1) * size
         if dense_layers:
-            inner = self.ff_dim(r)
+            inner = r.first_of("intermediate_size", ("intermediate_size",)) if lfm3 else self.ff_dim(r)
             parts.append(WeightPart(name="mlp", matrices=(
                 Matrix(in_features=hidden, out_features=inner, count=2 * dense_layers),
                 Matrix(in_features=inner, out_features=hidden, count=dense_layers))))
             width = max(width, inner)
-        parts.append(WeightPart(name="norms", other_parameters=(2 * layers + 1) * hidden, tp_sharded=False))
-        r.note(f"LFM2: {n_conv} short-convolution and {n_attn} attention layers")
+        norms = 4 if lfm3 and switch(r, "use_sandwich_norm", True) else 2
+        parts.append(WeightPart(name="norms", other_parameters=(norms * layers + 1) * hidden, tp_sharded=False))
+        r.note(f"{'LFM3' if lfm3 else 'LFM2'}: {n_conv} short-convolution and {n_attn} attention layers")
         return count_of(parts, experts, top_k, {"hidden_size": hidden, "mlp_width": width, "qkv_width": q + 2 * kv,
                                                 "vocab_size": vocab_of(r)})
+
+    #: Lfm3VlVisionConfig defaults (and, under ``projector_*``, Lfm3VlConfig's), for keys a config omits.
+    LFM3_VL_VISION_DEFAULTS: ClassVar[Mapping[str, Any]] = {
+        "hidden_size": 1024, "intermediate_size": 2560, "in_channels": 3, "patch_size": 16, "spatial_merge_size": 2,
+        "temporal_patch_size": 2, "num_hidden_layers": 14, "num_attention_heads": 16, "num_key_value_heads": 8,
+        "conv_kernel_size": 3,
+    }
+
+    def vision_weights(self, outer: Mapping[str, Any], r: ConfigReader, text_hidden: int) -> list[WeightPart] | None:
+        """LFM3-VL's tower (transformers Lfm3VlVisionModel): a linear patch embedding, an RMSNorm, then layers of
+        gated depthwise 2-D convolutions or GQA attention (per-head q/k norms) by ``layer_types`` (default: conv for
+        layers 0, 1 and every odd one), each with a SwiGLU MLP and two RMSNorms; the projector normalises each
+        patch (LayerNorm) and maps ``spatial_merge_size``^2 merged patches through two linears. Other LFM VL
+        towers (LFM2-VL's SigLIP2) are the generic ViT's."""
+        if outer.get("model_type") != "lfm3_vl":
+            return None
+        v = ConfigReader(outer["vision_config"], source_name=r.source_name, prefix="vision_config.",
+                         defaults=self.LFM3_VL_VISION_DEFAULTS, defaults_name="lfm3_vl_vision")
+        hidden = v.first_of("hidden_size", ("hidden_size",))
+        inner = v.first_of("intermediate_size", ("intermediate_size",))
+        layers = v.first_of("num_hidden_layers", ("num_hidden_layers",))
+        heads = v.first_of("num_attention_heads", ("num_attention_heads",))
+        kv_heads = v.first_of("num_kv_heads", ("num_key_value_heads",))
+        patch = v.first_of("patch_size", ("patch_size",))
+        temporal = v.first_of("temporal_patch_size", ("temporal_patch_size",))
+        channels = v.first_of("in_channels", ("in_channels",))
+        kernel = v.first_of("conv_kernel_size", ("conv_kernel_size",))
+        merge = v.first_of("spatial_merge_size", ("spatial_merge_size",))
+        if v.has("layer_types"):
+            types = v.check("layer_types", v.raw("layer_types"), "list")
+            if len(types) != layers:
+                raise ConfigError(f"{r.source_name}: vision_config.layer_types has {len(types)} entries for {layers} "
+                                  "layers", "make vision_config.layer_types one entry per layer")
+            n_conv = sum(1 for t in types if t == "conv")
+        else:
+            n_conv = sum(1 for i in range(layers) if i < 2 or i % 2)
+            v.note("vision_config.layer_types is not in the config; the lfm3_vl_vision default: conv layers 0, 1 "
+                   "and every odd one, attention the others")
+        n_attn = layers - n_conv
+        head_dim = hidden // heads
+        tower = WeightPart(name="vision_tower", vision=True, matrices=(
+            Matrix(in_features=channels * temporal * patch * patch, out_features=hidden),  # patch_embed
+            Matrix(in_features=hidden, out_features=heads * head_dim, count=n_attn),
+            Matrix(in_features=hidden, out_features=kv_heads * head_dim, count=2 * n_attn),
+            Matrix(in_features=heads * head_dim, out_features=hidden, count=n_attn),
+            Matrix(in_features=hidden, out_features=3 * hidden, count=n_conv),
+            Matrix(in_features=hidden, out_features=hidden, count=n_conv),
+            Matrix(in_features=hidden, out_features=inner, count=2 * layers),
+            Matrix(in_features=inner, out_features=hidden, count=layers)),
+            # embedding norm; per layer two RMSNorms; q/k norms; depthwise kernel x kernel convolutions
+            other_parameters=hidden + 2 * hidden * layers + 2 * head_dim * n_attn + hidden * kernel * kernel * n_conv)
+        o = ConfigReader(outer, source_name=r.source_name, defaults={"projector_hidden_size": 4096, "projector_bias": True},
+                         defaults_name="lfm3_vl")
+        width = o.first_of("projector_hidden_size", ("projector_hidden_size",))
+        bias = switch(o, "projector_bias", True)
+        merged = hidden * merge * merge
+        projector = WeightPart(name="projector", vision=True, matrices=(
+            Matrix(in_features=merged, out_features=width), Matrix(in_features=width, out_features=text_hidden)),
+            other_parameters=2 * hidden + ((width + text_hidden) if bias else 0))
+        for note in v.notes + o.notes:
+            r.note(note)
+        r.note(f"vision tower (LFM3-VL, {n_conv} conv and {n_attn} attention layers) reported separately as "
+               "weights.vision_*")
+        return [tower, projector]
 
     def ff_dim(self, r: ConfigReader) -> int:
         """The SwiGLU width: ``intermediate_size``, or with ``block_auto_adjust_ff_dim`` two thirds of it, times

@@ -50,6 +50,7 @@ class LlamaParser(DecoderParser):
         "cohere": {"tie_word_embeddings": True},
         "granite": {"tie_word_embeddings": False}, "olmo2": {"tie_word_embeddings": False},
         "flex_olmo": {"tie_word_embeddings": False, "num_experts": 7},
+        "granitemoe": {"tie_word_embeddings": False},
     }
     weight_types = ("llama", "internlm2", "internlm3", "baichuan", "cohere", "stablelm", "granite", "granitemoe",
                     "olmo", "olmo2", "exaone", "yi", "mistral_nemo", "smollm3", "olmo3", "olmoe", "glm", "glm4",
@@ -101,7 +102,9 @@ class LlamaParser(DecoderParser):
         return counted
 
     def moe_layout(self, r: ConfigReader, model_type: str, layers: int, intermediate: int, top_k: int | None) -> MoeLayout:
-        if model_type in ("olmoe", "flex_olmo"):  # every layer: ``num_experts`` experts of ``intermediate_size``
+        # OLMoE, FlexOlmo, Granite-MoE: every layer holds ``num_experts`` / ``num_local_experts`` experts of
+        # ``intermediate_size``
+        if model_type in ("olmoe", "flex_olmo", "granitemoe"):
             return every_layer_moe(r, layers, intermediate, top_k)
         if model_type == "ernie4_5_moe":
             return ernie_moe(r, layers)

@@ -14,7 +14,7 @@ from typing import Any
 
 from kvplan.errors import ConfigError
 from kvplan.models.base import _MISSING, STATE, ArchParser, ConfigReader
-from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, hidden_of, vocab_of
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, hidden_of, switch, vocab_of
 from kvplan.specs import StateSpec
 
 
@@ -78,7 +78,11 @@ class MambaParser(ArchParser):
 class Mamba2Parser(ArchParser):
     family = "mamba2"
     model_types = ("mamba2",)
-    defaults = {"state_size": 128, "conv_kernel": 4, "n_groups": 8, "head_dim": 64}
+    #: Mamba2Config defaults.
+    defaults = {"state_size": 128, "conv_kernel": 4, "n_groups": 8, "head_dim": 64, "num_heads": 128,
+                "hidden_size": 4096, "num_hidden_layers": 64, "vocab_size": 32768, "expand": 2,
+                "tie_word_embeddings": False, "use_bias": False, "use_conv_bias": True}
+    weight_types = ("mamba2",)
 
     def layer_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
         return [STATE] * num_layers
@@ -91,6 +95,29 @@ class Mamba2Parser(ArchParser):
             r.first_of("conv_kernel", ["conv_kernel"]),
             r.first_of("state_size", ["state_size"]),
         )
+
+    def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
+        """Per layer an RMSNorm and the mixer: in_proj to gate, x, B, C and dt, a depthwise convolution over x, B
+        and C, dt_bias, A_log and D per head, a gated RMSNorm, out_proj (transformers Mamba2Mixer)."""
+        hidden = hidden_of(r)
+        layers = self.num_layers(r)
+        inner = r.first_of("expand", ("expand",)) * hidden
+        heads = r.first_of("mamba_num_heads", ("num_heads",))
+        groups = r.first_of("n_groups", ("n_groups",))
+        state = r.first_of("state_size", ("state_size",))
+        conv = r.first_of("conv_kernel", ("conv_kernel",))
+        bias = switch(r, "use_bias", False)
+        conv_dim = inner + 2 * groups * state
+        projection = inner + conv_dim + heads
+        matrices = (Matrix(in_features=hidden, out_features=projection, count=layers),
+                    Matrix(in_features=inner, out_features=hidden, count=layers))
+        vectors = (conv_dim * conv + (conv_dim if switch(r, "use_conv_bias", True) else 0) + 3 * heads + inner
+                   + ((projection + hidden) if bias else 0)) * layers
+        parts = embeddings(r, hidden)
+        parts += [WeightPart(name="mlp", matrices=matrices, other_parameters=vectors),
+                  WeightPart(name="norms", other_parameters=(layers + 1) * hidden, tp_sharded=False)]
+        return count_of(parts, None, None, {"hidden_size": hidden, "mlp_width": projection, "qkv_width": conv_dim,
+                                            "vocab_size": vocab_of(r)})
 
 
 # ---- Mamba-2 hybrids with ``mamba_*`` fields (Falcon-H1, Granite 4.0 hybrid, Bamba) ------------------

@@ -25,6 +25,10 @@ class MiniMaxParser(ArchParser):
 
     family = "minimax"
     model_types = ("minimax", "minimax_m1", "minimax_text_01")
+    #: MiniMaxConfig defaults of the keys weight counting reads.
+    defaults = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+                "intermediate_size": 14336, "vocab_size": 32000, "num_local_experts": 8, "num_experts_per_tok": 2,
+                "block_size": 256}
     defaults_by_type = {"minimax": {"tie_word_embeddings": False}, "minimax_m1": {"tie_word_embeddings": False},
                         "minimax_text_01": {"tie_word_embeddings": False}}
     weight_types = ("minimax", "minimax_m1", "minimax_text_01")
@@ -32,6 +36,10 @@ class MiniMaxParser(ArchParser):
     def layer_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
         if r.has("layer_types"):
             return super().layer_kinds(r, num_layers)
+        if not r.has("attn_type_list"):
+            r.note("neither layer_types nor attn_type_list is in the config: the MiniMaxConfig default alternates, "
+                   "softmax attention at even layers, lightning attention at odd ones")
+            return [FULL if i % 2 == 0 else STATE for i in range(num_layers)]
         flags = r.first_of("attn_type_list", ["attn_type_list"], kind="list")
         if len(flags) != num_layers or any(flag not in (0, 1) for flag in flags):
             raise ConfigError(
@@ -48,25 +56,28 @@ class MiniMaxParser(ArchParser):
 
     def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
         """MiniMax-01/M1: lightning attention (qkv, output gate, out_proj, norm) where attn_type_list is 0,
-        softmax GQA attention where it is 1; MoE MLP in every layer."""
+        softmax GQA attention where it is 1 (or by ``layer_types``); MoE MLP in every layer. transformers keeps
+        each lightning layer's decay tables (``slope_rate``, query/key decays over ``block_size``, the diagonal
+        block decay) as checkpoint buffers: counted too."""
         hidden = hidden_of(r)
         layers = r.first_of("num_hidden_layers", ("num_hidden_layers",))
         heads = r.first_of("num_attention_heads", ("num_attention_heads",))
         kv_heads = self.kv_heads(r, heads)
         head_dim = self.head_dim(r, heads)
-        flags = r.first_of("attn_type_list", ("attn_type_list",), kind="list")
-        if len(flags) != layers:
-            raise ConfigError(f"{r.source_name}: attn_type_list has {len(flags)} entries for {layers} layers",
-                              "one 0 (lightning) or 1 (softmax) per layer")
-        n_soft = sum(1 for f in flags if f == 1)
-        n_lin = layers - n_soft
+        n_lin = self.layer_kinds(r, layers).count(STATE)
+        n_soft = layers - n_lin
         inner = heads * head_dim
         attention = gqa_attention(hidden, heads, kv_heads, head_dim, n_soft)
         attention += [Matrix(in_features=hidden, out_features=3 * inner, count=n_lin),  # qkv_proj
                       Matrix(in_features=hidden, out_features=inner, count=n_lin),  # output_gate
                       Matrix(in_features=inner, out_features=hidden, count=n_lin)]  # out_proj
         parts = embeddings(r, hidden)
-        parts.append(WeightPart(name="attention", matrices=tuple(attention), other_parameters=inner * n_lin))
+        block = r.first_of("block_size", ("block_size",)) if n_lin else 0
+        decays = heads * (1 + 2 * block + block * block)  # slope_rate, query/key decay, diagonal decay
+        if n_lin:
+            r.note(f"lightning layers' decay tables counted as transformers holds them: {decays:,} values per layer "
+                   f"(block_size {block})")
+        parts.append(WeightPart(name="attention", matrices=tuple(attention), other_parameters=(inner + decays) * n_lin))
         experts = r.first_of("num_experts", ("num_local_experts", "num_experts"))
         top_k = r.optional("num_experts_per_tok", ("num_experts_per_tok",))
         size = r.first_of("intermediate_size", ("intermediate_size",))
