@@ -30,11 +30,11 @@ def _index(index: dict[str, str]) -> dict[str, str]:
 
 
 def test_cache_index_is_complete_and_in_step() -> None:
-    assert _index(models._CACHE_INDEX) == _claims("model_types")
+    assert _index(models._CACHE_INDEX) == _claims("model_types"), "run python tools/models_index.py"
 
 
 def test_weight_index_is_complete_and_in_step() -> None:
-    assert _index(models._WEIGHT_INDEX) == _claims("weight_types")
+    assert _index(models._WEIGHT_INDEX) == _claims("weight_types"), "run python tools/models_index.py"
 
 
 def test_registry_lookups_equal_the_full_registry() -> None:
