@@ -12,8 +12,9 @@ from kvplan.adjust import (
     stage_of_layer,
     validate_deployment,
 )
+from kvplan.deployment_checks import check_lengths, ignored_knobs
 from kvplan.dtypes import DEFAULT_GROUP_SIZE, KvDtype, lookup_dtype
-from kvplan.engines import ENGINES, EngineProfile, SizingContext, get_engine
+from kvplan.engines import EngineProfile, SizingContext, get_engine
 from kvplan.engines.base import value_dtype
 from kvplan.errors import ConfigError, InputError
 from kvplan.geometry import ModelGeometry
@@ -334,8 +335,8 @@ def _resolve(
         geometry = served_geometry(geometry, dep.engine)
     dtype, dtype_source, state_dtype, notes = resolve_kv_dtype(geometry, kv_dtype, group_size=dep.quant_group_size)
     dep = dep.with_(engine=engine.name)
-    _check_lengths(geometry, dep, seq_len)
-    notes.extend(_ignored_knobs(dep, engine))
+    check_lengths(geometry, dep, seq_len)
+    notes.extend(ignored_knobs(dep, engine))
     if kv_dtype.strip().lower() == "auto" and engine.auto_dtype(state_dtype) != dtype:
         dtype = engine.auto_dtype(state_dtype)
         dtype_source = f"auto: {engine.title}'s default cache type {dtype.name}"
@@ -379,58 +380,6 @@ class KvSizer:
 
     def kv_cache_bytes_per_gpu(self, batch: int, seq_len: int) -> int:
         return self.price(batch, seq_len).per_gpu_bytes
-
-
-def _check_lengths(geometry: ModelGeometry, dep: Deployment, seq_len: int | None) -> None:
-    """Token and layer counts of the deployment that contradict the sequence or the model."""
-    tokens = f"the sequence length {seq_len:,}" if seq_len is not None else "the sequence length"
-    if dep.prompt_len is not None and seq_len is not None and dep.prompt_len > seq_len:
-        raise InputError(
-            f"--prompt-len {dep.prompt_len:,} is longer than {tokens}: the prompt is part of the sequence",
-            f"use --prompt-len {seq_len} or less, or raise --seq-len",
-        )
-    if dep.shared_prefix_tokens and seq_len is not None and dep.shared_prefix_tokens > seq_len:
-        raise InputError(
-            f"--shared-prefix-tokens {dep.shared_prefix_tokens:,} is longer than {tokens}",
-            f"use --shared-prefix-tokens {seq_len} or less",
-        )
-    if dep.shared_prefix_tokens and dep.prompt_len is not None and dep.shared_prefix_tokens > dep.prompt_len:
-        raise InputError(
-            f"--shared-prefix-tokens {dep.shared_prefix_tokens:,} is longer than --prompt-len {dep.prompt_len:,}: "
-            "the shared prefix is part of each prompt",
-            f"use --shared-prefix-tokens {dep.prompt_len} or less",
-        )
-    if seq_len is not None:
-        get_engine(dep.engine).check_length(dep, seq_len, tokens)
-    if dep.offload is not None and dep.offload.layers is not None and dep.offload.layers > geometry.num_hidden_layers:
-        raise InputError(
-            f"--offload layers:{dep.offload.layers} is more than the model's {geometry.num_hidden_layers} layers",
-            f"use --offload layers:{geometry.num_hidden_layers} (everything) or fewer",
-        )
-
-
-#: The flag of each engine-specific Deployment field (which engine reads it: ``EngineProfile.knobs``).
-KNOB_FLAGS: dict[str, str] = {
-    "max_num_batched_tokens": "--max-num-batched-tokens",
-    "ubatch_size": "--ubatch-size",
-    "kv_unified": "--kv-unified",
-    "swa_full_tokens_ratio": "--swa-full-tokens-ratio",
-    "max_cache_len": "--max-cache-len",
-    "cache_type_v": "--cache-type-v",
-}
-
-
-def _knob_owner(field: str) -> str:
-    return next(name for name, cls in ENGINES.items() if field in cls.knobs)
-
-
-def _ignored_knobs(dep: Deployment, engine: EngineProfile) -> list[str]:
-    """A note for each engine-specific flag the chosen engine does not read (never silently dropped)."""
-    notes = []
-    for field, flag in KNOB_FLAGS.items():
-        if getattr(dep, field) not in (None, False) and field not in engine.knobs:
-            notes.append(f"{flag} is ignored: it applies to --engine {_knob_owner(field)}, not {engine.name}")
-    return notes
 
 
 # ---- deployment pricing ------------------------------------------------------------------------

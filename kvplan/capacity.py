@@ -613,86 +613,13 @@ def kv_per_gpu_curve(cap: Capacity, seq_lens: Sequence[int], *, batch: int) -> l
     return out
 
 
-# ---- report ------------------------------------------------------------------------------------
 def capacity_report(cap: Capacity, source: object) -> dict[str, object]:
-    """The ``kvplan capacity`` report: keys always present, sizes in integer bytes."""
-    from kvplan import __version__
-    from kvplan.report import SCHEMA_VERSION, model_dict
+    """The ``kvplan capacity`` report (:func:`kvplan.report.capacity.capacity_report`)."""
+    from kvplan.report.capacity import capacity_report as report
 
-    g, i, b, w = cap.geometry, cap.inputs, cap.budget, cap.weights
-    counted = w is not None and w.counted
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "kvplan_version": __version__,
-        "command": "capacity",
-        "model": model_dict(g, source=getattr(source, "kind", None), location=getattr(source, "location", None),
-                            revision=getattr(source, "revision", None)),
-        "inputs": {
-            "gpu": i.gpu.name if i.gpu else None, "gpu_memory_bytes": i.gpu.memory_bytes if i.gpu else None,
-            "gpu_memory_source": (i.gpu.memory_source or None) if i.gpu else None,
-            "gpu_bandwidth_bytes_per_s": (i.gpu.bandwidth_bytes_per_s or None) if i.gpu else None,
-            "num_gpus": i.num_gpus, "tp": i.tp, "pp": i.pp, "engine": cap.deployment.engine,
-            "kv_dtype": cap.kv_dtype_name, "kv_dtype_source": cap.kv_dtype_source, "dtype": i.dtype,
-            "max_model_len": cap.max_model_len, "max_model_len_source": cap.max_model_len_source,
-            "batch": i.batch, "block_size": i.block_size, "gpu_memory_utilization": i.gpu_memory_utilization,
-            "mem_fraction_static": i.mem_fraction_static, "free_gpu_memory_fraction": i.free_gpu_memory_fraction,
-            "max_num_batched_tokens": i.max_num_batched_tokens, "reserve_bytes": i.reserve_bytes,
-            "kv_budget_bytes": i.kv_budget_bytes, "engine_version": i.engine_version, "dp": i.dp,
-            "enable_dp_attention": i.enable_dp_attention,
-        },
-        "weights": {
-            "source": w.source if w else None,
-            "parameters": w.parameters if counted else None,
-            "language_parameters": w.language_parameters if counted else None,
-            "vision_parameters": w.vision_parameters if counted else None,
-            "active_parameters": w.active_parameters if counted else None,
-            "bytes": w.bytes if w else None,
-            "vision_bytes": w.vision_bytes if counted else None,
-            "bytes_per_gpu": b.weights_bytes_per_gpu,
-            "dtype": w.dtype if counted else None,
-            "checkpoint_dtype": cap.checkpoint_dtype,
-            "quantization": w.quantisation.describe() if w and w.quantisation else None,
-            "num_experts": w.num_experts if w else None,
-            "experts_per_token": w.experts_per_token if w else None,
-            "parts": [
-                {"name": p.name, "parameters": p.parameters, "bytes": p.bytes, "storage": p.storage}
-                for p in (w.parts if counted else ())
-            ],
-        },
-        "budget": {
-            "formula": b.formula, "gpu_memory_bytes": b.memory_bytes, "usable_bytes": b.usable_bytes,
-            "weights_bytes_per_gpu": b.weights_bytes_per_gpu, "activation_bytes": b.activation_bytes,
-            "non_torch_bytes": b.non_torch_bytes, "reserve_bytes": b.reserve_bytes,
-            "kv_bytes_per_gpu": b.kv_bytes_per_gpu,
-            "terms": [{"name": t.name, "bytes": t.bytes, "source": t.source} for t in b.terms],
-            "uncertainty_bytes": b.uncertainty_bytes,
-        },
-        "capacity": {
-            "fits": cap.fits,
-            "block_size": cap.block_size,
-            "num_blocks": cap.num_blocks,
-            "max_tokens": cap.max_tokens,
-            "max_concurrency": round(cap.max_concurrency, 4),
-            "max_concurrent_requests": cap.max_concurrent_requests,
-            "max_context_len": cap.max_context_len,
-            "max_context_limit": cap.max_context_limit,
-            "min_tp": cap.min_tp,
-            "min_num_gpus": cap.min_num_gpus,
-            "kv_bytes_per_request": cap.kv_bytes_per_request,
-            "kv_bytes_needed": cap.kv_bytes_needed,
-            "kv_bytes_available": b.kv_bytes_per_gpu,
-            "decode_bytes_per_step": cap.decode_bytes_per_step,
-            "decode_floor_seconds": cap.decode_floor_seconds,
-            "decode_tokens_per_s": cap.decode_tokens_per_s,
-        },
-        "engine_log": cap.engine_log,
-        "log_comparison": None,
-        "suggestions": list(cap.suggestions),
-        "notes": list(cap.notes) + ([n for n in w.notes if n not in cap.notes] if w else []),
-    }
+    return report(cap, source)
 
 
-# ---- `kvplan.capacity(...)` ----------------------------------------------------------------------------
 class _CallableModule(types.ModuleType):
     """This module is also the public ``kvplan.capacity(...)`` (:func:`kvplan.api.capacity`): the package
     attribute ``kvplan.capacity`` is this module once it is imported, so calling it must work too."""

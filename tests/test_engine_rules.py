@@ -10,7 +10,8 @@ import pytest
 
 from kvplan.adjust import Deployment
 from kvplan.api import load_geometry
-from kvplan.calc import KNOB_FLAGS, estimate
+from kvplan.calc import estimate
+from kvplan.deployment_checks import KNOB_FLAGS
 from kvplan.engines import ENGINES, get_engine
 from kvplan.models import served_dtype
 
