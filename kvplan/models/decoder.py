@@ -105,6 +105,10 @@ class DecoderParser(ArchParser):
     def dense_mlp_size(self, r: ConfigReader, model_type: str, intermediate: int) -> int:
         return intermediate
 
+    def needs_dense_width(self, model_type: str) -> bool:
+        """Whether the config must name ``intermediate_size`` (False: every layer is MoE, the key may be absent)."""
+        return True
+
     def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
         hidden = hidden_of(r)
         layers = r.first_of("num_hidden_layers", ("num_hidden_layers", "n_layers", "num_layers"))
@@ -114,7 +118,9 @@ class DecoderParser(ArchParser):
         parts = embeddings(r, hidden, lm_head_bias=layout.lm_head_bias and r.raw("lm_head_bias") is True)
         parts.append(WeightPart(name="attention", matrices=tuple(attention), other_parameters=attn_other))
 
-        intermediate = r.first_of("intermediate_size", ("intermediate_size", "ffn_hidden_size"))
+        # a family whose every layer is MoE may name no dense width at all (Kolibri)
+        intermediate = r.first_of("intermediate_size", ("intermediate_size", "ffn_hidden_size"),
+                                  required=self.needs_dense_width(model_type)) or 0
         top_k = r.optional("num_experts_per_tok", ("num_experts_per_tok", "experts_per_token", "moe_topk"))
         moe = self.moe_layout(r, model_type, layers, intermediate, top_k)
         dense_layers = layers - len(moe.layers)

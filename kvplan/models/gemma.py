@@ -59,15 +59,19 @@ class Gemma2Parser(DecoderParser):
     """Gemma 2: even layers (0, 2, ...) slide, odd layers are global."""
 
     family = "gemma2"
-    model_types = ("gemma2",)
+    model_types = ("gemma2", "vaultgemma")
     defaults = {
         "hidden_size": 2304, "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4,
         "head_dim": 256, "max_position_embeddings": 8192, "sliding_window": 4096,
     }
-    defaults_by_type = {"gemma2": {"tie_word_embeddings": True, "vocab_size": 256000, "intermediate_size": 9216}}
-    weight_types = ("gemma2",)
+    #: VaultGemmaConfig's defaults are Gemma2Config's.
+    defaults_by_type = {t: {"tie_word_embeddings": True, "vocab_size": 256000, "intermediate_size": 9216}
+                        for t in ("gemma2", "vaultgemma")}
+    weight_types = ("gemma2", "vaultgemma")
 
     def decoder_layout(self, model_type: str) -> DecoderLayout:
+        if model_type == "vaultgemma":  # VaultGemma: Gemma 2's layer without the post-attention/-MLP norms
+            return DecoderLayout()
         return DecoderLayout(norms_per_layer=4)  # pre- and post-norms around attention and MLP
 
     def pattern_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
