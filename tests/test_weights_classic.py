@@ -22,6 +22,9 @@ def meta_count(config: dict[str, Any]) -> int:
     values = {k: v for k, v in config.items() if k not in ("auto_map", "quantization_config")}
     conf = transformers.AutoConfig.for_model(values.pop("model_type"), **values)
     autos = (transformers.AutoModelForCausalLM, transformers.AutoModelForSeq2SeqLM)
+    causal = any(a.endswith("ForCausalLM") for a in config.get("architectures") or [])
+    if config.get("is_encoder_decoder") and not causal:  # the whole encoder-decoder, as kvplan counts it
+        autos = autos[::-1]
     with torch.device("meta"):
         for auto in autos:
             try:
@@ -65,3 +68,60 @@ LLAMA_LIKES = [
 @pytest.mark.parametrize(("name", "overrides"), LLAMA_LIKES, ids=[n for n, _ in LLAMA_LIKES])
 def test_llama_like_count_equals_transformers(name: str, overrides: dict[str, Any]) -> None:
     check(name, overrides)
+
+
+# ---- encoder-decoders (bart.py, t5.py; T5Gemma's stacks in gemma.py) -----------------------------------
+def causal(model_type: str) -> list[str]:
+    """The ``architectures`` of the type's ``*ForCausalLM`` (its decoder alone, no cross-attention cache)."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.AutoConfig.for_model(model_type)
+    return [transformers.AutoModelForCausalLM._model_mapping[type(config)].__name__]
+
+
+ENCODER_DECODERS = [
+    ("bart", {}), ("bart 3+2 layers", {"encoder_layers": 3, "decoder_layers": 2}),
+    ("mbart", {}), ("mbart wide ffn", {"decoder_ffn_dim": 8192}),
+    ("marian", {}), ("marian own decoder vocab", {"share_encoder_decoder_embeddings": False, "decoder_vocab_size": 30000,
+                                  "pad_token_id": 0}),
+    ("pegasus", {}), ("pegasus long", {"max_position_embeddings": 2048}),
+    ("pegasus_x", {}), ("pegasus_x 64 global", {"num_global_tokens": 64}),
+    ("blenderbot", {}), ("blenderbot untied", {"tie_word_embeddings": False}),
+    ("blenderbot-small", {}), ("blenderbot-small 4 layers", {"encoder_layers": 4, "decoder_layers": 4}),
+    ("plbart", {}), ("plbart untied", {"tie_word_embeddings": False}),
+    ("mvp", {}), ("mvp prompts", {"use_prompt": True}),
+    ("prophetnet", {}), ("prophetnet ngram 3", {"ngram": 3, "num_buckets": 64}),
+    ("led", {}), ("led short encoder", {"max_encoder_position_embeddings": 4096}),
+    ("bigbird_pegasus", {}), ("bigbird_pegasus biased", {"use_bias": True}),
+    ("fsmt", {}), ("fsmt tied", {"tgt_vocab_size": 30000, "tie_word_embeddings": True}),
+    ("m2m_100", {}), ("m2m_100 6 decoder layers", {"decoder_layers": 6}),
+    ("nllb-moe", {}), ("nllb-moe step 2", {"num_experts": 4, "encoder_sparse_step": 2, "router_bias": True}),
+    ("t5", {}), ("t5 3 decoder layers", {"num_decoder_layers": 3}),
+    ("mt5", {}), ("mt5 tied", {"tie_word_embeddings": True}),
+    ("umt5", {}), ("umt5 8 heads", {"num_heads": 8}),
+    ("longt5", {}), ("longt5 transient-global", {"encoder_attention_type": "transient-global"}),
+    ("switch_transformers", {}),
+    ("switch_transformers 4 experts", {"num_experts": 4, "num_sparse_encoder_layers": 6, "router_bias": True}),
+    ("t5gemma", {}), ("t5gemma untied", {"tie_word_embeddings": False}),
+]
+#: The BART lineage's ``*ForCausalLM``: the decoder alone (its cross-attention blocks kept, no final_logits_bias).
+CAUSAL = ["bart", "mbart", "marian", "pegasus", "blenderbot", "blenderbot-small", "plbart", "mvp", "prophetnet",
+          "bigbird_pegasus"]
+
+
+@pytest.mark.parametrize(("name", "overrides"), ENCODER_DECODERS, ids=[n for n, _ in ENCODER_DECODERS])
+def test_encoder_decoder_count_equals_transformers(name: str, overrides: dict[str, Any]) -> None:
+    check(name, overrides)
+
+
+@pytest.mark.parametrize("model_type", CAUSAL)
+def test_causal_lm_of_encoder_decoder_equals_transformers(model_type: str) -> None:
+    check(f"{model_type} causal", {"architectures": causal(model_type)})
+
+
+def test_fsmt_reads_its_two_vocabularies() -> None:
+    config = default_config("fsmt", src_vocab_size=1000, tgt_vocab_size=2000, encoder_layers=1, decoder_layers=1)
+    weights = count_weights(config, model_id="fsmt")
+    embed = next(p for p in weights.parts if p.name == "embed_tokens")
+    head = next(p for p in weights.parts if p.name == "lm_head")
+    assert embed.parameters == (1000 + 2000) * 1024  # source + target tables, d_model 1024
+    assert head.parameters == 2000 * 1024  # output_projection over the target vocabulary, untied by default
