@@ -125,3 +125,30 @@ def test_fsmt_reads_its_two_vocabularies() -> None:
     head = next(p for p in weights.parts if p.name == "lm_head")
     assert embed.parameters == (1000 + 2000) * 1024  # source + target tables, d_model 1024
     assert head.parameters == 2000 * 1024  # output_projection over the target vocabulary, untied by default
+
+
+# ---- BERT-style decoders (bert.py) ----------------------------------------------------------------------
+BERT_DECODERS = [
+    ("bert-generation", {}), ("bert-generation untied", {"tie_word_embeddings": False}),
+    ("big_bird", {}), ("big_bird no qkv bias", {"use_bias": False}),
+    ("data2vec-text", {}), ("data2vec-text cross-attention", {"is_decoder": True, "add_cross_attention": True}),
+    ("ernie", {}), ("ernie task ids", {"use_task_id": True, "task_type_vocab_size": 5}),
+    ("megatron-bert", {}), ("megatron-bert 6 layers untied", {"num_hidden_layers": 6, "tie_word_embeddings": False}),
+    ("rembert", {}), ("rembert narrow output embedding", {"output_embedding_size": 512}),
+    ("roberta-prelayernorm", {}), ("roberta-prelayernorm 1 type untied", {"type_vocab_size": 1, "tie_word_embeddings": False}),
+    ("roc_bert", {}), ("roc_bert no shape", {"enable_shape": False}),
+    ("roformer", {}), ("roformer small embedding", {"embedding_size": 384}),
+    ("xlm-roberta-xl", {}), ("xlm-roberta-xl 4 layers", {"num_hidden_layers": 4}),
+    ("modernbert-decoder", {}), ("modernbert-decoder biases", {"norm_bias": True, "mlp_bias": True,
+                                                               "attention_bias": True, "classifier_bias": True}),
+]
+
+
+@pytest.mark.parametrize(("name", "overrides"), BERT_DECODERS, ids=[n for n, _ in BERT_DECODERS])
+def test_bert_style_decoder_count_equals_transformers(name: str, overrides: dict[str, Any]) -> None:
+    check(name, overrides)
+
+
+@pytest.mark.parametrize("model_type", ["bert", "roberta", "electra", "xlm-roberta"])
+def test_bert_untied_head_equals_transformers(model_type: str) -> None:
+    check(f"{model_type} untied", {"tie_word_embeddings": False})
