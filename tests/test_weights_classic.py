@@ -152,3 +152,19 @@ def test_bert_style_decoder_count_equals_transformers(name: str, overrides: dict
 @pytest.mark.parametrize("model_type", ["bert", "roberta", "electra", "xlm-roberta"])
 def test_bert_untied_head_equals_transformers(model_type: str) -> None:
     check(f"{model_type} untied", {"tie_word_embeddings": False})
+
+
+# ---- classic decoders (gpt2.py) -------------------------------------------------------------------------
+CLASSICS = [
+    ("gpt_neo", {}), ("gpt_neo wide mlp", {"intermediate_size": 4096, "num_layers": 4,
+                                           "attention_types": [[["global", "local"], 2]]}),
+    ("gpt_neox_japanese", {}), ("gpt_neox_japanese multiple 2", {"intermediate_multiple_size": 2}),
+    ("biogpt", {}), ("biogpt long", {"max_position_embeddings": 2048}),
+    ("openai-gpt", {}), ("openai-gpt untied", {"tie_word_embeddings": False}),
+    ("ctrl", {}), ("ctrl narrow", {"dff": 4096}),
+]
+
+
+@pytest.mark.parametrize(("name", "overrides"), CLASSICS, ids=[n for n, _ in CLASSICS])
+def test_classic_decoder_count_equals_transformers(name: str, overrides: dict[str, Any]) -> None:
+    check(name, overrides)
