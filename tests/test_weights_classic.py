@@ -162,6 +162,9 @@ CLASSICS = [
     ("biogpt", {}), ("biogpt long", {"max_position_embeddings": 2048}),
     ("openai-gpt", {}), ("openai-gpt untied", {"tie_word_embeddings": False}),
     ("ctrl", {}), ("ctrl narrow", {"dff": 4096}),
+    # cpmant.py, moshi.py (the text decoder MoshiForCausalLM)
+    ("cpmant", {}), ("cpmant fewer prompts", {"prompt_types": 8, "segment_types": 8, "num_hidden_layers": 4}),
+    ("moshi", {}), ("moshi gqa", {"num_key_value_heads": 8, "ffn_dim": 16384}),
 ]
 
 
