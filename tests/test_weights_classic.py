@@ -165,9 +165,20 @@ CLASSICS = [
     # cpmant.py, moshi.py (the text decoder MoshiForCausalLM)
     ("cpmant", {}), ("cpmant fewer prompts", {"prompt_types": 8, "segment_types": 8, "num_hidden_layers": 4}),
     ("moshi", {}), ("moshi gqa", {"num_key_value_heads": 8, "ffn_dim": 16384}),
+    # bert.py: GIT, its text decoder and its CLIP image encoder
+    ("git", {}), ("git video", {"num_image_with_embedding": 6}), ("git tied", {"tie_word_embeddings": True}),
 ]
 
 
 @pytest.mark.parametrize(("name", "overrides"), CLASSICS, ids=[n for n, _ in CLASSICS])
 def test_classic_decoder_count_equals_transformers(name: str, overrides: dict[str, Any]) -> None:
     check(name, overrides)
+
+
+def test_git_reports_its_image_encoder_as_vision() -> None:
+    weights = count_weights(default_config("git"), model_id="git")
+    # GitVisionConfig defaults: 12 CLIP layers of 768 (q/k/v/o, MLP 3072, biases, 2 LayerNorms), 224 / 16 patches
+    h, i, layers, patches = 768, 3072, 12, (224 // 16) ** 2
+    tower = 3 * 16 * 16 * h + h + (patches + 1) * h + 4 * h + layers * (4 * h * h + 4 * h + 2 * h * i + i + h + 4 * h)
+    projection = h * h + h + 2 * h  # dense into the text model + LayerNorm
+    assert weights.vision_parameters == tower + projection

@@ -224,4 +224,61 @@ class ModernBertDecoderParser(ArchParser):
                                             "vocab_size": vocab})
 
 
-PARSERS: tuple[type[ArchParser], ...] = (BertParser, ModernBertDecoderParser)
+class GitParser(ArchParser):
+    """GIT (GenerativeImage2Text): a BERT-style causal text decoder over CLIP image tokens; its cache follows
+    the generic rules."""
+
+    family = "git"
+    model_types = ("git",)
+    weight_types = model_types
+    #: GitConfig's and GitVisionConfig's defaults of the keys weight counting reads.
+    defaults = {"tie_word_embeddings": False}
+    VISION_DEFAULTS = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "num_channels": 3,
+                       "image_size": 224, "patch_size": 16}
+
+    def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
+        """Word and position embeddings with a LayerNorm, BERT's post-norm layers, the output projection (with a
+        bias; tied to the word embedding when the config says), and the projection of the image features
+        (dense + LayerNorm); the CLIP image encoder is counted by :meth:`vision_weights`."""
+        h = r.first_of("hidden_size", ("hidden_size",))
+        layers = self.num_layers(r)
+        inner = r.first_of("intermediate_size", ("intermediate_size",))
+        vocab = vocab_of(r)
+        parts = [WeightPart(name="embed_tokens", matrices=(Matrix(in_features=h, out_features=vocab),))]
+        parts.append(WeightPart(name="lm_head", matrices=() if tied(r) else (Matrix(in_features=h, out_features=vocab),),
+                                other_parameters=vocab))
+        positions = r.first_of("max_position_embeddings", ("max_position_embeddings",))
+        parts.append(WeightPart(name="position_embeddings", other_parameters=positions * h + 2 * h))
+        parts.append(WeightPart(name="attention", matrices=(Matrix(in_features=h, out_features=h, count=4 * layers),),
+                                other_parameters=4 * h * layers))
+        parts.append(WeightPart(name="mlp", matrices=(Matrix(in_features=h, out_features=inner, count=layers),
+                                                      Matrix(in_features=inner, out_features=h, count=layers)),
+                                other_parameters=(inner + h) * layers))
+        parts.append(WeightPart(name="norms", other_parameters=4 * h * layers, tp_sharded=False))
+        return count_of(parts, None, None, {"hidden_size": h, "mlp_width": inner, "qkv_width": 3 * h, "vocab_size": vocab})
+
+    def vision_weights(self, outer: Mapping[str, Any], r: ConfigReader, text_hidden: int) -> list[WeightPart] | None:
+        """GitVisionModel (CLIP's ViT: class and position embeddings, a patch convolution without bias, pre- and
+        post-LayerNorms, layers with biased q/k/v/o and MLP), the visual projection into the text model, and one
+        temporal embedding per image when ``num_image_with_embedding`` is set."""
+        v = ConfigReader(outer["vision_config"], source_name=r.source_name, prefix="vision_config.",
+                         defaults=self.VISION_DEFAULTS, defaults_name="git_vision_model")
+        h = v.first_of("hidden_size", ("hidden_size",))
+        layers = v.first_of("num_hidden_layers", ("num_hidden_layers",))
+        inner = v.first_of("intermediate_size", ("intermediate_size",))
+        patch = v.first_of("patch_size", ("patch_size",))
+        channels = v.first_of("num_channels", ("num_channels",))
+        positions = (v.first_of("image_size", ("image_size",)) // patch) ** 2 + 1
+        frames = r.optional("num_image_with_embedding", ("num_image_with_embedding",)) or 0
+        tower = WeightPart(name="vision_tower", vision=True, matrices=(
+            Matrix(in_features=channels * patch * patch, out_features=h),
+            Matrix(in_features=h, out_features=h, count=4 * layers),
+            Matrix(in_features=h, out_features=inner, count=layers), Matrix(in_features=inner, out_features=h, count=layers)),
+            other_parameters=h + positions * h + 4 * h + (4 * h + inner + h + 4 * h) * layers + frames * h)
+        projector = WeightPart(name="projector", vision=True, matrices=(Matrix(in_features=h, out_features=text_hidden),),
+                               other_parameters=3 * text_hidden)
+        r.note(f"vision tower (GIT's CLIP ViT, {layers} layers) reported separately as weights.vision_*")
+        return [tower, projector]
+
+
+PARSERS: tuple[type[ArchParser], ...] = (BertParser, ModernBertDecoderParser, GitParser)
