@@ -13,6 +13,8 @@ from test_models_weights import default_config
 
 from kvplan.models import count_weights
 
+from conftest import shared_config
+
 
 def meta_count(config: dict[str, Any]) -> int:
     """test_models_weights.meta_count, extended to encoder-decoders (``AutoModelForSeq2SeqLM``): transformers'
@@ -182,3 +184,8 @@ def test_git_reports_its_image_encoder_as_vision() -> None:
     tower = 3 * 16 * 16 * h + h + (patches + 1) * h + 4 * h + layers * (4 * h * h + 4 * h + 2 * h * i + i + h + 4 * h)
     projection = h * h + h + 2 * h  # dense into the text model + LayerNorm
     assert weights.vision_parameters == tower + projection
+
+
+def test_real_t5_base_count_equals_transformers() -> None:
+    config = shared_config("google-t5__t5-base")  # skips when ../shared is absent
+    assert count_weights(config, model_id="t5-base").parameters == meta_count(config)
