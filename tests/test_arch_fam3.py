@@ -100,8 +100,9 @@ def test_bart_weights_add_encoder_and_decoder() -> None:
     counted = count_weights(BART, model_id="bart")
     attention = (layers + 2 * layers) * (4 * d * d + 4 * d)  # encoder self, decoder self + cross: q/k/v/o with bias
     mlp = 2 * layers * (2 * d * ffn + ffn + d)  # fc1 / fc2 with bias, encoder and decoder
-    norms = (2 * layers + 3 * layers + 2) * 2 * d  # LayerNorms with bias
-    assert counted.parameters == vocab * d + attention + mlp + norms  # tied lm_head
+    norms = (2 * layers + 3 * layers + 2) * 2 * d  # LayerNorms with bias (+ layernorm_embedding per stack)
+    positions = 2 * (1024 + 2) * d  # learned, max_position_embeddings (BartConfig default 1024) + offset 2, per stack
+    assert counted.parameters == vocab * d + attention + mlp + norms + positions + vocab  # tied lm_head; final_logits_bias
 
 
 # ---- BERT-style decoders and composite encoder-decoders -----------------------------------------------------

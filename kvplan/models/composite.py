@@ -15,7 +15,7 @@ from typing import Any
 
 from kvplan.errors import ConfigError
 from kvplan.models.base import ArchParser, ConfigReader
-from kvplan.models.tensors import WeightCount, count_of
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, tied
 from kvplan.specs import CrossAttentionSpec, LayerSpec, NoCacheSpec, StateSpec
 
 
@@ -99,6 +99,9 @@ class CompositeParser(ArchParser):
             _merge(r, sub)
         dec = counts[1]
         parts: list[Any] = [p for c in counts for p in c.parts]
+        if model_type == "t5gemma" and not tied(r):  # T5Gemma's own tie_word_embeddings governs its lm_head
+            parts.append(WeightPart(name="lm_head", matrices=(Matrix(in_features=dec.hidden_size,
+                                                                     out_features=dec.vocab_size),)))
         r.note("encoder-decoder: the encoder's and the decoder's weights are counted by their own families")
         return count_of(parts, dec.num_experts, dec.experts_per_token,
                         {"hidden_size": dec.hidden_size, "mlp_width": dec.mlp_width, "qkv_width": dec.qkv_width,

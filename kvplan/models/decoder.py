@@ -109,6 +109,10 @@ class DecoderParser(ArchParser):
     def dense_mlp_size(self, r: ConfigReader, model_type: str, intermediate: int) -> int:
         return intermediate
 
+    def needs_dense_width(self, model_type: str) -> bool:
+        """Whether the config must name ``intermediate_size`` (False: every layer is MoE, the key may be absent)."""
+        return True
+
     def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
         hidden = hidden_of(r)
         layers = r.first_of("num_hidden_layers", ("num_hidden_layers", "n_layers", "num_layers"))
@@ -255,16 +259,18 @@ def classic_decoder(
     embedding_norm: bool = False,
     positions: tuple[str, ...] = (),
     position_offset: int = 0,
+    inner: int | None = None,
 ) -> WeightCount:
     """GPT-2-style blocks: LayerNorms with bias, a non-gated MLP (4 x hidden unless the family names
     its width), a fused or split q/k/v of ``hidden + 2 * kv_width(hidden, head_dim)``, biases on most
     projections; ``positions`` names the learned position table's length, when there is one."""
     hidden = hidden_of(r)
     layers = r.first_of("num_hidden_layers", ("num_hidden_layers", "n_layer", "num_layers"))
-    heads = r.first_of("num_attention_heads", ("num_attention_heads", "n_head"))
+    heads = r.first_of("num_attention_heads", ("num_attention_heads", "n_head", "num_heads"))
     head_dim = hidden // heads
     ln = 2 * hidden  # LayerNorm weight + bias
-    inner = r.optional("intermediate_size", inner_aliases) if inner_aliases else None
+    if inner is None:  # ``inner``: the width a family derives itself (GPT-NeoX-Japanese)
+        inner = r.optional("intermediate_size", inner_aliases) if inner_aliases else None
     if not inner:
         inner = 4 * hidden
         r.note(f"MLP width is 4 x hidden_size = {inner} ({model_type} default)")

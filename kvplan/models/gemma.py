@@ -4,6 +4,7 @@ dim and KV-head count (``global_head_dim``, ``num_global_key_value_heads``) and 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -113,19 +114,47 @@ class Gemma2Parser(DecoderParser):
     """Gemma 2: even layers (0, 2, ...) slide, odd layers are global."""
 
     family = "gemma2"
-    model_types = ("gemma2",)
+    model_types = ("gemma2", "vaultgemma", "t5_gemma_module")
     defaults = {
         "hidden_size": 2304, "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4,
         "head_dim": 256, "max_position_embeddings": 8192, "sliding_window": 4096,
     }
-    defaults_by_type = {"gemma2": {"tie_word_embeddings": True, "vocab_size": 256000, "intermediate_size": 9216}}
-    weight_types = ("gemma2",)
+    #: VaultGemmaConfig's and T5GemmaModuleConfig's defaults are Gemma2Config's.
+    defaults_by_type = {t: {"tie_word_embeddings": True, "vocab_size": 256000, "intermediate_size": 9216}
+                        for t in ("gemma2", "vaultgemma", "t5_gemma_module")}
+    weight_types = ("gemma2", "vaultgemma", "t5_gemma_module")
 
     def decoder_layout(self, model_type: str) -> DecoderLayout:
+        if model_type == "vaultgemma":  # VaultGemma: Gemma 2's layer without the post-attention/-MLP norms
+            return DecoderLayout()
         return DecoderLayout(norms_per_layer=4)  # pre- and post-norms around attention and MLP
 
     def vision_weights(self, outer: Mapping[str, Any], r: ConfigReader, text_hidden: int) -> list[WeightPart] | None:
         return paligemma_vision(outer, r, text_hidden)
+
+    def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
+        """Gemma 2's layers; T5Gemma's encoder and decoder (``t5_gemma_module``, each with its own embedding) are
+        Gemma 2 stacks, the encoder without an lm_head, the decoder's layers with a cross-attention block (k/v
+        from ``cross_attention_hidden_size``) and its pre/post norms."""
+        counted = super().count_weights(r, model_type)
+        if model_type != "t5_gemma_module":
+            return counted
+        parts = list(counted.parts)
+        if r.raw("is_decoder") is not True:
+            return dataclasses.replace(counted, parts=[p for p in parts if p.name != "lm_head"])
+        hidden = counted.hidden_size
+        layers = self.num_layers(r)
+        heads = r.first_of("num_attention_heads", self.HEADS)
+        kv = self.kv_heads(r, heads) * self.head_dim(r, heads)
+        q = heads * self.head_dim(r, heads)
+        source = r.optional("cross_attention_hidden_size", ("cross_attention_hidden_size",)) or hidden
+        parts.append(WeightPart(name="attention", matrices=(
+            Matrix(in_features=hidden, out_features=q, count=layers), Matrix(in_features=source, out_features=kv,
+                                                                              count=2 * layers),
+            Matrix(in_features=q, out_features=hidden, count=layers))))
+        parts.append(WeightPart(name="norms", other_parameters=2 * hidden * layers, tp_sharded=False))
+        r.note("T5Gemma decoder: cross-attention (q/k/v/o and two norms) in every layer")
+        return dataclasses.replace(counted, parts=parts)
 
     def pattern_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
         r.note("gemma2 alternates attention: layer i slides when (i + 1) % 2 != 0 (even layers)")

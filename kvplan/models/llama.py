@@ -7,13 +7,15 @@ sparse config omits, and always noted.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from kvplan.errors import ConfigError
 from kvplan.models.base import _MISSING, CHUNKED, FULL, ArchParser, ConfigReader, layer_indices
-from kvplan.models.decoder import NO_MOE, DecoderLayout, DecoderParser, MoeLayout, every_layer_moe
+from kvplan.models.decoder import NO_MOE, DecoderLayout, DecoderParser, MoeLayout, every_layer_moe, sparse_step_moe
 from kvplan.models.tensors import (
     Matrix,
     WeightCount,
@@ -31,6 +33,31 @@ from kvplan.specs import LayerSpec
 # NOTE: Llama and the families that keep its layout: every layer caches K and V of GQA heads. The cache
 # rule answers for every type listed; a type whose weights differ from Llama's is counted in its own
 # family's module (deepseek.py: ``deepseek``; glm.py: ``glm4_moe``; minimax.py: ``minimax_m2``...).
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LayerExtras:
+    """Tensors a Llama-like layer holds beyond what its :class:`DecoderLayout` says, per layer."""
+
+    hidden_vectors: int = 0
+    """Vectors of ``hidden_size``: BitNet's attention sub-norm, Doge's two residual scales."""
+    inner_vectors: int = 0
+    """Vectors of ``intermediate_size``: BitNet's MLP sub-norm."""
+    head_dim_vectors: int = 0
+    """Vectors of ``head_dim``: DiffLlama's four lambdas."""
+    post_norms_switch: str = ""
+    """A config switch that adds post-attention and post-MLP norms (HyperCLOVA X ``use_post_norm``)."""
+    output_gate: bool = False
+    """Beam: a sigmoid gate on the attention output (hidden -> heads x head_dim) and a bias per head."""
+    dynamic_mask: bool = False
+    """Doge: the dynamic mask's ``A`` (one per KV head) and ``dt_proj`` (KV width -> KV heads)."""
+    norm_weights: bool = True
+    """False: parameter-free RMSNorms (nanochat)."""
+
+
+#: The 2025-2026 members transformers ships with Llama's cache (and, with differences said below, its layers).
+LLAMA_LIKES = ("apertus1p5_text", "bitnet", "cwm", "diffllama", "doge", "helium", "hyperclovax", "iquestcoder",
+               "jais2", "mellum", "nanochat", "kolibri1", "flint", "beam")
+
+
 class LlamaParser(DecoderParser):
 
     family = "llama"
@@ -39,7 +66,7 @@ class LlamaParser(DecoderParser):
                    "yi", "aquila", "mistral_nemo", "arcee", "smollm3", "ernie4_5", "ernie4_5_moe",
                    "hunyuan_v1_dense", "hunyuan_v1_moe", "hunyuan", "seed_oss", "apertus", "minimax_m2", "dbrx_text", "nemotron",
                    "olmoe", "arctic", "glm4_moe_lite", "ministral3", "phi3small", "granite_moe",
-                   "persimmon", "qwen", "orion", "xverse")
+                   "persimmon", "qwen", "orion", "xverse", *LLAMA_LIKES)
     #: LlamaConfig's defaults; of the other members, only what weight counting needs.
     defaults_by_type: ClassVar[Mapping[str, Mapping[str, Any]]] = {
         "llama": {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
@@ -51,10 +78,18 @@ class LlamaParser(DecoderParser):
         "granite": {"tie_word_embeddings": False}, "olmo2": {"tie_word_embeddings": False},
         "flex_olmo": {"tie_word_embeddings": False, "num_experts": 7},
         "granitemoe": {"tie_word_embeddings": False},
+        # the 2025-2026 Llama-likes (their transformers 5.24 config classes): the keys their layout reads
+        **{t: {"tie_word_embeddings": False} for t in ("apertus1p5_text", "bitnet", "cwm", "diffllama", "helium",
+                                                      "iquestcoder", "jais2", "kolibri1", "flint", "beam")},
+        "doge": {"tie_word_embeddings": False, "is_moe": False, "num_experts": 16384},
+        "hyperclovax": {"tie_word_embeddings": False, "use_post_norm": True},
+        "mellum": {"tie_word_embeddings": False, "num_local_experts": 64, "moe_intermediate_size": 896},
+        "nanochat": {"tie_word_embeddings": False},
     }
     weight_types = ("llama", "internlm2", "internlm3", "baichuan", "cohere", "stablelm", "granite", "granitemoe",
                     "olmo", "olmo2", "exaone", "yi", "mistral_nemo", "smollm3", "olmo3", "olmoe", "glm", "glm4",
-                    "arcee", "apertus", "ernie4_5", "ernie4_5_moe", "seed_oss", "hunyuan_v1_dense", "flex_olmo")
+                    "arcee", "apertus", "ernie4_5", "ernie4_5_moe", "seed_oss", "hunyuan_v1_dense", "flex_olmo",
+                    *LLAMA_LIKES)
 
     #: How the Llama-like members' layers differ from Llama's (their transformers modeling files).
     LAYOUTS: ClassVar[Mapping[str, DecoderLayout]] = {
@@ -78,6 +113,25 @@ class LlamaParser(DecoderParser):
         "stablelm": DecoderLayout(norm_bias=True),
         # ERNIE 4.5 MoE: a router correction bias (``moe_statics``) per MoE layer
         "ernie4_5_moe": DecoderLayout(router_bias=True),
+        # Apertus 1.5: Apertus' layer; Jais 2: ReLU^2 MLP with biases, LayerNorms with bias
+        "apertus1p5_text": DecoderLayout(gated_mlp=False, mlp_act_parameters=4, qk_norm=True),
+        "jais2": DecoderLayout(gated_mlp=False, norm_bias=True),
+        "nanochat": DecoderLayout(gated_mlp=False),
+        # per-head q/k RMSNorms; Kolibri and Beam add post-attention and post-MLP norms, a router correction
+        # bias; Flint one attention-sink logit per head
+        "doge": DecoderLayout(qk_norm=True), "mellum": DecoderLayout(qk_norm=True),
+        "kolibri1": DecoderLayout(qk_norm=True, norms_per_layer=4, router_bias=True),
+        "beam": DecoderLayout(qk_norm=True, norms_per_layer=4, router_bias=True),
+        "flint": DecoderLayout(qk_norm=True, attention_sinks=True),
+    }
+    #: What the Llama-likes' layers hold beyond a :class:`DecoderLayout` (their transformers modeling files).
+    EXTRAS: ClassVar[Mapping[str, LayerExtras]] = {
+        "bitnet": LayerExtras(hidden_vectors=1, inner_vectors=1),  # attn_sub_norm, ffn_sub_norm
+        "diffllama": LayerExtras(head_dim_vectors=4),  # lambda_q1, lambda_k1, lambda_q2, lambda_k2
+        "doge": LayerExtras(hidden_vectors=2, dynamic_mask=True),  # input_residual, post_attention_residual
+        "hyperclovax": LayerExtras(post_norms_switch="use_post_norm"),
+        "beam": LayerExtras(output_gate=True),
+        "nanochat": LayerExtras(norm_weights=False),
     }
 
     def decoder_layout(self, model_type: str) -> DecoderLayout:
@@ -92,7 +146,7 @@ class LlamaParser(DecoderParser):
             other += (heads + self.kv_heads(r, heads)) * self.head_dim(r, heads) * layers
         return attention, other, width
 
-    def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
+    def _decoder_count(self, r: ConfigReader, model_type: str) -> WeightCount:
         counted = super().count_weights(r, model_type)
         if model_type == "stablelm" and switch(r, "use_parallel_residual", False):
             # attention and MLP read the same input_layernorm: no post_attention_layernorm
@@ -108,7 +162,92 @@ class LlamaParser(DecoderParser):
             return every_layer_moe(r, layers, intermediate, top_k)
         if model_type == "ernie4_5_moe":
             return ernie_moe(r, layers)
+        if model_type == "flint":  # Qwen-MoE's placement: decoder_sparse_step, mlp_only_layers, a shared expert
+            return sparse_step_moe(r, layers, top_k)
+        if model_type == "kolibri1":  # every layer: routed experts and a shared expert
+            return MoeLayout(layers=list(range(layers)), experts=r.first_of("num_experts", ("num_local_experts",)),
+                             top_k=top_k, expert_size=r.first_of("moe_intermediate_size", ("moe_intermediate_size",)),
+                             shared_size=r.first_of("shared_expert_intermediate_size",
+                                                    ("shared_expert_intermediate_size",), required=False,
+                                                    kind="count") or None)
+        if model_type in ("mellum", "beam"):
+            return typed_moe(r, layers, top_k, first_dense=3 if model_type == "beam" else 0)
         return NO_MOE
+
+    def needs_dense_width(self, model_type: str) -> bool:
+        return model_type != "kolibri1"  # Kolibri1Config has no intermediate_size: every layer is MoE
+
+    def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
+        """Llama's layout (:class:`DecoderParser`) with the member's :class:`DecoderLayout`, plus its
+        :class:`LayerExtras`."""
+        counted = self._decoder_count(r, model_type)
+        extras = self.EXTRAS.get(model_type)
+        if extras is None:
+            return counted
+        hidden = counted.hidden_size
+        layers = r.first_of("num_hidden_layers", ("num_hidden_layers",))
+        heads = r.first_of("num_attention_heads", ("num_attention_heads",))
+        kv_heads, head_dim = self.kv_heads(r, heads), self.head_dim(r, heads)
+        parts = list(counted.parts)
+        norms = extras.hidden_vectors * hidden
+        if extras.inner_vectors:
+            norms += extras.inner_vectors * r.first_of("intermediate_size", ("intermediate_size",))
+        if extras.post_norms_switch and r.flag(extras.post_norms_switch, True):
+            norms += 2 * hidden
+        attention: list[Matrix] = []
+        attention_other = extras.head_dim_vectors * head_dim
+        if extras.output_gate:  # sigmoid gate on the attention output: hidden -> heads x head_dim, a bias per head
+            attention.append(Matrix(in_features=hidden, out_features=heads * head_dim, count=layers))
+            attention_other += heads
+        if extras.dynamic_mask:  # Doge: A per KV head, dt_proj from the V heads to one value per KV head
+            attention.append(Matrix(in_features=kv_heads * head_dim, out_features=kv_heads, count=layers))
+            attention_other += kv_heads + (kv_heads if r.raw("attention_bias") is True else 0)
+            if r.flag("is_moe", False):
+                parts.extend(doge_cdmoe(r, hidden, layers))
+        parts = add_to_part(parts, "attention", attention, attention_other * layers)
+        parts = add_to_part(parts, "norms", [], norms * layers)
+        if not extras.norm_weights:
+            r.note(f"{model_type}: its RMSNorms have no learned weight")
+            parts = [p for p in parts if p.name != "norms"]
+        return dataclasses.replace(counted, parts=parts)
+
+
+def add_to_part(parts: list[WeightPart], name: str, matrices: list[Matrix], other: int) -> list[WeightPart]:
+    """``parts`` with ``matrices`` and ``other`` parameters added to the part called ``name``."""
+    if not matrices and not other:
+        return parts
+    return [dataclasses.replace(p, matrices=p.matrices + tuple(matrices), other_parameters=p.other_parameters + other)
+            if p.name == name else p for p in parts]
+
+
+def typed_moe(r: ConfigReader, layers: int, top_k: int | None, *, first_dense: int) -> MoeLayout:
+    """Mellum, Beam: ``mlp_layer_types`` names each layer "dense" or "sparse" (experts of ``moe_intermediate_size``;
+    absent: the config class's rule, the first ``first_dense`` layers dense)."""
+    if r.has("mlp_layer_types"):
+        types = r.check("mlp_layer_types", r.raw("mlp_layer_types"), "list")
+        if len(types) != layers or any(t not in ("dense", "sparse") for t in types):
+            raise ConfigError(f"{r.source_name}: {r.prefix}mlp_layer_types must hold \"dense\" or \"sparse\" for "
+                              f"each of the {layers} layers", "fix mlp_layer_types")
+        moe = [i for i, t in enumerate(types) if t == "sparse"]
+    else:
+        moe = list(range(min(first_dense, layers), layers))
+        r.note(f"mlp_layer_types is not in the config; the {r.defaults_name} default: the first "
+               f"{min(first_dense, layers)} layers dense, the rest MoE")
+    experts = r.first_of("num_experts", ("num_experts", "num_local_experts"))
+    size = r.first_of("moe_intermediate_size", ("moe_intermediate_size",))
+    return MoeLayout(layers=moe, experts=experts, top_k=top_k, expert_size=size, shared_size=None)
+
+
+def doge_cdmoe(r: ConfigReader, hidden: int, layers: int) -> list[WeightPart]:
+    """Doge's ``is_moe`` MLP (DogeCDMoE): the dense MLP stays as the shared expert; a router to
+    2 x floor(sqrt(num_experts)) product keys, and one up and one down embedding row per expert."""
+    experts = r.first_of("num_experts", ("num_experts",))
+    keys = math.isqrt(experts)
+    r.note(f"is_moe: {experts} single-neuron experts (up/down embeddings of hidden_size) per layer, "
+           f"a router over 2 x {keys} product keys")
+    return [WeightPart(name="experts", matrices=(Matrix(in_features=hidden, out_features=experts, count=2 * layers),)),
+            WeightPart(name="router", matrices=(Matrix(in_features=hidden, out_features=2 * keys, count=layers),),
+                       tp_sharded=False)]
 
 
 def ernie_moe(r: ConfigReader, layers: int) -> MoeLayout:
