@@ -480,7 +480,10 @@ def count_weights(
         text, source_name=model_id, prefix=f"{nested_key}." if nested_key else "", outer=outer,
         defaults=defaults, defaults_name=model_type or "generic",
     )
-    if nested_key and "tie_word_embeddings" not in text and isinstance(outer.get("tie_word_embeddings"), bool):
+    # NOTE: transformers ties a composite model's lm_head by the outer config's tie_word_embeddings (the
+    # ForConditionalGeneration's own config); the nested text config's value decides only without it
+    if nested_key and isinstance(outer.get("tie_word_embeddings"), bool) and \
+            text.get("tie_word_embeddings") is not outer["tie_word_embeddings"]:
         text = TrackedConfig({**text, "tie_word_embeddings": outer["tie_word_embeddings"]}, reads)
         r.config = text
 

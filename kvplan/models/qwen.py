@@ -18,6 +18,7 @@ from kvplan.models.tensors import (
     hidden_of,
     vocab_of,
 )
+from kvplan.models.vision import PROJECTORS as VISION_PROJECTORS
 from kvplan.specs import StateSpec
 
 
@@ -30,10 +31,13 @@ class QwenParser(DecoderParser):
     defaults = {"use_sliding_window": False, "max_window_layers": 28, "max_position_embeddings": 32768}
     defaults_by_type = {"qwen2": {"tie_word_embeddings": False}, "qwen3": {"tie_word_embeddings": False},
                         "qwen2_moe": {"tie_word_embeddings": False}, "qwen3_moe": {"tie_word_embeddings": False}}
-    weight_types = ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "qwen3_vl_text", "qwen3_vl_moe_text")
+    weight_types = ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "qwen2_vl_text", "qwen2_5_vl_text", "qwen3_vl_text",
+                    "qwen3_vl_moe_text")
     _LAYOUTS = {
         "qwen2": DecoderLayout(qkv_bias=True, o_bias=False),
         "qwen2_moe": DecoderLayout(qkv_bias=True, o_bias=False, shared_expert_gate=True),
+        "qwen2_vl_text": DecoderLayout(qkv_bias=True, o_bias=False),
+        "qwen2_5_vl_text": DecoderLayout(qkv_bias=True, o_bias=False),
         "qwen3": DecoderLayout(qk_norm=True), "qwen3_moe": DecoderLayout(qk_norm=True),
         "qwen3_vl_text": DecoderLayout(qk_norm=True), "qwen3_vl_moe_text": DecoderLayout(qk_norm=True),
     }
@@ -145,7 +149,8 @@ class Qwen3NextParser(ArchParser):
         return count_of(parts, experts if moe else None, top_k if moe else None, shape)
 
     def vision_weights(self, outer: Mapping[str, Any], r: ConfigReader, text_hidden: int) -> list[WeightPart] | None:
-        return qwen3_vl_vision(outer, r)
+        # MiniCPM-V 4.6 / 4.7 wrap a Qwen3.5 text model around their own tower (kvplan/models/vision.py)
+        return None if outer.get("model_type") in VISION_PROJECTORS else qwen3_vl_vision(outer, r)
 
 
 def qwen3_vl_vision(outer: Mapping[str, Any], text: ConfigReader) -> list[WeightPart]:

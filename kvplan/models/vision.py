@@ -1,16 +1,265 @@
-"""Vision towers a multimodal config carries in ``vision_config``: a ViT-style tower (CLIP, SigLIP and
-similar) and the projector into the language model, reported separately as ``weights.vision_*``."""
+"""Vision towers a multimodal config carries in ``vision_config``, and the projectors into the language
+model, reported separately as ``weights.vision_*``.
+
+Each tower type is data: :data:`TOWERS` maps a vision ``model_type`` to its :class:`TowerLayout` (the
+keys that size it, with its transformers config class's defaults, and the tensors each block holds).
+The outer ``model_type`` decides the vision config class where transformers fixes it
+(:data:`VISION_TYPE_OF`), so a Hub config whose ``vision_config`` names no (or an old) ``model_type``
+is still read with the right fields; a tower kvplan has no layout for is counted as a plain ViT and
+said to be approximate.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kvplan.models.base import ConfigReader
 from kvplan.models.tensors import Matrix, WeightPart
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TowerLayout:
+    """One vision ``model_type``'s ViT: which config keys size it and what each block holds."""
+
+    name: str
+    """How notes name it (``Qwen2-VL ViT``)."""
+    defaults: Mapping[str, Any]
+    """Its transformers config class's defaults of the keys read here."""
+    hidden: tuple[str, ...] = ("hidden_size",)
+    inner: tuple[str, ...] = ("intermediate_size",)
+    mlp_ratio: str | None = None
+    """The MLP width is ``hidden * mlp_ratio`` (no intermediate_size key)."""
+    layers: tuple[str, ...] = ("num_hidden_layers",)
+    channels: tuple[str, ...] = ("num_channels",)
+    norm: str = "layer"
+    """``layer``: LayerNorm (weight + bias); ``rms``: RMSNorm (weight)."""
+    qkv_bias: bool = True
+    o_bias: bool = True
+    kv_heads: bool = False
+    """Grouped K/V: ``num_key_value_heads`` of ``hidden / num_heads`` each (EXAONE 4.5)."""
+    qk_norm: bool = False
+    """RMSNorm on q and k over one head's dims."""
+    gated_mlp: bool = False
+    mlp_bias: bool = True
+    layer_scale: bool = False
+    """Two per-channel scales per block (InternViT's lambda_1, lambda_2)."""
+    patch_bias: bool = True
+    temporal: bool = False
+    """The patch convolution spans ``temporal_patch_size`` frames."""
+    positions: str = "grid"
+    """``grid``: one learned position per patch of ``image_size``; ``num_patches``: the key of that name;
+    ``table``: ``pos_emb_height x pos_emb_width``; ``none``: rotary only."""
+    cls_token: bool = False
+    post_norm: bool = False
+    head: str | None = None
+    """The key of SigLIP's attention-pooling head switch (``vision_use_head``)."""
+
+
+_SIGLIP_DEFAULTS = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "num_channels": 3,
+                    "image_size": 224, "patch_size": 16}
+_QWEN25_DEFAULTS = {"depth": 32, "hidden_size": 3584, "intermediate_size": 3420, "in_channels": 3, "patch_size": 14,
+                    "temporal_patch_size": 2, "spatial_merge_size": 2, "out_hidden_size": 3584}
+
+#: vision ``model_type`` -> its layout. Defaults: transformers 5.24's configuration_*.py of each type.
+TOWERS: dict[str, TowerLayout] = {
+    # Qwen2VisionTransformerPretrainedModel: fused qkv, LayerNorms, an fc1/fc2 MLP of embed_dim * mlp_ratio
+    "qwen2_vl_vision": TowerLayout(
+        name="Qwen2-VL ViT", hidden=("embed_dim",), inner=(), mlp_ratio="mlp_ratio", layers=("depth",),
+        channels=("in_channels",), patch_bias=False, temporal=True, positions="none",
+        defaults={"depth": 32, "embed_dim": 1280, "hidden_size": 3584, "mlp_ratio": 4, "in_channels": 3,
+                  "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2}),
+    # Qwen2_5_VisionTransformerPretrainedModel: RMSNorms and a gated MLP with biases
+    "qwen2_5_vl_vision": TowerLayout(
+        name="Qwen2.5-VL ViT", layers=("depth",), channels=("in_channels",), norm="rms", gated_mlp=True,
+        patch_bias=False, temporal=True, positions="none", defaults=_QWEN25_DEFAULTS),
+    # EXAONE 4.5: the Qwen2.5-VL tower with grouped K/V heads
+    "exaone4_5_vision": TowerLayout(
+        name="EXAONE 4.5 ViT", layers=("depth",), channels=("in_channels",), norm="rms", gated_mlp=True,
+        kv_heads=True, patch_bias=False, temporal=True, positions="none",
+        defaults={**_QWEN25_DEFAULTS, "num_heads": 16, "num_key_value_heads": 8}),
+    # InternVisionModel: separate q/k/v (qkv bias off by attention_bias), layer scales, a class token
+    "internvl_vision": TowerLayout(
+        name="InternViT", qkv_bias=False, layer_scale=True, cls_token=True,
+        defaults={"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "num_channels": 3,
+                  "image_size": [448, 448], "patch_size": [14, 14], "attention_bias": False}),
+    # SiglipVisionModel (Gemma 3, PaliGemma): a patch convolution, one position per patch, a post LayerNorm
+    "siglip_vision_model": TowerLayout(
+        name="SigLIP ViT", post_norm=True, head="vision_use_head", defaults={**_SIGLIP_DEFAULTS, "vision_use_head": True}),
+    # SigLIP 2's NaFlex tower: a linear patch embedding, num_patches positions, the pooling head
+    "siglip2_vision_model": TowerLayout(
+        name="SigLIP 2 ViT", positions="num_patches", post_norm=True, head="vision_use_head",
+        defaults={**_SIGLIP_DEFAULTS, "num_patches": 256, "vision_use_head": True}),
+    # MiniCPM-V 4.6/4.7, MiniCPM-OCR: a SigLIP tower (image_size positions) with a window merger at
+    # insert_layer_id (a SigLIP attention block and an MLP over the merged window)
+    "minicpmv4_6_vision": TowerLayout(name="MiniCPM-V SigLIP ViT", post_norm=True, defaults=_SIGLIP_DEFAULTS),
+    "minicpmv4_7_vision": TowerLayout(name="MiniCPM-V SigLIP ViT", post_norm=True, defaults=_SIGLIP_DEFAULTS),
+    "minicpm_ocr_vision": TowerLayout(name="MiniCPM-OCR SigLIP ViT", post_norm=True, defaults=_SIGLIP_DEFAULTS),
+}
+TOWERS["qianfan_ocr_vision"] = TOWERS["internvl_vision"]
+
+#: outer ``model_type`` -> the vision ``model_type`` its transformers config class builds (whatever the
+#: Hub's ``vision_config`` calls itself); types whose vision_config is an AutoConfig are not listed.
+VISION_TYPE_OF = {
+    "qwen2_vl": "qwen2_vl_vision", "qwen2_5_vl": "qwen2_5_vl_vision", "exaone4_5": "exaone4_5_vision",
+    "internvl": "internvl_vision", "qianfan_ocr": "qianfan_ocr_vision", "minicpmv4_6": "minicpmv4_6_vision",
+    "minicpmv4_7": "minicpmv4_7_vision", "minicpm_ocr": "minicpm_ocr_vision", "gemma3": "siglip_vision_model",
+}
+
+
+def _area(v: ConfigReader, key: str) -> int:
+    """``image_size`` / ``patch_size`` as a pixel area: an integer side or a ``[height, width]`` pair."""
+    value = v.first_of(key, (key,), kind="any")
+    if isinstance(value, list) and len(value) == 2:
+        return v.check(key, value[0], "int") * v.check(key, value[1], "int")
+    return v.check(key, value, "int") ** 2
+
+
+def _norm(layout: TowerLayout, width: int) -> int:
+    return width if layout.norm == "rms" else 2 * width
+
+
+def tower_weights(v: ConfigReader, layout: TowerLayout) -> tuple[WeightPart, int]:
+    """The tower of ``layout`` read from ``v``, and its width."""
+    hidden = v.first_of("hidden_size", layout.hidden)
+    if layout.mlp_ratio:
+        inner = int(hidden * v.first_of("mlp_ratio", (layout.mlp_ratio,), kind="ratio"))
+    else:
+        inner = v.first_of("intermediate_size", layout.inner)
+    layers = v.first_of("num_hidden_layers", layout.layers)
+    channels = v.first_of("num_channels", layout.channels)
+    patch_area = _area(v, "patch_size")
+    frames = v.first_of("temporal_patch_size", ("temporal_patch_size",)) if layout.temporal else 1
+    kv = hidden
+    if layout.kv_heads:
+        heads = v.first_of("num_attention_heads", ("num_heads", "num_attention_heads"))
+        kv = v.first_of("num_key_value_heads", ("num_key_value_heads",)) * (hidden // heads)
+    ups = 2 if layout.gated_mlp else 1
+    matrices = [Matrix(in_features=channels * frames * patch_area, out_features=hidden),  # patch embedding
+                Matrix(in_features=hidden, out_features=hidden, count=2 * layers),  # q, o
+                Matrix(in_features=hidden, out_features=kv, count=2 * layers),  # k, v
+                Matrix(in_features=hidden, out_features=inner, count=ups * layers),
+                Matrix(in_features=inner, out_features=hidden, count=layers)]
+    qkv_bias = layout.qkv_bias or v.raw("attention_bias") is True
+    per_layer = 2 * _norm(layout, hidden) + (hidden + 2 * kv if qkv_bias else 0) + (hidden if layout.o_bias else 0)
+    per_layer += (ups * inner + hidden if layout.mlp_bias else 0) + (2 * hidden if layout.layer_scale else 0)
+    if layout.qk_norm:
+        heads = v.first_of("num_attention_heads", ("num_heads", "num_attention_heads"))
+        per_layer += 2 * (hidden // heads)
+    other = per_layer * layers + (hidden if layout.patch_bias else 0) + (hidden if layout.cls_token else 0)
+    if layout.positions == "grid":
+        other += (_area(v, "image_size") // patch_area + (1 if layout.cls_token else 0)) * hidden
+    elif layout.positions == "num_patches":
+        other += v.first_of("num_patches", ("num_patches",)) * hidden
+    elif layout.positions == "table":
+        other += v.first_of("pos_emb_height", ("pos_emb_height",)) * v.first_of("pos_emb_width", ("pos_emb_width",)) \
+            * hidden
+    if layout.post_norm:
+        other += _norm(layout, hidden)
+    if layout.head and v.flag(layout.head, bool(layout.defaults.get(layout.head))):
+        # probe, nn.MultiheadAttention (in_proj + out_proj, biased), LayerNorm, fc1/fc2
+        matrices += [Matrix(in_features=hidden, out_features=hidden, count=4),
+                     Matrix(in_features=hidden, out_features=inner), Matrix(in_features=inner, out_features=hidden)]
+        other += hidden + 4 * hidden + 2 * hidden + inner + hidden
+    return WeightPart(name="vision_tower", vision=True, matrices=tuple(matrices), other_parameters=other), hidden
+
+
+# ---- projectors into the language model (and mergers inside the tower) -------------------------
+def _linear(n_in: int, n_out: int, bias: bool = True) -> tuple[Matrix, int]:
+    return Matrix(in_features=n_in, out_features=n_out), (n_out if bias else 0)
+
+
+def _projector(*linears: tuple[Matrix, int], other: int = 0) -> WeightPart:
+    return WeightPart(name="projector", vision=True, matrices=tuple(m for m, _ in linears),
+                      other_parameters=other + sum(b for _, b in linears))
+
+
+def qwen_merger(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int, layout: TowerLayout) -> WeightPart:
+    """Qwen2-VL's PatchMerger: a norm over each patch, then Linear(h m², h m²), GELU, Linear(h m², out)."""
+    merge = v.first_of("spatial_merge_size", ("spatial_merge_size",))
+    # Qwen2-VL projects to vision_config.hidden_size (its width is embed_dim); later towers to out_hidden_size
+    out_key = "hidden_size" if layout.mlp_ratio else "out_hidden_size"
+    out = v.first_of(out_key, (out_key,))
+    merged = hidden * merge * merge
+    return _projector(_linear(merged, merged), _linear(merged, out), other=_norm(layout, hidden))
+
+
+def norm_mlp_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                       layout: TowerLayout) -> WeightPart:
+    """InternVL: pixel shuffle by ``downsample_ratio``, LayerNorm, Linear -> text hidden, GELU, Linear."""
+    o = ConfigReader(outer, source_name=v.source_name, defaults={"downsample_ratio": 0.5}, defaults_name="internvl")
+    ratio = o.first_of("downsample_ratio", ("downsample_ratio",), kind="ratio")
+    width = int(hidden * round(1 / ratio) ** 2)
+    return _projector(_linear(width, text_hidden), _linear(text_hidden, text_hidden), other=2 * width)
+
+
+def lfm2_vl_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                      layout: TowerLayout) -> WeightPart:
+    """LFM2-VL: pixel unshuffle by ``downsample_factor``, an optional LayerNorm, two Linears."""
+    o = ConfigReader(outer, source_name=v.source_name, defaults_name="lfm2_vl", defaults={
+        "downsample_factor": 2, "projector_hidden_size": 2560, "projector_bias": True,
+        "projector_use_layernorm": True})
+    factor = o.first_of("downsample_factor", ("downsample_factor",))
+    inner = o.first_of("projector_hidden_size", ("projector_hidden_size",))
+    bias = o.flag("projector_bias", True)
+    width = hidden * factor * factor
+    norm = 2 * width if o.flag("projector_use_layernorm", True) else 0
+    return _projector(_linear(width, inner, bias), _linear(inner, text_hidden, bias), other=norm)
+
+
+def minicpmv_merger(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                    layout: TowerLayout) -> WeightPart:
+    """MiniCPM-V 4.6: the ViT's window merger (a SigLIP self-attention with its LayerNorm, then LayerNorm,
+    Linear(h k, 4 h k), Linear(4 h k, h) over a ``window_kernel_size`` window) and ``merger_times`` mergers
+    into the language model (LayerNorm, Linear(h m, h m), Linear(h m, text hidden) over ``merge_kernel_size``)."""
+    window = v.first_of("window_kernel_size", ("window_kernel_size",), kind="list")
+    o = ConfigReader(outer, source_name=v.source_name, defaults_name=str(outer.get("model_type")),
+                     defaults={"merge_kernel_size": [2, 2], "merger_times": 1})
+    merge = o.first_of("merge_kernel_size", ("merge_kernel_size",), kind="list")
+    times = o.first_of("merger_times", ("merger_times",))
+    win = hidden * window[0] * window[1]
+    wide = hidden * merge[0] * merge[1]
+    vit_merger = [_linear(hidden, hidden) for _ in range(4)] + [_linear(win, 4 * win), _linear(4 * win, hidden)]
+    mergers = [_linear(wide, wide), _linear(wide, text_hidden)] * times
+    return _projector(*vit_merger, *mergers, other=2 * hidden + 2 * win + 2 * wide * times)
+
+
+def gemma3_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                     layout: TowerLayout) -> WeightPart:
+    """Gemma 3: an RMSNorm over the pooled vision features and one vision hidden x text hidden matrix."""
+    return _projector(_linear(hidden, text_hidden, bias=False), other=hidden)
+
+
+#: outer ``model_type`` -> its projector (or the merger its tower ends in).
+PROJECTORS: dict[str, Callable[[ConfigReader, Mapping[str, Any], int, int, TowerLayout], WeightPart]] = {
+    "qwen2_vl": qwen_merger, "qwen2_5_vl": qwen_merger, "exaone4_5": qwen_merger,
+    "internvl": norm_mlp_projector, "qianfan_ocr": norm_mlp_projector, "lfm2_vl": lfm2_vl_projector,
+    "minicpmv4_6": minicpmv_merger, "minicpmv4_7": minicpmv_merger, "minicpm_ocr": minicpmv_merger,
+    "gemma3": gemma3_projector,
+}
+
+
 def vision_weights(outer: Mapping[str, Any], text: ConfigReader, *, text_hidden: int) -> list[WeightPart]:
+    """The vision tower of ``outer["vision_config"]`` and its projector into the language model."""
+    outer_type = str(outer.get("model_type", ""))
+    vision = outer["vision_config"]
+    vtype = VISION_TYPE_OF.get(outer_type) or str(vision.get("model_type", ""))
+    layout = TOWERS.get(vtype)
+    if layout is None or outer_type not in PROJECTORS:
+        return plain_vit_weights(outer, text, text_hidden=text_hidden)
+    v = ConfigReader(vision, source_name=text.source_name, prefix="vision_config.", defaults=layout.defaults,
+                     defaults_name=vtype)
+    tower, hidden = tower_weights(v, layout)
+    projector = PROJECTORS[outer_type](v, outer, hidden, text_hidden, layout)
+    for note in v.notes:
+        text.note(note)
+    layers = next(p.value for p in v.provenance if p.field == "num_hidden_layers")
+    text.note(f"vision tower ({layout.name}, {layers} layers) reported separately as weights.vision_*")
+    return [tower, projector]
+
+
+def plain_vit_weights(outer: Mapping[str, Any], text: ConfigReader, *, text_hidden: int) -> list[WeightPart]:
     """A ViT-style vision tower (CLIP, SigLIP and similar) and the projector into the language model."""
     v = ConfigReader(outer["vision_config"], source_name=text.source_name, prefix="vision_config.")
     hidden = v.first_of("hidden_size", ("hidden_size", "embed_dim", "width"))
