@@ -40,7 +40,9 @@ class LlamaParser(DecoderParser):
     }
     weight_types = ("llama", "internlm2", "internlm3", "baichuan", "cohere", "stablelm", "granite", "granitemoe",
                     "olmo", "olmo2", "exaone", "yi", "mistral_nemo", "smollm3", "olmo3", "olmoe", "glm", "glm4",
-                    "arcee", "apertus", "ernie4_5", "ernie4_5_moe", "seed_oss", "hunyuan_v1_dense")
+                    "arcee", "apertus", "ernie4_5", "ernie4_5_moe", "seed_oss", "hunyuan_v1_dense",
+                    # the language models of multimodal wrappers that keep a member's layout
+                    "paddleocr_vl_text", "granite_docling_text", "glm_ocr_text", "hyperclovax")
 
     #: How the Llama-like members' layers differ from Llama's (their transformers modeling files).
     LAYOUTS: ClassVar[Mapping[str, DecoderLayout]] = {
@@ -58,6 +60,8 @@ class LlamaParser(DecoderParser):
         "cohere": DecoderLayout(norms_per_layer=1),
         # ERNIE 4.5 MoE: a router correction bias (``moe_statics``) per MoE layer
         "ernie4_5_moe": DecoderLayout(router_bias=True),
+        # GLM-OCR's text model: GLM-4's four norms per layer; HyperCLOVA X: Llama with post_norm1/post_norm2
+        "glm_ocr_text": DecoderLayout(o_bias=False, norms_per_layer=4), "hyperclovax": DecoderLayout(norms_per_layer=4),
     }
 
     def decoder_layout(self, model_type: str) -> DecoderLayout:

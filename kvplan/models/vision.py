@@ -35,14 +35,15 @@ class TowerLayout:
     channels: tuple[str, ...] = ("num_channels",)
     norm: str = "layer"
     """``layer``: LayerNorm (weight + bias); ``rms``: RMSNorm (weight)."""
-    qkv_bias: bool = True
-    o_bias: bool = True
+    qkv_bias: bool | str = True
+    """q/k/v biases: always, never, or as the named config key says (with the config class's default)."""
+    o_bias: bool | str = True
     kv_heads: bool = False
     """Grouped K/V: ``num_key_value_heads`` of ``hidden / num_heads`` each (EXAONE 4.5)."""
     qk_norm: bool = False
     """RMSNorm on q and k over one head's dims."""
     gated_mlp: bool = False
-    mlp_bias: bool = True
+    mlp_bias: bool | str = True
     layer_scale: bool = False
     """Two per-channel scales per block (InternViT's lambda_1, lambda_2)."""
     patch_bias: bool = True
@@ -81,7 +82,7 @@ TOWERS: dict[str, TowerLayout] = {
         defaults={**_QWEN25_DEFAULTS, "num_heads": 16, "num_key_value_heads": 8}),
     # InternVisionModel: separate q/k/v (qkv bias off by attention_bias), layer scales, a class token
     "internvl_vision": TowerLayout(
-        name="InternViT", qkv_bias=False, layer_scale=True, cls_token=True,
+        name="InternViT", qkv_bias="attention_bias", layer_scale=True, cls_token=True,
         defaults={"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "num_channels": 3,
                   "image_size": [448, 448], "patch_size": [14, 14], "attention_bias": False}),
     # SiglipVisionModel (Gemma 3, PaliGemma): a patch convolution, one position per patch, a post LayerNorm
@@ -96,6 +97,28 @@ TOWERS: dict[str, TowerLayout] = {
     "minicpmv4_6_vision": TowerLayout(name="MiniCPM-V SigLIP ViT", post_norm=True, defaults=_SIGLIP_DEFAULTS),
     "minicpmv4_7_vision": TowerLayout(name="MiniCPM-V SigLIP ViT", post_norm=True, defaults=_SIGLIP_DEFAULTS),
     "minicpm_ocr_vision": TowerLayout(name="MiniCPM-OCR SigLIP ViT", post_norm=True, defaults=_SIGLIP_DEFAULTS),
+    # VideoLLaMA 3: a SigLIP tower with rotary positions only
+    "video_llama_3_vision": TowerLayout(
+        name="VideoLLaMA 3 SigLIP ViT", positions="none", post_norm=True,
+        defaults={k: v for k, v in _SIGLIP_DEFAULTS.items() if k != "image_size"}),
+    # PaddleOCR-VL: a SigLIP tower (image_size 384 / patch 14 learned positions)
+    "paddleocr_vl_vision": TowerLayout(
+        name="PaddleOCR-VL SigLIP ViT", post_norm=True,
+        defaults={"hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 27, "num_channels": 3,
+                  "image_size": 384, "patch_size": 14, "spatial_merge_size": 2}),
+    # GLM-OCR (Glm4v-style): RMSNorms, q/k norms, attention and MLP biases by attention_bias, a post RMSNorm
+    "glm_ocr_vision": TowerLayout(
+        name="GLM-OCR ViT", layers=("depth",), channels=("in_channels",), norm="rms", qkv_bias="attention_bias",
+        o_bias="attention_bias", mlp_bias="attention_bias", qk_norm=True, gated_mlp=True, temporal=True,
+        positions="none", post_norm=True,
+        defaults={"depth": 24, "hidden_size": 1024, "intermediate_size": 4096, "num_heads": 16, "in_channels": 3,
+                  "patch_size": 14, "temporal_patch_size": 2, "spatial_merge_size": 2, "out_hidden_size": 1536,
+                  "attention_bias": True}),
+    # Granite-Docling: a SigLIP tower; its connector (coarse and fine pixel-shuffle paths) is the projector
+    "granite_docling_vision": TowerLayout(
+        name="Granite-Docling SigLIP ViT", post_norm=True,
+        defaults={**_SIGLIP_DEFAULTS, "image_size": 512, "out_hidden_size": 1024, "scale_factor": 4,
+                  "deepstack_visual_indexes": [3, 7, 10], "use_fine_route": True}),
 }
 TOWERS["qianfan_ocr_vision"] = TOWERS["internvl_vision"]
 
@@ -105,15 +128,22 @@ VISION_TYPE_OF = {
     "qwen2_vl": "qwen2_vl_vision", "qwen2_5_vl": "qwen2_5_vl_vision", "exaone4_5": "exaone4_5_vision",
     "internvl": "internvl_vision", "qianfan_ocr": "qianfan_ocr_vision", "minicpmv4_6": "minicpmv4_6_vision",
     "minicpmv4_7": "minicpmv4_7_vision", "minicpm_ocr": "minicpm_ocr_vision", "gemma3": "siglip_vision_model",
+    "video_llama_3": "video_llama_3_vision", "paddleocr_vl": "paddleocr_vl_vision", "glm_ocr": "glm_ocr_vision",
+    "granite_docling": "granite_docling_vision",
 }
 
 
-def _area(v: ConfigReader, key: str) -> int:
-    """``image_size`` / ``patch_size`` as a pixel area: an integer side or a ``[height, width]`` pair."""
+def _pair(v: ConfigReader, key: str) -> tuple[int, int]:
+    """``image_size`` / ``patch_size``: an integer side or a ``[height, width]`` pair."""
     value = v.first_of(key, (key,), kind="any")
     if isinstance(value, list) and len(value) == 2:
-        return v.check(key, value[0], "int") * v.check(key, value[1], "int")
-    return v.check(key, value, "int") ** 2
+        return v.check(key, value[0], "int"), v.check(key, value[1], "int")
+    side = v.check(key, value, "int")
+    return side, side
+
+
+def _switch(v: ConfigReader, layout: TowerLayout, value: bool | str) -> bool:
+    return v.flag(value, bool(layout.defaults.get(value))) if isinstance(value, str) else value
 
 
 def _norm(layout: TowerLayout, width: int) -> int:
@@ -129,27 +159,29 @@ def tower_weights(v: ConfigReader, layout: TowerLayout) -> tuple[WeightPart, int
         inner = v.first_of("intermediate_size", layout.inner)
     layers = v.first_of("num_hidden_layers", layout.layers)
     channels = v.first_of("num_channels", layout.channels)
-    patch_area = _area(v, "patch_size")
+    patch = _pair(v, "patch_size")
     frames = v.first_of("temporal_patch_size", ("temporal_patch_size",)) if layout.temporal else 1
     kv = hidden
     if layout.kv_heads:
         heads = v.first_of("num_attention_heads", ("num_heads", "num_attention_heads"))
         kv = v.first_of("num_key_value_heads", ("num_key_value_heads",)) * (hidden // heads)
     ups = 2 if layout.gated_mlp else 1
-    matrices = [Matrix(in_features=channels * frames * patch_area, out_features=hidden),  # patch embedding
+    matrices = [Matrix(in_features=channels * frames * patch[0] * patch[1], out_features=hidden),  # patch embedding
                 Matrix(in_features=hidden, out_features=hidden, count=2 * layers),  # q, o
                 Matrix(in_features=hidden, out_features=kv, count=2 * layers),  # k, v
                 Matrix(in_features=hidden, out_features=inner, count=ups * layers),
                 Matrix(in_features=inner, out_features=hidden, count=layers)]
-    qkv_bias = layout.qkv_bias or v.raw("attention_bias") is True
-    per_layer = 2 * _norm(layout, hidden) + (hidden + 2 * kv if qkv_bias else 0) + (hidden if layout.o_bias else 0)
-    per_layer += (ups * inner + hidden if layout.mlp_bias else 0) + (2 * hidden if layout.layer_scale else 0)
+    per_layer = 2 * _norm(layout, hidden) + (hidden + 2 * kv if _switch(v, layout, layout.qkv_bias) else 0)
+    per_layer += hidden if _switch(v, layout, layout.o_bias) else 0
+    per_layer += ups * inner + hidden if _switch(v, layout, layout.mlp_bias) else 0
+    per_layer += 2 * hidden if layout.layer_scale else 0
     if layout.qk_norm:
         heads = v.first_of("num_attention_heads", ("num_heads", "num_attention_heads"))
         per_layer += 2 * (hidden // heads)
     other = per_layer * layers + (hidden if layout.patch_bias else 0) + (hidden if layout.cls_token else 0)
     if layout.positions == "grid":
-        other += (_area(v, "image_size") // patch_area + (1 if layout.cls_token else 0)) * hidden
+        image = _pair(v, "image_size")
+        other += ((image[0] // patch[0]) * (image[1] // patch[1]) + (1 if layout.cls_token else 0)) * hidden
     elif layout.positions == "num_patches":
         other += v.first_of("num_patches", ("num_patches",)) * hidden
     elif layout.positions == "table":
@@ -231,12 +263,66 @@ def gemma3_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, tex
     return _projector(_linear(hidden, text_hidden, bias=False), other=hidden)
 
 
+def hyperclova_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                         layout: TowerLayout) -> WeightPart:
+    """HyperCLOVA X vision v2: the Qwen2.5-VL tower's merger, then one biased Linear(out_hidden_size, text hidden)."""
+    merger = qwen_merger(v, outer, hidden, text_hidden, layout)
+    out = v.first_of("out_hidden_size", ("out_hidden_size",))
+    return _projector(*((m, 0) for m in merger.matrices), _linear(out, text_hidden),
+                      other=merger.other_parameters)
+
+
+def two_linear_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                         layout: TowerLayout) -> WeightPart:
+    """VideoLLaMA 3: Linear(vision hidden, text hidden), GELU, Linear(text hidden, text hidden), biased."""
+    return _projector(_linear(hidden, text_hidden), _linear(text_hidden, text_hidden))
+
+
+def paddleocr_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                        layout: TowerLayout) -> WeightPart:
+    """PaddleOCR-VL: LayerNorm(vision hidden), Linear(h m², h m²), GELU, Linear(h m², text hidden), biased."""
+    merge = v.first_of("spatial_merge_size", ("spatial_merge_size",))
+    merged = hidden * merge * merge
+    return _projector(_linear(merged, merged), _linear(merged, text_hidden), other=2 * hidden)
+
+
+def glm_ocr_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                      layout: TowerLayout) -> WeightPart:
+    """GLM-OCR: a biased merge convolution (hidden -> out_hidden_size over m x m patches), then the merger:
+    Linear(out, out), LayerNorm, and a gated MLP of width out_hidden_size x in_channels, no biases."""
+    merge = v.first_of("spatial_merge_size", ("spatial_merge_size",))
+    out = v.first_of("out_hidden_size", ("out_hidden_size",))
+    context = out * v.first_of("num_channels", ("in_channels",))
+    return _projector(_linear(hidden * merge * merge, out), _linear(out, out, False), _linear(out, context, False),
+                      _linear(out, context, False), _linear(context, out, False), other=2 * out)
+
+
+def granite_docling_connector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                              layout: TowerLayout) -> WeightPart:
+    """Granite-Docling's connector: LayerNorm in; a coarse path (pixel shuffle by ``scale_factor``) and, with
+    ``use_fine_route``, a fine one (``scale_factor // 2``), each a projection to ``out_hidden_size`` and one
+    merger (LayerNorm, two biased Linears) per ``deepstack_visual_indexes`` entry; LayerNorm, Linear, LayerNorm."""
+    out = v.first_of("out_hidden_size", ("out_hidden_size",))
+    factor = v.first_of("scale_factor", ("scale_factor",))
+    deep = len(v.first_of("deepstack_visual_indexes", ("deepstack_visual_indexes",), kind="list"))
+    factors = [factor, factor // 2] if v.flag("use_fine_route", True) else [factor]
+    linears: list[tuple[Matrix, int]] = [_linear(out, out, False)]  # mlp_fc2
+    other = 2 * hidden + 2 * 2 * out  # ln_in, ln_mid, ln_out
+    for f in factors:
+        merged = hidden * f * f
+        linears += [_linear(merged, out, False)] + [_linear(merged, out), _linear(out, out)] * deep
+        other += 2 * merged * deep
+    return _projector(*linears, other=other)
+
+
 #: outer ``model_type`` -> its projector (or the merger its tower ends in).
 PROJECTORS: dict[str, Callable[[ConfigReader, Mapping[str, Any], int, int, TowerLayout], WeightPart]] = {
     "qwen2_vl": qwen_merger, "qwen2_5_vl": qwen_merger, "exaone4_5": qwen_merger,
     "internvl": norm_mlp_projector, "qianfan_ocr": norm_mlp_projector, "lfm2_vl": lfm2_vl_projector,
     "minicpmv4_6": minicpmv_merger, "minicpmv4_7": minicpmv_merger, "minicpm_ocr": minicpmv_merger,
-    "gemma3": gemma3_projector,
+    "gemma3": gemma3_projector, "hyperclovax_vision_v2": hyperclova_projector,
+    "video_llama_3": two_linear_projector, "paddleocr_vl": paddleocr_projector, "glm_ocr": glm_ocr_projector,
+    "granite_docling": granite_docling_connector,
 }
 
 
