@@ -105,3 +105,14 @@ def test_shared_multimodal_config_equals_transformers(name: str) -> None:
     weights = count_weights(config, model_id=name)
     assert weights.parameters == meta_count(config)
     assert weights.vision_parameters == meta_vision_count(config)
+
+
+def test_lfm3_vl_vision_part_equals_transformers() -> None:
+    # The lfm3 language model is counted by the LFM family (another module); the vision part stands alone here.
+    from kvplan.models.base import ConfigReader
+    from kvplan.models.vision import vision_weights
+
+    config = default_config("lfm3_vl")
+    text = ConfigReader(config["text_config"], source_name="lfm3_vl")
+    parts = vision_weights(config, text, text_hidden=config["text_config"]["hidden_size"])
+    assert sum(p.parameters for p in parts) == meta_vision_count(config)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kvplan.errors import ConfigError
 from kvplan.models.base import ConfigReader
 from kvplan.models.tensors import Matrix, WeightPart
 
@@ -56,6 +57,43 @@ class TowerLayout:
     post_norm: bool = False
     head: str | None = None
     """The key of SigLIP's attention-pooling head switch (``vision_use_head``)."""
+    count: Callable[[ConfigReader], tuple[WeightPart, int]] | None = None
+    """A tower that is not a ViT of these parts counts itself (LFM3-VL's conv/attention hybrid)."""
+
+
+def lfm3_vl_tower(v: ConfigReader) -> tuple[WeightPart, int]:
+    """LFM3-VL's vision tower: a linear patch embedding over ``temporal_patch_size`` frames and an RMSNorm,
+    then ``layer_types`` blocks, each an RMSNorm'd mixer and a gated MLP (no biases): ``conv`` = in_proj (3 h),
+    a depthwise ``conv_kernel_size``² convolution, out_proj; ``full_attention`` = GQA with q/k RMSNorms."""
+    hidden = v.first_of("hidden_size", ("hidden_size",))
+    inner = v.first_of("intermediate_size", ("intermediate_size",))
+    layers = v.first_of("num_hidden_layers", ("num_hidden_layers",))
+    heads = v.first_of("num_attention_heads", ("num_attention_heads",))
+    kv = v.first_of("num_key_value_heads", ("num_key_value_heads",)) * (hidden // heads)
+    kernel = v.first_of("conv_kernel_size", ("conv_kernel_size",))
+    patch = v.first_of("patch_size", ("patch_size",))
+    frames = v.first_of("temporal_patch_size", ("temporal_patch_size",))
+    channels = v.first_of("num_channels", ("in_channels",))
+    types = v.first_of("layer_types", ("layer_types",), required=False, kind="list")
+    if types is None:
+        types = ["conv" if i < 2 or i % 2 else "full_attention" for i in range(layers)]
+        v.note("vision_config.layer_types is not in the config; the lfm3_vl_vision rule: conv for layers 0, 1 "
+               "and odd layers, full attention for the other even layers")
+    if len(types) != layers or any(t not in ("conv", "full_attention") for t in types):
+        raise ConfigError(f"{v.source_name}: vision_config.layer_types must list {layers} of conv / full_attention",
+                          "fix the config")
+    n_attn = types.count("full_attention")
+    n_conv = layers - n_attn
+    return WeightPart(name="vision_tower", vision=True, matrices=(
+        Matrix(in_features=channels * frames * patch * patch, out_features=hidden),
+        Matrix(in_features=hidden, out_features=3 * hidden, count=n_conv),
+        Matrix(in_features=hidden, out_features=hidden, count=n_conv + 2 * n_attn),  # conv out, q, o
+        Matrix(in_features=hidden, out_features=kv, count=2 * n_attn),
+        Matrix(in_features=hidden, out_features=inner, count=2 * layers),
+        Matrix(in_features=inner, out_features=hidden, count=layers)),
+        # embedding norm; depthwise kernels; q/k norms; two norms per block
+        other_parameters=hidden + hidden * kernel * kernel * n_conv + 2 * (hidden // heads) * n_attn
+        + 2 * hidden * layers), hidden
 
 
 _SIGLIP_DEFAULTS = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "num_channels": 3,
@@ -119,6 +157,11 @@ TOWERS: dict[str, TowerLayout] = {
         name="Granite-Docling SigLIP ViT", post_norm=True,
         defaults={**_SIGLIP_DEFAULTS, "image_size": 512, "out_hidden_size": 1024, "scale_factor": 4,
                   "deepstack_visual_indexes": [3, 7, 10], "use_fine_route": True}),
+    "lfm3_vl_vision": TowerLayout(
+        name="LFM3-VL conv/attention ViT", count=lfm3_vl_tower,
+        defaults={"hidden_size": 1024, "intermediate_size": 2560, "in_channels": 3, "patch_size": 16,
+                  "spatial_merge_size": 2, "temporal_patch_size": 2, "num_hidden_layers": 14, "num_attention_heads": 16,
+                  "num_key_value_heads": 8, "conv_kernel_size": 3}),
 }
 TOWERS["qianfan_ocr_vision"] = TOWERS["internvl_vision"]
 
@@ -129,7 +172,7 @@ VISION_TYPE_OF = {
     "internvl": "internvl_vision", "qianfan_ocr": "qianfan_ocr_vision", "minicpmv4_6": "minicpmv4_6_vision",
     "minicpmv4_7": "minicpmv4_7_vision", "minicpm_ocr": "minicpm_ocr_vision", "gemma3": "siglip_vision_model",
     "video_llama_3": "video_llama_3_vision", "paddleocr_vl": "paddleocr_vl_vision", "glm_ocr": "glm_ocr_vision",
-    "granite_docling": "granite_docling_vision",
+    "granite_docling": "granite_docling_vision", "lfm3_vl": "lfm3_vl_vision",
 }
 
 
@@ -152,6 +195,8 @@ def _norm(layout: TowerLayout, width: int) -> int:
 
 def tower_weights(v: ConfigReader, layout: TowerLayout) -> tuple[WeightPart, int]:
     """The tower of ``layout`` read from ``v``, and its width."""
+    if layout.count is not None:
+        return layout.count(v)
     hidden = v.first_of("hidden_size", layout.hidden)
     if layout.mlp_ratio:
         inner = int(hidden * v.first_of("mlp_ratio", (layout.mlp_ratio,), kind="ratio"))
@@ -240,6 +285,18 @@ def lfm2_vl_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, te
     return _projector(_linear(width, inner, bias), _linear(inner, text_hidden, bias), other=norm)
 
 
+def lfm3_vl_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                      layout: TowerLayout) -> WeightPart:
+    """LFM3-VL: LayerNorm(vision hidden), then over m x m merged patches Linear(h m², projector_hidden_size),
+    GELU, Linear(projector_hidden_size, text hidden), biased by ``projector_bias``."""
+    o = ConfigReader(outer, source_name=v.source_name, defaults_name="lfm3_vl",
+                     defaults={"projector_hidden_size": 4096, "projector_bias": True})
+    inner = o.first_of("projector_hidden_size", ("projector_hidden_size",))
+    bias = o.flag("projector_bias", True)
+    merge = v.first_of("spatial_merge_size", ("spatial_merge_size",))
+    return _projector(_linear(hidden * merge * merge, inner, bias), _linear(inner, text_hidden, bias), other=2 * hidden)
+
+
 def minicpmv_merger(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
                     layout: TowerLayout) -> WeightPart:
     """MiniCPM-V 4.6: the ViT's window merger (a SigLIP self-attention with its LayerNorm, then LayerNorm,
@@ -322,7 +379,7 @@ PROJECTORS: dict[str, Callable[[ConfigReader, Mapping[str, Any], int, int, Tower
     "minicpmv4_6": minicpmv_merger, "minicpmv4_7": minicpmv_merger, "minicpm_ocr": minicpmv_merger,
     "gemma3": gemma3_projector, "hyperclovax_vision_v2": hyperclova_projector,
     "video_llama_3": two_linear_projector, "paddleocr_vl": paddleocr_projector, "glm_ocr": glm_ocr_projector,
-    "granite_docling": granite_docling_connector,
+    "granite_docling": granite_docling_connector, "lfm3_vl": lfm3_vl_projector,
 }
 
 
