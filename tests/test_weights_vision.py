@@ -36,7 +36,7 @@ def meta_vision_count(config: dict[str, Any]) -> int:
 #: Multimodal types counted from transformers' default config, tower and projector read per vision type.
 TYPES = ["qwen2_vl", "qwen2_5_vl", "internvl", "qianfan_ocr", "kimi_k25", "lfm2_vl", "minicpmv4_6", "minicpmv4_7",
          "minicpm_ocr", "exaone4_5", "gemma3", "hyperclovax_vision_v2", "video_llama_3", "paddleocr_vl", "glm_ocr",
-         "granite_docling"]
+         "granite_docling", "aria"]
 
 
 @pytest.mark.parametrize("model_type", TYPES)
@@ -116,3 +116,9 @@ def test_lfm3_vl_vision_part_equals_transformers() -> None:
     text = ConfigReader(config["text_config"], source_name="lfm3_vl")
     parts = vision_weights(config, text, text_hidden=config["text_config"]["hidden_size"])
     assert sum(p.parameters for p in parts) == meta_vision_count(config)
+
+
+def test_aria_language_model_alone_equals_transformers() -> None:
+    # AriaTextForCausalLM: MoE in every layer, shared experts fused into one MLP of 2 x intermediate_size
+    config = default_config("aria_text")
+    assert count_weights(config, model_id="aria_text").parameters == meta_count(config)

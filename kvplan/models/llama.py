@@ -37,12 +37,13 @@ class LlamaParser(DecoderParser):
         "internlm2": {"tie_word_embeddings": False}, "baichuan": {"tie_word_embeddings": False},
         "stablelm": {"tie_word_embeddings": False}, "cohere": {"tie_word_embeddings": True},
         "granite": {"tie_word_embeddings": False}, "olmo2": {"tie_word_embeddings": False},
+        "aria_text": {"tie_word_embeddings": False, "moe_num_experts": 8, "moe_topk": 2, "moe_num_shared_experts": 2},
     }
     weight_types = ("llama", "internlm2", "internlm3", "baichuan", "cohere", "stablelm", "granite", "granitemoe",
                     "olmo", "olmo2", "exaone", "yi", "mistral_nemo", "smollm3", "olmo3", "olmoe", "glm", "glm4",
                     "arcee", "apertus", "ernie4_5", "ernie4_5_moe", "seed_oss", "hunyuan_v1_dense",
                     # the language models of multimodal wrappers that keep a member's layout
-                    "paddleocr_vl_text", "granite_docling_text", "glm_ocr_text", "hyperclovax")
+                    "paddleocr_vl_text", "granite_docling_text", "glm_ocr_text", "hyperclovax", "aria_text")
 
     #: How the Llama-like members' layers differ from Llama's (their transformers modeling files).
     LAYOUTS: ClassVar[Mapping[str, DecoderLayout]] = {
@@ -72,6 +73,11 @@ class LlamaParser(DecoderParser):
             return every_layer_moe(r, layers, intermediate, top_k)
         if model_type == "ernie4_5_moe":
             return ernie_moe(r, layers)
+        if model_type == "aria_text":  # every layer: moe_num_experts experts and moe_num_shared_experts fused
+            experts = r.first_of("num_experts", ("moe_num_experts",))
+            shared = r.first_of("moe_num_shared_experts", ("moe_num_shared_experts",), required=False, kind="count")
+            return MoeLayout(layers=list(range(layers)), experts=experts, top_k=r.optional("moe_topk", ("moe_topk",)),
+                             expert_size=intermediate, shared_size=shared * intermediate if shared else None)
         return NO_MOE
 
 

@@ -157,6 +157,9 @@ TOWERS: dict[str, TowerLayout] = {
         name="Granite-Docling SigLIP ViT", post_norm=True,
         defaults={**_SIGLIP_DEFAULTS, "image_size": 512, "out_hidden_size": 1024, "scale_factor": 4,
                   "deepstack_visual_indexes": [3, 7, 10], "use_fine_route": True}),
+    # Idefics3VisionTransformer (Aria, Idefics3, SmolVLM): SigLIP's tower without the pooling head
+    "idefics3_vision": TowerLayout(name="Idefics3 SigLIP ViT", post_norm=True,
+                                   defaults={**_SIGLIP_DEFAULTS, "hidden_size": 1152, "image_size": 224, "patch_size": 32}),
     "lfm3_vl_vision": TowerLayout(
         name="LFM3-VL conv/attention ViT", count=lfm3_vl_tower,
         defaults={"hidden_size": 1024, "intermediate_size": 2560, "in_channels": 3, "patch_size": 16,
@@ -297,6 +300,25 @@ def lfm3_vl_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, te
     return _projector(_linear(hidden * merge * merge, inner, bias), _linear(inner, text_hidden, bias), other=2 * hidden)
 
 
+def aria_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                   layout: TowerLayout) -> WeightPart:
+    """Aria: learned queries (the largest ``projector_patch_to_query_dict`` value) cross-attending to the
+    patches (q/k/v, an nn.MultiheadAttention, a biased Linear, two LayerNorms), a LayerNorm, and an MLP
+    Linear(vision hidden, text hidden), Linear(text hidden, text hidden) without biases."""
+    queries = outer.get("max_value_projector_patch_to_query_dict")
+    if queries is None:
+        table = outer.get("projector_patch_to_query_dict") or {1225: 128, 4900: 256}  # AriaConfig's default
+        if not isinstance(table, Mapping) or not table:
+            raise ConfigError(f"{v.source_name}: projector_patch_to_query_dict must be an object of query counts",
+                              "fix the config")
+        queries = max(table.values())
+    queries = v.check("max_value_projector_patch_to_query_dict", queries, "int")
+    attention = [_linear(hidden, hidden, False) for _ in range(3)] + [_linear(hidden, 3 * hidden),
+                                                                       _linear(hidden, hidden), _linear(hidden, hidden)]
+    return _projector(*attention, _linear(hidden, text_hidden, False), _linear(text_hidden, text_hidden, False),
+                      other=queries * hidden + 3 * 2 * hidden)
+
+
 def minicpmv_merger(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
                     layout: TowerLayout) -> WeightPart:
     """MiniCPM-V 4.6: the ViT's window merger (a SigLIP self-attention with its LayerNorm, then LayerNorm,
@@ -380,6 +402,7 @@ PROJECTORS: dict[str, Callable[[ConfigReader, Mapping[str, Any], int, int, Tower
     "gemma3": gemma3_projector, "hyperclovax_vision_v2": hyperclova_projector,
     "video_llama_3": two_linear_projector, "paddleocr_vl": paddleocr_projector, "glm_ocr": glm_ocr_projector,
     "granite_docling": granite_docling_connector, "lfm3_vl": lfm3_vl_projector,
+    "aria": aria_projector,
 }
 
 
