@@ -96,6 +96,38 @@ def lfm3_vl_tower(v: ConfigReader) -> tuple[WeightPart, int]:
         + 2 * hidden * layers), hidden
 
 
+def radio_tower(v: ConfigReader) -> tuple[WeightPart, int]:
+    """NVIDIA RADIO: a linear patch projection (and a video one over ``video_temporal_patch_size`` frames),
+    a (max_img_size / patch)² position table, class and register tokens, ViT blocks with LayerNorms, two layer
+    scales, an fc1/fc2 MLP of hidden x mlp_ratio (or, with ``use_swiglu_ffn``, a gated one of 2/3 that width
+    rounded up to 8), all biased but q/k/v by ``qkv_bias``; and the ``summary_idxs`` buffer."""
+    hidden = v.first_of("hidden_size", ("hidden_size",))
+    layers = v.first_of("num_hidden_layers", ("num_hidden_layers",))
+    inner = int(hidden * v.first_of("mlp_ratio", ("mlp_ratio",), kind="ratio"))
+    swiglu = v.flag("use_swiglu_ffn", False)
+    if swiglu:
+        inner = (int(inner * 2 / 3) + 7) // 8 * 8
+    patch = v.first_of("patch_size", ("patch_size",))
+    channels = v.first_of("num_channels", ("num_channels",))
+    side = v.first_of("max_img_size", ("max_img_size",)) // patch
+    tokens = v.first_of("num_cls_tokens", ("num_cls_tokens",), kind="count") + v.first_of(
+        "num_registers", ("num_registers",), kind="count")
+    frames = v.first_of("video_temporal_patch_size", ("video_temporal_patch_size",), required=False)
+    summary = v.first_of("summary_idxs", ("summary_idxs",), kind="list")
+    ups = 2 if swiglu else 1
+    matrices = [Matrix(in_features=channels * patch * patch, out_features=hidden),
+                Matrix(in_features=hidden, out_features=hidden, count=4 * layers),
+                Matrix(in_features=hidden, out_features=inner, count=ups * layers),
+                Matrix(in_features=inner, out_features=hidden, count=layers)]
+    if frames:
+        matrices.append(Matrix(in_features=frames * channels * patch * patch, out_features=hidden))
+    qkv = 3 * hidden if v.flag("qkv_bias", True) else 0
+    # per block: two LayerNorms, two layer scales, q/k/v and o biases, MLP biases
+    per_layer = 4 * hidden + 2 * hidden + qkv + hidden + ups * inner + hidden
+    other = side * side * hidden + tokens * hidden + per_layer * layers + len(summary)
+    return WeightPart(name="vision_tower", vision=True, matrices=tuple(matrices), other_parameters=other), hidden
+
+
 _SIGLIP_DEFAULTS = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "num_channels": 3,
                     "image_size": 224, "patch_size": 16}
 _QWEN25_DEFAULTS = {"depth": 32, "hidden_size": 3584, "intermediate_size": 3420, "in_channels": 3, "patch_size": 14,
@@ -160,6 +192,11 @@ TOWERS: dict[str, TowerLayout] = {
     # Idefics3VisionTransformer (Aria, Idefics3, SmolVLM): SigLIP's tower without the pooling head
     "idefics3_vision": TowerLayout(name="Idefics3 SigLIP ViT", post_norm=True,
                                    defaults={**_SIGLIP_DEFAULTS, "hidden_size": 1152, "image_size": 224, "patch_size": 32}),
+    "radio": TowerLayout(
+        name="RADIO ViT", count=radio_tower,
+        defaults={"hidden_size": 1280, "num_hidden_layers": 32, "mlp_ratio": 4.0, "use_swiglu_ffn": False,
+                  "qkv_bias": True, "num_channels": 3, "patch_size": 16, "max_img_size": 2048, "num_cls_tokens": 3,
+                  "num_registers": 7, "summary_idxs": [0, 1]}),
     "lfm3_vl_vision": TowerLayout(
         name="LFM3-VL conv/attention ViT", count=lfm3_vl_tower,
         defaults={"hidden_size": 1024, "intermediate_size": 2560, "in_channels": 3, "patch_size": 16,
@@ -176,6 +213,7 @@ VISION_TYPE_OF = {
     "minicpmv4_7": "minicpmv4_7_vision", "minicpm_ocr": "minicpm_ocr_vision", "gemma3": "siglip_vision_model",
     "video_llama_3": "video_llama_3_vision", "paddleocr_vl": "paddleocr_vl_vision", "glm_ocr": "glm_ocr_vision",
     "granite_docling": "granite_docling_vision", "lfm3_vl": "lfm3_vl_vision",
+    "nemotron_h_omni": "radio",
 }
 
 
@@ -319,6 +357,25 @@ def aria_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_
                       other=queries * hidden + 3 * 2 * hidden)
 
 
+def nemotron_omni_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                            layout: TowerLayout) -> WeightPart:
+    """Nemotron-H Omni: pixel shuffle by ``downsample_ratio``, an RMSNorm, Linear(.., projector_hidden_size),
+    Linear(.., text hidden), no biases; a final vision LayerNorm when the language model has MTP layers."""
+    o = ConfigReader(outer, source_name=v.source_name, defaults_name="nemotron_h_omni",
+                     defaults={"downsample_ratio": 0.5, "projector_hidden_size": 4096, "vision_hidden_size": 1280})
+    ratio = o.first_of("downsample_ratio", ("downsample_ratio",), kind="ratio")
+    inner = o.first_of("projector_hidden_size", ("projector_hidden_size",))
+    width = o.first_of("vision_hidden_size", ("vision_hidden_size",))
+    shuffled = width * int(1 / ratio) ** 2
+    text = outer.get("text_config") or {}
+    mtp = text.get("num_nextn_predict_layers") if isinstance(text, Mapping) else None
+    final_norm = 2 * width if isinstance(mtp, int) and mtp > 0 else 0
+    if isinstance(outer.get("audio_config"), Mapping):
+        v.note("the audio tower of nemotron_h_omni is not counted")
+    return _projector(_linear(shuffled, inner, False), _linear(inner, text_hidden, False),
+                      other=shuffled + final_norm)
+
+
 def minicpmv_merger(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
                     layout: TowerLayout) -> WeightPart:
     """MiniCPM-V 4.6: the ViT's window merger (a SigLIP self-attention with its LayerNorm, then LayerNorm,
@@ -402,7 +459,7 @@ PROJECTORS: dict[str, Callable[[ConfigReader, Mapping[str, Any], int, int, Tower
     "gemma3": gemma3_projector, "hyperclovax_vision_v2": hyperclova_projector,
     "video_llama_3": two_linear_projector, "paddleocr_vl": paddleocr_projector, "glm_ocr": glm_ocr_projector,
     "granite_docling": granite_docling_connector, "lfm3_vl": lfm3_vl_projector,
-    "aria": aria_projector,
+    "aria": aria_projector, "nemotron_h_omni": nemotron_omni_projector,
 }
 
 
