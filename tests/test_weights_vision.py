@@ -36,7 +36,7 @@ def meta_vision_count(config: dict[str, Any]) -> int:
 #: Multimodal types counted from transformers' default config, tower and projector read per vision type.
 TYPES = ["qwen2_vl", "qwen2_5_vl", "internvl", "qianfan_ocr", "kimi_k25", "lfm2_vl", "minicpmv4_6", "minicpmv4_7",
          "minicpm_ocr", "exaone4_5", "gemma3", "hyperclovax_vision_v2", "video_llama_3", "paddleocr_vl", "glm_ocr",
-         "granite_docling", "aria", "nemotron_h_omni"]
+         "granite_docling", "aria", "nemotron_h_omni", "molmo2"]
 
 
 @pytest.mark.parametrize("model_type", TYPES)
@@ -122,3 +122,13 @@ def test_aria_language_model_alone_equals_transformers() -> None:
     # AriaTextForCausalLM: MoE in every layer, shared experts fused into one MLP of 2 x intermediate_size
     config = default_config("aria_text")
     assert count_weights(config, model_id="aria_text").parameters == meta_count(config)
+
+
+def test_molmo2_olmo_qk_norm_spans_all_heads() -> None:
+    config = default_config("molmo2")
+    config["text_config"]["qk_norm_type"] = "olmo"
+    weights = count_weights(config, model_id="molmo2")
+    assert weights.parameters == meta_count(config)
+    text = config["text_config"]  # the norms span all q and k heads: (32 + 8) x 128 per layer, not 2 x 128
+    per_head = count_weights(default_config("molmo2"), model_id="molmo2").parameters
+    assert weights.parameters - per_head == ((32 + 8) * 128 - 2 * 128) * text["num_hidden_layers"]

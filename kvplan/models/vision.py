@@ -128,6 +128,38 @@ def radio_tower(v: ConfigReader) -> tuple[WeightPart, int]:
     return WeightPart(name="vision_tower", vision=True, matrices=tuple(matrices), other_parameters=other), hidden
 
 
+def _gqa(v: ConfigReader, n_in: int, hidden: int, bias: bool, count: int = 1) -> tuple[list[Matrix], int]:
+    """q/k/v/o of ``num_attention_heads`` x ``head_dim`` (k/v: ``num_key_value_heads``) from ``n_in`` features."""
+    heads = v.first_of("num_attention_heads", ("num_attention_heads",))
+    kv = v.first_of("num_key_value_heads", ("num_key_value_heads",)) * v.first_of("head_dim", ("head_dim",))
+    q = heads * v.first_of("head_dim", ("head_dim",))
+    matrices = [Matrix(in_features=n_in, out_features=q, count=count),
+                Matrix(in_features=n_in, out_features=kv, count=2 * count),
+                Matrix(in_features=q, out_features=hidden, count=count)]
+    return matrices, ((q + 2 * kv + hidden) * count if bias else 0)
+
+
+def molmo2_tower(v: ConfigReader) -> tuple[WeightPart, int]:
+    """Molmo2's ViT: a biased linear patch embedding, ``num_position_embeddings`` learned positions (default
+    (image / patch)² per side), blocks of LayerNorms, GQA (biases by ``attention_bias``), a biased fc1/fc2 MLP.
+    The Hub's own keys (``image_patch_size``, ``image_num_pos``, ``image_default_input_size``) are read too."""
+    hidden = v.first_of("hidden_size", ("hidden_size",))
+    inner = v.first_of("intermediate_size", ("intermediate_size",))
+    layers = v.first_of("num_hidden_layers", ("num_hidden_layers",))
+    patch = v.first_of("patch_size", ("patch_size", "image_patch_size"))
+    channels = v.first_of("num_channels", ("num_channels",))
+    positions = v.first_of("num_position_embeddings", ("num_position_embeddings", "image_num_pos"), required=False)
+    if positions is None:
+        image = v.first_of("image_size", ("image_size", "image_default_input_size"), kind="list")
+        positions = (image[0] // patch) * (image[1] // patch)
+    attention, bias = _gqa(v, hidden, hidden, v.flag("attention_bias", True), layers)
+    matrices = [Matrix(in_features=channels * patch * patch, out_features=hidden), *attention,
+                Matrix(in_features=hidden, out_features=inner, count=layers),
+                Matrix(in_features=inner, out_features=hidden, count=layers)]
+    other = hidden + positions * hidden + bias + (4 * hidden + inner + hidden) * layers
+    return WeightPart(name="vision_tower", vision=True, matrices=tuple(matrices), other_parameters=other), hidden
+
+
 _SIGLIP_DEFAULTS = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "num_channels": 3,
                     "image_size": 224, "patch_size": 16}
 _QWEN25_DEFAULTS = {"depth": 32, "hidden_size": 3584, "intermediate_size": 3420, "in_channels": 3, "patch_size": 14,
@@ -197,6 +229,11 @@ TOWERS: dict[str, TowerLayout] = {
         defaults={"hidden_size": 1280, "num_hidden_layers": 32, "mlp_ratio": 4.0, "use_swiglu_ffn": False,
                   "qkv_bias": True, "num_channels": 3, "patch_size": 16, "max_img_size": 2048, "num_cls_tokens": 3,
                   "num_registers": 7, "summary_idxs": [0, 1]}),
+    "molmo2_vision": TowerLayout(
+        name="Molmo2 ViT", count=molmo2_tower,
+        defaults={"hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 25, "num_attention_heads": 16,
+                  "num_key_value_heads": 16, "head_dim": 72, "image_size": [378, 378], "patch_size": 14,
+                  "num_channels": 3, "attention_bias": True}),
     "lfm3_vl_vision": TowerLayout(
         name="LFM3-VL conv/attention ViT", count=lfm3_vl_tower,
         defaults={"hidden_size": 1024, "intermediate_size": 2560, "in_channels": 3, "patch_size": 16,
@@ -213,7 +250,7 @@ VISION_TYPE_OF = {
     "minicpmv4_7": "minicpmv4_7_vision", "minicpm_ocr": "minicpm_ocr_vision", "gemma3": "siglip_vision_model",
     "video_llama_3": "video_llama_3_vision", "paddleocr_vl": "paddleocr_vl_vision", "glm_ocr": "glm_ocr_vision",
     "granite_docling": "granite_docling_vision", "lfm3_vl": "lfm3_vl_vision",
-    "nemotron_h_omni": "radio",
+    "nemotron_h_omni": "radio", "molmo2": "molmo2_vision",
 }
 
 
@@ -376,6 +413,33 @@ def nemotron_omni_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: i
                       other=shuffled + final_norm)
 
 
+#: Molmo2AdapterConfig's defaults (transformers 5.24).
+_MOLMO2_ADAPTER_DEFAULTS = {"vision_feature_layer": [24, 18], "hidden_size": 1152, "num_attention_heads": 16,
+                            "num_key_value_heads": 16, "head_dim": 72, "attention_bias": True,
+                            "intermediate_size": 18944, "text_hidden_size": 3584, "mlp_bias": False}
+
+
+def molmo2_adapter(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                   layout: TowerLayout) -> WeightPart:
+    """Molmo2's adapter (``adapter_config``): attention pooling over the features of ``vision_feature_layer``
+    layers concatenated, then a gated MLP to ``text_hidden_size`` (its down projection unbiased)."""
+    adapter = outer.get("adapter_config") or {}
+    if not isinstance(adapter, Mapping):
+        raise ConfigError(f"{v.source_name}: adapter_config must be an object", "fix the config")
+    a = ConfigReader(adapter, source_name=v.source_name, prefix="adapter_config.", defaults=_MOLMO2_ADAPTER_DEFAULTS,
+                     defaults_name="molmo2_adapter")
+    width = a.first_of("hidden_size", ("hidden_size",))
+    features = len(a.first_of("vision_feature_layer", ("vision_feature_layer", "vit_layers"), kind="list"))
+    attention, bias = _gqa(a, hidden * features, width, a.flag("attention_bias", True))
+    inner = a.first_of("intermediate_size", ("intermediate_size",))
+    out = a.first_of("text_hidden_size", ("text_hidden_size",))
+    mlp_bias = 2 * inner if a.flag("mlp_bias", False) else 0
+    for note in a.notes:
+        v.note(note)
+    return _projector(*((m, 0) for m in attention), _linear(width, inner, False), _linear(width, inner, False),
+                      _linear(inner, out, False), other=bias + mlp_bias)
+
+
 def minicpmv_merger(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
                     layout: TowerLayout) -> WeightPart:
     """MiniCPM-V 4.6: the ViT's window merger (a SigLIP self-attention with its LayerNorm, then LayerNorm,
@@ -460,6 +524,7 @@ PROJECTORS: dict[str, Callable[[ConfigReader, Mapping[str, Any], int, int, Tower
     "video_llama_3": two_linear_projector, "paddleocr_vl": paddleocr_projector, "glm_ocr": glm_ocr_projector,
     "granite_docling": granite_docling_connector, "lfm3_vl": lfm3_vl_projector,
     "aria": aria_projector, "nemotron_h_omni": nemotron_omni_projector,
+    "molmo2": molmo2_adapter,
 }
 
 
