@@ -36,7 +36,7 @@ def meta_vision_count(config: dict[str, Any]) -> int:
 #: Multimodal types counted from transformers' default config, tower and projector read per vision type.
 TYPES = ["qwen2_vl", "qwen2_5_vl", "internvl", "qianfan_ocr", "kimi_k25", "lfm2_vl", "minicpmv4_6", "minicpmv4_7",
          "minicpm_ocr", "exaone4_5", "gemma3", "hyperclovax_vision_v2", "video_llama_3", "paddleocr_vl", "glm_ocr",
-         "granite_docling", "aria", "nemotron_h_omni", "molmo2"]
+         "granite_docling", "aria", "nemotron_h_omni", "molmo2", "minimax_m3_vl"]
 
 
 @pytest.mark.parametrize("model_type", TYPES)
@@ -132,3 +132,15 @@ def test_molmo2_olmo_qk_norm_spans_all_heads() -> None:
     text = config["text_config"]  # the norms span all q and k heads: (32 + 8) x 128 per layer, not 2 x 128
     per_head = count_weights(default_config("molmo2"), model_id="molmo2").parameters
     assert weights.parameters - per_head == ((32 + 8) * 128 - 2 * 128) * text["num_hidden_layers"]
+
+
+def test_minimax_m3_indexer_and_dense_layers_equal_transformers() -> None:
+    layers = {"num_hidden_layers": 4, "layer_types": ["full_attention", "minimax_m3_sparse"] * 2,
+              "mlp_layer_types": ["dense", "sparse", "sparse", "sparse"]}
+    config = default_config("minimax_m3_vl_text", **layers)
+    weights = count_weights(config, model_id="m3")
+    assert weights.parameters == meta_count(config)
+    # two indexers of q 6144 x (4 x 128), k 6144 x 128 and their two 128-wide norms
+    plain = count_weights(default_config("minimax_m3_vl_text", **{**layers, "layer_types": ["full_attention"] * 4}),
+                          model_id="m3")
+    assert weights.parameters - plain.parameters == 2 * (6144 * 4 * 128 + 6144 * 128 + 2 * 128)

@@ -54,6 +54,7 @@ class TowerLayout:
     """``grid``: one learned position per patch of ``image_size``; ``num_patches``: the key of that name;
     ``table``: ``pos_emb_height x pos_emb_width``; ``none``: rotary only."""
     cls_token: bool = False
+    pre_norm: bool = False
     post_norm: bool = False
     head: str | None = None
     """The key of SigLIP's attention-pooling head switch (``vision_use_head``)."""
@@ -234,6 +235,11 @@ TOWERS: dict[str, TowerLayout] = {
         defaults={"hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 25, "num_attention_heads": 16,
                   "num_key_value_heads": 16, "head_dim": 72, "image_size": [378, 378], "patch_size": 14,
                   "num_channels": 3, "attention_bias": True}),
+    # MiniMax-M3-VL: a 3-D patch convolution without bias, a LayerNorm before the blocks, rotary positions
+    "minimax_m3_vl_vision": TowerLayout(
+        name="MiniMax-M3-VL ViT", patch_bias=False, temporal=True, positions="none", pre_norm=True,
+        defaults={"hidden_size": 1280, "intermediate_size": 5120, "num_hidden_layers": 32, "num_channels": 3,
+                  "patch_size": 14, "temporal_patch_size": 2, "spatial_merge_size": 2}),
     "lfm3_vl_vision": TowerLayout(
         name="LFM3-VL conv/attention ViT", count=lfm3_vl_tower,
         defaults={"hidden_size": 1024, "intermediate_size": 2560, "in_channels": 3, "patch_size": 16,
@@ -251,6 +257,7 @@ VISION_TYPE_OF = {
     "video_llama_3": "video_llama_3_vision", "paddleocr_vl": "paddleocr_vl_vision", "glm_ocr": "glm_ocr_vision",
     "granite_docling": "granite_docling_vision", "lfm3_vl": "lfm3_vl_vision",
     "nemotron_h_omni": "radio", "molmo2": "molmo2_vision",
+    "minimax_m3_vl": "minimax_m3_vl_vision",
 }
 
 
@@ -310,8 +317,7 @@ def tower_weights(v: ConfigReader, layout: TowerLayout) -> tuple[WeightPart, int
     elif layout.positions == "table":
         other += v.first_of("pos_emb_height", ("pos_emb_height",)) * v.first_of("pos_emb_width", ("pos_emb_width",)) \
             * hidden
-    if layout.post_norm:
-        other += _norm(layout, hidden)
+    other += _norm(layout, hidden) * (int(layout.pre_norm) + int(layout.post_norm))
     if layout.head and v.flag(layout.head, bool(layout.defaults.get(layout.head))):
         # probe, nn.MultiheadAttention (in_proj + out_proj, biased), LayerNorm, fc1/fc2
         matrices += [Matrix(in_features=hidden, out_features=hidden, count=4),
@@ -440,6 +446,18 @@ def molmo2_adapter(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_
                       _linear(inner, out, False), other=bias + mlp_bias)
 
 
+def minimax_m3_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                         layout: TowerLayout) -> WeightPart:
+    """MiniMax-M3-VL: Linear(vision hidden, projector_hidden_size), Linear(.., text hidden), and the same pair
+    from ``merged_hidden_size`` for merged patches, all biased."""
+    o = ConfigReader(outer, source_name=v.source_name, defaults_name="minimax_m3_vl",
+                     defaults={"projector_hidden_size": 6144, "merged_hidden_size": 24576})
+    inner = o.first_of("projector_hidden_size", ("projector_hidden_size",))
+    merged = o.first_of("merged_hidden_size", ("merged_hidden_size",))
+    return _projector(_linear(hidden, inner), _linear(inner, text_hidden), _linear(merged, inner),
+                      _linear(inner, text_hidden))
+
+
 def minicpmv_merger(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
                     layout: TowerLayout) -> WeightPart:
     """MiniCPM-V 4.6: the ViT's window merger (a SigLIP self-attention with its LayerNorm, then LayerNorm,
@@ -524,7 +542,7 @@ PROJECTORS: dict[str, Callable[[ConfigReader, Mapping[str, Any], int, int, Tower
     "video_llama_3": two_linear_projector, "paddleocr_vl": paddleocr_projector, "glm_ocr": glm_ocr_projector,
     "granite_docling": granite_docling_connector, "lfm3_vl": lfm3_vl_projector,
     "aria": aria_projector, "nemotron_h_omni": nemotron_omni_projector,
-    "molmo2": molmo2_adapter,
+    "molmo2": molmo2_adapter, "minimax_m3_vl": minimax_m3_projector,
 }
 
 
