@@ -43,7 +43,8 @@ class LlamaParser(DecoderParser):
                     "olmo", "olmo2", "exaone", "yi", "mistral_nemo", "smollm3", "olmo3", "olmoe", "glm", "glm4",
                     "arcee", "apertus", "ernie4_5", "ernie4_5_moe", "seed_oss", "hunyuan_v1_dense",
                     # the language models of multimodal wrappers that keep a member's layout
-                    "paddleocr_vl_text", "granite_docling_text", "glm_ocr_text", "hyperclovax", "aria_text")
+                    "paddleocr_vl_text", "granite_docling_text", "glm_ocr_text", "hyperclovax", "aria_text",
+                    "cosmos3_edge_text")
 
     #: How the Llama-like members' layers differ from Llama's (their transformers modeling files).
     LAYOUTS: ClassVar[Mapping[str, DecoderLayout]] = {
@@ -53,7 +54,7 @@ class LlamaParser(DecoderParser):
         # GLM: q/k/v biases (no o_proj bias); GLM-4 adds norms after attention and after the MLP
         "glm": DecoderLayout(o_bias=False), "glm4": DecoderLayout(o_bias=False, norms_per_layer=4),
         # non-gated MLPs: Arcee's ReLU^2, Apertus' xIELU with 4 learned scalars (alpha_p, alpha_n, beta, eps)
-        "arcee": DecoderLayout(gated_mlp=False),
+        "arcee": DecoderLayout(gated_mlp=False), "cosmos3_edge_text": DecoderLayout(gated_mlp=False),
         "apertus": DecoderLayout(gated_mlp=False, mlp_act_parameters=4, qk_norm=True),
         # Hunyuan dense: per-head q/k RMSNorms (query_layernorm, key_layernorm)
         "hunyuan_v1_dense": DecoderLayout(qk_norm=True),

@@ -240,6 +240,11 @@ TOWERS: dict[str, TowerLayout] = {
         name="MiniMax-M3-VL ViT", patch_bias=False, temporal=True, positions="none", pre_norm=True,
         defaults={"hidden_size": 1280, "intermediate_size": 5120, "num_hidden_layers": 32, "num_channels": 3,
                   "patch_size": 14, "temporal_patch_size": 2, "spatial_merge_size": 2}),
+    # Cosmos3-Edge: a SigLIP 2 tower (linear patches, num_patches positions) without the pooling head
+    "cosmos3_edge_vision": TowerLayout(
+        name="Cosmos3-Edge SigLIP 2 ViT", positions="num_patches", post_norm=True,
+        defaults={**_SIGLIP_DEFAULTS, "hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 27,
+                  "num_patches": 256, "spatial_merge_size": 2}),
     "lfm3_vl_vision": TowerLayout(
         name="LFM3-VL conv/attention ViT", count=lfm3_vl_tower,
         defaults={"hidden_size": 1024, "intermediate_size": 2560, "in_channels": 3, "patch_size": 16,
@@ -257,7 +262,7 @@ VISION_TYPE_OF = {
     "video_llama_3": "video_llama_3_vision", "paddleocr_vl": "paddleocr_vl_vision", "glm_ocr": "glm_ocr_vision",
     "granite_docling": "granite_docling_vision", "lfm3_vl": "lfm3_vl_vision",
     "nemotron_h_omni": "radio", "molmo2": "molmo2_vision",
-    "minimax_m3_vl": "minimax_m3_vl_vision",
+    "minimax_m3_vl": "minimax_m3_vl_vision", "cosmos3_edge": "cosmos3_edge_vision",
 }
 
 
@@ -458,6 +463,17 @@ def minimax_m3_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int,
                       _linear(inner, text_hidden))
 
 
+def cosmos3_edge_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                           layout: TowerLayout) -> WeightPart:
+    """Cosmos3-Edge: LayerNorm(vision hidden), then over m x m merged patches Linear(h m², projector_hidden_size),
+    Linear(projector_hidden_size, text hidden), biased."""
+    o = ConfigReader(outer, source_name=v.source_name, defaults_name="cosmos3_edge",
+                     defaults={"projector_hidden_size": 11520})
+    inner = o.first_of("projector_hidden_size", ("projector_hidden_size",))
+    merge = v.first_of("spatial_merge_size", ("spatial_merge_size",))
+    return _projector(_linear(hidden * merge * merge, inner), _linear(inner, text_hidden), other=2 * hidden)
+
+
 def minicpmv_merger(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
                     layout: TowerLayout) -> WeightPart:
     """MiniCPM-V 4.6: the ViT's window merger (a SigLIP self-attention with its LayerNorm, then LayerNorm,
@@ -543,6 +559,7 @@ PROJECTORS: dict[str, Callable[[ConfigReader, Mapping[str, Any], int, int, Tower
     "granite_docling": granite_docling_connector, "lfm3_vl": lfm3_vl_projector,
     "aria": aria_projector, "nemotron_h_omni": nemotron_omni_projector,
     "molmo2": molmo2_adapter, "minimax_m3_vl": minimax_m3_projector,
+    "cosmos3_edge": cosmos3_edge_projector,
 }
 
 
