@@ -245,6 +245,12 @@ TOWERS: dict[str, TowerLayout] = {
         name="Cosmos3-Edge SigLIP 2 ViT", positions="num_patches", post_norm=True,
         defaults={**_SIGLIP_DEFAULTS, "hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 27,
                   "num_patches": 256, "spatial_merge_size": 2}),
+    # ERNIE 4.5 VL: the Qwen2-VL block (fused qkv, LayerNorms, fc1/fc2 of intermediate_size), a linear patch
+    # embedding without bias, a final LayerNorm
+    "ernie4_5_vl_moe_vision": TowerLayout(
+        name="ERNIE 4.5 VL ViT", layers=("depth",), channels=("in_channels",), patch_bias=False, positions="none",
+        post_norm=True, defaults={"depth": 32, "hidden_size": 1280, "intermediate_size": 5120, "in_channels": 3,
+                                  "patch_size": 14, "spatial_merge_size": 2, "temporal_merge_size": 2}),
     "lfm3_vl_vision": TowerLayout(
         name="LFM3-VL conv/attention ViT", count=lfm3_vl_tower,
         defaults={"hidden_size": 1024, "intermediate_size": 2560, "in_channels": 3, "patch_size": 16,
@@ -263,6 +269,7 @@ VISION_TYPE_OF = {
     "granite_docling": "granite_docling_vision", "lfm3_vl": "lfm3_vl_vision",
     "nemotron_h_omni": "radio", "molmo2": "molmo2_vision",
     "minimax_m3_vl": "minimax_m3_vl_vision", "cosmos3_edge": "cosmos3_edge_vision",
+    "ernie4_5_vl_moe": "ernie4_5_vl_moe_vision",
 }
 
 
@@ -474,6 +481,17 @@ def cosmos3_edge_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: in
     return _projector(_linear(hidden * merge * merge, inner), _linear(inner, text_hidden), other=2 * hidden)
 
 
+def ernie_resampler(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                    layout: TowerLayout) -> WeightPart:
+    """ERNIE 4.5 VL's resampler: spatial (Linear(h m², h m²) twice and a LayerNorm) and temporal (the first
+    Linear over ``temporal_merge_size`` frames) blocks, Linear(h m², text hidden), all biased, and an RMSNorm."""
+    merge = v.first_of("spatial_merge_size", ("spatial_merge_size",))
+    frames = v.first_of("temporal_merge_size", ("temporal_merge_size",))
+    wide = hidden * merge * merge
+    return _projector(_linear(wide, wide), _linear(wide, wide), _linear(wide * frames, wide), _linear(wide, wide),
+                      _linear(wide, text_hidden), other=2 * 2 * wide + text_hidden)
+
+
 def minicpmv_merger(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
                     layout: TowerLayout) -> WeightPart:
     """MiniCPM-V 4.6: the ViT's window merger (a SigLIP self-attention with its LayerNorm, then LayerNorm,
@@ -559,7 +577,7 @@ PROJECTORS: dict[str, Callable[[ConfigReader, Mapping[str, Any], int, int, Tower
     "granite_docling": granite_docling_connector, "lfm3_vl": lfm3_vl_projector,
     "aria": aria_projector, "nemotron_h_omni": nemotron_omni_projector,
     "molmo2": molmo2_adapter, "minimax_m3_vl": minimax_m3_projector,
-    "cosmos3_edge": cosmos3_edge_projector,
+    "cosmos3_edge": cosmos3_edge_projector, "ernie4_5_vl_moe": ernie_resampler,
 }
 
 
