@@ -145,3 +145,10 @@ def test_minimax_m3_indexer_and_dense_layers_equal_transformers() -> None:
     plain = count_weights(default_config("minimax_m3_vl_text", **{**layers, "layer_types": ["full_attention"] * 4}),
                           model_id="m3")
     assert weights.parameters - plain.parameters == 2 * (6144 * 4 * 128 + 6144 * 128 + 2 * 128)
+
+
+def test_florence2_davit_vision_part_equals_transformers() -> None:
+    # The BART language model's learned position tables are not counted by bart.py (said in its note), so only
+    # the DaViT tower and projector are compared here.
+    config = default_config("florence2")
+    assert count_weights(config, model_id="florence2").vision_parameters == meta_vision_count(config)

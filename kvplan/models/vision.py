@@ -161,6 +161,45 @@ def molmo2_tower(v: ConfigReader) -> tuple[WeightPart, int]:
     return WeightPart(name="vision_tower", vision=True, matrices=tuple(matrices), other_parameters=other), hidden
 
 
+def _stage_list(v: ConfigReader, key: str, stages: int, kind: str = "int") -> list[Any]:
+    values = v.first_of(key, (key,), kind="list")
+    if len(values) != stages:
+        raise ConfigError(f"{v.source_name}: vision_config.{key} has {len(values)} entries for {stages} stages",
+                          "fix the config")
+    return [v.check(key, x, kind) for x in values]
+
+
+def davit_tower(v: ConfigReader) -> tuple[WeightPart, int]:
+    """Florence-2's DaViT: per stage a biased patch convolution (``patch_size`` kernel from the previous width)
+    with a LayerNorm on its input (``patch_prenorm``) or output, then ``depths`` pairs of a spatial (window) and
+    a channel block, each a 3x3 depthwise convolution, LayerNorm, fused qkv (``qkv_bias``) and projection,
+    another depthwise convolution, LayerNorm and an fc1/fc2 MLP of ``mlp_ratio``. Width: the last stage's."""
+    dims = v.first_of("embed_dim", ("embed_dim",), kind="list")
+    stages = len(dims)
+    dims = _stage_list(v, "embed_dim", stages)
+    depths = _stage_list(v, "depths", stages)
+    kernels = _stage_list(v, "patch_size", stages)
+    prenorm = _stage_list(v, "patch_prenorm", stages, kind="bool")
+    ratio = v.first_of("mlp_ratio", ("mlp_ratio",), kind="ratio")
+    qkv_bias = v.flag("qkv_bias", True)
+    width = v.first_of("num_channels", ("in_channels",))
+    matrices: list[Matrix] = []
+    other = 0
+    for dim, depth, kernel, pre in zip(dims, depths, kernels, prenorm, strict=True):
+        matrices.append(Matrix(in_features=width * kernel * kernel, out_features=dim))
+        other += dim + 2 * (width if pre else dim)
+        inner = int(dim * ratio)
+        blocks = 2 * depth  # a spatial and a channel block per depth
+        matrices += [Matrix(in_features=dim, out_features=3 * dim, count=blocks),
+                     Matrix(in_features=dim, out_features=dim, count=blocks),
+                     Matrix(in_features=dim, out_features=inner, count=blocks),
+                     Matrix(in_features=inner, out_features=dim, count=blocks)]
+        # two depthwise 3x3 convolutions, two LayerNorms, the qkv/proj/MLP biases
+        other += blocks * (2 * (9 * dim + dim) + 2 * 2 * dim + (3 * dim if qkv_bias else 0) + dim + inner + dim)
+        width = dim
+    return WeightPart(name="vision_tower", vision=True, matrices=tuple(matrices), other_parameters=other), width
+
+
 _SIGLIP_DEFAULTS = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "num_channels": 3,
                     "image_size": 224, "patch_size": 16}
 _QWEN25_DEFAULTS = {"depth": 32, "hidden_size": 3584, "intermediate_size": 3420, "in_channels": 3, "patch_size": 14,
@@ -251,6 +290,12 @@ TOWERS: dict[str, TowerLayout] = {
         name="ERNIE 4.5 VL ViT", layers=("depth",), channels=("in_channels",), patch_bias=False, positions="none",
         post_norm=True, defaults={"depth": 32, "hidden_size": 1280, "intermediate_size": 5120, "in_channels": 3,
                                   "patch_size": 14, "spatial_merge_size": 2, "temporal_merge_size": 2}),
+    "florence_vision": TowerLayout(
+        name="DaViT", count=davit_tower,
+        defaults={"in_channels": 3, "depths": [1, 1, 9, 1], "patch_size": [7, 3, 3, 3],
+                  "patch_prenorm": [False, True, True, True], "embed_dim": [128, 256, 512, 1024], "mlp_ratio": 4.0,
+                  "qkv_bias": True, "projection_dim": 1024, "max_temporal_embeddings": 100,
+                  "max_position_embeddings": 50}),
     "lfm3_vl_vision": TowerLayout(
         name="LFM3-VL conv/attention ViT", count=lfm3_vl_tower,
         defaults={"hidden_size": 1024, "intermediate_size": 2560, "in_channels": 3, "patch_size": 16,
@@ -269,7 +314,7 @@ VISION_TYPE_OF = {
     "granite_docling": "granite_docling_vision", "lfm3_vl": "lfm3_vl_vision",
     "nemotron_h_omni": "radio", "molmo2": "molmo2_vision",
     "minimax_m3_vl": "minimax_m3_vl_vision", "cosmos3_edge": "cosmos3_edge_vision",
-    "ernie4_5_vl_moe": "ernie4_5_vl_moe_vision",
+    "ernie4_5_vl_moe": "ernie4_5_vl_moe_vision", "florence2": "florence_vision",
 }
 
 
@@ -492,6 +537,17 @@ def ernie_resampler(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text
                       _linear(wide, text_hidden), other=2 * 2 * wide + text_hidden)
 
 
+def florence2_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                        layout: TowerLayout) -> WeightPart:
+    """Florence-2: learned row/column positions (``max_position_embeddings`` each, half the width), the fixed
+    cosine temporal table (a saved buffer of ``max_temporal_embeddings`` rows), Linear(width,
+    projection_dim) without bias and a LayerNorm."""
+    out = v.first_of("projection_dim", ("projection_dim",))
+    positions = v.first_of("max_position_embeddings", ("max_position_embeddings",))
+    temporal = v.first_of("max_temporal_embeddings", ("max_temporal_embeddings",))
+    return _projector(_linear(hidden, out, False), other=2 * out + positions * hidden + temporal * hidden)
+
+
 def minicpmv_merger(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
                     layout: TowerLayout) -> WeightPart:
     """MiniCPM-V 4.6: the ViT's window merger (a SigLIP self-attention with its LayerNorm, then LayerNorm,
@@ -578,6 +634,7 @@ PROJECTORS: dict[str, Callable[[ConfigReader, Mapping[str, Any], int, int, Tower
     "aria": aria_projector, "nemotron_h_omni": nemotron_omni_projector,
     "molmo2": molmo2_adapter, "minimax_m3_vl": minimax_m3_projector,
     "cosmos3_edge": cosmos3_edge_projector, "ernie4_5_vl_moe": ernie_resampler,
+    "florence2": florence2_projector,
 }
 
 
@@ -595,8 +652,9 @@ def vision_weights(outer: Mapping[str, Any], text: ConfigReader, *, text_hidden:
     projector = PROJECTORS[outer_type](v, outer, hidden, text_hidden, layout)
     for note in v.notes:
         text.note(note)
-    layers = next(p.value for p in v.provenance if p.field == "num_hidden_layers")
-    text.note(f"vision tower ({layout.name}, {layers} layers) reported separately as weights.vision_*")
+    layers = next((p.value for p in v.provenance if p.field == "num_hidden_layers"), None)
+    size = f", {layers} layers" if layers else ""
+    text.note(f"vision tower ({layout.name}{size}) reported separately as weights.vision_*")
     return [tower, projector]
 
 
