@@ -152,3 +152,10 @@ def test_florence2_davit_vision_part_equals_transformers() -> None:
     # the DaViT tower and projector are compared here.
     config = default_config("florence2")
     assert count_weights(config, model_id="florence2").vision_parameters == meta_vision_count(config)
+
+
+def test_kosmos25_pix2struct_vision_part_equals_transformers() -> None:
+    # The projector works at the text model's embed_dim (1536), which the BART-lineage parser reads; the text
+    # model's own count is bart.py's, so only the vision part is compared.
+    config = default_config("kosmos-2.5")
+    assert count_weights(config, model_id="kosmos-2.5").vision_parameters == meta_vision_count(config)

@@ -490,8 +490,10 @@ def count_weights(
     counted = parser().count_weights(r, model_type)
     parts = counted.parts
     if isinstance(outer.get("vision_config"), Mapping):
-        tower = parser().vision_weights(outer, r, hidden_of(r))
-        parts += tower if tower is not None else vision_weights(outer, r, text_hidden=hidden_of(r))
+        # the width the family read (Kosmos-2.5's text model names it embed_dim), else the generic hidden_size
+        text_hidden = counted.hidden_size or hidden_of(r)
+        tower = parser().vision_weights(outer, r, text_hidden)
+        parts += tower if tower is not None else vision_weights(outer, r, text_hidden=text_hidden)
 
     dtype, dtype_bytes = checkpoint_dtype(text, outer, r)
     qc = outer.get("quantization_config")

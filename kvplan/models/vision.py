@@ -200,6 +200,25 @@ def davit_tower(v: ConfigReader) -> tuple[WeightPart, int]:
     return WeightPart(name="vision_tower", vision=True, matrices=tuple(matrices), other_parameters=other), width
 
 
+def pix2struct_tower(v: ConfigReader) -> tuple[WeightPart, int]:
+    """Kosmos-2.5's Pix2Struct-style tower: a biased Linear(patch_embed_hidden_size, hidden), row and column
+    tables of ``max_num_patches``, T5-style blocks (q/k/v/o of heads x head_dim, a gated MLP, two RMSNorms, no
+    biases) and a final RMSNorm."""
+    hidden = v.first_of("hidden_size", ("hidden_size",))
+    inner = v.first_of("intermediate_size", ("intermediate_size",))
+    layers = v.first_of("num_hidden_layers", ("num_hidden_layers",))
+    inner_dim = v.first_of("num_attention_heads", ("num_attention_heads",)) * v.first_of("head_dim", ("head_dim",))
+    patch = v.first_of("patch_embed_hidden_size", ("patch_embed_hidden_size",))
+    patches = v.first_of("max_num_patches", ("max_num_patches",))
+    matrices = (Matrix(in_features=patch, out_features=hidden),
+                Matrix(in_features=hidden, out_features=inner_dim, count=3 * layers),
+                Matrix(in_features=inner_dim, out_features=hidden, count=layers),
+                Matrix(in_features=hidden, out_features=inner, count=2 * layers),
+                Matrix(in_features=inner, out_features=hidden, count=layers))
+    other = hidden + 2 * patches * hidden + 2 * hidden * layers + hidden
+    return WeightPart(name="vision_tower", vision=True, matrices=matrices, other_parameters=other), hidden
+
+
 _SIGLIP_DEFAULTS = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "num_channels": 3,
                     "image_size": 224, "patch_size": 16}
 _QWEN25_DEFAULTS = {"depth": 32, "hidden_size": 3584, "intermediate_size": 3420, "in_channels": 3, "patch_size": 14,
@@ -296,6 +315,10 @@ TOWERS: dict[str, TowerLayout] = {
                   "patch_prenorm": [False, True, True, True], "embed_dim": [128, 256, 512, 1024], "mlp_ratio": 4.0,
                   "qkv_bias": True, "projection_dim": 1024, "max_temporal_embeddings": 100,
                   "max_position_embeddings": 50}),
+    "kosmos_2_5_vision_model": TowerLayout(
+        name="Pix2Struct ViT", count=pix2struct_tower,
+        defaults={"hidden_size": 1536, "patch_embed_hidden_size": 768, "intermediate_size": 3968, "head_dim": 64,
+                  "num_hidden_layers": 18, "num_attention_heads": 24, "max_num_patches": 4096}),
     "lfm3_vl_vision": TowerLayout(
         name="LFM3-VL conv/attention ViT", count=lfm3_vl_tower,
         defaults={"hidden_size": 1024, "intermediate_size": 2560, "in_channels": 3, "patch_size": 16,
@@ -315,6 +338,7 @@ VISION_TYPE_OF = {
     "nemotron_h_omni": "radio", "molmo2": "molmo2_vision",
     "minimax_m3_vl": "minimax_m3_vl_vision", "cosmos3_edge": "cosmos3_edge_vision",
     "ernie4_5_vl_moe": "ernie4_5_vl_moe_vision", "florence2": "florence_vision",
+    "kosmos-2.5": "kosmos_2_5_vision_model",
 }
 
 
@@ -548,6 +572,16 @@ def florence2_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, 
     return _projector(_linear(hidden, out, False), other=2 * out + positions * hidden + temporal * hidden)
 
 
+def kosmos25_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                       layout: TowerLayout) -> WeightPart:
+    """Kosmos-2.5: Linear(vision hidden, text embed_dim), ``latent_query_num`` learned queries and a biased
+    q/k/v/o attention at the text width."""
+    o = ConfigReader(outer, source_name=v.source_name, defaults_name="kosmos-2.5", defaults={"latent_query_num": 2048})
+    queries = o.first_of("latent_query_num", ("latent_query_num",))
+    return _projector(_linear(hidden, text_hidden), *(_linear(text_hidden, text_hidden) for _ in range(4)),
+                      other=queries * text_hidden)
+
+
 def minicpmv_merger(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
                     layout: TowerLayout) -> WeightPart:
     """MiniCPM-V 4.6: the ViT's window merger (a SigLIP self-attention with its LayerNorm, then LayerNorm,
@@ -634,7 +668,7 @@ PROJECTORS: dict[str, Callable[[ConfigReader, Mapping[str, Any], int, int, Tower
     "aria": aria_projector, "nemotron_h_omni": nemotron_omni_projector,
     "molmo2": molmo2_adapter, "minimax_m3_vl": minimax_m3_projector,
     "cosmos3_edge": cosmos3_edge_projector, "ernie4_5_vl_moe": ernie_resampler,
-    "florence2": florence2_projector,
+    "florence2": florence2_projector, "kosmos-2.5": kosmos25_projector,
 }
 
 
