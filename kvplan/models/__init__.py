@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 #: Modules of this package that hold generic machinery; every other module is one family.
-GENERIC_MODULES = frozenset({"base", "decoder", "storage", "tensors", "vision"})
+GENERIC_MODULES = frozenset({"base", "decoder", "storage", "tensors", "vision", "vision_towers"})
 
 
 def _family_parsers() -> list[type[ArchParser]]:
