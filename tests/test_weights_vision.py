@@ -37,7 +37,7 @@ def meta_vision_count(config: dict[str, Any]) -> int:
 TYPES = ["qwen2_vl", "qwen2_5_vl", "internvl", "qianfan_ocr", "kimi_k25", "lfm2_vl", "minicpmv4_6", "minicpmv4_7",
          "minicpm_ocr", "exaone4_5", "gemma3", "hyperclovax_vision_v2", "video_llama_3", "paddleocr_vl", "glm_ocr",
          "granite_docling", "aria", "nemotron_h_omni", "molmo2", "minimax_m3_vl",
-         "cosmos3_edge", "ernie4_5_vl_moe"]
+         "cosmos3_edge", "ernie4_5_vl_moe", "janus"]
 
 
 @pytest.mark.parametrize("model_type", TYPES)

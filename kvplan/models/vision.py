@@ -19,8 +19,10 @@ from kvplan.errors import ConfigError
 from kvplan.models.base import ConfigReader
 from kvplan.models.tensors import Matrix, WeightPart
 from kvplan.models.vision_towers import (
+    JANUS_VQ_DEFAULTS,
     davit_tower,
     gqa_matrices,
+    janus_generation_weights,
     lfm3_vl_tower,
     molmo2_tower,
     pix2struct_tower,
@@ -170,6 +172,11 @@ TOWERS: dict[str, TowerLayout] = {
         name="Pix2Struct ViT", count=pix2struct_tower,
         defaults={"hidden_size": 1536, "patch_embed_hidden_size": 768, "intermediate_size": 3968, "head_dim": 64,
                   "num_hidden_layers": 18, "num_attention_heads": 24, "max_num_patches": 4096}),
+    # Janus: a SigLIP tower whose MLP is hidden x mlp_ratio, q/k/v biases by attention_bias
+    "janus_vision_model": TowerLayout(
+        name="Janus SigLIP ViT", inner=(), mlp_ratio="mlp_ratio", qkv_bias="attention_bias", post_norm=True,
+        defaults={"hidden_size": 1024, "num_hidden_layers": 24, "num_channels": 3, "image_size": 384,
+                  "patch_size": 16, "mlp_ratio": 4.0, "attention_bias": True, "projection_dim": 2048, "depth": 2}),
     "lfm3_vl_vision": TowerLayout(
         name="LFM3-VL conv/attention ViT", count=lfm3_vl_tower,
         defaults={"hidden_size": 1024, "intermediate_size": 2560, "in_channels": 3, "patch_size": 16,
@@ -189,7 +196,7 @@ VISION_TYPE_OF = {
     "nemotron_h_omni": "radio", "molmo2": "molmo2_vision",
     "minimax_m3_vl": "minimax_m3_vl_vision", "cosmos3_edge": "cosmos3_edge_vision",
     "ernie4_5_vl_moe": "ernie4_5_vl_moe_vision", "florence2": "florence_vision",
-    "kosmos-2.5": "kosmos_2_5_vision_model",
+    "kosmos-2.5": "kosmos_2_5_vision_model", "janus": "janus_vision_model",
 }
 
 
@@ -430,6 +437,26 @@ def kosmos25_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, t
                       other=queries * text_hidden)
 
 
+def janus_aligner(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                  layout: TowerLayout) -> WeightPart:
+    """Janus: the understanding aligner (Linear(vision hidden, projection_dim), then ``depth`` - 1 Linears, all
+    biased) and, from ``vq_config``, the image-generation half (VQ-GAN, code embeddings, aligner, head)."""
+    if v.flag("use_qk_norm", False):
+        raise ConfigError(f"{v.source_name}: vision_config.use_qk_norm = true: kvplan counts Janus without q/k norms",
+                          "pass --weights-bytes SIZE (the checkpoint's size)")
+    proj = v.first_of("projection_dim", ("projection_dim",))
+    depth = v.first_of("depth", ("depth",))
+    vq_config = outer.get("vq_config") or {}
+    if not isinstance(vq_config, Mapping):
+        raise ConfigError(f"{v.source_name}: vq_config must be an object", "fix the config")
+    vq = ConfigReader(vq_config, source_name=v.source_name, prefix="vq_config.", defaults=JANUS_VQ_DEFAULTS,
+                      defaults_name="janus_vqgan")
+    generation = janus_generation_weights(vq)
+    for note in vq.notes:
+        v.note(note)
+    return _projector(_linear(hidden, proj), *(_linear(proj, proj) for _ in range(depth - 1)), other=generation)
+
+
 def minicpmv_merger(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
                     layout: TowerLayout) -> WeightPart:
     """MiniCPM-V 4.6: the ViT's window merger (a SigLIP self-attention with its LayerNorm, then LayerNorm,
@@ -517,6 +544,7 @@ PROJECTORS: dict[str, Callable[[ConfigReader, Mapping[str, Any], int, int, Tower
     "molmo2": molmo2_adapter, "minimax_m3_vl": minimax_m3_projector,
     "cosmos3_edge": cosmos3_edge_projector, "ernie4_5_vl_moe": ernie_resampler,
     "florence2": florence2_projector, "kosmos-2.5": kosmos25_projector,
+    "janus": janus_aligner,
 }
 
 

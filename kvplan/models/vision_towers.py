@@ -167,3 +167,67 @@ def pix2struct_tower(v: ConfigReader) -> tuple[WeightPart, int]:
                 Matrix(in_features=inner, out_features=hidden, count=layers))
     other = hidden + 2 * patches * hidden + 2 * hidden * layers + hidden
     return WeightPart(name="vision_tower", vision=True, matrices=matrices, other_parameters=other), hidden
+
+
+#: JanusVQVAEConfig's defaults (transformers 5.24).
+JANUS_VQ_DEFAULTS: dict[str, Any] = {
+    "embed_dim": 8, "num_embeddings": 16384, "double_latent": False, "latent_channels": 256, "in_channels": 3,
+    "out_channels": 3, "base_channels": 128, "channel_multiplier": [1, 1, 2, 2, 4], "num_res_blocks": 2,
+    "projection_dim": 2048, "num_hidden_layers": 2, "image_token_embed_dim": 2048}
+
+
+def _res_block(c_in: int, c_out: int) -> int:
+    """GroupNorm, 3x3 conv, GroupNorm, 3x3 conv (all biased), and a 1x1 shortcut when the width changes."""
+    return 2 * c_in + 9 * c_in * c_out + c_out + 2 * c_out + 9 * c_out * c_out + c_out + (
+        c_in * c_out + c_out if c_in != c_out else 0)
+
+
+def _attn_block(c: int) -> int:
+    """GroupNorm and 1x1 q, k, v and output convolutions, biased."""
+    return 2 * c + 4 * (c * c + c)
+
+
+def janus_generation_weights(v: ConfigReader) -> int:
+    """Janus' image generation half, from ``vq_config``: the VQ-GAN (encoder and decoder of
+    ``channel_multiplier`` levels of ``num_res_blocks`` ResNet blocks, attention at the deepest level and in the
+    middle, the codebook and the quant convolutions), the code embeddings, their aligner MLP and the head that
+    predicts codes. Convolutions are counted as parameters (no matrix layout)."""
+    base = v.first_of("base_channels", ("base_channels",))
+    mult = [v.check("channel_multiplier", m, "int") for m in v.first_of("channel_multiplier", ("channel_multiplier",),
+                                                                        kind="list")]
+    blocks = v.first_of("num_res_blocks", ("num_res_blocks",))
+    latent = v.first_of("latent_channels", ("latent_channels",))
+    embed = v.first_of("embed_dim", ("embed_dim",))
+    codes = v.first_of("num_embeddings", ("num_embeddings",))
+    c_in, c_out_img = v.first_of("in_channels", ("in_channels",)), v.first_of("out_channels", ("out_channels",))
+    levels = len(mult)
+    total = 9 * c_in * base + base  # encoder conv_in
+    width = base
+    for level, m in enumerate(mult):
+        out = base * m
+        for _ in range(blocks):
+            total += _res_block(width, out) + (_attn_block(out) if level == levels - 1 else 0)
+            width = out
+        if level != levels - 1:
+            total += 9 * width * width + width  # downsample
+    total += 2 * _res_block(width, width) + _attn_block(width)  # mid
+    z = 2 * latent if v.flag("double_latent", False) else latent
+    total += 2 * width + 9 * width * z + z  # norm_out, conv_out
+    total += latent * embed + embed + embed * latent + latent + codes * embed  # quant convs, codebook
+    width = base * mult[-1]
+    total += 9 * latent * width + width + 2 * _res_block(width, width) + _attn_block(width)  # decoder in, mid
+    for level in reversed(range(levels)):
+        out = base * mult[level]
+        for _ in range(blocks + 1):
+            total += _res_block(width, out) + (_attn_block(out) if level == levels - 1 else 0)
+            width = out
+        if level != 0:
+            total += 9 * width * width + width  # upsample
+    total += 2 * width + 9 * width * c_out_img + c_out_img  # norm_out, conv_out
+    proj = v.first_of("projection_dim", ("projection_dim",))
+    hidden_layers = v.first_of("num_hidden_layers", ("num_hidden_layers",))
+    token = v.first_of("image_token_embed_dim", ("image_token_embed_dim",))
+    total += codes * embed  # generation_embeddings
+    total += embed * proj + proj + (hidden_layers - 1) * (proj * proj + proj)  # generation_aligner
+    total += token * proj + proj + proj * codes + codes  # generation_head
+    return total
