@@ -43,7 +43,8 @@ __all__ = [
 ]
 
 #: Modules of this package that hold generic machinery; every other module is one family.
-GENERIC_MODULES = frozenset({"audio", "base", "decoder", "family_index", "storage", "tensors", "vision"})
+GENERIC_MODULES = frozenset({"audio", "base", "decoder", "family_index", "storage", "tensors", "vision",
+                             "vision_towers"})
 
 
 def _family_parsers() -> list[type[ArchParser]]:
@@ -540,8 +541,10 @@ def count_weights(
     if text_only:
         r.note(f"architectures names {text_only}: the language model alone, without the vision/audio towers")
     elif isinstance(outer.get("vision_config"), Mapping):
-        tower = parser().vision_weights(outer, r, hidden_of(r))
-        parts += tower if tower is not None else vision_weights(outer, r, text_hidden=hidden_of(r))
+        # the width the family read (Kosmos-2.5's text model names it embed_dim), else the generic hidden_size
+        text_hidden = counted.hidden_size or hidden_of(r)
+        tower = parser().vision_weights(outer, r, text_hidden)
+        parts += tower if tower is not None else vision_weights(outer, r, text_hidden=text_hidden)
     parts += [] if text_only else audio_weights(outer, r)
 
     dtype, dtype_bytes = checkpoint_dtype(text, outer, r)

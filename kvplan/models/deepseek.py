@@ -255,7 +255,8 @@ class DeepseekParser(DecoderParser):
                               "checkpoint pass --weights-bytes SIZE")
         if isinstance(vision, Mapping) and vision.get("model_type") == "pixtral":
             return pixtral_weights(outer, r, text_hidden)
-        return moonvit_weights(outer, r) if isinstance(vision, Mapping) and "vt_hidden_size" in vision else None
+        moonvit = outer.get("model_type") == "kimi_k25" or (isinstance(vision, Mapping) and "vt_hidden_size" in vision)
+        return moonvit_weights(outer, r, text_hidden) if moonvit else None
 
 
 def count_mistral_large4(r: ConfigReader) -> WeightCount:
@@ -494,18 +495,27 @@ def _large4_indexer_default(r: ConfigReader, layers: int) -> list[str]:
     return ["full" if max(i - offset + 1, 0) % freq == 0 else "shared" for i in range(layers)]
 
 
-def moonvit_weights(outer: Mapping[str, Any], text: ConfigReader) -> list[WeightPart]:
+#: Kimi_K25VisionConfig's defaults (transformers 5.24), and Kimi_K25Config's projection_hidden_size.
+MOONVIT_DEFAULTS = {"hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 27, "patch_size": 14,
+                    "pos_emb_height": 64, "pos_emb_width": 64, "merge_kernel_size": [2, 2]}
+
+
+def moonvit_weights(outer: Mapping[str, Any], text: ConfigReader, text_hidden: int) -> list[WeightPart]:
     """Kimi K2.5's MoonViT: a patch convolution, a learned 2-D position table (the temporal one is fixed),
-    ViT blocks with biases, a final LayerNorm, and the patch-merger projector into the language model."""
-    v = ConfigReader(outer["vision_config"], source_name=text.source_name, prefix="vision_config.")
-    hidden = v.first_of("vt_hidden_size", ("vt_hidden_size",))
-    inner = v.first_of("vt_intermediate_size", ("vt_intermediate_size",))
-    layers = v.first_of("vt_num_hidden_layers", ("vt_num_hidden_layers",))
+    ViT blocks with biases, a final LayerNorm, and the patch-merger projector into the language model.
+    transformers' field names first, then the Hub remote code's (``vt_hidden_size``, ``init_pos_emb_height``)."""
+    v = ConfigReader(outer["vision_config"], source_name=text.source_name, prefix="vision_config.",
+                     defaults=MOONVIT_DEFAULTS, defaults_name="kimi_k25_vision")
+    hidden = v.first_of("hidden_size", ("hidden_size", "vt_hidden_size"))
+    inner = v.first_of("intermediate_size", ("intermediate_size", "vt_intermediate_size"))
+    layers = v.first_of("num_hidden_layers", ("num_hidden_layers", "vt_num_hidden_layers"))
     patch = v.first_of("patch_size", ("patch_size",))
-    grid = v.first_of("init_pos_emb_height", ("init_pos_emb_height",)) * v.first_of(
-        "init_pos_emb_width", ("init_pos_emb_width",))
+    grid = v.first_of("pos_emb_height", ("pos_emb_height", "init_pos_emb_height")) * v.first_of(
+        "pos_emb_width", ("pos_emb_width", "init_pos_emb_width"))
     merge = v.first_of("merge_kernel_size", ("merge_kernel_size",), kind="list")
-    out = v.first_of("text_hidden_size", ("text_hidden_size",))
+    o = ConfigReader(outer, source_name=text.source_name, defaults={"projection_hidden_size": 1152},
+                     defaults_name="kimi_k25")
+    norm = o.first_of("projection_hidden_size", ("projection_hidden_size",))  # the projector's LayerNorm width
     merged = hidden * merge[0] * merge[1]
     tower = WeightPart(
         name="vision_tower", vision=True,
@@ -518,8 +528,10 @@ def moonvit_weights(outer: Mapping[str, Any], text: ConfigReader) -> list[Weight
     )
     projector = WeightPart(name="projector", vision=True,
                            matrices=(Matrix(in_features=merged, out_features=merged),
-                                     Matrix(in_features=merged, out_features=out)),
-                           other_parameters=2 * hidden + merged + out)
+                                     Matrix(in_features=merged, out_features=text_hidden)),
+                           other_parameters=2 * norm + merged + text_hidden)
+    for note in v.notes + o.notes:
+        text.note(note)
     text.note(f"vision tower (MoonViT, {layers} layers) reported separately as weights.vision_*")
     return [tower, projector]
 

@@ -84,21 +84,24 @@ WEIGHT_INDEX: dict[str, str] = {
     "jetmoe": "jetmoe",
     "kimi": "bailing_hybrid kimi_linear",
     "lfm2": "lfm2 lfm2_moe lfm3",
-    "llama": ("apertus apertus1p5_text arcee baichuan beam bitnet cohere cwm diffllama doge ernie4_5 ernie4_5_moe exaone "
-             "flex_olmo flint glm glm4 granite granitemoe helium hunyuan_v1_dense hyperclovax internlm2 internlm3 "
-             "iquestcoder jais2 kolibri1 llama llama4_text mellum mistral_nemo mllama_text_model nanochat olmo olmo2 "
-             "olmo3 olmoe seed_oss smollm3 stablelm yi"),
+    "llama": ("apertus apertus1p5_text arcee aria_text baichuan beam bitnet cohere cosmos3_edge_text cwm diffllama doge "
+             "ernie4_5 ernie4_5_moe ernie4_5_vl_moe_text exaone flex_olmo flint glm glm4 glm_ocr_text granite "
+             "granite_docling_text granitemoe helium hunyuan_v1_dense hyperclovax internlm2 internlm3 iquestcoder jais2 "
+             "kolibri1 llama llama4_text mellum mistral_nemo mllama_text_model nanochat olmo olmo2 olmo3 olmoe "
+             "paddleocr_vl_text seed_oss smollm3 stablelm yi"),
     "mamba": "falcon_mamba mamba mamba2",
     "mimo": "mimo_v2_flash",
-    "minimax": "minimax minimax_m1 minimax_m2 minimax_text_01",
+    "minimax": "minimax minimax_m1 minimax_m2 minimax_m3_vl_text minimax_text_01",
     "mistral": "ministral ministral3 mistral mixtral",
     "mla": "glm4_moe_lite minicpm3 mistral4 sarvam_mla youtu",
+    "molmo": "molmo2_text",
     "moshi": "moshi",
     "mpt": "mpt",
     "nemotron": "nemotron nemotron_h",
     "persimmon": "persimmon",
     "phi": "phi phi3 phimoe",
-    "qwen": "qwen2 qwen2_moe qwen3 qwen3_5_moe_text qwen3_5_text qwen3_moe qwen3_next qwen3_vl_moe_text qwen3_vl_text",
+    "qwen": ("qwen2 qwen2_5_vl_text qwen2_moe qwen2_vl_text qwen3 qwen3_5_moe_text qwen3_5_text qwen3_moe qwen3_next "
+             "qwen3_vl_moe_text qwen3_vl_text"),
     "recurrent_gemma": "recurrent_gemma",
     "rwkv": "rwkv",
     "step": "step3p7",

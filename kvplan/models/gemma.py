@@ -498,13 +498,17 @@ class Gemma4Parser(DecoderParser):
             Matrix(in_features=hidden, out_features=inner, count=2 * layers),
             Matrix(in_features=inner, out_features=hidden, count=layers),
             Matrix(in_features=hidden, out_features=text_hidden)),  # embed_vision.embedding_projection
-            other_parameters=2 * positions * hidden + layers * (2 * head_dim + 4 * hidden))]
+            # the standardize std_bias/std_scale buffers; the clipped linears' four bounds each (7 per layer)
+            other_parameters=2 * positions * hidden + layers * (2 * head_dim + 4 * hidden)
+            + (2 * hidden if v.flag("standardize", False) else 0)
+            + (4 * 7 * layers if v.flag("use_clipped_linears", False) else 0))]
 
 
 #: Gemma4VisionConfig defaults (transformers 5.24).
 _GEMMA4_VISION_DEFAULTS: dict[str, Any] = {
     "hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 16, "num_attention_heads": 12,
     "num_key_value_heads": 12, "head_dim": 64, "patch_size": 16, "position_embedding_size": 10240,
+    "standardize": False, "use_clipped_linears": False,
 }
 
 

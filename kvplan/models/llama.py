@@ -85,11 +85,14 @@ class LlamaParser(DecoderParser):
         "hyperclovax": {"tie_word_embeddings": False, "use_post_norm": True},
         "mellum": {"tie_word_embeddings": False, "num_local_experts": 64, "moe_intermediate_size": 896},
         "nanochat": {"tie_word_embeddings": False},
+        "aria_text": {"tie_word_embeddings": False, "moe_num_experts": 8, "moe_topk": 2, "moe_num_shared_experts": 2},
     }
     weight_types = ("llama", "internlm2", "internlm3", "baichuan", "cohere", "stablelm", "granite", "granitemoe",
                     "olmo", "olmo2", "exaone", "yi", "mistral_nemo", "smollm3", "olmo3", "olmoe", "glm", "glm4",
                     "arcee", "apertus", "ernie4_5", "ernie4_5_moe", "seed_oss", "hunyuan_v1_dense", "flex_olmo",
-                    *LLAMA_LIKES)
+                    *LLAMA_LIKES,
+                    # the language models of multimodal wrappers that keep a member's layout
+                    "paddleocr_vl_text", "granite_docling_text", "glm_ocr_text", "aria_text", "cosmos3_edge_text")
 
     #: How the Llama-like members' layers differ from Llama's (their transformers modeling files).
     LAYOUTS: ClassVar[Mapping[str, DecoderLayout]] = {
@@ -101,7 +104,7 @@ class LlamaParser(DecoderParser):
         # GLM: q/k/v biases (no o_proj bias); GLM-4 adds norms after attention and after the MLP
         "glm": DecoderLayout(o_bias=False), "glm4": DecoderLayout(o_bias=False, norms_per_layer=4),
         # non-gated MLPs: Arcee's ReLU^2, Apertus' xIELU with 4 learned scalars (alpha_p, alpha_n, beta, eps)
-        "arcee": DecoderLayout(gated_mlp=False),
+        "arcee": DecoderLayout(gated_mlp=False), "cosmos3_edge_text": DecoderLayout(gated_mlp=False),
         "apertus": DecoderLayout(gated_mlp=False, mlp_act_parameters=4, qk_norm=True),
         # Hunyuan dense: per-head q/k RMSNorms (query_layernorm, key_layernorm)
         "hunyuan_v1_dense": DecoderLayout(qk_norm=True),
@@ -123,6 +126,8 @@ class LlamaParser(DecoderParser):
         "kolibri1": DecoderLayout(qk_norm=True, norms_per_layer=4, router_bias=True),
         "beam": DecoderLayout(qk_norm=True, norms_per_layer=4, router_bias=True),
         "flint": DecoderLayout(qk_norm=True, attention_sinks=True),
+        # GLM-OCR's text model: GLM-4's four norms per layer (HyperCLOVA X's post norms: EXTRAS)
+        "glm_ocr_text": DecoderLayout(o_bias=False, norms_per_layer=4),
     }
     #: What the Llama-likes' layers hold beyond a :class:`DecoderLayout` (their transformers modeling files).
     EXTRAS: ClassVar[Mapping[str, LayerExtras]] = {
@@ -172,6 +177,11 @@ class LlamaParser(DecoderParser):
                                                     kind="count") or None)
         if model_type in ("mellum", "beam"):
             return typed_moe(r, layers, top_k, first_dense=3 if model_type == "beam" else 0)
+        if model_type == "aria_text":  # every layer: moe_num_experts experts and moe_num_shared_experts fused
+            experts = r.first_of("num_experts", ("moe_num_experts",))
+            shared = r.first_of("moe_num_shared_experts", ("moe_num_shared_experts",), required=False, kind="count")
+            return MoeLayout(layers=list(range(layers)), experts=experts, top_k=r.optional("moe_topk", ("moe_topk",)),
+                             expert_size=intermediate, shared_size=shared * intermediate if shared else None)
         return NO_MOE
 
     def needs_dense_width(self, model_type: str) -> bool:
@@ -458,4 +468,62 @@ class MllamaParser(ArchParser):
         return value
 
 
-PARSERS: tuple[type[ArchParser], ...] = (LlamaParser, Llama4Parser, MllamaParser)
+class Ernie45VLMoeTextParser(ArchParser):
+    """ERNIE 4.5 VL MoE's language model (``ernie4_5_vl_moe_text``): GQA, and per ``mlp_layer_types`` a dense
+    MLP of ``intermediate_size`` or two expert groups (text experts of ``moe_intermediate_size[0]``, vision
+    experts of ``[1]``, each ``moe_num_experts`` with a router and a correction bias) beside
+    ``moe_num_shared_experts`` shared experts of the text size fused into one MLP."""
+
+    family = "llama"
+    weight_types = ("ernie4_5_vl_moe_text",)
+    #: Ernie4_5_VLMoeTextConfig's defaults (transformers 5.24) of the keys weight counting reads.
+    defaults_by_type = {"ernie4_5_vl_moe_text": {
+        "vocab_size": 103424, "hidden_size": 2560, "intermediate_size": 12288, "num_hidden_layers": 28,
+        "num_attention_heads": 20, "num_key_value_heads": 4, "tie_word_embeddings": True, "use_bias": False,
+        "moe_intermediate_size": [1536, 512], "moe_k": 6, "moe_num_experts": 64, "moe_num_shared_experts": 2}}
+
+    def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
+        from kvplan.models.tensors import embeddings, experts_parts
+
+        hidden = hidden_of(r)
+        layers = r.first_of("num_hidden_layers", ("num_hidden_layers",))
+        heads = r.first_of("num_attention_heads", ("num_attention_heads",))
+        if r.flag("use_bias", False):
+            raise ConfigError(f"{r.source_name}: {r.prefix}use_bias = true: kvplan counts ERNIE 4.5 VL without biases",
+                              "pass --weights-bytes SIZE (the checkpoint's size)")
+        types = r.first_of("mlp_layer_types", ("mlp_layer_types",), required=False, kind="list")
+        if types is None:
+            types = ["dense"] + ["sparse"] * (layers - 1)
+            r.note("mlp_layer_types is not in the config; the ernie4_5_vl_moe_text default: layer 0 dense, the rest MoE")
+        if len(types) != layers:
+            raise ConfigError(f"{r.source_name}: mlp_layer_types has {len(types)} entries for {layers} layers",
+                              "fix the config")
+        n_moe = types.count("sparse")
+        n_dense = layers - n_moe
+        sizes = r.first_of("moe_intermediate_size", ("moe_intermediate_size",), kind="list")
+        if len(sizes) != 2 or not all(isinstance(x, int) and x > 0 for x in sizes):
+            raise ConfigError(f"{r.source_name}: moe_intermediate_size must be [text, vision] sizes, got {sizes!r}",
+                              "fix the config")
+        experts = r.first_of("num_experts", ("moe_num_experts",))
+        top_k = r.first_of("num_experts_per_tok", ("moe_k",))
+        shared = r.first_of("moe_num_shared_experts", ("moe_num_shared_experts",), kind="count")
+        kv_heads = self.kv_heads(r, heads)
+        head_dim = self.head_dim(r, heads)
+        intermediate = r.first_of("intermediate_size", ("intermediate_size",))
+        parts = embeddings(r, hidden)
+        parts.append(WeightPart(name="attention", matrices=tuple(gqa_attention(hidden, heads, kv_heads, head_dim, layers))))
+        if n_dense:
+            parts.append(WeightPart(name="mlp", matrices=(
+                Matrix(in_features=hidden, out_features=intermediate, count=2 * n_dense),
+                Matrix(in_features=intermediate, out_features=hidden, count=n_dense))))
+        if n_moe:
+            for size, share in ((sizes[0], shared * sizes[0]), (sizes[1], 0)):
+                parts += experts_parts(hidden, size, experts, n_moe, shared_size=share or None, router_bias=True)
+        parts.append(WeightPart(name="norms", other_parameters=(2 * layers + 1) * hidden, tp_sharded=False))
+        r.note(f"ERNIE 4.5 VL: {n_moe} MoE layers of {experts} text and {experts} vision experts (all resident)")
+        shape = {"hidden_size": hidden, "mlp_width": max(top_k * sizes[0] + shared * sizes[0], intermediate),
+                 "qkv_width": (heads + 2 * kv_heads) * head_dim, "vocab_size": vocab_of(r)}
+        return count_of(parts, experts if n_moe else None, top_k if n_moe else None, shape)
+
+
+PARSERS: tuple[type[ArchParser], ...] = (LlamaParser, Llama4Parser, MllamaParser, Ernie45VLMoeTextParser)

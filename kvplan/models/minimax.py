@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from kvplan.errors import ConfigError
 from kvplan.models.base import FULL, STATE, ArchParser, ConfigReader
 from kvplan.models.decoder import DecoderLayout, MoeLayout, every_layer_moe
@@ -109,4 +111,70 @@ class MiniMaxM2Parser(LlamaParser):
         return every_layer_moe(r, layers, intermediate, top_k)
 
 
-PARSERS: tuple[type[ArchParser], ...] = (MiniMaxParser, MiniMaxM2Parser)
+class MiniMaxM3TextParser(ArchParser):
+    """MiniMax-M3's language model (``minimax_m3_vl_text``): GQA with per-head q/k RMSNorms, a Lightning
+    Indexer (q of ``index_n_heads`` x ``index_head_dim``, one k, their norms) on ``minimax_m3_sparse`` layers,
+    and per ``mlp_layer_types`` either experts with a router (+ correction bias) and a shared expert, or a dense
+    MLP of ``dense_intermediate_size``; no biases."""
+
+    family = "minimax"
+    weight_types = ("minimax_m3_vl_text",)
+    #: MiniMaxM3VLTextConfig's defaults (transformers 5.24) of the keys weight counting reads.
+    defaults_by_type = {"minimax_m3_vl_text": {
+        "vocab_size": 200064, "hidden_size": 6144, "intermediate_size": 3072, "num_hidden_layers": 60,
+        "num_attention_heads": 64, "num_key_value_heads": 4, "head_dim": 128, "tie_word_embeddings": False,
+        "num_experts_per_tok": 4, "num_local_experts": 128, "dense_intermediate_size": 12288,
+        "shared_intermediate_size": 3072, "index_n_heads": 4, "index_head_dim": 128}}
+
+    def _per_layer(self, r: ConfigReader, key: str, legacy: Any, yes: str, no: str, layers: int) -> list[str]:
+        value = r.first_of(key, (key,), required=False, kind="list")
+        if value is None and isinstance(legacy, list):
+            value = [yes if flag else no for flag in legacy]
+            r.note(f"{key} derived from the Hub's legacy per-layer flags")
+        if value is None:
+            value = [no if key == "layer_types" else yes] * layers
+            r.note(f"{key} is not in the config; the minimax_m3_vl_text default: every layer {value[0]}")
+        if len(value) != layers:
+            raise ConfigError(f"{r.source_name}: {key} has {len(value)} entries for {layers} layers", "fix the config")
+        return value
+
+    def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
+        hidden = hidden_of(r)
+        layers = r.first_of("num_hidden_layers", ("num_hidden_layers",))
+        heads = r.first_of("num_attention_heads", ("num_attention_heads",))
+        kv_heads = r.first_of("num_key_value_heads", ("num_key_value_heads",))
+        head_dim = r.first_of("head_dim", ("head_dim",))
+        sparse_cfg = r.raw("sparse_attention_config")
+        attn = self._per_layer(r, "layer_types", sparse_cfg.get("sparse_attention_freq")
+                               if isinstance(sparse_cfg, dict) else None, "minimax_m3_sparse", "full_attention", layers)
+        mlp = self._per_layer(r, "mlp_layer_types", r.raw("moe_layer_freq"), "sparse", "dense", layers)
+        n_index = attn.count("minimax_m3_sparse")
+        n_moe, n_dense = mlp.count("sparse"), mlp.count("dense")
+        index_heads = r.first_of("index_n_heads", ("index_n_heads",))
+        index_dim = r.first_of("index_head_dim", ("index_head_dim",))
+        parts = embeddings(r, hidden)
+        attention = gqa_attention(hidden, heads, kv_heads, head_dim, layers)
+        attention += [Matrix(in_features=hidden, out_features=index_heads * index_dim, count=n_index),
+                      Matrix(in_features=hidden, out_features=index_dim, count=n_index)]
+        parts.append(WeightPart(name="attention", matrices=tuple(attention),
+                                other_parameters=2 * head_dim * layers + 2 * index_dim * n_index))
+        experts = r.first_of("num_experts", ("num_local_experts",))
+        size = r.first_of("intermediate_size", ("intermediate_size",))
+        top_k = r.first_of("num_experts_per_tok", ("num_experts_per_tok",))
+        shared = r.first_of("shared_intermediate_size", ("shared_intermediate_size",), required=False, kind="count")
+        if n_moe:
+            parts += experts_parts(hidden, size, experts, n_moe, shared_size=shared or None, router_bias=True)
+        dense = r.first_of("dense_intermediate_size", ("dense_intermediate_size",)) if n_dense else 0
+        if n_dense:
+            parts.append(WeightPart(name="mlp", matrices=(
+                Matrix(in_features=hidden, out_features=dense, count=2 * n_dense),
+                Matrix(in_features=dense, out_features=hidden, count=n_dense))))
+        parts.append(WeightPart(name="norms", other_parameters=(2 * layers + 1) * hidden, tp_sharded=False))
+        r.note(f"MiniMax-M3: {n_moe} MoE layers ({experts} experts, all resident) and {n_dense} dense; "
+               f"{n_index} layers with a sparse-attention indexer")
+        shape = {"hidden_size": hidden, "mlp_width": max(top_k * size + (shared or 0), dense),
+                 "qkv_width": (heads + 2 * kv_heads) * head_dim, "vocab_size": vocab_of(r)}
+        return count_of(parts, experts if n_moe else None, top_k if n_moe else None, shape)
+
+
+PARSERS: tuple[type[ArchParser], ...] = (MiniMaxParser, MiniMaxM2Parser, MiniMaxM3TextParser)

@@ -18,6 +18,7 @@ from kvplan.models.tensors import (
     hidden_of,
     vocab_of,
 )
+from kvplan.models.vision import PROJECTORS as VISION_PROJECTORS
 from kvplan.specs import StateSpec
 
 
@@ -36,10 +37,13 @@ class QwenParser(DecoderParser):
                                       "num_experts_per_tok": 8},
                         "qwen3_vl_moe_text": {"num_experts": 60, "moe_intermediate_size": 1408,
                                               "num_experts_per_tok": 4}}
-    weight_types = ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "qwen3_vl_text", "qwen3_vl_moe_text")
+    weight_types = ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "qwen2_vl_text", "qwen2_5_vl_text", "qwen3_vl_text",
+                    "qwen3_vl_moe_text")
     _LAYOUTS = {
         "qwen2": DecoderLayout(qkv_bias=True, o_bias=False),
         "qwen2_moe": DecoderLayout(qkv_bias=True, o_bias=False, shared_expert_gate=True),
+        "qwen2_vl_text": DecoderLayout(qkv_bias=True, o_bias=False),
+        "qwen2_5_vl_text": DecoderLayout(qkv_bias=True, o_bias=False),
         "qwen3": DecoderLayout(qk_norm=True), "qwen3_moe": DecoderLayout(qk_norm=True),
         "qwen3_vl_text": DecoderLayout(qk_norm=True), "qwen3_vl_moe_text": DecoderLayout(qk_norm=True),
     }
@@ -151,7 +155,8 @@ class Qwen3NextParser(ArchParser):
         return count_of(parts, experts if moe else None, top_k if moe else None, shape)
 
     def vision_weights(self, outer: Mapping[str, Any], r: ConfigReader, text_hidden: int) -> list[WeightPart] | None:
-        return qwen3_vl_vision(outer, r)
+        # MiniCPM-V 4.6 / 4.7 wrap a Qwen3.5 text model around their own tower (kvplan/models/vision.py)
+        return None if outer.get("model_type") in VISION_PROJECTORS else qwen3_vl_vision(outer, r)
 
 
 def qwen3_vl_vision(outer: Mapping[str, Any], text: ConfigReader) -> list[WeightPart]:
