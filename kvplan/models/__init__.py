@@ -564,6 +564,8 @@ def _text_only_architecture(outer: Mapping[str, Any]) -> str | None:
     (``Llama4ForCausalLM``, ``MllamaForCausalLM``, ``Gemma3ForCausalLM`` on a wrapper config), or None."""
     archs = outer.get("architectures")
     towers = any(isinstance(outer.get(k), Mapping) for k in ("vision_config", "audio_config"))
+    # only a wrapper (its language model nested in text_config): GitForCausalLM holds its image encoder
+    towers = towers and isinstance(outer.get("text_config"), Mapping)
     if towers and isinstance(archs, list) and archs and isinstance(archs[0], str) and archs[0].endswith("ForCausalLM"):
         return archs[0]
     return None
