@@ -23,13 +23,23 @@ def block(text: str, lang: str = "") -> str:
 
 
 def architectures_table() -> str:
+    import json
+    from pathlib import Path
+
     from kvplan.models import PARSERS
 
-    rows = ["| family | model_type values | what is special |", "|---|---|---|"]
+    data = Path(__file__).resolve().parents[1] / "tests" / "data"
+    counted = {t for t, r in json.loads((data / "hf_zoo_weights.json").read_text())["records"].items()
+               if "parameters" in r}
+    misses = set(json.loads((data / "hf_zoo_weights_misses.json").read_text()))
+    rows = ["| family | model_type values | weights exact | what is special |", "|---|---|---|---|"]
     for parser in sorted(PARSERS, key=lambda p: p.family):
         doc = (parser.__doc__ or "").strip().splitlines()
         special = doc[0] if doc else "standard K/V per layer"
-        rows.append(f"| {parser.family} | {', '.join(f'`{t}`' for t in parser.model_types)} | {special} |")
+        measured = [t for t in parser.model_types if t in counted]
+        exact = [t for t in measured if t not in misses]
+        weights = f"{len(exact)} of {len(measured)}" if measured else "-"
+        rows.append(f"| {parser.family} | {', '.join(f'`{t}`' for t in parser.model_types)} | {weights} | {special} |")
     return "\n".join(rows)
 
 

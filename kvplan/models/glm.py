@@ -122,10 +122,11 @@ class GlmMoeDsaParser(DeepseekParser):
 
 
 class Glm5NextParser(DeepseekParser):
-    """GLM-5-Next (``glm5_next`` / ``glm5_next_text``, Glm5NextTextConfig): ``linear_attention`` layers (Kimi Delta
-    Attention: a short convolution over q, k and v and a float32 ``(heads, head_dim, head_dim)`` recurrent state)
-    and ``indexed_attention`` layers (MLA with the sparse-attention indexer); without ``layer_types`` every fourth
-    layer (i % 4 == 3) is indexed. The indexer caches, per token, its key, the pool-gate scores (``index_head_dim``
+    """GLM-5-Next: Kimi Delta Attention state layers between MLA layers with a pooled sparse-attention indexer.
+
+    Glm5NextTextConfig: ``linear_attention`` layers (a short convolution over q, k and v and a float32
+    ``(heads, head_dim, head_dim)`` recurrent state) and ``indexed_attention`` layers (MLA with the sparse-attention
+    indexer); without ``layer_types`` every fourth layer (i % 4 == 3) is indexed. The indexer caches, per token, its key, the pool-gate scores (``index_head_dim``
     wide, when ``index_kpool`` pools keys) and a validity flag: transformers packs them into one tensor."""
 
     family = "glm5_next"
