@@ -50,6 +50,7 @@ CACHE_INDEX: dict[str, str] = {
     "step": "step3p7 step3p7_text",
     "t5": "longt5 mt5 switch_transformers t5 umt5",
     "whisper": "whisper",
+    "xlstm": "xlstm",
     "zamba": "zamba zamba2",
     "zaya": "zaya",
 }
@@ -108,6 +109,7 @@ WEIGHT_INDEX: dict[str, str] = {
     "t5": "longt5 mt5 switch_transformers t5 umt5",
     "whisper": "whisper",
     "xglm": "kosmos_2_text_model trocr xglm",
+    "xlstm": "xlstm",
     "zamba": "zamba zamba2",
     "zaya": "zaya",
 }
