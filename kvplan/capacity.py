@@ -367,7 +367,7 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
         notes.append("weights unknown: the decode floor is not computed")
 
     suggestions = () if is_fit else tuple(
-        _suggest(kv, inputs, tokens, max_context, requests, min_tp, budget, needed, avail, engine.name)
+        _suggest(kv, inputs, tokens, max_context, requests, min_tp, budget, needed, avail, engine.name, min_gpus)
     )
     cap = Capacity(
         geometry=geometry, inputs=inputs, deployment=dep, kv_dtype_name=est_one.kv_dtype.name,
@@ -576,12 +576,15 @@ def _gpu_name(inputs: CapacityInputs) -> str:
 
 
 def _suggest(kv: _Kv, inputs: CapacityInputs, tokens: int, max_context: int, requests: int, min_tp: int | None,
-             budget: Budget, needed: int, avail: int, engine: str) -> list[str]:
+             budget: Budget, needed: int, avail: int, engine: str, min_gpus: int | None = None) -> list[str]:
     out = []
+    # an engine that splits layers over GPUs (llama.cpp) needs more of them, not tensor parallelism
+    splits = get_engine(engine).splits_layers
+    more = f"--pp {min_gpus}" if splits else f"--tp {min_tp}"
     if budget.kv_bytes_per_gpu <= 0:
         out.append(
             f"the weights ({format_bytes(budget.weights_bytes_per_gpu or 0)} per GPU) and reserve leave no KV memory "
-            f"on {_gpu_name(inputs)}: use more GPUs (--tp {min_tp})" if min_tp else
+            f"on {_gpu_name(inputs)}: use more GPUs ({more})" if min_tp else
             f"the weights and reserve leave no KV memory on {_gpu_name(inputs)}: use a quantised checkpoint or more GPUs"
         )
         return out
@@ -592,7 +595,9 @@ def _suggest(kv: _Kv, inputs: CapacityInputs, tokens: int, max_context: int, req
     smaller = get_engine(engine).dtype_suggestion(kv.sizer.kv_dtype)
     if smaller:
         out.append(smaller)
-    if min_tp and min_tp > inputs.tp:
+    if splits and min_gpus and min_gpus > inputs.pp:
+        out.append(f"--pp {min_gpus} (the fewest GPUs, layers split, on which one {tokens:,}-token request fits)")
+    elif not splits and min_tp and min_tp > inputs.tp:
         out.append(f"--tp {min_tp} (the smallest tensor-parallel size on which one {tokens:,}-token request fits)")
     return out
 

@@ -354,3 +354,16 @@ def test_capacity_reports_validate_against_the_schema(runner, args: list[str]) -
     assert not errors, errors[:5]
     gpus = runner.invoke(app, ["gpus", "--format", "json"])
     assert not list(validator.iter_errors(json.loads(gpus.stdout)))
+
+
+def test_llamacpp_no_room_suggests_the_gpus_it_needs(runner) -> None:
+    """llama.cpp splits layers over GPUs (no tensor parallelism): when the weights leave no KV memory, the
+    suggestion names the GPU count the report's min_num_gpus found, not a tensor-parallel size of 1."""
+    args = ["capacity", "-m", "meta-llama/Llama-3.1-70B", "--gpu", "RTX4090", "--engine", "llama.cpp",
+            "-c", "32768", "-np", "2", "--format", "json"]
+    report = json.loads(runner.invoke(app, args).stdout)
+    gpus = report["capacity"]["min_num_gpus"]
+    assert gpus > 1 and report["capacity"]["min_tp"] == 1
+    assert report["suggestions"][0].endswith(f"use more GPUs (--pp {gpus})")
+    table = runner.invoke(app, args[:-2], env={"COLUMNS": "200"}).stdout
+    assert f"use more GPUs ({gpus} GPUs with the layers split (-ts, -sm layer))" in table

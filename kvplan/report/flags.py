@@ -24,6 +24,6 @@ def engine_flags(suggestion: str, engine: str, batch: int = 1) -> str:
         if dtype.startswith(("q", "iq")):
             return f"-ctk {dtype} -ctv {dtype} -fa{rest.rstrip(')')}; a quantised V cache needs flash attention)"
         return f"-ctk {dtype} -ctv {dtype}{rest}"
-    if match := re.search(r"--tp (\d+)", suggestion):
+    if match := re.search(r"--(?:tp|pp) (\d+)", suggestion):
         return suggestion.replace(match[0], f"{match[1]} GPUs with the layers split (-ts, -sm layer)")
     return suggestion
