@@ -161,16 +161,42 @@ def parse_log(text: str) -> ParsedLog:
     return ParsedLog(engine=kinds[0], figures=tuple(found), version_hint=version, merged_line=merged)
 
 
+#: Largest log --compare-log reads: an engine's start-up log is kilobytes; a day of serving logs is not needed.
+MAX_LOG_BYTES = 64 * 1024**2
+
+
+def _read_log_text(path: Any) -> str:
+    """The text of a regular log file of at most MAX_LOG_BYTES (undecodable bytes replaced): never a device or a
+    FIFO, which could be endless or never answer."""
+    import os
+    import stat
+
+    try:
+        info = os.stat(path)
+        if stat.S_ISDIR(info.st_mode):
+            raise InputError(f"--compare-log {path} is a directory, not a log file", "pass the log file itself")
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(f"--compare-log {path} is not a regular file (a device, FIFO or socket)",
+                             "save the log to a file first, e.g. vllm serve ... 2>&1 | tee vllm.log")
+        if info.st_size > MAX_LOG_BYTES:
+            raise InputError(f"--compare-log {path} is larger than kvplan's {MAX_LOG_BYTES // 1024**2} MiB limit "
+                             "for a log", "pass the start-up part of the log (the KV cache lines come first)")
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_LOG_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"--compare-log {path}: cannot read it ({exc.strerror or exc})", "pass a text file") from None
+    if len(data) > MAX_LOG_BYTES:
+        raise InputError(f"--compare-log {path} is larger than kvplan's {MAX_LOG_BYTES // 1024**2} MiB limit for a log",
+                         "pass the start-up part of the log (the KV cache lines come first)")
+    return data.decode("utf-8", errors="replace")
+
+
 def read_log(path: Any, engine: str, gpu: str | None, kv_budget: str | None,
              engine_version: str | None) -> tuple[ParsedLog, str | None, str | None, list[str]]:
     """``--compare-log``: the parsed log, and the --kv-budget and --engine-version it supplies when not given."""
     from kvplan.engines import get_engine
 
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise InputError(f"--compare-log {path}: cannot read it ({exc.strerror or exc})", "pass a text file") from None
-    parsed = parse_log(text)
+    parsed = parse_log(_read_log_text(path))
     name = get_engine(engine).name
     if parsed.engine != name:
         raise InputError(f"--compare-log {path} is a {parsed.engine} log, but --engine is {name}",

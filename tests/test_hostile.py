@@ -264,10 +264,11 @@ def test_printable() -> None:
 
 # ---- broken pipe and a full stdout -----------------------------------------------------------------
 @pytest.mark.parametrize("fmt", ["table", "yaml", "json"])
-def test_broken_pipe_exits_141_in_every_format(fmt: str) -> None:
+@pytest.mark.parametrize("command", [["models"], ["check", "examples/kvplan.yaml"]], ids=["models", "check"])
+def test_broken_pipe_exits_141_in_every_format(fmt: str, command: list[str]) -> None:
     read_end, write_end = os.pipe()
     os.close(read_end)
-    result = subprocess.run([sys.executable, "-m", "kvplan", "models", "-f", fmt], stdout=write_end,
+    result = subprocess.run([sys.executable, "-m", "kvplan", *command, "-f", fmt], stdout=write_end, cwd=REPO_ROOT,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
                             timeout=60)
     os.close(write_end)
@@ -276,14 +277,16 @@ def test_broken_pipe_exits_141_in_every_format(fmt: str) -> None:
 
 
 @pytest.mark.parametrize("fmt", ["table", "json"])
-def test_full_or_closed_stdout_is_an_error(fmt: str) -> None:
+@pytest.mark.parametrize("command", ["models", "check examples/kvplan.yaml", "schema"])
+def test_full_or_closed_stdout_is_an_error(fmt: str, command: str) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    args = command.split() + ([] if command == "schema" else ["-f", fmt])
     with open("/dev/full", "w") as full:
-        result = subprocess.run([sys.executable, "-m", "kvplan", "models", "-f", fmt], stdout=full,
+        result = subprocess.run([sys.executable, "-m", "kvplan", *args], stdout=full, cwd=REPO_ROOT,
                                 stderr=subprocess.PIPE, text=True, env=env, timeout=60)
     assert result.returncode == 2 and "No space left on device" in result.stderr
-    closed = subprocess.run(f"{sys.executable} -m kvplan models -f {fmt} >&-", shell=True, stderr=subprocess.PIPE,
-                            text=True, env=env, timeout=60)
+    closed = subprocess.run(f"{sys.executable} -m kvplan {' '.join(args)} >&-", shell=True, stderr=subprocess.PIPE,
+                            text=True, env=env, timeout=60, cwd=REPO_ROOT)
     assert closed.returncode == 2 and "stdout" in closed.stderr
 
 
@@ -313,3 +316,16 @@ def test_deep_config_is_refused_fast(runner, write_config) -> None:
     line = one_error_line(runner.invoke(app, ["estimate", "-m", str(config)]))
     assert "layer count 16,777,216 is past kvplan's limit of 16,384" in line
     assert time.monotonic() - started < 5
+
+
+def test_compare_log_reads_only_a_bounded_regular_file(runner, tmp_path: Path) -> None:
+    """--compare-log: a device or a FIFO could be endless or never answer; a huge file is not a start-up log."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    big = tmp_path / "big.log"
+    with open(big, "wb") as handle:
+        handle.truncate(64 * 1024**2 + 1)  # one byte past the limit, sparse
+    for path, phrase in (("/dev/zero", "not a regular file"), (str(fifo), "not a regular file"),
+                         (str(tmp_path), "is a directory"), (str(big), "64 MiB limit")):
+        result = runner.invoke(app, ["capacity", "-m", LLAMA, "--kv-budget", "10GiB", "--compare-log", path])
+        assert result.exit_code == 2 and phrase in result.output, (path, result.output)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli.options import Format, FormatOpt, OutputOpt, echo_wrapped
+from kvplan.cli.options import Format, FormatOpt, OutputOpt, echo_wrapped, writing_stdout
 from kvplan.errors import EXIT_NOT_FIT
 
 EPILOG = (
@@ -42,7 +42,8 @@ def check(
     run = run_check(load_plan(plan), formats=formats, table=fmt is Format.table and not to_stdout,
                     generated_at=generated_at)
     try:
-        write_check(run, fmt.value, output, lambda text: typer.echo(text, nl=False), inputs=(plan,))
+        with writing_stdout():
+            write_check(run, fmt.value, output, lambda text: typer.echo(text, nl=False), inputs=(plan,))
     finally:
         run.close()
     for name, message in run.failures:

@@ -216,9 +216,23 @@ MaxCacheLenOpt = Annotated[Optional[str], typer.Option("--max-cache-len", help="
                            "preallocated per sequence (default --seq-len).")]
 
 
-def _raise_broken_pipe() -> None:
-    """rich's Console exits 1 on a broken pipe; kvplan exits 141 in every format."""
-    raise BrokenPipeError
+class writing_stdout:
+    """Writes to stdout: a full disk or a closed stdout is a one-line error (exit 2), a broken pipe exits 141."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> bool:
+        import sys
+
+        if exc is None:
+            if sys.stdout is None:  # started with stdout closed (>&-): nothing was written
+                raise InputError("cannot write the report to stdout: it is closed", "use --output FILE")
+            return False
+        if isinstance(exc, OSError) and not isinstance(exc, BrokenPipeError):  # stdout on a full disk, or closed
+            raise InputError(f"cannot write the report to stdout: {exc.strerror or exc}",
+                             "check where stdout goes (a full disk?), or use --output FILE") from None
+        return False
 
 
 def emit(
@@ -227,7 +241,6 @@ def emit(
     """Data on stdout (table, yaml or json); notes on stderr; optional file copy (``-``: stdout).
 
     ``inputs`` are the command's input files: --output may not name one of them."""
-    import sys
 
     from kvplan.report import to_json, to_yaml
 
@@ -238,7 +251,7 @@ def emit(
         refuse_inputs(output, inputs)
         as_json = fmt is Format.json or output.suffix.lower() == ".json"
         write_atomic(output, to_json(report) if as_json else to_yaml(report))
-    try:
+    with writing_stdout():
         if fmt is Format.json:
             typer.echo(to_json(report), nl=False)
         elif fmt is Format.yaml or to_stdout:
@@ -247,18 +260,9 @@ def emit(
             from kvplan.report.console import make_console
             from kvplan.report.render import notes_text
 
-            console = make_console()
-            console.on_broken_pipe = _raise_broken_pipe  # type: ignore[method-assign]
-            console.print(table)
+            make_console().print(table)
             for line in notes_text(report):
                 echo_wrapped(line, prefix="note: ")
-    except BrokenPipeError:
-        raise
-    except OSError as exc:  # stdout on a full disk, or closed
-        raise InputError(f"cannot write the report to stdout: {exc.strerror or exc}",
-                         "check where stdout goes (a full disk?), or use --output FILE") from None
-    if sys.stdout is None:  # started with stdout closed (>&-): nothing was written
-        raise InputError("cannot write the report to stdout: it is closed", "use --output FILE")
 
 
 def echo_wrapped(text: str, *, prefix: str = "") -> None:

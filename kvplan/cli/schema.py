@@ -14,6 +14,8 @@ EPILOG = (
 
 def schema() -> None:
     """Print the JSON Schema (draft 2020-12) that every kvplan report validates against."""
+    from kvplan.cli.options import writing_stdout
     from kvplan.report.schema import schema_json
 
-    typer.echo(schema_json(), nl=False)
+    with writing_stdout():
+        typer.echo(schema_json(), nl=False)

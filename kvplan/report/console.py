@@ -12,7 +12,13 @@ from kvplan.textsafe import has_control, printable
 def make_console(*, stderr: bool = False) -> Console:
     console = Console(stderr=stderr, highlight=False, soft_wrap=False)
     console.push_render_hook(_EscapeControls())
+    console.on_broken_pipe = _raise_broken_pipe  # type: ignore[method-assign]
     return console
+
+
+def _raise_broken_pipe() -> None:
+    """rich's Console exits 1 on a broken pipe (kvplan's 'does not fit' code); kvplan exits 141 in every format."""
+    raise BrokenPipeError
 
 
 class _EscapeControls(RenderHook):
