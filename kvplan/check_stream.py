@@ -52,6 +52,8 @@ class CheckRun:
     header: dict[str, Any]
     failures: list[tuple[str, str]] = field(default_factory=list)
     """(scenario, gate message) of every failing gate, in order."""
+    warnings: list[tuple[str, str]] = field(default_factory=list)
+    """(scenario, warning) of every estimate note a reader must see (core geometry from architecture defaults)."""
     rows: list[dict[str, Any]] | None = None
     """Compact rows (``compact_row``) when a table was asked for."""
     spools: dict[str, IO[str]] = field(default_factory=dict)
@@ -92,6 +94,8 @@ def run_check(plan: Plan, *, formats: set[str], table: bool = False, generated_a
         for index, row in enumerate(iter_check_rows(plan)):
             failed += not row["passed"]
             run.failures.extend((row["name"], g["message"]) for g in row["gates"] if not g["passed"])
+            run.warnings.extend((row["name"], note[len("WARNING: "):]) for note in (row.get("estimate") or {}).get(
+                "notes", ()) if note.startswith("WARNING: "))
             if "yaml" in run.spools:
                 run.spools["yaml"].write(_yaml_row(row))
             if "json" in run.spools:

@@ -224,6 +224,15 @@ def test_near_empty_config_warns_beside_the_answer(runner, tmp_path) -> None:
     assert report["totals"]["kv_cache_bytes"] == 2 * 32 * 32 * 128 * 2 * 4096
 
 
+def test_near_empty_config_in_a_plan_warns_beside_the_pass(runner, tmp_path) -> None:
+    write(tmp_path, {"model_type": "llama"}, "empty.json")
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("scenarios:\n  - name: a\n    model: ./empty.json\n    seq_len: 4k\n    max_kv_bytes: 10GiB\n")
+    result = runner.invoke(app, ["check", str(plan)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0 and "PASS" in result.stdout
+    assert "WARNING a: core geometry from the llama architecture defaults" in result.stderr
+
+
 @pytest.mark.parametrize("command", [["estimate"], ["capacity", "--gpu", "H100-80GB"], ["compare"]])
 def test_strict_refuses_defaulted_geometry(runner, tmp_path, command: list[str]) -> None:
     path = write(tmp_path, {"model_type": "llama"})

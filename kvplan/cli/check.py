@@ -46,6 +46,8 @@ def check(
             write_check(run, fmt.value, output, lambda text: typer.echo(text, nl=False), inputs=(plan,))
     finally:
         run.close()
+    for name, message in run.warnings:
+        echo_wrapped(f"{name}: {message}", prefix="WARNING ")
     for name, message in run.failures:
         echo_wrapped(f"{name}: {message}", prefix="FAIL ")
     if not run.passed:
