@@ -204,7 +204,9 @@ def shard_for_tp(spec: LayerSpec, tp: int, *, rule: str = "floor") -> tuple[Laye
         return spec, []
     notes: list[str] = []
     if isinstance(spec, MLASpec):
-        notes.append(f"MLA latent is replicated on each of the {tp} tensor-parallel ranks (one latent 'head')")
+        notes.append(f"MLA latent is replicated on each of the {tp} tensor-parallel ranks (one latent 'head'); one "
+                     f"copy per request instead: SGLang --dp {tp} --enable-dp-attention, vLLM --data-parallel-size "
+                     f"{tp} --enable-expert-parallel (kvplan capacity --dp {tp} --enable-dp-attention sizes it)")
         return spec, notes
     if isinstance(spec, AttentionSpec):
         heads = spec.num_kv_heads

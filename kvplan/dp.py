@@ -41,6 +41,11 @@ def weights_per_gpu(weights: WeightsEstimate, inputs: CapacityInputs, *, tp: int
     base = weights.bytes_per_gpu(tp=tp, pp=pp)
     if inputs.enable_dp_attention and inputs.dp > 1 and get_engine(inputs.engine).dp_splits_experts and weights.num_experts:
         return base - cdiv(weights.expert_bytes, tp * pp) + cdiv(weights.expert_bytes, tp * inputs.dp * pp)
+    attn_tp = attention_tp(inputs, tp)
+    if weights.device_split is None and attn_tp < tp:
+        # SGLang DP attention: each DP rank's attention runs over tp / dp GPUs, so its projections are split
+        # over attn_tp only (the MLP and experts stay split over tp)
+        return base - cdiv(weights.attention_bytes, tp * pp) + cdiv(weights.attention_bytes, attn_tp * pp)
     return base
 
 
@@ -64,6 +69,6 @@ def dp_notes(geometry: ModelGeometry, inputs: CapacityInputs, tp: int) -> list[s
             f"tokens and concurrency are per rank, the deployment holds {inputs.dp}x"
         )
     if inputs.enable_dp_attention and engine.dp_within_tp:
-        notes.append(f"SGLang DP attention: attention tp = tp / dp = {tp} / {inputs.dp} = {attn_tp}; weights are "
-                     f"counted split over --tp {tp} (attention weights are really replicated per DP rank)")
+        notes.append(f"SGLang DP attention: attention tp = tp / dp = {tp} / {inputs.dp} = {attn_tp}; the attention "
+                     f"weights are split over {attn_tp} GPU(s) per DP rank, the MLP and experts over --tp {tp}")
     return notes

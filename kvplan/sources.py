@@ -362,9 +362,9 @@ def fetch_hub_config_noted(
     seen = watch.failure(worker.name, endpoint)
     if worker.is_alive():
         watch.abandon(worker.name)
-        return cached_or_fail((f"{seen}, and kept failing on retries for {timeout:g} s (KVPLAN_HUB_TIMEOUT)"
+        return cached_or_fail(f"{seen}, and kept failing on retries for {timeout:g} s (KVPLAN_HUB_TIMEOUT)"
                                if seen else
-                               f"the Hub ({endpoint}) did not answer within {timeout:g} s (KVPLAN_HUB_TIMEOUT)"))
+                               f"the Hub ({endpoint}) did not answer within {timeout:g} s (KVPLAN_HUB_TIMEOUT)")
     exc = outcome.get("error")
     if exc is None:
         local = outcome["path"]

@@ -98,3 +98,23 @@ def test_glm5_real_config_has_the_indexer() -> None:
     est = estimate(geometry, seq_len=8192, kv_dtype="fp8", deployment=Deployment(engine="vllm"))
     assert {g.spec.kind: (g.count, g.bytes_per_token) for g in est.groups} == {
         "mla": (78, LATENT_FP8_DS_MLA), "indexer": (78, INDEX_FP8)}
+
+
+def test_dp_attention_keeps_attention_weights_whole_per_dp_rank(runner) -> None:
+    """SGLang --dp 8 --enable-dp-attention on --tp 8: each DP rank's attention runs on one GPU (attention tp = 8 / 8),
+    so every GPU holds the whole attention projections; the MLP and experts stay split over the 8 GPUs."""
+    base = ["capacity", "-m", "deepseek-ai/DeepSeek-V3", "--engine", "sglang", "--tp", "8", "--gpu", "H200",
+            "--max-model-len", "32768", "-f", "json"]
+    plain = json.loads(runner.invoke(app, base).stdout)
+    dp = json.loads(runner.invoke(app, [*base, "--dp", "8", "--enable-dp-attention"]).stdout)
+    attention = next(p["bytes"] for p in plain["weights"]["parts"] if p["name"] == "attention")
+    # busiest GPU: attention/8 split under plain tp 8, the whole attention under DP attention (ceil division)
+    assert dp["weights"]["bytes_per_gpu"] - plain["weights"]["bytes_per_gpu"] == attention - -(-attention // 8)
+    assert plain["budget"]["kv_bytes_per_gpu"] - dp["budget"]["kv_bytes_per_gpu"] == attention - -(-attention // 8)
+
+
+def test_estimate_names_the_flag_that_removes_replicated_mla(runner) -> None:
+    report = json.loads(runner.invoke(app, ["estimate", "-m", "deepseek-ai/DeepSeek-V3", "-tp", "8", "-s", "32k",
+                                            "-f", "json"]).stdout)
+    note = next(n for n in report["notes"] if n.startswith("MLA latent is replicated"))
+    assert "SGLang --dp 8 --enable-dp-attention" in note and "vLLM --data-parallel-size 8" in note

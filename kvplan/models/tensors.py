@@ -163,6 +163,11 @@ class WeightsEstimate:
         return self._scaled(sum(p.bytes for p in self.parts if p.vision))
 
     @property
+    def attention_bytes(self) -> int:
+        """Bytes of the attention projections (the parts a DP-attention rank keeps whole over its own tp)."""
+        return self._scaled(sum(p.bytes for p in self.parts if p.name == "attention" and p.tp_sharded))
+
+    @property
     def expert_bytes(self) -> int:
         return self._scaled(sum(p.bytes for p in self.parts if p.name == "experts"))
 
