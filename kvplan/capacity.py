@@ -351,7 +351,11 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
     if context_limit == "model maximum" and max_context:
         notes.append(f"{inputs.batch} sequence(s) fit the whole searched context ({limit:,} tokens)")
 
-    min_tp, min_gpus = _min_parallel(geometry, weights, inputs, tokens)
+    # the GPUs one request needs are decided by the weights against the GPU's memory: unknown without a GPU
+    min_tp, min_gpus = (None, None) if inputs.gpu is None else _min_parallel(geometry, weights, inputs, tokens)
+    if inputs.gpu is not None and inputs.kv_budget_bytes is not None and inputs.kv_budget_bytes > inputs.gpu.memory_bytes:
+        notes.append(f"WARNING: --kv-budget {format_bytes(inputs.kv_budget_bytes)} is more than the whole "
+                     f"{_gpu_name(inputs)} ({format_bytes(inputs.gpu.memory_bytes)}): no engine can allocate it")
 
     decode_bytes = seconds = tok_s = None
     if inputs.gpu is None:

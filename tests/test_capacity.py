@@ -367,3 +367,15 @@ def test_llamacpp_no_room_suggests_the_gpus_it_needs(runner) -> None:
     assert report["suggestions"][0].endswith(f"use more GPUs (--pp {gpus})")
     table = runner.invoke(app, args[:-2], env={"COLUMNS": "200"}).stdout
     assert f"use more GPUs ({gpus} GPUs with the layers split (-ts, -sm layer))" in table
+
+
+def test_kv_budget_without_gpu_leaves_out_what_the_gpu_decides(runner) -> None:
+    base = ["capacity", "-m", "meta-llama/Llama-3.1-8B", "-s", "4k"]
+    report = json.loads(runner.invoke(app, [*base, "--kv-budget", "20GiB", "-f", "json"]).stdout)
+    assert report["capacity"]["min_tp"] is None and report["capacity"]["min_num_gpus"] is None
+    table = runner.invoke(app, [*base, "--kv-budget", "20GiB"], env={"COLUMNS": "200"}).stdout
+    assert "needs --gpu: the weights against the GPU's memory decide it" in table
+    zero = runner.invoke(app, [*base, "--kv-budget", "0"], env={"COLUMNS": "200"})
+    assert zero.exit_code == 0 and "but --kv-budget is 0" in zero.stdout  # exit 1 only with --require-fit
+    over = json.loads(runner.invoke(app, [*base, "--kv-budget", "200GiB", "--gpu", "H100", "-f", "json"]).stdout)
+    assert any(n.startswith("WARNING: --kv-budget 200.00 GiB is more than the whole H100") for n in over["notes"])

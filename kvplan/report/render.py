@@ -600,6 +600,7 @@ def capacity_table(report: dict[str, Any]) -> Group:
     verdict = f"{inputs['batch']} × {tokens:,} tokens {'fits' if cap['fits'] else 'does NOT fit'}: needs "
     verdict += f"{_size(cap['kv_bytes_needed'])} of KV per GPU, " + (
         f"{_size(cap['kv_bytes_available'])} available" if cap["kv_bytes_available"] > 0
+        else "but --kv-budget is 0" if inputs.get("kv_budget_bytes") == 0
         else "but the weights and reserve leave no KV memory per GPU")
     table = Table(box=box.SIMPLE, show_header=False, show_edge=False, pad_edge=False, padding=(0, 1))
     table.add_column("what", no_wrap=True)
@@ -636,7 +637,8 @@ def capacity_table(report: dict[str, Any]) -> Group:
                   else f"does not fit one request of {tokens:,} tokens")
     table.add_row("max context", _n(cap["max_context_len"]), f"at batch {inputs['batch']} ({cap['max_context_limit']})")
     if cap["min_tp"] is None:
-        table.add_row("GPUs needed", "-", f"one {tokens:,}-token request fits on no size tried")
+        table.add_row("GPUs needed", "-", f"one {tokens:,}-token request fits on no size tried" if inputs["gpu"]
+                      else "needs --gpu: the weights against the GPU's memory decide it")
     elif engine == "llama.cpp":
         table.add_row("GPUs needed", _n(cap["min_num_gpus"]),
                       f"for one {tokens:,}-token request, layers split over them (-ts)")
