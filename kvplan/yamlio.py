@@ -270,6 +270,11 @@ def _scalar(value: Any, column: int, indent: int) -> str:
     if kind is float:
         text = _FLOATS.get(value)
         if text is None:
+            text = repr(value)
+            # NOTE: PyYAML's represent_float writes repr(value) for a finite float whose repr has a point and
+            # no exponent (a plain scalar its resolver reads back as a float); anything else goes to PyYAML.
+            if "." in text and "e" not in text and "n" not in text:
+                return text
             line = _pure_line([value])
             if not line.startswith("- ") or line.count("\n") != 1:
                 raise _Unsupported
