@@ -33,7 +33,6 @@ from kvplan.models.storage import (
     with_exact_bytes,
 )
 from kvplan.models.tensors import WeightsEstimate, hidden_of
-from kvplan.models.vision import vision_weights
 from kvplan.specs import LayerSpec, NoCacheSpec
 
 __all__ = [
@@ -544,7 +543,11 @@ def count_weights(
         # the width the family read (Kosmos-2.5's text model names it embed_dim), else the generic hidden_size
         text_hidden = counted.hidden_size or hidden_of(r)
         tower = parser().vision_weights(outer, r, text_hidden)
-        parts += tower if tower is not None else vision_weights(outer, r, text_hidden=text_hidden)
+        if tower is None:
+            from kvplan.models.vision import vision_weights  # NOTE: only for a vision config (a start-up cost)
+
+            tower = vision_weights(outer, r, text_hidden=text_hidden)
+        parts += tower
     parts += [] if text_only else audio_weights(outer, r)
 
     dtype, dtype_bytes = checkpoint_dtype(text, outer, r)
