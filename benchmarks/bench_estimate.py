@@ -15,6 +15,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -32,7 +33,9 @@ def seconds(cmd: list[str], source: str | None = None) -> tuple[float, float]:
     """(wall, CPU) seconds of one run of ``cmd`` (kvplan from ``source`` when given, else this tree)."""
     env = {**os.environ, "PYTHONPATH": source or ROOT}
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    # NOTE: ``python -m`` puts the working folder first on sys.path: run outside any source tree, so the
+    # tree comes from PYTHONPATH alone
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=tempfile.gettempdir())
     _pid, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status):
