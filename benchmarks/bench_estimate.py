@@ -1,17 +1,23 @@
 """Start-up benchmark: median wall time of `kvplan estimate` on a bundled model (table and yaml
 output), against the bare import of its CLI stack (`python -c "import typer, rich, yaml"`), all
-measured in the same run, interleaved.
+measured in the same run, interleaved; and the median CPU time (user + system, steadier on a loaded
+machine) of each, against the floor's.
 
-Target: ratio <= 1.2 for both. Run: python benchmarks/bench_estimate.py [--runs 15]
+Target: ratio <= 1.2 for both. Run: python benchmarks/bench_estimate.py [--runs 15] [--base DIR]
+(``--base DIR``: also time an older kvplan source tree, e.g. ``git archive <commit> | tar -x -C DIR``,
+interleaved with this one.)
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 BASELINE = [sys.executable, "-c", "import typer, rich, yaml"]
 ESTIMATE = [sys.executable, "-m", "kvplan", "estimate", "--model", "meta-llama/Llama-3.1-8B", "--seq-len", "32k",
@@ -19,42 +25,61 @@ ESTIMATE = [sys.executable, "-m", "kvplan", "estimate", "--model", "meta-llama/L
 TARGET = 1.2
 
 
-def seconds(cmd: list[str]) -> float:
+#: This source tree (``python -m`` takes kvplan from PYTHONPATH).
+ROOT = str(Path(__file__).resolve().parents[1])
+
+
+def seconds(cmd: list[str], source: str | None = None) -> tuple[float, float]:
+    """(wall, CPU) seconds of one run of ``cmd`` (kvplan from ``source`` when given, else this tree)."""
+    env = {**os.environ, "PYTHONPATH": source or ROOT}
     start = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - start
+    # NOTE: ``python -m`` puts the working folder first on sys.path: run outside any source tree, so the
+    # tree comes from PYTHONPATH alone
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=tempfile.gettempdir())
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status):
+        raise SystemExit(f"{cmd} failed")
+    return wall, usage.ru_utime + usage.ru_stime
 
 
-def median_seconds(commands: dict[str, list[str]], runs: int) -> dict[str, float]:
-    """Median of ``runs`` runs of each command, run in turn (load on the machine hits them alike)."""
-    times: dict[str, list[float]] = {name: [] for name in commands}
+def median_seconds(commands: dict[str, tuple[list[str], str | None]], runs: int) -> dict[str, tuple[float, float]]:
+    """Median (wall, CPU) of ``runs`` runs of each command, run in turn (load on the machine hits them alike)."""
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
     for _ in range(runs):
-        for name, cmd in commands.items():
-            times[name].append(seconds(cmd))
-    return {name: statistics.median(values) for name, values in times.items()}
+        for name, (cmd, source) in commands.items():
+            times[name].append(seconds(cmd, source))
+    return {name: (statistics.median(w for w, _c in values), statistics.median(c for _w, c in values))
+            for name, values in times.items()}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--base", default=None, help="an older kvplan source tree to time beside this one")
     args = parser.parse_args()
     # NOTE: an installed wheel has bytecode (pip compiles it); a source checkout run with
     # PYTHONDONTWRITEBYTECODE=1 would recompile kvplan on every start, so compile it once here.
     import compileall
-    import os
 
-    import kvplan
-
-    compileall.compile_dir(os.path.dirname(kvplan.__file__), quiet=1)
-    commands = {"import typer, rich, yaml": BASELINE, "kvplan estimate (table)": ESTIMATE,
-                "kvplan estimate --format yaml": [*ESTIMATE, "--format", "yaml"]}
+    for tree in (ROOT, args.base):
+        if tree:
+            compileall.compile_dir(os.path.join(tree, "kvplan"), quiet=1)
+    commands: dict[str, tuple[list[str], str | None]] = {
+        "import typer, rich, yaml": (BASELINE, None), "kvplan estimate (table)": (ESTIMATE, None),
+        "kvplan estimate --format yaml": ([*ESTIMATE, "--format", "yaml"], None)}
+    if args.base:
+        commands["before: estimate (table)"] = (ESTIMATE, args.base)
+        commands["before: estimate --format yaml"] = ([*ESTIMATE, "--format", "yaml"], args.base)
     median_seconds(commands, 1)  # warm the file cache
     medians = median_seconds(commands, args.runs)
-    floor = medians["import typer, rich, yaml"]
-    for name, value in medians.items():
+    floor, floor_cpu = medians["import typer, rich, yaml"]
+    for name, (value, cpu) in medians.items():
         ratio = value / floor
-        verdict = "" if name.startswith("import") else f" {ratio:5.2f}x (target <= {TARGET}x) {'OK' if ratio <= TARGET else 'OVER'}"
-        print(f"{name:<30}: {value * 1000:7.1f} ms (median of {args.runs}){verdict}")
+        verdict = "" if name.startswith(("import", "before")) else \
+            f" (target <= {TARGET}x) {'OK' if ratio <= TARGET else 'OVER'}"
+        print(f"{name:<31}: wall {value * 1000:7.1f} ms {ratio:5.2f}x, CPU {cpu * 1000:7.1f} ms {cpu / floor_cpu:5.2f}x "
+              f"(medians of {args.runs}){verdict}")
     return 0
 
 

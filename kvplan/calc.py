@@ -366,6 +366,7 @@ class KvSizer:
         self.geometry, self.kv_dtype, self.deployment, self.engine = geometry, dtype, dep, engine
         self.encoder_len = encoder_len
         self.layout = _layout(geometry, dep, dtype, state_dtype=state_dtype, model_dtype=state_dtype)
+        self._cross = geometry.has_cross_attention  # NOTE: a scan of every layer: once, not per probe
 
     def price(self, batch: int, seq_len: int) -> Priced:
         """The steady cache of ``batch`` sequences of ``seq_len`` tokens (no transient peaks)."""
@@ -374,7 +375,7 @@ class KvSizer:
         if batch > MAX_BATCH:
             raise InputError(f"--batch {batch:,} is absurdly large (limit {MAX_BATCH:,})", "check the value")
         encoder_len = 0
-        if self.geometry.has_cross_attention:
+        if self._cross:
             encoder_len = self.encoder_len or self.geometry.default_encoder_len or seq_len
         return _price(self.layout, seq_len=seq_len, encoder_len=encoder_len, batch=batch, peaks=False)
 

@@ -516,7 +516,9 @@ def _largest(ok: object, *, hi_start: int, cap: int | None = None) -> int:
     return lo
 
 
-_MIN_PARALLEL: dict[tuple[object, ...], tuple[ModelGeometry, tuple[int | None, int | None]]] = {}
+_MIN_PARALLEL: dict[tuple[object, ...], tuple[ModelGeometry, WeightsEstimate | None, tuple[int | None, int | None]]] = {}
+#: A sweep over batches and TP asks the same few (model, GPU, engine, length) questions: a small entry each.
+_MIN_PARALLEL_SIZE = 1024
 
 
 def _min_parallel(
@@ -527,16 +529,18 @@ def _min_parallel(
     import dataclasses
 
     try:
-        key = (id(geometry), weights, dataclasses.replace(inputs, tp=1, batch=1), tokens)
+        # NOTE: the weights by identity (they are kept with the entry, so the id is not reused): hashing a
+        # WeightsEstimate hashes every part, a cost on every scenario
+        key = (id(geometry), id(weights), dataclasses.replace(inputs, tp=1, batch=1), tokens)
         hit = _MIN_PARALLEL.get(key)
     except TypeError:  # something unhashable: search every time
         return _search_min_parallel(geometry, weights, inputs, tokens)
-    if hit is not None and hit[0] is geometry:
-        return hit[1]
+    if hit is not None and hit[0] is geometry and hit[1] is weights:
+        return hit[2]
     found = _search_min_parallel(geometry, weights, inputs, tokens)
-    if len(_MIN_PARALLEL) >= _MEMO_SIZE:
+    if len(_MIN_PARALLEL) >= _MIN_PARALLEL_SIZE:
         _MIN_PARALLEL.pop(next(iter(_MIN_PARALLEL)))
-    _MIN_PARALLEL[key] = (geometry, found)
+    _MIN_PARALLEL[key] = (geometry, weights, found)
     return found
 
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import re
-from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from kvplan.errors import InputError
+
+if TYPE_CHECKING:
+    from fractions import Fraction
 
 KiB = 1024
 MiB = 1024**2
@@ -57,7 +60,7 @@ def parse_tokens(text: str | int, *, what: str = "--seq-len") -> int:
             )
         number, suffix = match.group(1), match.group(2).lower()
         _check_digits(number, text, what)
-        scaled = Fraction(number) * _TOKEN_SUFFIX[suffix]
+        scaled = _exact(number) * _TOKEN_SUFFIX[suffix]
         if scaled != int(scaled):
             raise InputError(f"{what} {text!r} is not a whole number of tokens", "e.g. 1.5k = 1536 works, 1.0001k does not")
         value = int(scaled)
@@ -66,6 +69,16 @@ def parse_tokens(text: str | int, *, what: str = "--seq-len") -> int:
     if value > MAX_TOKENS:
         raise InputError(f"{what} {value:,} tokens is absurdly large (limit {MAX_TOKENS:,})", "check the value and its suffix")
     return value
+
+
+def _exact(number: str) -> int | Fraction:
+    """``number`` (digits, maybe a point and digits) exactly: an int, else a Fraction (imported on first use,
+    a start-up cost of a few ms)."""
+    if number.isdigit():
+        return int(number)
+    from fractions import Fraction
+
+    return Fraction(number)
 
 
 def parse_size(text: str | int, *, what: str = "size") -> int:
@@ -77,7 +90,7 @@ def parse_size(text: str | int, *, what: str = "size") -> int:
         if not match or match.group(2).lower() not in _SIZE_SUFFIX:
             raise InputError(f"{what} {text!r} is not a size", "use bytes or a unit, e.g. 80GiB, 24G, 512MiB, 40GB")
         _check_digits(match.group(1), text, what)
-        value = int(Fraction(match.group(1)) * _SIZE_SUFFIX[match.group(2).lower()])
+        value = int(_exact(match.group(1)) * _SIZE_SUFFIX[match.group(2).lower()])
     if value < 0:
         raise InputError(f"{what} must not be negative, got {value}")
     return value

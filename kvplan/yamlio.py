@@ -42,7 +42,9 @@ def load(text: str) -> Any:
 
 #: Characters libyaml and PyYAML always write alike: printable, no line break, no tab. A string with
 #: any other character is double-quoted, and the two fold long double-quoted lines differently.
-_NOT_PLAIN_TEXT = re.compile("[^\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd]")
+#: NOTE: spelled as the characters outside ``[\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd]``
+#: (the same set, every code point checked): the negated class takes ~20 ms to compile at start-up, this <1 ms.
+_NOT_PLAIN_TEXT = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff\U00010000-\U0010ffff]")
 
 
 def _c_writes_alike(data: Any) -> bool:
@@ -270,6 +272,11 @@ def _scalar(value: Any, column: int, indent: int) -> str:
     if kind is float:
         text = _FLOATS.get(value)
         if text is None:
+            text = repr(value)
+            # NOTE: PyYAML's represent_float writes repr(value) for a finite float whose repr has a point and
+            # no exponent (a plain scalar its resolver reads back as a float); anything else goes to PyYAML.
+            if "." in text and "e" not in text and "n" not in text:
+                return text
             line = _pure_line([value])
             if not line.startswith("- ") or line.count("\n") != 1:
                 raise _Unsupported
@@ -342,8 +349,21 @@ def _fold_single_quoted(text: str, column: int, indent: int) -> str:
     return "".join(out)
 
 
-#: (key, indent) -> the key's line head (``indent`` spaces, the key as PyYAML writes it, ``:``).
-_HEADS: dict[tuple[str, int], str] = {}
+#: indent -> key -> (the key's line head: ``indent`` spaces, the key as PyYAML writes it, ``:``; the same
+#: without the indent, for a sequence item's first key; the column its value starts at).
+_HEADS: dict[int, dict[str, tuple[str, str, int]]] = {}
+
+
+def _head(key: Any, indent: int) -> tuple[str, str, int]:
+    heads = _HEADS.get(indent)
+    if heads is None:
+        heads = _HEADS[indent] = {}
+    elif len(heads) > _CACHE_LIMIT:
+        heads.clear()
+    inline = _key_text(key) + ":"
+    full = " " * indent + inline
+    heads[key] = found = (full, inline, len(full) + 1)  # the value column is the same after "- " for a first key
+    return found
 
 
 def _block_lines(data: Any) -> list[str]:
@@ -352,28 +372,27 @@ def _block_lines(data: Any) -> list[str]:
     out: list[str] = []
     append = out.append
     seen: set[int] = set()
-    heads, values = _HEADS, _VALUES
+    values = _VALUES
+    no_heads: dict[str, tuple[str, str, int]] = {}
 
     def mapping(item: dict[Any, Any], indent: int, first_inline: bool) -> None:
         first = first_inline
+        heads = _HEADS.get(indent, no_heads)
         for key, value in item.items():
-            if type(key) is not str:
-                raise _Unsupported
-            full = heads.get((key, indent))
-            if full is None:
-                if len(heads) > _CACHE_LIMIT:
-                    heads.clear()
-                full = heads[(key, indent)] = " " * indent + _key_text(key) + ":"
-            column = len(full) + 1  # where the value starts (the same after "- " for a sequence's first key)
-            head = full
+            known = heads.get(key) if type(key) is str else None
+            if known is None:
+                known = _head(key, indent)  # raises _Unsupported for a key that is not a string
+                heads = _HEADS[indent]
             if first:
-                head = full[indent:]
+                head = known[1]
                 first = False
+            else:
+                head = known[0]
             kind = type(value)
             if kind is str:
                 text = (values.get(value) or _value_text(value))[0]
-                if column + len(text) > _WIDTH:
-                    text = _scalar(value, column, indent + 2)
+                if known[2] + len(text) > _WIDTH:
+                    text = _scalar(value, known[2], indent + 2)
                 append(head + " " + text + "\n")
             elif kind is int:
                 append(f"{head} {value}\n")
@@ -392,7 +411,7 @@ def _block_lines(data: Any) -> list[str]:
                     append(head + "\n")
                     sequence(value, indent, False)
             else:
-                append(head + " " + _scalar(value, column, indent + 2) + "\n")
+                append(head + " " + _scalar(value, known[2], indent + 2) + "\n")
 
     def sequence(item: list[Any], indent: int, first_inline: bool) -> None:
         first = first_inline

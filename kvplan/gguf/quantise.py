@@ -119,15 +119,19 @@ class _Group:
         return len(self.layers)
 
     def total(self) -> int:
-        one = dataclasses.replace(self.matrix, count=1)
-        return (self.matrix.count - self.bumped) * tensor_bytes(one, self.low) + self.bumped * self.bump_type_bytes(one)
+        m = self.matrix
+        return (m.count - self.bumped) * _one_bytes(m, self.low) + self.bumped * _one_bytes(m, self.high or self.low)
 
     def bump(self) -> int:
-        one = dataclasses.replace(self.matrix, count=1)
-        return self.bump_type_bytes(one) - tensor_bytes(one, self.low)
+        m = self.matrix
+        return _one_bytes(m, self.high or self.low) - _one_bytes(m, self.low)
 
-    def bump_type_bytes(self, one: Matrix) -> int:
-        return tensor_bytes(one, self.high or self.low)
+
+def _one_bytes(m: Matrix, ggml_type: str) -> int:
+    """:func:`tensor_bytes` of one of ``m``'s tensors (``m.count`` aside)."""
+    ggml_type = fit_rows(ggml_type, m.in_features)
+    block, size = GGML_BLOCKS[ggml_type]
+    return m.out_features * (m.in_features // block) * size
 
 
 def quantise_weights(weights: WeightsEstimate, *, num_layers: int, ftype: str | None = None,

@@ -13,28 +13,29 @@ import json
 import os
 import pkgutil
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvplan.errors import ConfigError, InputError, SourceError
 from kvplan.geometry import ModelGeometry
-from kvplan.models.audio import audio_weights
 from kvplan.models.base import ArchParser, ConfigReader
 from kvplan.models.family_index import CACHE_INDEX as _CACHE_INDEX
 from kvplan.models.family_index import WEIGHT_INDEX as _WEIGHT_INDEX
-from kvplan.models.storage import (
-    DTYPE_BYTES,
-    checkpoint_dtype,
-    quantisation,
-    serve_weights,
-    served_dtype,
-    store,
-    weights_from_bytes,
-    weights_from_safetensors,
-    with_exact_bytes,
-)
 from kvplan.models.tensors import WeightsEstimate, hidden_of
-from kvplan.models.vision import vision_weights
 from kvplan.specs import LayerSpec, NoCacheSpec
+
+if TYPE_CHECKING:
+    from kvplan.models.storage import (
+        DTYPE_BYTES,
+        serve_weights,
+        served_dtype,
+        weights_from_safetensors,
+        with_exact_bytes,
+    )
+
+#: Names this package re-exports from kvplan.models.storage, imported on first use (weights are not
+#: counted by `kvplan estimate`, so its start-up does not pay for the storage rules).
+_STORAGE_NAMES = frozenset({"DTYPE_BYTES", "serve_weights", "served_dtype", "weights_from_safetensors",
+                            "with_exact_bytes"})
 
 __all__ = [
     "DTYPE_BYTES", "PARSERS", "REGISTRY", "WEIGHT_REGISTRY", "WeightsEstimate", "apply_overrides", "count_weights",
@@ -113,6 +114,10 @@ WEIGHT_REGISTRY: Mapping[str, type[ArchParser]] = _LazyRegistry(_WEIGHT_INDEX, "
 
 
 def __getattr__(name: str) -> Any:
+    if name in _STORAGE_NAMES:
+        from kvplan.models import storage
+
+        return getattr(storage, name)
     if name == "PARSERS":  # the parsers that read a cache layout (the README's architecture table lists them)
         return tuple(p for p in _family_parsers() if p.model_types)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -544,7 +549,14 @@ def count_weights(
         # the width the family read (Kosmos-2.5's text model names it embed_dim), else the generic hidden_size
         text_hidden = counted.hidden_size or hidden_of(r)
         tower = parser().vision_weights(outer, r, text_hidden)
-        parts += tower if tower is not None else vision_weights(outer, r, text_hidden=text_hidden)
+        if tower is None:
+            from kvplan.models.vision import vision_weights  # NOTE: only for a vision config (a start-up cost)
+
+            tower = vision_weights(outer, r, text_hidden=text_hidden)
+        parts += tower
+    from kvplan.models.audio import audio_weights
+    from kvplan.models.storage import checkpoint_dtype, quantisation, store
+
     parts += [] if text_only else audio_weights(outer, r)
 
     dtype, dtype_bytes = checkpoint_dtype(text, outer, r)
@@ -589,6 +601,8 @@ def resolve_weights(
     headers (Hub models only); ``auto`` = safetensors for Hub models when online, else config.
     ``--weights-bytes`` beats both. With ``required=False`` a model kvplan cannot count gives None.
     """
+    from kvplan.models.storage import weights_from_bytes, weights_from_safetensors, with_exact_bytes
+
     if weights_from not in ("auto", "config", "safetensors"):
         raise InputError(f"--weights-from {weights_from!r} is not auto, config or safetensors", "e.g. --weights-from config")
     if weights_from == "safetensors" and source_kind != "hub":
