@@ -64,7 +64,7 @@ def write_plot(
         axes.axhline(gpu_mem_bytes, color="black", linestyle="--", linewidth=1.2, label=label)
     if mark_tokens:
         axes.axvline(mark_tokens, color="grey", linestyle=":", linewidth=1.2,
-                     label=f"requested length {_tokens_label(mark_tokens)}")
+                     label=f"requested length {_mark_label(mark_tokens)}")
     # NOTE: log-log: a constant ratio between layouts is a constant gap, and a full window is a flat line.
     axes.set_xscale("log", base=2)
     axes.set_yscale("log", base=2)
@@ -105,6 +105,12 @@ def _spread(ends: Sequence[float], *, gap: float) -> list[float]:
     for end in ends:
         out.append(min(end, out[-1] - gap) if out else end)
     return out
+
+
+def _mark_label(tokens: float) -> str:
+    """The requested length: in k when it is a whole number of 1,024 tokens, else the exact count (64,000 read
+    as vLLM's 64k is not 62.5k)."""
+    return _tokens_label(tokens) if tokens % 1024 == 0 else f"{tokens:,.0f}"
 
 
 def _tokens_label(tokens: float) -> str:

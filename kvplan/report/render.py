@@ -12,6 +12,7 @@ from typing import Any
 
 from rich import box
 from rich.console import Group, RenderableType
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -43,16 +44,14 @@ _MLA_DETAIL = re.compile(r"kv_lora_rank (\d+) \+ qk_rope_head_dim (\d+)")
 
 
 def head_dim_label(layer: dict[str, Any]) -> str:
-    """``128`` (K = V), ``192/128`` (K/V), ``latent 512+64`` (MLA), ``key 128`` (a sparse-attention indexer)."""
+    """``128`` (K = V dims), ``192/128`` (K/V), ``latent 512+64`` (MLA), ``key 128`` (indexer), ``K=V 512`` (shared)."""
     if layer["head_dim_k"] is None:
         return "-"
     if layer["kind"] == "mla":
         match = _MLA_DETAIL.search(layer.get("detail") or "")
         return f"latent {match[1]}+{match[2]}" if match else f"latent {layer['head_dim_k']}"
-    if layer["kind"] == "indexer":  # keys only
-        return f"key {layer['head_dim_k']}"
-    k, v = layer["head_dim_k"], layer["head_dim_v"]
-    return str(k) if k == v else f"{k}/{v}"
+    k, v = layer["head_dim_k"], layer["head_dim_v"]  # an indexer caches keys only; V dim 0: one shared K=V vector
+    return f"key {k}" if layer["kind"] == "indexer" else f"K=V {k}" if v == 0 else str(k) if k == v else f"{k}/{v}"
 
 
 def _per_token_cell(layer: dict[str, Any]) -> str:
@@ -663,7 +662,7 @@ def capacity_table(report: dict[str, Any]) -> Group:
     log = report.get("engine_log") or {}
     if log.get("lines"):
         lines.append(Text(f"{log['engine']} {log['version'] or ''} would log:".replace("  ", " ")))
-        lines += [Text("  " + line, overflow="fold") for line in log["lines"]]
+        lines += [Padding(Text(line, overflow="fold"), (0, 0, 0, 2), expand=False) for line in log["lines"]]  # wraps stay indented
     compared = report.get("log_comparison")
     if compared:
         lines.append(Text(f"{compared['source']} ({compared['engine']}): {compared['matches']} figure(s) match, "
@@ -671,8 +670,9 @@ def capacity_table(report: dict[str, Any]) -> Group:
         for row in compared["rows"]:
             diff = "" if row["difference"] is None else f" ({row['difference']:+g})"
             said = "same" if row["match"] else f"differs{diff}: {row['cause']}"
-            lines.append(Text(f"  line {row['line_no']} {row['figure']}: logged {row['logged']}, kvplan "
-                              f"{row['predicted'] if row['predicted'] is not None else '-'}; {said}", overflow="fold"))
+            lines.append(Padding(Text(f"line {row['line_no']} {row['figure']}: logged {row['logged']}, kvplan "
+                                      f"{row['predicted'] if row['predicted'] is not None else '-'}; {said}",
+                                      overflow="fold"), (0, 0, 0, 2), expand=False))
     return Group(*lines)
 
 
