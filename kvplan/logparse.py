@@ -238,7 +238,7 @@ def _predicted(log: dict[str, Any], figure: str) -> Any:
 
 def compare_log(parsed: ParsedLog, report: dict[str, Any], *, source: str) -> dict[str, Any]:
     """The ``log_comparison`` block: each logged figure, kvplan's, the difference and a likely cause."""
-    log = report["engine_log"]
+    log = report["capacity"]["engine_log"]
     rows = []
     for f in parsed.figures:
         predicted = _predicted(log, f.figure)
@@ -304,7 +304,7 @@ def _cause(f: Logged, report: dict[str, Any], parsed: ParsedLog) -> str:
 def _vllm_tokens_cause(f: Logged, report: dict[str, Any], parsed: ParsedLog) -> str:
     """Which vLLM token formula (0.10-0.20 or >= 0.21) and which budget within the logged GiB's rounding
     give the logged count (engine_logs.md sections 1.1, 1.4, 8)."""
-    log, cap = report["engine_log"], report["capacity"]
+    log, cap = report["capacity"]["engine_log"], report["capacity"]
     blocks, bs, groups = log["num_blocks"] or 0, cap["block_size"], _groups(report)
     if not blocks:
         return _budget_cause(f, report, parsed)
@@ -340,4 +340,4 @@ def _budget_cause(f: Logged, report: dict[str, Any], parsed: ParsedLog) -> str:
 
 
 def _groups(report: dict[str, Any]) -> int:
-    return report["engine_log"]["num_kv_cache_groups"] or 1
+    return report["capacity"]["engine_log"]["num_kv_cache_groups"] or 1

@@ -64,7 +64,7 @@ def test_sglang_11309_kv_size_with_the_index(runner, tmp_path) -> None:
                                  "8", "--enable-dp-attention", "--kv-dtype", "fp8", "--block-size", "64", "--kv-budget",
                                  str(budget), "--max-model-len", "32768", "--engine-version", "0.5.3", "-f", "json"])
     assert result.exit_code == 0, result.output
-    log = json.loads(result.stdout)["engine_log"]
+    log = json.loads(result.stdout)["capacity"]["engine_log"]
     latent = LAYERS * (tokens + page) * LATENT_FP8_DS_MLA  # layers * (#tokens + page_size) rows * 656 B
     index = LAYERS * ((tokens + page + 1) // page) * page * INDEX_FP8  # pages of page_size * 132 B
     assert log["lines"] == ["KV Cache is allocated. #tokens: 975424, KV size: 43.67 GB"]

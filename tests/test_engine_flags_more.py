@@ -100,10 +100,10 @@ def test_k_and_v_types_are_sized_apart(runner, ctv: str, ggml: str, v_row_bytes:
     k = 32 * 32768 * (ROW // 32 * 34)  # layers, cells (-c over all slots, unified), q8_0 row
     v = 32 * 32768 * v_row_bytes
     # src/llama-kv-cache.cpp: "%s: size = %7.2f MiB (%6u cells, %3d layers, %2u/%u seqs), K (%s): %7.2f MiB, V (%s): %7.2f MiB"
-    assert report["engine_log"]["lines"][-1] == (
+    assert report["capacity"]["engine_log"]["lines"][-1] == (
         f"llama_kv_cache: size = {(k + v) / 2**20:7.2f} MiB ( 32768 cells,  32 layers,  4/1 seqs), "
         f"K (q8_0): {k / 2**20:7.2f} MiB, V ({ggml}): {v / 2**20:7.2f} MiB")
-    cache = report["engine_log"]["llama_caches"][0]
+    cache = report["capacity"]["engine_log"]["llama_caches"][0]
     assert (cache["k_type"], cache["k_bytes"], cache["v_type"], cache["v_bytes"]) == ("q8_0", k, ggml, v)
     assert report["capacity"]["kv_bytes_per_request"] == (k + v) // 4  # one slot of 32768 / 4 = 8192 tokens
     assert report["capacity"]["kv_bytes_needed"] == k + v
@@ -113,7 +113,7 @@ def test_k_and_v_types_are_sized_apart(runner, ctv: str, ggml: str, v_row_bytes:
 
 def test_k_q8_0_v_f16_line(runner) -> None:
     report = _llama_log(runner, "-c", "32768", "-np", "4", "-kvu", "-ctk", "q8_0", "-ctv", "f16")
-    assert report["engine_log"]["lines"][-1] == ("llama_kv_cache: size = 3136.00 MiB ( 32768 cells,  32 layers,  4/1 "
+    assert report["capacity"]["engine_log"]["lines"][-1] == ("llama_kv_cache: size = 3136.00 MiB ( 32768 cells,  32 layers,  4/1 "
                                                  "seqs), K (q8_0): 1088.00 MiB, V (f16): 2048.00 MiB")
 
 
@@ -175,7 +175,7 @@ def test_gpt_oss_120b_swa_full_as_logged(runner) -> None:
     assert 18 * 4096 * 8 * 64 * 2 == 72 * 2**20  # layers, cells, KV heads x head size, f16
     report = _json(runner, "capacity", "-m", "openai/gpt-oss-120b", "--engine", "llama.cpp", "--kv-budget", "10GiB",
                    "-c", "4096", "-np", "1", "--swa-full")
-    ours = [line for line in report["engine_log"]["lines"] if "KV buffer size" not in line]
+    ours = [line for line in report["capacity"]["engine_log"]["lines"] if "KV buffer size" not in line]
     assert ours == [line.replace("_unified", "") for line in logged]
     assert report["capacity"]["kv_bytes_per_request"] == 2 * 72 * 2**20 * 2
 
@@ -185,17 +185,17 @@ def test_gpt_oss_120b_swa_cache_without_swa_full(runner) -> None:
                    "-c", "4096", "-np", "1")
     cells = -(-min(4096, 128 * 1 + 512) // 256) * 256  # min(n_ctx, n_swa + n_ubatch) padded to 256 = 768
     swa = 18 * cells * 8 * 64 * 2 * 2  # layers, cells, K+V rows of f16
-    assert "llama_kv_cache_iswa: creating     SWA KV cache, size = 768 cells" in report["engine_log"]["lines"]
-    assert report["engine_log"]["lines"][-1] == (f"llama_kv_cache: size = {swa / 2**20:7.2f} MiB (   768 cells,  18 "
+    assert "llama_kv_cache_iswa: creating     SWA KV cache, size = 768 cells" in report["capacity"]["engine_log"]["lines"]
+    assert report["capacity"]["engine_log"]["lines"][-1] == (f"llama_kv_cache: size = {swa / 2**20:7.2f} MiB (   768 cells,  18 "
                                                  "layers,  1/1 seqs), K (f16):   13.50 MiB, V (f16):   13.50 MiB")
-    assert not any("full-size" in line for line in report["engine_log"]["lines"])
+    assert not any("full-size" in line for line in report["capacity"]["engine_log"]["lines"])
 
 
 def test_gemma_3_27b_swa_cells_with_four_unified_slots(runner) -> None:
     # gemma-3-27b: 62 layers, 52 sliding (W = 1024) + 10 global, 16 KV heads x 128, f16 (llama.cpp's default)
     def lines(*extra: str) -> list[str]:
         return _json(runner, "capacity", "-m", "google/gemma-3-27b-it", "--engine", "llama.cpp", "--kv-budget", "40GiB",
-                     "-c", "32768", "-np", "4", "-kvu", *extra)["engine_log"]["lines"]
+                     "-c", "32768", "-np", "4", "-kvu", *extra)["capacity"]["engine_log"]["lines"]
 
     row = 16 * 128 * 2
     swa_cells = -(-min(32768, 1024 * 4 + 512) // 256) * 256  # unified: n_swa * n_seq_max + n_ubatch = 4608
@@ -230,7 +230,7 @@ def test_kvu_one_pool_or_one_stream_per_slot_as_logged(runner) -> None:
 
     def summary(*extra: str) -> str:
         return _json(runner, "capacity", "-m", "meta-llama/Llama-2-7b-hf", "--engine", "llama.cpp", "--kv-budget", "10GiB",
-                     "-c", "5120", "-np", "10", "-ctk", "q8_0", "-ctv", "q8_0", *extra)["engine_log"]["lines"][-1]
+                     "-c", "5120", "-np", "10", "-ctk", "q8_0", "-ctv", "q8_0", *extra)["capacity"]["engine_log"]["lines"][-1]
 
     tail = "K (q8_0):  680.00 MiB, V (q8_0):  680.00 MiB"
     assert summary() == f"llama_kv_cache: size = 1360.00 MiB (   512 cells,  32 layers, 10/10 seqs), {tail}"

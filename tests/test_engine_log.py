@@ -45,7 +45,7 @@ def test_gpt_oss_120b_legacy_token_line_without_a_gpu(runner) -> None:
     budget = 9798 * page * group_size  # = 5,779,095,552 B
     assert budget == 5_779_095_552
     report = capacity_json(runner, "-m", "openai/gpt-oss-120b", "--kv-budget", str(budget), "--engine-version", "0.11")
-    log = report["engine_log"]
+    log = report["capacity"]["engine_log"]
     assert log["lines"] == [
         "Available KV cache memory: 5.38 GiB",
         "GPU KV cache size: 78,384 tokens",
@@ -68,12 +68,12 @@ def test_gpt_oss_120b_current_vllm_prints_concurrency_times_length(runner) -> No
     report = capacity_json(runner, "-m", "openai/gpt-oss-120b", "--kv-budget", str(budget))
     tokens = int(concurrency * 131072)
     assert tokens == 147_393
-    assert report["engine_log"]["version"] == "0.33"
-    assert report["engine_log"]["lines"] == [
+    assert report["capacity"]["engine_log"]["version"] == "0.33"
+    assert report["capacity"]["engine_log"]["lines"] == [
         "Available KV cache memory: 5.38 GiB",
         f"GPU KV cache size: {tokens:,} tokens, Maximum concurrency for 131,072 tokens per request: {concurrency:.2f}x",
     ]
-    assert report["engine_log"]["max_concurrency"] == round(concurrency, 4)
+    assert report["capacity"]["engine_log"]["max_concurrency"] == round(concurrency, 4)
     assert any("78,384 tokens in 0.10-0.20" in n for n in report["notes"])
 
 
@@ -84,11 +84,11 @@ def test_vllm_10517_v0_lines_without_a_gpu(runner) -> None:
     block = 16 * LLAMA8B_TOKEN
     report = capacity_json(runner, "-m", "meta-llama/Llama-3.1-8B-Instruct", "--kv-budget", "3.8125GiB",
                            "--max-model-len", "20000", "--engine-version", "0.6.4")
-    assert report["engine_log"]["lines"] == [
+    assert report["capacity"]["engine_log"]["lines"] == [
         f"# GPU blocks: {int(3.8125 * GiB) // block}, # CPU blocks: {4 * GiB // block}",  # swap space 4 GiB
         "Maximum concurrency for 20000 tokens per request: 1.56x",
     ]
-    assert report["engine_log"]["num_blocks"] == 1952 and report["engine_log"]["gpu_kv_cache_tokens"] == 1952 * 16
+    assert report["capacity"]["engine_log"]["num_blocks"] == 1952 and report["capacity"]["engine_log"]["gpu_kv_cache_tokens"] == 1952 * 16
 
 
 def test_vllm_10517_v0_does_not_fit_at_29000(runner) -> None:
@@ -98,7 +98,7 @@ def test_vllm_10517_v0_does_not_fit_at_29000(runner) -> None:
     # initializing the engine."
     report = capacity_json(runner, "-m", "meta-llama/Llama-3.1-8B-Instruct", "--kv-budget",
                            str(1478 * 16 * LLAMA8B_TOKEN), "--max-model-len", "29000", "--engine-version", "0.6")
-    lines = report["engine_log"]["lines"]
+    lines = report["capacity"]["engine_log"]["lines"]
     assert lines[0].startswith("# GPU blocks: 1478, ")
     assert lines[1] == "Maximum concurrency for 29000 tokens per request: 0.82x"
     assert lines[2] == (
@@ -121,7 +121,7 @@ def test_lmcache_1739_qwen3_14b_v1_lines(runner, tmp_path) -> None:
     report = capacity_json(runner, "-m", path, "--kv-budget", str(budget), "--max-model-len", "32768",
                            "--engine-version", "0.11")
     assert budget // block == 2666
-    assert report["engine_log"]["lines"] == [
+    assert report["capacity"]["engine_log"]["lines"] == [
         "Available KV cache memory: 6.51 GiB",
         "GPU KV cache size: 42,656 tokens",
         "Maximum concurrency for 32,768 tokens per request: 1.30x",
@@ -133,7 +133,7 @@ def test_vllm_13596_thousands_separators(runner) -> None:
     # "Maximum concurrency for 2,048 tokens per request: 997.08x" (127,626 blocks of 16).
     report = capacity_json(runner, "-m", LLAMA8B, "--kv-budget", str(127_626 * 16 * LLAMA8B_TOKEN),
                            "--max-model-len", "2048", "--engine-version", "0.21")
-    assert report["engine_log"]["lines"][1:] == [
+    assert report["capacity"]["engine_log"]["lines"][1:] == [
         "GPU KV cache size: 2,042,016 tokens",
         "Maximum concurrency for 2,048 tokens per request: 997.08x",
     ]
@@ -144,14 +144,14 @@ def test_vllm_gib_format_by_version(runner, version, gib) -> None:
     # %.2f up to 0.12; format_gib = str(round(x, 2)) from 0.14 (vllm/utils/mem_utils.py): "1.7 GiB".
     report = capacity_json(runner, "-m", LLAMA8B, "--kv-budget", str(int(1.7 * GiB)), "--max-model-len", "4096",
                            "--engine-version", version)
-    assert report["engine_log"]["lines"][0] == f"Available KV cache memory: {gib} GiB"
+    assert report["capacity"]["engine_log"]["lines"][0] == f"Available KV cache memory: {gib} GiB"
 
 
 def test_vllm_not_enough_kv_error_text(runner) -> None:
     # check_enough_kv_cache_memory's ValueError (0.27+ text, as in vllm#44376): needed for one request
     # at 131,072 tokens is 131,072 * 131,072 B = 16 GiB; 2 GiB fit 16,384 tokens.
     report = capacity_json(runner, "-m", LLAMA8B, "--kv-budget", "2GiB", "--max-model-len", "131072")
-    assert report["engine_log"]["lines"] == [
+    assert report["capacity"]["engine_log"]["lines"] == [
         "Available KV cache memory: 2.0 GiB",
         "To serve at least one request with the model's max seq len (131072), (16.0 GiB KV cache is needed, which is "
         "larger than the available KV cache memory (2.0 GiB). Based on the available memory, the estimated maximum "
@@ -159,7 +159,7 @@ def test_vllm_not_enough_kv_error_text(runner) -> None:
         "memory on the CPU backend) or decreasing `max_model_len` when initializing the engine. See "
         "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.",
     ]
-    assert report["engine_log"]["gpu_kv_cache_tokens"] is None
+    assert report["capacity"]["engine_log"]["gpu_kv_cache_tokens"] is None
 
 
 # ---- SGLang ---------------------------------------------------------------------------------------
@@ -175,7 +175,7 @@ def test_sglang_21348_qwen3_235b_k_and_v_sizes(runner, tmp_path) -> None:
     cell = 94 * 1 * (128 + 128) * BF16  # layers * heads per rank * (K + V) * bf16 = 48,128 B per token
     report = capacity_json(runner, "-m", path, "--engine", "sglang", "--tp", "4", "--kv-budget", str(367_404 * cell),
                            "--max-model-len", "32768", "--engine-version", "0.4.9")
-    log = report["engine_log"]
+    log = report["capacity"]["engine_log"]
     k_bytes = 94 * (367_404 + 1) * 1 * 128 * BF16  # layers * (#tokens + page_size) * heads * head dim * bf16
     assert log["lines"] == ["KV Cache is allocated. #tokens: 367404, K size: 8.23 GB, V size: 8.23 GB"]
     assert (log["max_total_num_tokens"], log["k_size_bytes"], log["v_size_bytes"]) == (367_404, k_bytes, k_bytes)
@@ -185,7 +185,7 @@ def test_sglang_0_5_23_prints_the_dtype(runner) -> None:
     # memory_pool.py::_finalize_allocation_log (0.5.23): "... is allocated. dtype: {dtype}, #tokens: ..."
     report = capacity_json(runner, "-m", LLAMA8B, "--engine", "sglang", "--kv-budget", str(1000 * LLAMA8B_TOKEN),
                            "--max-model-len", "512")
-    assert report["engine_log"]["lines"][0].startswith("KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1000, ")
+    assert report["capacity"]["engine_log"]["lines"][0].startswith("KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1000, ")
 
 
 # ---- TensorRT-LLM ---------------------------------------------------------------------------------
@@ -195,11 +195,11 @@ def test_trtllm_dynamo_llama_8b_allocated_line(runner) -> None:
     blocks = 220_480 // 64
     report = capacity_json(runner, "-m", LLAMA8B, "--engine", "trtllm", "--block-size", "64", "--kv-budget",
                            str(blocks * 64 * LLAMA8B_TOKEN), "--max-model-len", "8192")
-    assert report["engine_log"]["lines"] == [
+    assert report["capacity"]["engine_log"]["lines"] == [
         "[TensorRT-LLM][INFO] Number of tokens per block: 64.",
         "[TensorRT-LLM][INFO] [MemUsageChange] Allocated 26.91 GiB for max tokens in paged KV cache (220480).",
     ]
-    assert report["engine_log"]["allocated_bytes"] == 220_480 * LLAMA8B_TOKEN
+    assert report["capacity"]["engine_log"]["allocated_bytes"] == 220_480 * LLAMA8B_TOKEN
 
 
 def test_trtllm_qwen_1_5b_lab_notes(runner) -> None:
@@ -209,7 +209,7 @@ def test_trtllm_qwen_1_5b_lab_notes(runner) -> None:
     per_token = 28 * KV * 2 * 128 * BF16
     report = capacity_json(runner, "-m", "Qwen/Qwen2-1.5B-Instruct", "--engine", "trtllm", "--kv-budget",
                            str(273_792 * per_token), "--max-model-len", "4096")
-    assert report["engine_log"]["lines"][1].endswith("Allocated 7.31 GiB for max tokens in paged KV cache (273792).")
+    assert report["capacity"]["engine_log"]["lines"][1].endswith("Allocated 7.31 GiB for max tokens in paged KV cache (273792).")
 
 
 # ---- llama.cpp ------------------------------------------------------------------------------------
@@ -220,7 +220,7 @@ def test_llamacpp_llama2_7b_f16_4096(runner) -> None:
     report = capacity_json(runner, "-m", "meta-llama/Llama-2-7b-hf", "--engine", "llama.cpp", "--kv-budget", "8GiB",
                            "-c", "4096", "-np", "1")
     k_mib = 32 * 32 * 128 * 2 * 4096 // 2**20  # layers * heads * head dim * f16 * cells
-    assert report["engine_log"]["lines"] == [
+    assert report["capacity"]["engine_log"]["lines"] == [
         f"llama_kv_cache:      CUDA0 KV buffer size = {2 * k_mib:8.2f} MiB",
         f"llama_kv_cache: size = {2 * k_mib:7.2f} MiB (  4096 cells,  32 layers,  1/1 seqs), "
         f"K (f16): {k_mib:7.2f} MiB, V (f16): {k_mib:7.2f} MiB",
@@ -233,14 +233,14 @@ def test_llamacpp_gemma3_iswa_server_defaults(runner) -> None:
     # base 32768 cells for 10 global layers; SWA GGML_PAD(min(32768, 1024 * 4 + 512), 256) = 4608 cells.
     report = capacity_json(runner, "-m", "google/gemma-3-27b-it", "--engine", "llama.cpp", "--kv-budget", "40GiB",
                            "-c", "32768", "-np", "4", "-kvu")
-    lines = report["engine_log"]["lines"]
+    lines = report["capacity"]["engine_log"]["lines"]
     assert lines[0] == "llama_kv_cache_iswa: creating non-SWA KV cache, size = 32768 cells"
     assert lines[2] == ("llama_kv_cache: size = 2560.00 MiB ( 32768 cells,  10 layers,  4/1 seqs), "
                         "K (f16): 1280.00 MiB, V (f16): 1280.00 MiB")
     assert lines[3] == "llama_kv_cache_iswa: creating     SWA KV cache, size = 4608 cells"
     assert lines[5] == ("llama_kv_cache: size = 1872.00 MiB (  4608 cells,  52 layers,  4/1 seqs), "
                         "K (f16):  936.00 MiB, V (f16):  936.00 MiB")
-    swa = report["engine_log"]["llama_caches"][1]
+    swa = report["capacity"]["engine_log"]["llama_caches"][1]
     assert swa["cells"] == 4608 and swa["k_bytes"] == 52 * 16 * 128 * 2 * 4608  # layers * heads * d * f16 * cells
 
 
@@ -250,7 +250,7 @@ def test_llamacpp_per_device_buffers(runner, split, first) -> None:
     # il / 33 < share of GPU0: even split -> layers 0..16 (17), -ts 3,1 -> il / 33 < 0.75 -> 0..24 (25).
     args = ["-m", LLAMA8B, "--engine", "llama.cpp", "--kv-budget", "40GiB", "--max-model-len", "4096"]
     args += ["--pp", "2"] if split is None else ["-ts", split]
-    buffers = capacity_json(runner, *args)["engine_log"]["buffers"]
+    buffers = capacity_json(runner, *args)["capacity"]["engine_log"]["buffers"]
     per_layer = 4096 * LLAMA8B_TOKEN // 32  # one layer's K+V for 4096 cells
     assert buffers == [{"device": "CUDA0", "bytes": first * per_layer}, {"device": "CUDA1", "bytes": (32 - first) * per_layer}]
 
@@ -259,7 +259,7 @@ def test_engine_log_keys_are_always_present(runner) -> None:
     keys = None
     for engine in ("vllm", "sglang", "trtllm", "llama.cpp", "ideal", "hf-dynamic"):
         log = capacity_json(runner, "-m", LLAMA8B, "--engine", engine, "--kv-budget", "8GiB", "--max-model-len",
-                            "4096")["engine_log"]
+                            "4096")["capacity"]["engine_log"]
         assert keys is None or list(log) == keys
         keys = list(log)
     assert log["lines"] == [] and log["engine"] == "hf-dynamic"
@@ -285,7 +285,7 @@ def test_sglang_hybrid_swa_logs_the_full_and_the_swa_pool(runner) -> None:
     cell = 12 * KV * row + 0.8 * 12 * KV * row  # 12 full layers + 0.8 x 12 sliding layers (W = 128)
     full = int(10 * GiB // cell)
     swa = int(full * 0.8)
-    log = report["engine_log"]
+    log = report["capacity"]["engine_log"]
     assert report["capacity"]["max_tokens"] == log["max_total_num_tokens"] == full
     assert log["lines"] == [
         f"Full KV Cache is allocated. dtype: torch.bfloat16, #tokens: {full}, "

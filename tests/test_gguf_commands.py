@@ -170,7 +170,7 @@ def test_capacity_kv_agrees_with_config_json(family: str, tmp_path: Path, runner
         from_gguf = invoke(runner, *args, "--model", str(model))
         from_config = invoke(runner, *args, "--model", str(config_path))
         assert from_gguf["capacity"] == from_config["capacity"], engine
-        assert from_gguf["engine_log"] == from_config["engine_log"], engine
+        assert from_gguf["capacity"]["engine_log"] == from_config["capacity"]["engine_log"], engine
 
 
 def test_capacity_reads_a_folder_of_split_shards(tmp_path: Path, runner) -> None:

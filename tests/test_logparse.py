@@ -137,7 +137,7 @@ def test_lmcache_1739_matches_from_the_logged_budget(runner, tmp_path) -> None:
     report = compare(runner, tmp_path, LMCACHE_1739_LOG, "-m", str(config), "--max-model-len", "32768")
     assert report["log_comparison"]["differs"] == 0, report["log_comparison"]
     # int(6.51 GiB) // (16 * 40 layers * K+V * 8 heads * 128 * bf16) = 2666 blocks -> 42,656 tokens
-    assert report["engine_log"]["num_blocks"] == int(6.51 * GiB) // (16 * 40 * KV * 8 * 128 * BF16) == 2666
+    assert report["capacity"]["engine_log"]["num_blocks"] == int(6.51 * GiB) // (16 * 40 * KV * 8 * 128 * BF16) == 2666
 
 
 def test_sglang_log_difference_names_the_budget(runner, tmp_path) -> None:

@@ -659,7 +659,7 @@ def capacity_table(report: dict[str, Any]) -> Group:
         for index, suggestion in enumerate(report["suggestions"]):
             tries.add_row("  try" if index == 0 else "   or", engine_flags(suggestion, engine, inputs["batch"]))
         lines.append(tries)
-    log = report.get("engine_log") or {}
+    log = report["capacity"].get("engine_log") or {}
     if log.get("lines"):
         lines.append(Text(f"{log['engine']} {log['version'] or ''} would log:".replace("  ", " ")))
         lines += [Padding(Text(line, overflow="fold"), (0, 0, 0, 2), expand=False) for line in log["lines"]]  # wraps stay indented
