@@ -305,3 +305,14 @@ def test_exaone4_null_window_and_string_pattern() -> None:
     assert kinds(parse(exaone4(sliding_window=None))) == ["full_attention"] * 8
     with pytest.raises(ConfigError, match="no layer_types"):
         parse(exaone4(sliding_window_pattern="LLLG"))
+
+
+def test_llama_reads_no_sliding_window(runner) -> None:
+    """LlamaConfig defines no sliding_window and LlamaAttention has none: a stray key does not make Llama slide
+    (Mistral's config class does define it, and slides)."""
+    args = ["estimate", "-s", "32k", "--format", "json", "--set", "sliding_window=4096"]
+    llama = json.loads(runner.invoke(app, [*args, "-m", "meta-llama/Llama-3.1-8B"]).stdout)
+    assert llama["totals"]["kv_cache_bytes"] == 2 * 32 * 8 * 128 * 2 * 32768  # K+V, layers, kv heads, head dim, bf16
+    assert any("has no window" in n for n in llama["notes"])
+    mistral = json.loads(runner.invoke(app, [*args, "-m", "mistralai/Mistral-7B-v0.1"]).stdout)
+    assert mistral["totals"]["kv_cache_bytes"] == 2 * 32 * 8 * 128 * 2 * 4096  # the window holds 4,096 tokens

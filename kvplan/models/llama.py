@@ -139,6 +139,20 @@ class LlamaParser(DecoderParser):
         "nanochat": LayerExtras(norm_weights=False),
     }
 
+    #: Members whose transformers config class has no ``sliding_window`` (LlamaConfig and kin, transformers 5.24):
+    #: their attention is full in every layer, so a stray ``sliding_window`` key in a config is not read.
+    WINDOWLESS: ClassVar[frozenset[str]] = frozenset(
+        "llama internlm3 stablelm olmo olmo2 cohere glm glm4 granite granitemoe exaone arcee ernie4_5 ernie4_5_moe "
+        "hunyuan_v1_dense hunyuan_v1_moe seed_oss apertus minimax_m2 nemotron olmoe glm4_moe_lite persimmon "
+        "apertus1p5_text bitnet diffllama helium hyperclovax iquestcoder jais2 nanochat".split())
+
+    def pattern_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
+        if r.defaults_name in self.WINDOWLESS and r.has("sliding_window"):
+            r.note(f"sliding_window is set but {r.defaults_name}'s attention has no window (its transformers config "
+                   "class defines none): full attention in every layer")
+            return [FULL] * num_layers
+        return super().pattern_kinds(r, num_layers)
+
     def decoder_layout(self, model_type: str) -> DecoderLayout:
         return self.LAYOUTS.get(model_type, DecoderLayout())
 
