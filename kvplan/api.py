@@ -471,7 +471,8 @@ def resolve_gpu(gpu: Any, gpu_mem: int | str | None = None, gpu_bandwidth: str |
             spec = dataclasses.replace(spec, bandwidth_bytes_per_s=bandwidth)
         return spec
     if gpu_mem is None:
-        raise _input_error("no GPU given", "pass --gpu NAME (kvplan gpus lists them) or --gpu-mem SIZE, e.g. --gpu-mem 80GiB")
+        raise _input_error("no GPU given", "pass --gpu NAME (kvplan gpus lists them), --gpu-mem SIZE, or --kv-budget "
+                           "SIZE (the KV memory per GPU; no GPU needed)")
     return custom_gpu(parse_size(gpu_mem, what="--gpu-mem"), bandwidth, name=f"custom {gpu_mem}")
 
 
