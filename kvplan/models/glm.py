@@ -4,10 +4,11 @@ and GLM-5-Next (Kimi Delta Attention layers between the indexed MLA layers)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from kvplan.errors import ConfigError
-from kvplan.models.base import ArchParser, ConfigReader
+from kvplan.models.base import STATE, ArchParser, ConfigReader
 from kvplan.models.decoder import DecoderLayout, MoeLayout, first_k_dense_moe
 from kvplan.models.deepseek import DeepseekParser
 from kvplan.models.llama import LlamaParser
@@ -135,9 +136,14 @@ class Glm5NextParser(DeepseekParser):
     defaults_by_type = {t: {"num_hidden_layers": 45, "num_attention_heads": 64, "kv_lora_rank": 512,
                             "qk_rope_head_dim": 0, "index_head_dim": 128, "index_n_heads": 32, "index_topk": 2048,
                             "index_kpool": 16, "linear_head_dim": 128, "linear_num_heads": 64,
-                            "linear_conv_kernel_dim": 4, "max_position_embeddings": 1048576}
+                            "linear_conv_kernel_dim": 4, "max_position_embeddings": 1048576,
+                            "q_lora_rank": 1536, "qk_nope_head_dim": 256, "v_head_dim": 256, "hidden_size": 4096,
+                            "vocab_size": 154880, "intermediate_size": 12288, "moe_intermediate_size": 2048,
+                            "n_routed_experts": 288, "n_shared_experts": 1, "num_experts_per_tok": 8,
+                            "first_k_dense_replace": 3, "moe_layer_freq": 1, "hc_mult": 4,
+                            "tie_word_embeddings": False}
                         for t in ("glm5_next", "glm5_next_text")}
-    weight_types = ()
+    weight_types = ("glm5_next_text",)
     LINEAR_HEADS = ("linear_num_heads", "linear_attn_config.num_heads")
     LINEAR_HEAD_DIM = ("linear_head_dim", "linear_attn_config.head_dim")
     LINEAR_CONV = ("linear_conv_kernel_dim", "linear_attn_config.short_conv_kernel_size")
@@ -177,6 +183,89 @@ class Glm5NextParser(DeepseekParser):
         r.note(f"index_kpool {pool}: transformers packs each token's indexer key ({index_dim}), pool-gate scores "
                f"({index_dim}) and a validity flag (1) into one {width}-wide entry")
         return width
+
+    def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
+        """Glm5NextTextModel (transformers 5.24): KDA layers as Kimi Linear's (q/k/v, their convolution, the
+        forget gate f_a/f_b with A_log and dt_bias, the beta projection, the output gate g_a/g_b and norm, o_proj);
+        indexed layers an MLA attention (q LoRA) with the DSA indexer, which also learns its key-pool positions
+        and gate (``index_kpool``); dense or MoE MLPs by ``mlp_layer_types`` (default: the first 3 dense); two
+        hyper-connections per layer (``hc_mult`` streams: a (hc^2 + 2 hc) x (hc x hidden) mix, its base and 3
+        scales)."""
+        from kvplan.models.mla import add_indexer, add_mla_layer, finish_mla_moe, mla_dims, mlp_layer_kinds
+        from kvplan.models.tensors import Tensors
+
+        hidden = hidden_of(r)
+        layers = self.num_layers(r)
+        kinds = self.layer_kinds(r, layers)
+        heads = r.first_of("num_attention_heads", self.HEADS)
+        dims = mla_dims(r)
+        k_heads, k_dim = r.first_of("linear_num_heads", self.LINEAR_HEADS), r.first_of("linear_head_dim",
+                                                                                      self.LINEAR_HEAD_DIM)
+        conv = r.first_of("linear_conv_kernel_dim", self.LINEAR_CONV)
+        inner = k_heads * k_dim
+        pool = r.first_of("index_kpool", ("index_kpool",), kind="count")
+        index_dim = r.first_of("index_head_dim", ("index_head_dim",))
+        t = Tensors()
+        for kind in kinds:
+            if kind == STATE:
+                t.add("attention", hidden, inner, 3)  # q, k, v
+                t.add("attention", hidden, k_dim, 2)  # f_a, g_a
+                t.add("attention", k_dim, inner, 2)  # f_b, g_b
+                t.add("attention", hidden, k_heads)  # b_proj
+                t.add("attention", inner, hidden)  # o_proj
+                t.vector("attention", 3 * inner * conv + k_heads + inner + k_dim)  # conv, A_log, dt_bias, o_norm
+            else:
+                add_mla_layer(t, hidden, heads, dims)
+                add_indexer(t, r, hidden, dims["q_lora_rank"], layer_norm=True)
+                if pool:  # the key pool's learned positions and its gate over the hidden state
+                    t.add("attention", hidden, index_dim)
+                    t.vector("attention", pool * index_dim)
+        streams = r.first_of("hc_mult", ("hc_mult",))
+        mix = streams * streams + 2 * streams
+        t.add("hyper_connections", streams * hidden, mix, 2 * layers)
+        t.vector("hyper_connections", (mix + 3) * 2 * layers)
+        n_moe = mlp_layer_kinds(r, layers).count("sparse")
+        r.note(f"GLM-5-Next: {kinds.count(STATE)} KDA and {layers - kinds.count(STATE)} indexed MLA layers")
+        return finish_mla_moe(r, t, hidden, layers, heads, dims, n_moe, router_bias=True, name="GLM-5-Next")
+
+    #: Glm5NextVisionConfig defaults (transformers 5.24) of the keys the tower count reads.
+    VISION_DEFAULTS: Mapping[str, Any] = {"depth": 24, "hidden_size": 1024, "num_heads": 16, "in_channels": 3,
+                                          "patch_size": 14, "temporal_patch_size": 2, "spatial_merge_size": 2,
+                                          "out_hidden_size": 1536, "intermediate_size": 4096,
+                                          "projection_intermediate_size": 10240, "attention_bias": True}
+
+    def vision_weights(self, outer: Mapping[str, Any], r: ConfigReader, text_hidden: int) -> list[WeightPart] | None:
+        """Glm5NextVisionModel: a 3-D patch convolution (with bias), ``depth`` blocks (two RMSNorms, fused qkv and
+        proj, per-head q/k RMSNorms, a gated MLP; biases by ``attention_bias``), a post RMSNorm, the merge
+        convolution to ``out_hidden_size`` (with bias) and the merger (a Linear, a LayerNorm and a gated MLP of
+        ``projection_intermediate_size``, no biases)."""
+        vision = outer.get("vision_config")
+        if not isinstance(vision, Mapping):
+            return None
+        v = ConfigReader(vision, source_name=r.source_name, prefix="vision_config.", defaults=self.VISION_DEFAULTS,
+                         defaults_name="glm5_next_vision")
+        h, depth = v.first_of("hidden_size", ("hidden_size",)), v.first_of("depth", ("depth",))
+        heads, inner = v.first_of("num_heads", ("num_heads",)), v.first_of("intermediate_size", ("intermediate_size",))
+        patch, temporal = v.first_of("patch_size", ("patch_size",)), v.first_of("temporal_patch_size",
+                                                                                ("temporal_patch_size",))
+        channels, merge = v.first_of("in_channels", ("in_channels",)), v.first_of("spatial_merge_size",
+                                                                                 ("spatial_merge_size",))
+        out = v.first_of("out_hidden_size", ("out_hidden_size",))
+        context = v.first_of("projection_intermediate_size", ("projection_intermediate_size",))
+        bias = v.flag("attention_bias", True)
+        per_block = 2 * h + 2 * (h // heads) + ((3 * h + h + 2 * inner + h) if bias else 0)  # norms, q/k norms, biases
+        tower = WeightPart(name="vision_tower", vision=True, matrices=(
+            Matrix(in_features=channels * temporal * patch * patch, out_features=h),
+            Matrix(in_features=h, out_features=3 * h, count=depth), Matrix(in_features=h, out_features=h, count=depth),
+            Matrix(in_features=h, out_features=inner, count=2 * depth),
+            Matrix(in_features=inner, out_features=h, count=depth)),
+            other_parameters=h + per_block * depth + h)  # patch bias, blocks, post norm
+        projector = WeightPart(name="projector", vision=True, matrices=(
+            Matrix(in_features=h * merge * merge, out_features=out), Matrix(in_features=out, out_features=out),
+            Matrix(in_features=out, out_features=context, count=2), Matrix(in_features=context, out_features=out)),
+            other_parameters=out + 2 * out)  # merge-conv bias, LayerNorm
+        r.note(f"vision tower (GLM-5-Next ViT, {depth} blocks) reported separately as weights.vision_*")
+        return [tower, projector]
 
     def state_spec(self, r: ConfigReader, index: int) -> StateSpec:
         heads = r.first_of("linear_num_heads", self.LINEAR_HEADS)

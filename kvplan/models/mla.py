@@ -49,8 +49,8 @@ def mlp_layer_kinds(r: ConfigReader, layers: int) -> list[str]:
 
 def mla_dims(r: ConfigReader) -> dict[str, int]:
     """The MLA dimensions; ``q_lora_rank`` 0 when the config has none (a full q projection)."""
-    dims = {key: r.first_of(key, (key,)) for key in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
-                                                     "v_head_dim")}
+    dims = {key: r.first_of(key, (key,)) for key in ("kv_lora_rank", "qk_nope_head_dim", "v_head_dim")}
+    dims["qk_rope_head_dim"] = r.first_of("qk_rope_head_dim", ("qk_rope_head_dim",), kind="count")  # 0: no rope part
     dims["q_lora_rank"] = r.optional("q_lora_rank", ("q_lora_rank",)) or 0
     return dims
 
