@@ -18,6 +18,7 @@ from typing import Any
 from kvplan.errors import ConfigError
 from kvplan.models.base import ConfigReader
 from kvplan.models.tensors import Matrix, WeightPart
+from kvplan.models.vision_more import DEFAULT_VISION_TYPE, MORE_PROJECTORS, MORE_TOWERS, TOWER_COPIES
 from kvplan.models.vision_towers import (
     JANUS_VQ_DEFAULTS,
     davit_tower,
@@ -184,6 +185,7 @@ TOWERS: dict[str, TowerLayout] = {
                   "num_key_value_heads": 8, "conv_kernel_size": 3}),
 }
 TOWERS["qianfan_ocr_vision"] = TOWERS["internvl_vision"]
+TOWERS.update({vtype: TowerLayout(**layout) for vtype, layout in MORE_TOWERS.items()})
 
 #: outer ``model_type`` -> the vision ``model_type`` its transformers config class builds (whatever the
 #: Hub's ``vision_config`` calls itself); types whose vision_config is an AutoConfig are not listed.
@@ -545,6 +547,7 @@ PROJECTORS: dict[str, Callable[[ConfigReader, Mapping[str, Any], int, int, Tower
     "cosmos3_edge": cosmos3_edge_projector, "ernie4_5_vl_moe": ernie_resampler,
     "florence2": florence2_projector, "kosmos-2.5": kosmos25_projector,
     "janus": janus_aligner,
+    **MORE_PROJECTORS,
 }
 
 
@@ -552,13 +555,18 @@ def vision_weights(outer: Mapping[str, Any], text: ConfigReader, *, text_hidden:
     """The vision tower of ``outer["vision_config"]`` and its projector into the language model."""
     outer_type = str(outer.get("model_type", ""))
     vision = outer["vision_config"]
-    vtype = VISION_TYPE_OF.get(outer_type) or str(vision.get("model_type", ""))
+    vtype = VISION_TYPE_OF.get(outer_type) or str(vision.get("model_type") or DEFAULT_VISION_TYPE.get(outer_type, ""))
     layout = TOWERS.get(vtype)
     if layout is None or outer_type not in PROJECTORS:
         return plain_vit_weights(outer, text, text_hidden=text_hidden)
     v = ConfigReader(vision, source_name=text.source_name, prefix="vision_config.", defaults=layout.defaults,
                      defaults_name=vtype)
     tower, hidden = tower_weights(v, layout)
+    copies = TOWER_COPIES.get(outer_type, 1)
+    if copies > 1:
+        tower = WeightPart(name=tower.name, vision=True, other_parameters=copies * tower.other_parameters,
+                           matrices=tuple(Matrix(in_features=m.in_features, out_features=m.out_features,
+                                                 count=copies * m.count) for m in tower.matrices))
     projector = PROJECTORS[outer_type](v, outer, hidden, text_hidden, layout)
     for note in v.notes:
         text.note(note)

@@ -1,0 +1,79 @@
+"""More vision towers and projectors, as data for :mod:`kvplan.models.vision` (which builds the
+:class:`~kvplan.models.vision.TowerLayout` of each entry of :data:`MORE_TOWERS` and adds :data:`MORE_PROJECTORS`
+to its table): the LLaVA family (CLIP or SigLIP towers, two-Linear projectors), and the towers, resamplers and
+Q-Formers of the other image-text-to-text models. Defaults: transformers 5.24's configuration_*.py of each type."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from kvplan.models.base import ConfigReader
+from kvplan.models.tensors import Matrix, WeightPart
+
+if TYPE_CHECKING:
+    from kvplan.models.vision import TowerLayout
+
+Projector = Callable[[ConfigReader, Mapping[str, Any], int, int, "TowerLayout"], WeightPart]
+
+#: CLIPVisionConfig's defaults.
+CLIP_DEFAULTS = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "num_channels": 3,
+                 "image_size": 224, "patch_size": 32}
+
+#: vision ``model_type`` -> the keyword arguments of its ``TowerLayout``.
+MORE_TOWERS: dict[str, dict[str, Any]] = {
+    # CLIPVisionModel: a class token, a patch convolution without bias, one position per patch and the class
+    # token, LayerNorms before (pre_layrnorm) and after the blocks
+    "clip_vision_model": {"name": "CLIP ViT", "patch_bias": False, "cls_token": True, "pre_norm": True,
+                          "post_norm": True, "defaults": CLIP_DEFAULTS},
+}
+
+#: outer ``model_type`` -> the vision ``model_type`` its config class builds when ``vision_config`` names none.
+DEFAULT_VISION_TYPE = {
+    "llava": "clip_vision_model", "llava_next": "clip_vision_model", "llava_next_video": "clip_vision_model",
+    "video_llava": "clip_vision_model", "vipllava": "clip_vision_model", "llava_onevision": "siglip_vision_model",
+}
+
+#: outer ``model_type`` -> how many copies of the tower it builds (Video-LLaVA: an image and a video tower).
+TOWER_COPIES = {"video_llava": 2}
+
+
+def _linear(n_in: int, n_out: int, bias: bool = True) -> tuple[Matrix, int]:
+    return Matrix(in_features=n_in, out_features=n_out), (n_out if bias else 0)
+
+
+def _projector(*linears: tuple[Matrix, int], other: int = 0) -> WeightPart:
+    return WeightPart(name="projector", vision=True, matrices=tuple(m for m, _ in linears),
+                      other_parameters=other + sum(b for _, b in linears))
+
+
+_LLAVA_DEFAULTS: dict[str, dict[str, Any]] = {
+    "llava": {"vision_feature_layer": -2, "multimodal_projector_bias": True},
+    "llava_next": {"vision_feature_layer": -2, "multimodal_projector_bias": True},
+    "llava_next_video": {"vision_feature_layer": -2, "multimodal_projector_bias": True},
+    "llava_onevision": {"vision_feature_layer": -1, "multimodal_projector_bias": True},
+    "video_llava": {"vision_feature_layer": -2, "multimodal_projector_bias": True},
+    "vipllava": {"vision_feature_layer": [-2, -5, -8, -11, 6]},
+}
+
+#: LLaVA types that hold ``image_newline`` (one text-width vector between rows of image tiles).
+_NEWLINE = {"llava_next", "llava_next_video", "llava_onevision"}
+
+
+def llava_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                    layout: TowerLayout) -> WeightPart:
+    """LLaVA's projector: Linear(vision hidden x the ``vision_feature_layer`` count, text hidden), GELU,
+    Linear(text hidden, text hidden), biased by ``multimodal_projector_bias``; VipLLaVA: always biased, with a
+    LayerNorm over its input; LLaVA-NeXT and OneVision: the ``image_newline`` vector."""
+    outer_type = str(outer.get("model_type"))
+    o = ConfigReader(outer, source_name=v.source_name, defaults_name=outer_type, defaults=_LLAVA_DEFAULTS[outer_type])
+    layers = o.first_of("vision_feature_layer", ("vision_feature_layer",), kind="any")
+    width = hidden * (len(layers) if isinstance(layers, list) else 1)
+    vip = outer_type == "vipllava"
+    bias = True if vip else o.flag("multimodal_projector_bias", True)
+    other = (2 * width if vip else 0) + (text_hidden if outer_type in _NEWLINE else 0)
+    return _projector(_linear(width, text_hidden, bias), _linear(text_hidden, text_hidden, bias), other=other)
+
+
+#: outer ``model_type`` -> its projector.
+MORE_PROJECTORS: dict[str, Projector] = {t: llava_projector for t in _LLAVA_DEFAULTS}

@@ -1,0 +1,51 @@
+"""More multimodal weight counts against transformers on the meta device (LLaVA family and the towers of
+kvplan/models/vision_more.py): the whole model and the vision part, from transformers' default config."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_models_weights import default_config, meta_count
+from test_weights_vision import meta_vision_count
+
+from kvplan.models import count_weights
+
+TYPES = ["llava", "llava_next", "llava_next_video", "llava_onevision", "vipllava", "video_llava"]
+
+
+@pytest.mark.parametrize("model_type", TYPES)
+def test_multimodal_count_equals_transformers(model_type: str) -> None:
+    config = default_config(model_type)
+    weights = count_weights(config, model_id=model_type)
+    assert weights.parameters == meta_count(config)
+    assert weights.vision_parameters == meta_vision_count(config)
+
+
+def test_llava_next_clip_tower_and_projector_arithmetic() -> None:
+    # LlavaNextConfig's CLIP tower: hidden 1024, MLP 4096, 24 layers, 336 / 14 patches, a class token;
+    # projector 1024 -> text 4096 -> 4096 (biased) and the image_newline vector of the text width
+    h, inner, layers, patches, text = 1024, 4096, 24, (336 // 14) ** 2, 4096
+    block = 4 * (h * h + h) + h * inner + inner + inner * h + h + 2 * 2 * h
+    tower = 3 * 14 * 14 * h + h + (patches + 1) * h + 2 * 2 * h + block * layers
+    projector = h * text + text + text * text + text + text  # linear_1, linear_2, image_newline
+    weights = count_weights(default_config("llava_next"), model_id="llava_next")
+    assert weights.vision_parameters == tower + projector
+
+
+def test_vision_feature_layer_list_widens_the_projector() -> None:
+    config = default_config("llava")
+    wide = json.loads(json.dumps(config))
+    wide["vision_feature_layer"] = [-2, -5]
+    h, text = config["vision_config"]["hidden_size"], config["text_config"]["hidden_size"]
+    extra = h * text  # linear_1 reads two layers' features
+    assert count_weights(wide, model_id="w").parameters - count_weights(config, model_id="l").parameters == extra
+    assert count_weights(wide, model_id="w").parameters == meta_count(wide)
+
+
+def test_vision_config_without_model_type_is_the_config_class_default_tower() -> None:
+    # LlavaConfig builds a CLIPVisionConfig when vision_config names no model_type
+    config = default_config("llava")
+    hub = json.loads(json.dumps(config))
+    del hub["vision_config"]["model_type"]
+    assert count_weights(hub, model_id="h").parameters == count_weights(config, model_id="l").parameters
