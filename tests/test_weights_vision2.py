@@ -11,7 +11,8 @@ from test_weights_vision import meta_vision_count
 
 from kvplan.models import count_weights
 
-TYPES = ["llava", "llava_next", "llava_next_video", "llava_onevision", "vipllava", "video_llava"]
+TYPES = ["llava", "llava_next", "llava_next_video", "llava_onevision", "vipllava", "video_llava", "florence2",
+         "kosmos-2.5"]
 
 
 @pytest.mark.parametrize("model_type", TYPES)
@@ -49,3 +50,33 @@ def test_vision_config_without_model_type_is_the_config_class_default_tower() ->
     hub = json.loads(json.dumps(config))
     del hub["vision_config"]["model_type"]
     assert count_weights(hub, model_id="h").parameters == count_weights(config, model_id="l").parameters
+
+
+@pytest.mark.parametrize("model_type", ["minicpm_ocr", "minicpmv4_6", "minicpmv4_7"])
+def test_minicpm_window_merger_reads_the_vit_intermediate_size(model_type: str) -> None:
+    # the window merger's MLP is intermediate_size x window (4 h x window only when intermediate_size = 4 h);
+    # the downsample MLP reads 4 h whatever merge_kernel_size says
+    config = default_config(model_type)
+    config["vision_config"]["intermediate_size"] = 64
+    config["merger_times"] = 2
+    assert count_weights(config, model_id=model_type).parameters == meta_count(config)
+
+
+def test_kosmos_2_5_text_model_has_no_cross_attention() -> None:
+    # Kosmos2_5TextConfig: embed_dim 1536, 24 layers, ffn 6144, vocab 108481 (tied); per layer q/k/v/o with
+    # biases, an fc1/fc2 MLP with biases and a LayerNorm over its hidden width, two LayerNorms; a 2-row segment
+    # embedding and a final LayerNorm; sinusoidal positions are not saved
+    d, layers, ffn, vocab = 1536, 24, 6144, 108481
+    layer = 4 * (d * d + d) + d * ffn + ffn + ffn * d + d + 2 * ffn + 2 * 2 * d
+    expected = vocab * d + 2 * d + layers * layer + 2 * d
+    weights = count_weights(default_config("kosmos-2.5"), model_id="k")
+    assert weights.parameters - weights.vision_parameters == expected
+
+
+def test_florence2_language_model_has_no_final_logits_bias() -> None:
+    config = default_config("florence2")
+    bart = dict(config["text_config"])
+    weights = count_weights(config, model_id="f")
+    # the same BART config alone (BartForConditionalGeneration) holds final_logits_bias over the vocabulary
+    assert count_weights(bart, model_id="b").parameters - (weights.parameters - weights.vision_parameters) \
+        == bart["vocab_size"]

@@ -57,8 +57,8 @@ CACHE_INDEX: dict[str, str] = {
 WEIGHT_INDEX: dict[str, str] = {
     "afmoe": "afmoe laguna",
     "bamba": "bamba",
-    "bart": ("bart bigbird_pegasus blenderbot blenderbot-small fsmt kosmos_2_5_text_model led m2m_100 marian mbart mvp "
-             "nllb-moe nllb_moe pegasus pegasus_x plbart prophetnet seamless_m4t seamless_m4t_v2"),
+    "bart": ("bart bigbird_pegasus blenderbot blenderbot-small fsmt led m2m_100 marian mbart mvp nllb-moe nllb_moe "
+             "pegasus pegasus_x plbart prophetnet seamless_m4t seamless_m4t_v2"),
     "bert": ("bert bert-generation big_bird camembert data2vec-text electra ernie git megatron-bert modernbert-decoder "
              "rembert roberta roberta-prelayernorm roc_bert roformer xlm-roberta xlm-roberta-xl"),
     "cohere": "cohere2 cohere2_moe",
@@ -107,7 +107,7 @@ WEIGHT_INDEX: dict[str, str] = {
     "step": "step3p7",
     "t5": "longt5 mt5 switch_transformers t5 umt5",
     "whisper": "whisper",
-    "xglm": "kosmos_2_text_model trocr xglm",
+    "xglm": "kosmos_2_5_text_model kosmos_2_text_model trocr xglm",
     "zamba": "zamba zamba2",
     "zaya": "zaya",
 }

@@ -462,18 +462,21 @@ def janus_aligner(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_h
 def minicpmv_merger(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
                     layout: TowerLayout) -> WeightPart:
     """MiniCPM-V 4.6: the ViT's window merger (a SigLIP self-attention with its LayerNorm, then LayerNorm,
-    Linear(h k, 4 h k), Linear(4 h k, h) over a ``window_kernel_size`` window) and ``merger_times`` mergers
-    into the language model (LayerNorm, Linear(h m, h m), Linear(h m, text hidden) over ``merge_kernel_size``)."""
+    Linear(h k, i k), Linear(i k, h) over a ``window_kernel_size`` window of k patches, i the ViT's
+    intermediate_size) and ``merger_times`` downsample MLPs (LayerNorm, Linear(4 h, 4 h), Linear(4 h, h); the
+    last one to the text hidden size instead: transformers fixes their input at two 2x2 merges, 4 h)."""
     window = v.first_of("window_kernel_size", ("window_kernel_size",), kind="list")
+    inner = v.first_of("intermediate_size", layout.inner)
     o = ConfigReader(outer, source_name=v.source_name, defaults_name=str(outer.get("model_type")),
-                     defaults={"merge_kernel_size": [2, 2], "merger_times": 1})
-    merge = o.first_of("merge_kernel_size", ("merge_kernel_size",), kind="list")
+                     defaults={"merger_times": 1})
     times = o.first_of("merger_times", ("merger_times",))
-    win = hidden * window[0] * window[1]
-    wide = hidden * merge[0] * merge[1]
-    vit_merger = [_linear(hidden, hidden) for _ in range(4)] + [_linear(win, 4 * win), _linear(4 * win, hidden)]
-    mergers = [_linear(wide, wide), _linear(wide, text_hidden)] * times
-    return _projector(*vit_merger, *mergers, other=2 * hidden + 2 * win + 2 * wide * times)
+    k = window[0] * window[1]
+    wide = 4 * hidden
+    vit_merger = [_linear(hidden, hidden) for _ in range(4)] + [_linear(hidden * k, inner * k),
+                                                                  _linear(inner * k, hidden)]
+    mergers = [_linear(wide, wide), _linear(wide, hidden)] * (times - 1) + [_linear(wide, wide),
+                                                                           _linear(wide, text_hidden)]
+    return _projector(*vit_merger, *mergers, other=2 * hidden + 2 * hidden * k + 2 * wide * times)
 
 
 def gemma3_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
