@@ -12,7 +12,7 @@ from test_weights_vision import meta_vision_count
 from kvplan.models import count_weights
 
 TYPES = ["llava", "llava_next", "llava_next_video", "llava_onevision", "vipllava", "video_llava", "florence2",
-         "kosmos-2.5"]
+         "kosmos-2.5", "idefics3", "smolvlm", "lighton_ocr"]
 
 
 @pytest.mark.parametrize("model_type", TYPES)

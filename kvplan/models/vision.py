@@ -18,7 +18,13 @@ from typing import Any
 from kvplan.errors import ConfigError
 from kvplan.models.base import ConfigReader
 from kvplan.models.tensors import Matrix, WeightPart
-from kvplan.models.vision_more import DEFAULT_VISION_TYPE, MORE_PROJECTORS, MORE_TOWERS, TOWER_COPIES
+from kvplan.models.vision_more import (
+    DEFAULT_VISION_TYPE,
+    MORE_PROJECTORS,
+    MORE_TOWERS,
+    MORE_VISION_TYPE_OF,
+    TOWER_COPIES,
+)
 from kvplan.models.vision_towers import (
     JANUS_VQ_DEFAULTS,
     davit_tower,
@@ -199,6 +205,7 @@ VISION_TYPE_OF = {
     "minimax_m3_vl": "minimax_m3_vl_vision", "cosmos3_edge": "cosmos3_edge_vision",
     "ernie4_5_vl_moe": "ernie4_5_vl_moe_vision", "florence2": "florence_vision",
     "kosmos-2.5": "kosmos_2_5_vision_model", "janus": "janus_vision_model",
+    **MORE_VISION_TYPE_OF,
 }
 
 

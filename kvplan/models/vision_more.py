@@ -26,12 +26,26 @@ MORE_TOWERS: dict[str, dict[str, Any]] = {
     # token, LayerNorms before (pre_layrnorm) and after the blocks
     "clip_vision_model": {"name": "CLIP ViT", "patch_bias": False, "cls_token": True, "pre_norm": True,
                           "post_norm": True, "defaults": CLIP_DEFAULTS},
+    # SmolVLM's SigLIP tower (Idefics3's, the config class of its own)
+    "smolvlm_vision": {"name": "SmolVLM SigLIP ViT", "post_norm": True,
+                       "defaults": {"hidden_size": 1152, "intermediate_size": 3072, "num_hidden_layers": 12,
+                                    "num_channels": 3, "image_size": 224, "patch_size": 32}},
+    # PixtralVisionModel (LightOnOCR): a patch convolution without bias, an RMSNorm before the blocks, RMSNorms,
+    # bias-free attention and gated MLP, 2-D rotary positions only
+    "pixtral": {"name": "Pixtral ViT", "norm": "rms", "qkv_bias": False, "o_bias": False, "gated_mlp": True,
+                "mlp_bias": False, "patch_bias": False, "positions": "none", "pre_norm": True,
+                "defaults": {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24,
+                             "num_channels": 3, "image_size": 1024, "patch_size": 16}},
 }
+
+#: outer ``model_type`` -> the vision ``model_type`` its config class always builds.
+MORE_VISION_TYPE_OF = {"idefics3": "idefics3_vision", "smolvlm": "smolvlm_vision"}
 
 #: outer ``model_type`` -> the vision ``model_type`` its config class builds when ``vision_config`` names none.
 DEFAULT_VISION_TYPE = {
     "llava": "clip_vision_model", "llava_next": "clip_vision_model", "llava_next_video": "clip_vision_model",
     "video_llava": "clip_vision_model", "vipllava": "clip_vision_model", "llava_onevision": "siglip_vision_model",
+    "lighton_ocr": "pixtral",
 }
 
 #: outer ``model_type`` -> how many copies of the tower it builds (Video-LLaVA: an image and a video tower).
@@ -75,5 +89,27 @@ def llava_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text
     return _projector(_linear(width, text_hidden, bias), _linear(text_hidden, text_hidden, bias), other=other)
 
 
+def pixel_shuffle_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                            layout: TowerLayout) -> WeightPart:
+    """Idefics3 / SmolVLM's connector: pixel shuffle by ``scale_factor``, then Linear(h s², text hidden), no bias."""
+    o = ConfigReader(outer, source_name=v.source_name, defaults_name=str(outer.get("model_type")),
+                     defaults={"scale_factor": 2})
+    scale = o.first_of("scale_factor", ("scale_factor",))
+    return _projector(_linear(hidden * scale * scale, text_hidden, False))
+
+
+def lighton_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                      layout: TowerLayout) -> WeightPart:
+    """LightOnOCR: an RMSNorm, the learned merge of ``spatial_merge_size``² patches (Linear(h m², h)), then
+    Linear(h, text hidden) and Linear(text hidden, text hidden), all without bias."""
+    o = ConfigReader(outer, source_name=v.source_name, defaults_name="lighton_ocr", defaults={"spatial_merge_size": 2})
+    merge = o.first_of("spatial_merge_size", ("spatial_merge_size",))
+    return _projector(_linear(hidden * merge * merge, hidden, False), _linear(hidden, text_hidden, False),
+                      _linear(text_hidden, text_hidden, False), other=hidden)
+
+
 #: outer ``model_type`` -> its projector.
-MORE_PROJECTORS: dict[str, Projector] = {t: llava_projector for t in _LLAVA_DEFAULTS}
+MORE_PROJECTORS: dict[str, Projector] = {
+    **{t: llava_projector for t in _LLAVA_DEFAULTS},
+    "idefics3": pixel_shuffle_projector, "smolvlm": pixel_shuffle_projector, "lighton_ocr": lighton_projector,
+}
