@@ -12,7 +12,7 @@ from test_weights_vision import meta_vision_count
 from kvplan.models import count_weights
 
 TYPES = ["llava", "llava_next", "llava_next_video", "llava_onevision", "vipllava", "video_llava", "florence2",
-         "kosmos-2.5", "idefics3", "smolvlm", "lighton_ocr"]
+         "kosmos-2.5", "idefics3", "smolvlm", "lighton_ocr", "blip-2", "instructblip", "instructblipvideo"]
 
 
 @pytest.mark.parametrize("model_type", TYPES)
@@ -80,3 +80,25 @@ def test_florence2_language_model_has_no_final_logits_bias() -> None:
     # the same BART config alone (BartForConditionalGeneration) holds final_logits_bias over the vocabulary
     assert count_weights(bart, model_id="b").parameters - (weights.parameters - weights.vision_parameters) \
         == bart["vocab_size"]
+
+
+def test_blip2_qformer_arithmetic() -> None:
+    # Blip2QFormerConfig: hidden 768, 12 layers, MLP 3072, cross-attention over 1408 features in layers 0, 2, ..;
+    # 32 queries; Linear(768, text hidden) into OPT (Blip2Config's default text model, hidden 768)
+    h, layers, inner, enc, queries, text = 768, 12, 3072, 1408, 32, 768
+    cross = layers // 2
+    self_attn = 4 * (h * h + h) + 2 * h
+    cross_attn = 2 * (h * h + h) + 2 * (enc * h + h) + 2 * h
+    mlp = h * inner + inner + inner * h + h + 2 * h
+    qformer = layers * (self_attn + mlp) + cross * cross_attn + 2 * h
+    projector = queries * h + qformer + h * text + text
+    config = default_config("blip-2")
+    vision = count_weights(config, model_id="b").vision_parameters
+    with_text_mlp = json.loads(json.dumps(config))
+    with_text_mlp["qformer_config"]["use_qformer_text_input"] = True
+    assert count_weights(with_text_mlp, model_id="t").vision_parameters - vision == layers * mlp
+    assert count_weights(with_text_mlp, model_id="t").parameters == meta_count(with_text_mlp)
+    d, vl, vi, patches = 1408, 39, 6144, (224 // 14) ** 2  # the ViT: class token, biased patch conv, qkv bias 3 d
+    tower = 3 * 14 * 14 * d + d + d + (patches + 1) * d + 2 * d + vl * (
+        3 * d * d + 3 * d + d * d + d + d * vi + vi + vi * d + d + 2 * 2 * d)
+    assert vision == tower + projector

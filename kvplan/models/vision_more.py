@@ -20,6 +20,10 @@ Projector = Callable[[ConfigReader, Mapping[str, Any], int, int, "TowerLayout"],
 CLIP_DEFAULTS = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "num_channels": 3,
                  "image_size": 224, "patch_size": 32}
 
+#: Blip2VisionConfig's defaults (InstructBLIP's are the same; the patch convolution reads 3 channels).
+_BLIP2_VISION = {"hidden_size": 1408, "intermediate_size": 6144, "num_hidden_layers": 39, "num_channels": 3,
+                 "image_size": 224, "patch_size": 14}
+
 #: vision ``model_type`` -> the keyword arguments of its ``TowerLayout``.
 MORE_TOWERS: dict[str, dict[str, Any]] = {
     # CLIPVisionModel: a class token, a patch convolution without bias, one position per patch and the class
@@ -36,10 +40,17 @@ MORE_TOWERS: dict[str, dict[str, Any]] = {
                 "mlp_bias": False, "patch_bias": False, "positions": "none", "pre_norm": True,
                 "defaults": {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24,
                              "num_channels": 3, "image_size": 1024, "patch_size": 16}},
+    # Blip2VisionModel (and InstructBLIP's): a class token, a biased patch convolution, (patches + 1) positions,
+    # a fused qkv whose bias is q_bias, zeros and v_bias (3 h saved), a post LayerNorm
+    **{t: {"name": "BLIP-2 ViT", "qkv_bias": "qkv_bias", "cls_token": True, "post_norm": True,
+           "defaults": {**_BLIP2_VISION, "qkv_bias": True}}
+       for t in ("blip_2_vision_model", "instructblip_vision_model", "instructblipvideo_vision_model")},
 }
 
 #: outer ``model_type`` -> the vision ``model_type`` its config class always builds.
-MORE_VISION_TYPE_OF = {"idefics3": "idefics3_vision", "smolvlm": "smolvlm_vision"}
+MORE_VISION_TYPE_OF = {"idefics3": "idefics3_vision", "smolvlm": "smolvlm_vision", "blip-2": "blip_2_vision_model",
+                       "instructblip": "instructblip_vision_model",
+                       "instructblipvideo": "instructblipvideo_vision_model"}
 
 #: outer ``model_type`` -> the vision ``model_type`` its config class builds when ``vision_config`` names none.
 DEFAULT_VISION_TYPE = {
@@ -108,8 +119,48 @@ def lighton_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, te
                       _linear(text_hidden, text_hidden, False), other=hidden)
 
 
+#: Blip2QFormerConfig's defaults (InstructBLIP's are the same, without ``use_qformer_text_input``).
+_QFORMER = {"vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12, "intermediate_size": 3072,
+            "max_position_embeddings": 512, "cross_attention_frequency": 2, "encoder_hidden_size": 1408,
+            "use_qformer_text_input": False}
+
+
+def qformer_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                      layout: TowerLayout) -> WeightPart:
+    """BLIP-2 / InstructBLIP: ``num_query_tokens`` learned queries, the Q-Former of ``qformer_config`` (BERT
+    layers: self-attention with its output LayerNorm, cross-attention over ``encoder_hidden_size`` features every
+    ``cross_attention_frequency``-th layer, the query MLP and, InstructBLIP or ``use_qformer_text_input``, the
+    text MLP, all biased; InstructBLIP's word and position embeddings) and Linear(Q-Former hidden, text hidden)."""
+    outer_type = str(outer.get("model_type"))
+    q_config = outer.get("qformer_config") or {}
+    q = ConfigReader(q_config if isinstance(q_config, Mapping) else {}, source_name=v.source_name,
+                     prefix="qformer_config.", defaults_name=f"{outer_type} qformer", defaults=_QFORMER)
+    o = ConfigReader(outer, source_name=v.source_name, defaults_name=outer_type, defaults={"num_query_tokens": 32})
+    h = q.first_of("hidden_size", ("hidden_size",))
+    inner = q.first_of("intermediate_size", ("intermediate_size",))
+    layers = q.first_of("num_hidden_layers", ("num_hidden_layers",))
+    frequency = q.first_of("cross_attention_frequency", ("cross_attention_frequency",))
+    encoder = q.first_of("encoder_hidden_size", ("encoder_hidden_size",))
+    instruct = outer_type.startswith("instructblip")
+    text_mlp = instruct or q.flag("use_qformer_text_input", False)
+    cross = sum(1 for i in range(layers) if i % frequency == 0)
+    mlps = 2 if text_mlp else 1
+    linears = [_linear(h, h) for _ in range(4 * layers)]  # self-attention q/k/v and output dense
+    linears += [_linear(h, h) for _ in range(2 * cross)] + [_linear(encoder, h) for _ in range(2 * cross)]
+    linears += [_linear(h, inner) for _ in range(mlps * layers)] + [_linear(inner, h) for _ in range(mlps * layers)]
+    # LayerNorms after self-attention, cross-attention and each MLP; the embedding LayerNorm; the queries
+    other = 2 * h * (layers + cross + mlps * layers) + 2 * h + o.first_of("num_query_tokens", ("num_query_tokens",)) * h
+    if instruct:
+        other += (q.first_of("vocab_size", ("vocab_size",)) + q.first_of(
+            "max_position_embeddings", ("max_position_embeddings",))) * h
+    for note in q.notes:
+        v.note(note)
+    return _projector(*linears, _linear(h, text_hidden), other=other)
+
+
 #: outer ``model_type`` -> its projector.
 MORE_PROJECTORS: dict[str, Projector] = {
+    "blip-2": qformer_projector, "instructblip": qformer_projector, "instructblipvideo": qformer_projector,
     **{t: llava_projector for t in _LLAVA_DEFAULTS},
     "idefics3": pixel_shuffle_projector, "smolvlm": pixel_shuffle_projector, "lighton_ocr": lighton_projector,
 }
