@@ -12,7 +12,8 @@ from test_weights_vision import meta_vision_count
 from kvplan.models import count_weights
 
 TYPES = ["llava", "llava_next", "llava_next_video", "llava_onevision", "vipllava", "video_llava", "florence2",
-         "kosmos-2.5", "idefics3", "smolvlm", "lighton_ocr", "blip-2", "instructblip", "instructblipvideo"]
+         "kosmos-2.5", "idefics3", "smolvlm", "lighton_ocr", "blip-2", "instructblip", "instructblipvideo",
+         "idefics2"]
 
 
 @pytest.mark.parametrize("model_type", TYPES)
@@ -102,3 +103,17 @@ def test_blip2_qformer_arithmetic() -> None:
     tower = 3 * 14 * 14 * d + d + d + (patches + 1) * d + 2 * d + vl * (
         3 * d * d + 3 * d + d * d + d + d * vi + vi + vi * d + d + 2 * 2 * d)
     assert vision == tower + projector
+
+
+def test_idefics2_perceiver_runs_at_the_text_width() -> None:
+    # Idefics2PerceiverConfig's hidden_size follows the text model (4096, MistralConfig's intermediate 14336):
+    # 64 latents, 3 layers of GQA 16 x 96 (kv 4 x 96) and a gated MLP of 4 x 4096, three RMSNorms each
+    w, inner, vision, latents, depth, q, kv = 4096, 14336, 768, 64, 3, 16 * 96, 4 * 96
+    layer = w * q + 2 * w * kv + q * w + 3 * w * 4 * w + 3 * w
+    expected = 2 * vision * inner + inner * w  # the modality projection: gate, up; down
+    expected += latents * w + depth * layer + w
+    config = default_config("idefics2")
+    weights = count_weights(config, model_id="i")
+    d, layers, mlp, patches = 768, 12, 3072, (224 // 32) ** 2  # the SigLIP tower
+    tower = 3 * 32 * 32 * d + d + patches * d + 2 * d + layers * (4 * (d * d + d) + 2 * d * mlp + mlp + d + 4 * d)
+    assert weights.vision_parameters == tower + expected

@@ -45,12 +45,16 @@ MORE_TOWERS: dict[str, dict[str, Any]] = {
     **{t: {"name": "BLIP-2 ViT", "qkv_bias": "qkv_bias", "cls_token": True, "post_norm": True,
            "defaults": {**_BLIP2_VISION, "qkv_bias": True}}
        for t in ("blip_2_vision_model", "instructblip_vision_model", "instructblipvideo_vision_model")},
+    # Idefics2VisionTransformer: SigLIP's tower without the pooling head
+    "idefics2_vision": {"name": "Idefics2 SigLIP ViT", "post_norm": True,
+                        "defaults": {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
+                                     "num_channels": 3, "image_size": 224, "patch_size": 32}},
 }
 
 #: outer ``model_type`` -> the vision ``model_type`` its config class always builds.
 MORE_VISION_TYPE_OF = {"idefics3": "idefics3_vision", "smolvlm": "smolvlm_vision", "blip-2": "blip_2_vision_model",
                        "instructblip": "instructblip_vision_model",
-                       "instructblipvideo": "instructblipvideo_vision_model"}
+                       "instructblipvideo": "instructblipvideo_vision_model", "idefics2": "idefics2_vision"}
 
 #: outer ``model_type`` -> the vision ``model_type`` its config class builds when ``vision_config`` names none.
 DEFAULT_VISION_TYPE = {
@@ -158,8 +162,43 @@ def qformer_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, te
     return _projector(*linears, _linear(h, text_hidden), other=other)
 
 
+#: Idefics2PerceiverConfig's defaults (its hidden_size is set to the text model's).
+_PERCEIVER = {"resampler_n_latents": 64, "resampler_depth": 3, "resampler_n_heads": 16, "resampler_head_dim": 96,
+              "num_key_value_heads": 4}
+
+
+def idefics2_connector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                       layout: TowerLayout) -> WeightPart:
+    """Idefics2's connector: a gated MLP from the vision width through the text model's intermediate_size
+    (default: MistralConfig's 14336) to the text width, then the perceiver resampler of ``perceiver_config`` at
+    the text width: ``resampler_n_latents`` latents, ``resampler_depth`` layers of three RMSNorms, GQA
+    (``resampler_n_heads`` x ``resampler_head_dim``, ``num_key_value_heads``) and a gated MLP of 4 x width, a
+    final RMSNorm; no biases."""
+    text_config = outer.get("text_config") or {}
+    t = ConfigReader(text_config if isinstance(text_config, Mapping) else {}, source_name=v.source_name,
+                     prefix="text_config.", defaults_name="mistral", defaults={"intermediate_size": 14336})
+    p_config = outer.get("perceiver_config") or {}
+    p = ConfigReader(p_config if isinstance(p_config, Mapping) else {}, source_name=v.source_name,
+                     prefix="perceiver_config.", defaults_name="idefics2_perceiver", defaults=_PERCEIVER)
+    inner = t.first_of("intermediate_size", ("intermediate_size",))
+    latents = p.first_of("resampler_n_latents", ("resampler_n_latents",))
+    depth = p.first_of("resampler_depth", ("resampler_depth",))
+    head_dim = p.first_of("resampler_head_dim", ("resampler_head_dim",))
+    q = p.first_of("resampler_n_heads", ("resampler_n_heads",)) * head_dim
+    kv = p.first_of("num_key_value_heads", ("num_key_value_heads",)) * head_dim
+    w = text_hidden
+    linears = [_linear(hidden, inner, False), _linear(hidden, inner, False), _linear(inner, w, False)]
+    for _ in range(depth):
+        linears += [_linear(w, q, False), _linear(w, kv, False), _linear(w, kv, False), _linear(q, w, False),
+                    _linear(w, 4 * w, False), _linear(w, 4 * w, False), _linear(4 * w, w, False)]
+    for note in t.notes + p.notes:
+        v.note(note)
+    return _projector(*linears, other=latents * w + 3 * w * depth + w)
+
+
 #: outer ``model_type`` -> its projector.
 MORE_PROJECTORS: dict[str, Projector] = {
+    "idefics2": idefics2_connector,
     "blip-2": qformer_projector, "instructblip": qformer_projector, "instructblipvideo": qformer_projector,
     **{t: llava_projector for t in _LLAVA_DEFAULTS},
     "idefics3": pixel_shuffle_projector, "smolvlm": pixel_shuffle_projector, "lighton_ocr": lighton_projector,
