@@ -13,7 +13,7 @@ from kvplan.models import count_weights
 
 TYPES = ["llava", "llava_next", "llava_next_video", "llava_onevision", "vipllava", "video_llava", "florence2",
          "kosmos-2.5", "idefics3", "smolvlm", "lighton_ocr", "blip-2", "instructblip", "instructblipvideo",
-         "idefics2"]
+         "idefics2", "got_ocr2", "pp_chart2table", "cohere2_vision"]
 
 
 @pytest.mark.parametrize("model_type", TYPES)
@@ -117,3 +117,19 @@ def test_idefics2_perceiver_runs_at_the_text_width() -> None:
     d, layers, mlp, patches = 768, 12, 3072, (224 // 32) ** 2  # the SigLIP tower
     tower = 3 * 32 * 32 * d + d + patches * d + 2 * d + layers * (4 * (d * d + d) + 2 * d * mlp + mlp + d + 4 * d)
     assert weights.vision_parameters == tower + expected
+
+
+def test_got_ocr2_sam_tower_arithmetic() -> None:
+    # GotOcr2VisionConfig: hidden 768, 12 layers (2, 5, 8, 11 global), 12 heads, 1024 / 16 patches, window 14,
+    # MLP 3072, neck to 256 channels; the projector convolves 256 -> 512 -> text hidden (Qwen2 default 1024 here)
+    h, layers, heads, grid, window, mlp, out = 768, 12, 12, 1024 // 16, 14, 3072, 256
+    rel = 2 * (h // heads) * (4 * (2 * grid - 1) + 8 * (2 * window - 1))
+    block = 2 * 2 * h + h * 3 * h + 3 * h + h * h + h + h * mlp + mlp + mlp * h + h
+    tower = 3 * 16 * 16 * h + h + grid * grid * h + layers * block + rel + h * out + 9 * out * out + 2 * 2 * out
+    config = default_config("got_ocr2")
+    text = config["text_config"]["hidden_size"]
+    projector = 9 * out * 2 * out + 9 * 2 * out * text + text * text + text
+    assert count_weights(config, model_id="g").vision_parameters == tower + projector
+    no_rel = json.loads(json.dumps(config))
+    no_rel["vision_config"]["use_rel_pos"] = False
+    assert count_weights(no_rel, model_id="n").parameters == meta_count(no_rel)

@@ -20,6 +20,44 @@ Projector = Callable[[ConfigReader, Mapping[str, Any], int, int, "TowerLayout"],
 CLIP_DEFAULTS = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "num_channels": 3,
                  "image_size": 224, "patch_size": 32}
 
+def sam_tower(v: ConfigReader) -> tuple[WeightPart, int]:
+    """GOT-OCR 2's SAM-style ViT: a biased patch convolution, an (image / patch)² position grid (``use_abs_pos``),
+    blocks of LayerNorms, a fused qkv (``qkv_bias``) and a biased projection, relative position tables
+    (``use_rel_pos``: 2 s - 1 rows of head_dim for height and width, s the ``window_size``, or image / patch for
+    the ``global_attn_indexes`` layers), a biased lin1/lin2 MLP of ``mlp_dim``; then the neck (a 1x1 and a 3x3
+    convolution to ``output_channels``, no bias, each followed by a LayerNorm). Width: ``output_channels``."""
+    hidden = v.first_of("hidden_size", ("hidden_size",))
+    layers = v.first_of("num_hidden_layers", ("num_hidden_layers",))
+    inner = v.first_of("mlp_dim", ("mlp_dim",))
+    heads = v.first_of("num_attention_heads", ("num_attention_heads",))
+    channels = v.first_of("num_channels", ("num_channels",))
+    patch = v.first_of("patch_size", ("patch_size",))
+    grid = v.first_of("image_size", ("image_size",)) // patch
+    window = v.first_of("window_size", ("window_size",))
+    global_layers = {v.check("global_attn_indexes", i, "count") for i in v.first_of(
+        "global_attn_indexes", ("global_attn_indexes",), kind="list")}
+    out = v.first_of("output_channels", ("output_channels",))
+    n_global = sum(1 for i in range(layers) if i in global_layers)
+    other = hidden + (grid * grid * hidden if v.flag("use_abs_pos", True) else 0)
+    other += layers * (2 * 2 * hidden + (3 * hidden if v.flag("qkv_bias", True) else 0) + hidden + inner + hidden)
+    if v.flag("use_rel_pos", True):
+        rows = n_global * (2 * grid - 1) + (layers - n_global) * (2 * window - 1)
+        other += 2 * rows * (hidden // heads)
+    other += 2 * 2 * out  # the neck's LayerNorms
+    matrices = (Matrix(in_features=channels * patch * patch, out_features=hidden),
+                Matrix(in_features=hidden, out_features=3 * hidden, count=layers),
+                Matrix(in_features=hidden, out_features=hidden, count=layers),
+                Matrix(in_features=hidden, out_features=inner, count=layers),
+                Matrix(in_features=inner, out_features=hidden, count=layers),
+                Matrix(in_features=hidden, out_features=out), Matrix(in_features=9 * out, out_features=out))
+    return WeightPart(name="vision_tower", vision=True, matrices=matrices, other_parameters=other), out
+
+
+#: GotOcr2VisionConfig's defaults (PPChart2TableVisionConfig's are the same).
+_SAM_DEFAULTS = {"hidden_size": 768, "output_channels": 256, "num_hidden_layers": 12, "num_attention_heads": 12,
+                 "num_channels": 3, "image_size": 1024, "patch_size": 16, "qkv_bias": True, "use_abs_pos": True,
+                 "use_rel_pos": True, "window_size": 14, "global_attn_indexes": [2, 5, 8, 11], "mlp_dim": 3072}
+
 #: Blip2VisionConfig's defaults (InstructBLIP's are the same; the patch convolution reads 3 channels).
 _BLIP2_VISION = {"hidden_size": 1408, "intermediate_size": 6144, "num_hidden_layers": 39, "num_channels": 3,
                  "image_size": 224, "patch_size": 14}
@@ -49,18 +87,21 @@ MORE_TOWERS: dict[str, dict[str, Any]] = {
     "idefics2_vision": {"name": "Idefics2 SigLIP ViT", "post_norm": True,
                         "defaults": {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
                                      "num_channels": 3, "image_size": 224, "patch_size": 32}},
+    "got_ocr2_vision": {"name": "GOT-OCR 2 SAM ViT", "count": sam_tower, "defaults": _SAM_DEFAULTS},
+    "pp_chart2table_vision": {"name": "PP-Chart2Table SAM ViT", "count": sam_tower, "defaults": _SAM_DEFAULTS},
 }
 
 #: outer ``model_type`` -> the vision ``model_type`` its config class always builds.
 MORE_VISION_TYPE_OF = {"idefics3": "idefics3_vision", "smolvlm": "smolvlm_vision", "blip-2": "blip_2_vision_model",
                        "instructblip": "instructblip_vision_model",
-                       "instructblipvideo": "instructblipvideo_vision_model", "idefics2": "idefics2_vision"}
+                       "instructblipvideo": "instructblipvideo_vision_model", "idefics2": "idefics2_vision",
+                       "got_ocr2": "got_ocr2_vision", "pp_chart2table": "pp_chart2table_vision"}
 
 #: outer ``model_type`` -> the vision ``model_type`` its config class builds when ``vision_config`` names none.
 DEFAULT_VISION_TYPE = {
     "llava": "clip_vision_model", "llava_next": "clip_vision_model", "llava_next_video": "clip_vision_model",
     "video_llava": "clip_vision_model", "vipllava": "clip_vision_model", "llava_onevision": "siglip_vision_model",
-    "lighton_ocr": "pixtral",
+    "lighton_ocr": "pixtral", "cohere2_vision": "siglip_vision_model",
 }
 
 #: outer ``model_type`` -> how many copies of the tower it builds (Video-LLaVA: an image and a video tower).
@@ -196,8 +237,30 @@ def idefics2_connector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, t
     return _projector(*linears, other=latents * w + 3 * w * depth + w)
 
 
+def got_ocr2_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                       layout: TowerLayout) -> WeightPart:
+    """GOT-OCR 2: two stride-2 3x3 convolutions without bias (``output_channels`` -> 2 x -> text hidden), then a
+    biased Linear(text hidden, text hidden); ``hidden`` is the tower's ``output_channels``."""
+    return _projector(_linear(9 * hidden, 2 * hidden, False), _linear(9 * 2 * hidden, text_hidden, False),
+                      _linear(text_hidden, text_hidden))
+
+
+def cohere2_vision_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                             layout: TowerLayout) -> WeightPart:
+    """Command A Vision: pixel unshuffle by ``downsample_factor``, Linear(h f², alignment_intermediate_size),
+    SwiGLU (halving the width), Linear(alignment_intermediate_size / 2, text hidden), biased."""
+    o = ConfigReader(outer, source_name=v.source_name, defaults_name="cohere2_vision",
+                     defaults={"downsample_factor": 2, "alignment_intermediate_size": 36864})
+    factor = o.first_of("downsample_factor", ("downsample_factor",))
+    inner = o.first_of("alignment_intermediate_size", ("alignment_intermediate_size",))
+    for note in o.notes:
+        v.note(note)
+    return _projector(_linear(hidden * factor * factor, inner), _linear(inner // 2, text_hidden))
+
+
 #: outer ``model_type`` -> its projector.
 MORE_PROJECTORS: dict[str, Projector] = {
+    "got_ocr2": got_ocr2_projector, "pp_chart2table": got_ocr2_projector, "cohere2_vision": cohere2_vision_projector,
     "idefics2": idefics2_connector,
     "blip-2": qformer_projector, "instructblip": qformer_projector, "instructblipvideo": qformer_projector,
     **{t: llava_projector for t in _LLAVA_DEFAULTS},
