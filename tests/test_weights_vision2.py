@@ -13,7 +13,8 @@ from kvplan.models import count_weights
 
 TYPES = ["llava", "llava_next", "llava_next_video", "llava_onevision", "vipllava", "video_llava", "florence2",
          "kosmos-2.5", "idefics3", "smolvlm", "lighton_ocr", "blip-2", "instructblip", "instructblipvideo",
-         "idefics2", "got_ocr2", "pp_chart2table", "cohere2_vision"]
+         "idefics2", "got_ocr2", "pp_chart2table", "cohere2_vision", "deepseek_vl",
+         "deepseek_vl_hybrid"]
 
 
 @pytest.mark.parametrize("model_type", TYPES)
@@ -133,3 +134,18 @@ def test_got_ocr2_sam_tower_arithmetic() -> None:
     no_rel = json.loads(json.dumps(config))
     no_rel["vision_config"]["use_rel_pos"] = False
     assert count_weights(no_rel, model_id="n").parameters == meta_count(no_rel)
+
+
+def test_deepseek_vl_hybrid_sam_mlp_follows_mlp_ratio() -> None:
+    # SamVisionConfig's mlp_dim defaults to None: hidden x mlp_ratio (3072 = 768 x 4); a set mlp_dim replaces it
+    config = default_config("deepseek_vl_hybrid")
+    assert config["high_res_vision_config"]["mlp_dim"] == 768 * 4
+    unset = json.loads(json.dumps(config))
+    del unset["high_res_vision_config"]["mlp_dim"]
+    assert count_weights(unset, model_id="u").parameters == count_weights(config, model_id="c").parameters
+    narrow = json.loads(json.dumps(config))
+    narrow["high_res_vision_config"]["mlp_dim"] = 1024
+    h, layers = config["high_res_vision_config"]["hidden_size"], config["high_res_vision_config"]["num_hidden_layers"]
+    saved = layers * (2 * h * (4 * h - 1024) + (4 * h - 1024))  # lin1 / lin2 weights and lin1's bias
+    assert count_weights(config, model_id="c").parameters - count_weights(narrow, model_id="n").parameters == saved
+    assert count_weights(narrow, model_id="n").parameters == meta_count(narrow)

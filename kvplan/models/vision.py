@@ -20,6 +20,7 @@ from kvplan.models.base import ConfigReader
 from kvplan.models.tensors import Matrix, WeightPart
 from kvplan.models.vision_more import (
     DEFAULT_VISION_TYPE,
+    EXTRA_TOWERS,
     MORE_PROJECTORS,
     MORE_TOWERS,
     MORE_VISION_TYPE_OF,
@@ -578,12 +579,13 @@ def vision_weights(outer: Mapping[str, Any], text: ConfigReader, *, text_hidden:
                            matrices=tuple(Matrix(in_features=m.in_features, out_features=m.out_features,
                                                  count=copies * m.count) for m in tower.matrices))
     projector = PROJECTORS[outer_type](v, outer, hidden, text_hidden, layout)
+    extra = [EXTRA_TOWERS[outer_type](v, outer)] if outer_type in EXTRA_TOWERS else []
     for note in v.notes:
         text.note(note)
     layers = next((p.value for p in v.provenance if p.field == "num_hidden_layers"), None)
     size = f", {layers} layers" if layers else ""
     text.note(f"vision tower ({layout.name}{size}) reported separately as weights.vision_*")
-    return [tower, projector]
+    return [tower, *extra, projector]
 
 
 def plain_vit_weights(outer: Mapping[str, Any], text: ConfigReader, *, text_hidden: int) -> list[WeightPart]:

@@ -28,7 +28,9 @@ def sam_tower(v: ConfigReader) -> tuple[WeightPart, int]:
     convolution to ``output_channels``, no bias, each followed by a LayerNorm). Width: ``output_channels``."""
     hidden = v.first_of("hidden_size", ("hidden_size",))
     layers = v.first_of("num_hidden_layers", ("num_hidden_layers",))
-    inner = v.first_of("mlp_dim", ("mlp_dim",))
+    # SamVisionConfig leaves mlp_dim None: hidden x mlp_ratio
+    inner = v.first_of("mlp_dim", ("mlp_dim",), required=False) or int(
+        hidden * v.first_of("mlp_ratio", ("mlp_ratio",), kind="ratio"))
     heads = v.first_of("num_attention_heads", ("num_attention_heads",))
     channels = v.first_of("num_channels", ("num_channels",))
     patch = v.first_of("patch_size", ("patch_size",))
@@ -57,6 +59,9 @@ def sam_tower(v: ConfigReader) -> tuple[WeightPart, int]:
 _SAM_DEFAULTS = {"hidden_size": 768, "output_channels": 256, "num_hidden_layers": 12, "num_attention_heads": 12,
                  "num_channels": 3, "image_size": 1024, "patch_size": 16, "qkv_bias": True, "use_abs_pos": True,
                  "use_rel_pos": True, "window_size": 14, "global_attn_indexes": [2, 5, 8, 11], "mlp_dim": 3072}
+
+#: SamVisionConfig's defaults (DeepSeek-VL hybrid's high-resolution tower).
+_SAM_VISION = {**{k: v for k, v in _SAM_DEFAULTS.items() if k != "mlp_dim"}, "mlp_ratio": 4.0}
 
 #: Blip2VisionConfig's defaults (InstructBLIP's are the same; the patch convolution reads 3 channels).
 _BLIP2_VISION = {"hidden_size": 1408, "intermediate_size": 6144, "num_hidden_layers": 39, "num_channels": 3,
@@ -102,6 +107,7 @@ DEFAULT_VISION_TYPE = {
     "llava": "clip_vision_model", "llava_next": "clip_vision_model", "llava_next_video": "clip_vision_model",
     "video_llava": "clip_vision_model", "vipllava": "clip_vision_model", "llava_onevision": "siglip_vision_model",
     "lighton_ocr": "pixtral", "cohere2_vision": "siglip_vision_model",
+    "deepseek_vl": "siglip_vision_model", "deepseek_vl_hybrid": "siglip_vision_model",
 }
 
 #: outer ``model_type`` -> how many copies of the tower it builds (Video-LLaVA: an image and a video tower).
@@ -258,8 +264,50 @@ def cohere2_vision_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: 
     return _projector(_linear(hidden * factor * factor, inner), _linear(inner // 2, text_hidden))
 
 
+def deepseek_vl_aligner(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                        layout: TowerLayout) -> WeightPart:
+    """DeepSeek-VL: Linear(vision hidden, text hidden), GELU, Linear(text hidden, text hidden), biased."""
+    return _projector(_linear(hidden, text_hidden), _linear(text_hidden, text_hidden))
+
+
+def deepseek_vl_hybrid_aligner(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                               layout: TowerLayout) -> WeightPart:
+    """DeepSeek-VL hybrid: after the SAM tower of ``high_res_vision_config`` (:func:`high_res_tower`) another neck
+    (1x1 and 3x3 convolutions to ``output_channels`` c, no bias, two LayerNorms), two stride-2 3x3 convolutions
+    (c -> 2 c -> 4 c, no bias) and the mixing scalar; the aligner: Linear(vision hidden, text / 2),
+    Linear(4 c, text / 2), GELU, Linear(text, text), biased."""
+    s = _high_res_reader(v, outer)
+    sam_hidden = s.first_of("hidden_size", ("hidden_size",))
+    c = s.first_of("output_channels", ("output_channels",))
+    half = text_hidden // 2
+    return _projector(_linear(sam_hidden, c, False), _linear(9 * c, c, False), _linear(9 * c, 2 * c, False),
+                      _linear(9 * 2 * c, 4 * c, False), _linear(hidden, half), _linear(4 * c, half),
+                      _linear(text_hidden, text_hidden), other=2 * 2 * c + 1)
+
+
+def _high_res_reader(v: ConfigReader, outer: Mapping[str, Any]) -> ConfigReader:
+    config = outer.get("high_res_vision_config") or {}
+    return ConfigReader(config if isinstance(config, Mapping) else {}, source_name=v.source_name,
+                        prefix="high_res_vision_config.", defaults_name="sam_vision_model", defaults=_SAM_VISION)
+
+
+def high_res_tower(v: ConfigReader, outer: Mapping[str, Any]) -> WeightPart:
+    """DeepSeek-VL hybrid's second, high-resolution tower: SamVisionModel from ``high_res_vision_config``."""
+    s = _high_res_reader(v, outer)
+    tower, _ = sam_tower(s)
+    for note in s.notes:
+        v.note(note)
+    return tower
+
+
+#: outer ``model_type`` -> a second tower it builds beside ``vision_config``'s.
+EXTRA_TOWERS: dict[str, Callable[[ConfigReader, Mapping[str, Any]], WeightPart]] = {
+    "deepseek_vl_hybrid": high_res_tower}
+
+
 #: outer ``model_type`` -> its projector.
 MORE_PROJECTORS: dict[str, Projector] = {
+    "deepseek_vl": deepseek_vl_aligner, "deepseek_vl_hybrid": deepseek_vl_hybrid_aligner,
     "got_ocr2": got_ocr2_projector, "pp_chart2table": got_ocr2_projector, "cohere2_vision": cohere2_vision_projector,
     "idefics2": idefics2_connector,
     "blip-2": qformer_projector, "instructblip": qformer_projector, "instructblipvideo": qformer_projector,
