@@ -94,13 +94,22 @@ MORE_TOWERS: dict[str, dict[str, Any]] = {
                                      "num_channels": 3, "image_size": 224, "patch_size": 32}},
     "got_ocr2_vision": {"name": "GOT-OCR 2 SAM ViT", "count": sam_tower, "defaults": _SAM_DEFAULTS},
     "pp_chart2table_vision": {"name": "PP-Chart2Table SAM ViT", "count": sam_tower, "defaults": _SAM_DEFAULTS},
+    # Ovis2VisionModel's transformer: a biased patch convolution, a position grid, an RMSNorm on the embeddings,
+    # RMSNorm blocks with q/k/v/o biases by qkv_bias and a gated MLP (biases by mlp_bias), a final RMSNorm
+    "ovis2_vision": {"name": "Ovis2 ViT", "norm": "rms", "qkv_bias": "qkv_bias", "o_bias": "qkv_bias",
+                     "gated_mlp": True, "mlp_bias": "mlp_bias", "pre_norm": True, "post_norm": True,
+                     "defaults": {"hidden_size": 1024, "intermediate_size": 2816, "num_hidden_layers": 24,
+                                  "num_channels": 3, "image_size": 224, "patch_size": 14, "qkv_bias": False,
+                                  "mlp_bias": False, "vocab_size": 16384, "hidden_stride": 1,
+                                  "num_visual_indicator_tokens": 5}},
 }
 
 #: outer ``model_type`` -> the vision ``model_type`` its config class always builds.
 MORE_VISION_TYPE_OF = {"idefics3": "idefics3_vision", "smolvlm": "smolvlm_vision", "blip-2": "blip_2_vision_model",
                        "instructblip": "instructblip_vision_model",
                        "instructblipvideo": "instructblipvideo_vision_model", "idefics2": "idefics2_vision",
-                       "got_ocr2": "got_ocr2_vision", "pp_chart2table": "pp_chart2table_vision"}
+                       "got_ocr2": "got_ocr2_vision", "pp_chart2table": "pp_chart2table_vision",
+                       "ovis2": "ovis2_vision"}
 
 #: outer ``model_type`` -> the vision ``model_type`` its config class builds when ``vision_config`` names none.
 DEFAULT_VISION_TYPE = {
@@ -305,8 +314,24 @@ EXTRA_TOWERS: dict[str, Callable[[ConfigReader, Mapping[str, Any]], WeightPart]]
     "deepseek_vl_hybrid": high_res_tower}
 
 
+def ovis2_visual_tokens(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                        layout: TowerLayout) -> WeightPart:
+    """Ovis2: the tower's head (Linear(h s², visual vocab - indicator tokens) without bias over ``hidden_stride``²
+    patches and a LayerNorm) and the visual embedding table (``vision_config.vocab_size`` rows of the outer
+    config's ``hidden_size``)."""
+    vocab = v.first_of("vocab_size", ("vocab_size",))
+    stride = v.first_of("hidden_stride", ("hidden_stride",))
+    words = vocab - v.first_of("num_visual_indicator_tokens", ("num_visual_indicator_tokens",), kind="count")
+    o = ConfigReader(outer, source_name=v.source_name, defaults_name="ovis2", defaults={"hidden_size": 1536})
+    width = o.first_of("hidden_size", ("hidden_size",))
+    for note in o.notes:
+        v.note(note)
+    return _projector(_linear(hidden * stride * stride, words, False), other=2 * words + vocab * width)
+
+
 #: outer ``model_type`` -> its projector.
 MORE_PROJECTORS: dict[str, Projector] = {
+    "ovis2": ovis2_visual_tokens,
     "deepseek_vl": deepseek_vl_aligner, "deepseek_vl_hybrid": deepseek_vl_hybrid_aligner,
     "got_ocr2": got_ocr2_projector, "pp_chart2table": got_ocr2_projector, "cohere2_vision": cohere2_vision_projector,
     "idefics2": idefics2_connector,
