@@ -14,7 +14,7 @@ from kvplan.models import count_weights
 TYPES = ["llava", "llava_next", "llava_next_video", "llava_onevision", "vipllava", "video_llava", "florence2",
          "kosmos-2.5", "idefics3", "smolvlm", "lighton_ocr", "blip-2", "instructblip", "instructblipvideo",
          "idefics2", "got_ocr2", "pp_chart2table", "cohere2_vision", "deepseek_vl",
-         "deepseek_vl_hybrid", "ovis2"]
+         "deepseek_vl_hybrid", "ovis2", "hy_v4_vl"]
 
 
 @pytest.mark.parametrize("model_type", TYPES)

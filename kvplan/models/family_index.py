@@ -65,8 +65,8 @@ WEIGHT_INDEX: dict[str, str] = {
     "composite": "encoder-decoder speech-encoder-decoder t5gemma t5gemma2 vision-encoder-decoder",
     "cpmant": "cpmant",
     "dbrx": "dbrx",
-    "deepseek": ("axk1 axk2 deepseek deepseek_v2 deepseek_v3 deepseek_v32 dots3_note_text hy_v4 kimi_k2 longcat_flash "
-             "mistral_large4_text"),
+    "deepseek": ("axk1 axk2 deepseek deepseek_v2 deepseek_v3 deepseek_v32 dots3_note_text hy_v4 hy_v4_vl_text kimi_k2 "
+             "longcat_flash mistral_large4_text"),
     "deepseek_v4": "deepseek_v4",
     "deltanet": "lara_mini olmo_hybrid",
     "exaone": "exaone4 exaone_moe",

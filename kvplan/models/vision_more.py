@@ -55,6 +55,24 @@ def sam_tower(v: ConfigReader) -> tuple[WeightPart, int]:
     return WeightPart(name="vision_tower", vision=True, matrices=matrices, other_parameters=other), out
 
 
+def hy_v4_vl_tower(v: ConfigReader) -> tuple[WeightPart, int]:
+    """HY-V4-VL's ViT: a biased patch convolution, a learned table of (max_image_size / patch)² + 1 positions
+    (a class row and the patch grid, interpolated to the image), blocks of LayerNorms, biased q/k/v/o and a biased
+    fc1/fc2 MLP; no final norm (the merger's RMSNorm follows)."""
+    hidden = v.first_of("hidden_size", ("hidden_size",))
+    inner = v.first_of("intermediate_size", ("intermediate_size",))
+    layers = v.first_of("num_hidden_layers", ("num_hidden_layers",))
+    patch = v.first_of("patch_size", ("patch_size",))
+    channels = v.first_of("num_channels", ("num_channels",))
+    side = v.first_of("max_image_size", ("max_image_size",)) // patch
+    matrices = (Matrix(in_features=channels * patch * patch, out_features=hidden),
+                Matrix(in_features=hidden, out_features=hidden, count=4 * layers),
+                Matrix(in_features=hidden, out_features=inner, count=layers),
+                Matrix(in_features=inner, out_features=hidden, count=layers))
+    other = hidden + (side * side + 1) * hidden + layers * (2 * 2 * hidden + 4 * hidden + inner + hidden)
+    return WeightPart(name="vision_tower", vision=True, matrices=matrices, other_parameters=other), hidden
+
+
 #: GotOcr2VisionConfig's defaults (PPChart2TableVisionConfig's are the same).
 _SAM_DEFAULTS = {"hidden_size": 768, "output_channels": 256, "num_hidden_layers": 12, "num_attention_heads": 12,
                  "num_channels": 3, "image_size": 1024, "patch_size": 16, "qkv_bias": True, "use_abs_pos": True,
@@ -102,6 +120,10 @@ MORE_TOWERS: dict[str, dict[str, Any]] = {
                                   "num_channels": 3, "image_size": 224, "patch_size": 14, "qkv_bias": False,
                                   "mlp_bias": False, "vocab_size": 16384, "hidden_stride": 1,
                                   "num_visual_indicator_tokens": 5}},
+    "hy_v4_vl_vision": {"name": "HY-V4-VL ViT", "count": hy_v4_vl_tower,
+                        "defaults": {"hidden_size": 1536, "intermediate_size": 6144, "num_hidden_layers": 40,
+                                     "num_channels": 3, "patch_size": 16, "spatial_merge_size": 2,
+                                     "out_hidden_size": 6144, "max_image_size": 2048}},
 }
 
 #: outer ``model_type`` -> the vision ``model_type`` its config class always builds.
@@ -109,7 +131,7 @@ MORE_VISION_TYPE_OF = {"idefics3": "idefics3_vision", "smolvlm": "smolvlm_vision
                        "instructblip": "instructblip_vision_model",
                        "instructblipvideo": "instructblipvideo_vision_model", "idefics2": "idefics2_vision",
                        "got_ocr2": "got_ocr2_vision", "pp_chart2table": "pp_chart2table_vision",
-                       "ovis2": "ovis2_vision"}
+                       "ovis2": "ovis2_vision", "hy_v4_vl": "hy_v4_vl_vision"}
 
 #: outer ``model_type`` -> the vision ``model_type`` its config class builds when ``vision_config`` names none.
 DEFAULT_VISION_TYPE = {
@@ -329,8 +351,19 @@ def ovis2_visual_tokens(v: ConfigReader, outer: Mapping[str, Any], hidden: int, 
     return _projector(_linear(hidden * stride * stride, words, False), other=2 * words + vocab * width)
 
 
+def hy_v4_vl_merger(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                    layout: TowerLayout) -> WeightPart:
+    """HY-V4-VL's patch merger: an RMSNorm, a biased m x m stride-m convolution (h -> h m²), a biased 1x1
+    convolution to ``out_hidden_size`` and the ``image_newline`` vector of that width."""
+    merge = v.first_of("spatial_merge_size", ("spatial_merge_size",))
+    out = v.first_of("out_hidden_size", ("out_hidden_size",))
+    wide = hidden * merge * merge
+    return _projector(_linear(wide, wide), _linear(wide, out), other=hidden + out)
+
+
 #: outer ``model_type`` -> its projector.
 MORE_PROJECTORS: dict[str, Projector] = {
+    "hy_v4_vl": hy_v4_vl_merger,
     "ovis2": ovis2_visual_tokens,
     "deepseek_vl": deepseek_vl_aligner, "deepseek_vl_hybrid": deepseek_vl_hybrid_aligner,
     "got_ocr2": got_ocr2_projector, "pp_chart2table": got_ocr2_projector, "cohere2_vision": cohere2_vision_projector,
