@@ -14,7 +14,7 @@ from kvplan.models import count_weights
 TYPES = ["llava", "llava_next", "llava_next_video", "llava_onevision", "vipllava", "video_llava", "florence2",
          "kosmos-2.5", "idefics3", "smolvlm", "lighton_ocr", "blip-2", "instructblip", "instructblipvideo",
          "idefics2", "got_ocr2", "pp_chart2table", "cohere2_vision", "deepseek_vl",
-         "deepseek_vl_hybrid", "ovis2", "hy_v4_vl"]
+         "deepseek_vl_hybrid", "ovis2", "hy_v4_vl", "unlimited_ocr"]
 
 
 @pytest.mark.parametrize("model_type", TYPES)
@@ -149,3 +149,14 @@ def test_deepseek_vl_hybrid_sam_mlp_follows_mlp_ratio() -> None:
     saved = layers * (2 * h * (4 * h - 1024) + (4 * h - 1024))  # lin1 / lin2 weights and lin1's bias
     assert count_weights(config, model_id="c").parameters - count_weights(narrow, model_id="n").parameters == saved
     assert count_weights(narrow, model_id="n").parameters == meta_count(narrow)
+
+
+def test_unlimited_ocr_text_model_arithmetic() -> None:
+    # UnlimitedOcrTextConfig: hidden 1280, 12 layers, 10 heads x 128 (MHA), MLP 6848 in the dense first layer,
+    # 64 experts of 896 and 2 shared ones after it, a bias-free router; vocab 129280, untied lm_head
+    h, layers, heads, dense, experts, size, shared, vocab = 1280, 12, 10, 6848, 64, 896, 2, 129280
+    attention = layers * 4 * h * heads * 128
+    mlp = 3 * h * dense + (layers - 1) * (experts * 3 * h * size + 3 * h * shared * size + experts * h)
+    expected = 2 * vocab * h + attention + mlp + (2 * layers + 1) * h
+    weights = count_weights(default_config("unlimited_ocr"), model_id="u")
+    assert weights.parameters - weights.vision_parameters == expected

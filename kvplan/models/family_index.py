@@ -106,6 +106,7 @@ WEIGHT_INDEX: dict[str, str] = {
     "rwkv": "rwkv",
     "step": "step3p7",
     "t5": "longt5 mt5 switch_transformers t5 umt5",
+    "unlimited_ocr": "unlimited_ocr_text",
     "whisper": "whisper",
     "xglm": "kosmos_2_5_text_model kosmos_2_text_model trocr xglm",
     "zamba": "zamba zamba2",

@@ -81,6 +81,46 @@ _SAM_DEFAULTS = {"hidden_size": 768, "output_channels": 256, "num_hidden_layers"
 #: SamVisionConfig's defaults (DeepSeek-VL hybrid's high-resolution tower).
 _SAM_VISION = {**{k: v for k, v in _SAM_DEFAULTS.items() if k != "mlp_dim"}, "mlp_ratio": 4.0}
 
+#: UnlimitedOcrVisionEncoderConfig's defaults.
+_UNLIMITED_ENCODER = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "image_size": 224,
+                      "patch_size": 14}
+
+
+def _sub_reader(v: ConfigReader, key: str, defaults: Mapping[str, Any], name: str) -> ConfigReader:
+    config = v.config.get(key) or {}
+    return ConfigReader(config if isinstance(config, Mapping) else {}, source_name=v.source_name,
+                        prefix=f"{v.prefix}{key}.", defaults_name=name, defaults=defaults)
+
+
+def unlimited_ocr_tower(v: ConfigReader) -> tuple[WeightPart, int]:
+    """Unlimited-OCR's two encoders: the SAM tower of ``sam_config`` (:func:`sam_tower`) with two stride-2 3x3
+    convolutions to ``downsample_channels`` (no bias), and the CLIP-style encoder of ``encoder_config`` over the
+    SAM features (a class embedding, (image / patch)² + 1 positions, a LayerNorm before its blocks, no patch
+    convolution and no final norm). Width: the last downsample channels plus the encoder's hidden size."""
+    sam = _sub_reader(v, "sam_config", {**_SAM_DEFAULTS, "downsample_channels": [512, 1024]},
+                      "unlimited_ocr_sam_vision_model")
+    enc = _sub_reader(v, "encoder_config", _UNLIMITED_ENCODER, "unlimited_ocr_vision_encoder")
+    sam_part, out = sam_tower(sam)
+    down = [sam.check("downsample_channels", c, "int") for c in sam.first_of(
+        "downsample_channels", ("downsample_channels",), kind="list")]
+    h = enc.first_of("hidden_size", ("hidden_size",))
+    inner = enc.first_of("intermediate_size", ("intermediate_size",))
+    layers = enc.first_of("num_hidden_layers", ("num_hidden_layers",))
+    patches = (enc.first_of("image_size", ("image_size",)) // enc.first_of("patch_size", ("patch_size",))) ** 2
+    matrices = [*sam_part.matrices]
+    width = out
+    for c in down:
+        matrices.append(Matrix(in_features=9 * width, out_features=c))
+        width = c
+    matrices += [Matrix(in_features=h, out_features=h, count=4 * layers),
+                 Matrix(in_features=h, out_features=inner, count=layers),
+                 Matrix(in_features=inner, out_features=h, count=layers)]
+    other = sam_part.other_parameters + h + (patches + 1) * h + 2 * h + layers * (4 * h + 2 * 2 * h + inner + h)
+    for note in sam.notes + enc.notes:
+        v.note(note)
+    return WeightPart(name="vision_tower", vision=True, matrices=tuple(matrices), other_parameters=other), width + h
+
+
 #: Blip2VisionConfig's defaults (InstructBLIP's are the same; the patch convolution reads 3 channels).
 _BLIP2_VISION = {"hidden_size": 1408, "intermediate_size": 6144, "num_hidden_layers": 39, "num_channels": 3,
                  "image_size": 224, "patch_size": 14}
@@ -124,6 +164,8 @@ MORE_TOWERS: dict[str, dict[str, Any]] = {
                         "defaults": {"hidden_size": 1536, "intermediate_size": 6144, "num_hidden_layers": 40,
                                      "num_channels": 3, "patch_size": 16, "spatial_merge_size": 2,
                                      "out_hidden_size": 6144, "max_image_size": 2048}},
+    "unlimited_ocr_vision": {"name": "Unlimited-OCR SAM + CLIP encoders", "count": unlimited_ocr_tower,
+                             "defaults": {}},
 }
 
 #: outer ``model_type`` -> the vision ``model_type`` its config class always builds.
@@ -131,7 +173,8 @@ MORE_VISION_TYPE_OF = {"idefics3": "idefics3_vision", "smolvlm": "smolvlm_vision
                        "instructblip": "instructblip_vision_model",
                        "instructblipvideo": "instructblipvideo_vision_model", "idefics2": "idefics2_vision",
                        "got_ocr2": "got_ocr2_vision", "pp_chart2table": "pp_chart2table_vision",
-                       "ovis2": "ovis2_vision", "hy_v4_vl": "hy_v4_vl_vision"}
+                       "ovis2": "ovis2_vision", "hy_v4_vl": "hy_v4_vl_vision",
+                       "unlimited_ocr": "unlimited_ocr_vision"}
 
 #: outer ``model_type`` -> the vision ``model_type`` its config class builds when ``vision_config`` names none.
 DEFAULT_VISION_TYPE = {
@@ -361,8 +404,16 @@ def hy_v4_vl_merger(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text
     return _projector(_linear(wide, wide), _linear(wide, out), other=hidden + out)
 
 
+def concat_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                     layout: TowerLayout) -> WeightPart:
+    """Unlimited-OCR: one biased Linear(the tower's concatenated features, text hidden), and the
+    ``image_newline`` and ``view_separator`` vectors of the text width."""
+    return _projector(_linear(hidden, text_hidden), other=2 * text_hidden)
+
+
 #: outer ``model_type`` -> its projector.
 MORE_PROJECTORS: dict[str, Projector] = {
+    "unlimited_ocr": concat_projector,
     "hy_v4_vl": hy_v4_vl_merger,
     "ovis2": ovis2_visual_tokens,
     "deepseek_vl": deepseek_vl_aligner, "deepseek_vl_hybrid": deepseek_vl_hybrid_aligner,
