@@ -45,7 +45,7 @@ __all__ = [
 
 #: Modules of this package that hold generic machinery; every other module is one family.
 GENERIC_MODULES = frozenset({"audio", "base", "decoder", "family_index", "storage", "tensors", "vision",
-                             "vision_towers"})
+                             "vision_more", "vision_towers"})
 
 
 def _family_parsers() -> list[type[ArchParser]]:

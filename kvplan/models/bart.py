@@ -106,6 +106,9 @@ EXACT_TYPES = frozenset({"bart", "mbart", "marian", "pegasus", "blenderbot", "bl
                          "prophetnet"})
 
 #: The model types whose decoder runs alone (no encoder, no cross-attention) whatever the architecture says.
+#: Outer model types whose language model is the bare ``BartModel`` (no ``final_logits_bias``) under their own
+#: lm_head.
+BARE_MODEL_WRAPPERS = frozenset({"florence2"})
 DECODER_ONLY = frozenset({"trocr", "xglm", "kosmos_2_text_model", "kosmos_2_5_text_model"})
 
 
@@ -125,7 +128,7 @@ class EncoderDecoderParser(ArchParser):
     defaults = _BART
     defaults_by_type: ClassVar[Mapping[str, Mapping[str, Any]]] = _BY_TYPE
     weight_types: ClassVar[tuple[str, ...]] = tuple(t for t in _BY_TYPE if t not in (
-        "trocr", "xglm", "kosmos_2_text_model"))  # xglm.py counts these three
+        "trocr", "xglm", "kosmos_2_text_model", "kosmos_2_5_text_model"))  # xglm.py counts these four
     LAYERS = ("decoder_layers", "num_decoder_layers", "num_layers", "layers")
     HEADS = ("decoder_attention_heads", "num_decoder_attention_heads", "attention_heads")
     HIDDEN = ("d_model", "hidden_size", "embed_dim")
@@ -228,7 +231,9 @@ class EncoderDecoderParser(ArchParser):
         if not encoder and not head_tied and tied(r):
             r.note(f"{model_type}'s *ForCausalLM keeps its own lm_head whatever tie_word_embeddings says")
         matrices = () if head_tied else (Matrix(in_features=d, out_features=head),)
-        bias = head if layout.logits_bias and encoder else 0
+        # a composite that wraps the bare BartModel and holds its own lm_head (Florence-2) has no final_logits_bias
+        wrapped = str(r.outer.get("model_type", "")) in BARE_MODEL_WRAPPERS
+        bias = head if layout.logits_bias and encoder and not wrapped else 0
         if matrices or bias:
             parts.append(WeightPart(name="lm_head", matrices=matrices, other_parameters=bias))
         return parts, head

@@ -69,7 +69,7 @@ class DeepseekParser(DecoderParser):
                                           "n_routed_experts": 512, "zero_expert_num": 256, "moe_topk": 12,
                                           "router_bias": False, "tie_word_embeddings": False}}
     weight_types = ("deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32", "mistral_large4_text",
-                    "hy_v4", "axk1", "axk2", "dots3_note_text", "longcat_flash")
+                    "hy_v4", "hy_v4_vl_text", "axk1", "axk2", "dots3_note_text", "longcat_flash")
 
     def attention_dims(self, r: ConfigReader) -> dict[str, int]:
         if not r.has("kv_lora_rank"):
@@ -236,7 +236,7 @@ class DeepseekParser(DecoderParser):
     def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
         if model_type == "mistral_large4_text":
             return count_mistral_large4(r)
-        if model_type == "hy_v4":
+        if model_type in ("hy_v4", "hy_v4_vl_text"):  # HY-V4-VL's text model: HY-V4's layout
             return count_hy_v4(r)
         if model_type in ("axk1", "axk2"):
             return count_axk(r, model_type)

@@ -58,16 +58,16 @@ CACHE_INDEX: dict[str, str] = {
 WEIGHT_INDEX: dict[str, str] = {
     "afmoe": "afmoe laguna",
     "bamba": "bamba",
-    "bart": ("bart bigbird_pegasus blenderbot blenderbot-small fsmt kosmos_2_5_text_model led m2m_100 marian mbart mvp "
-             "nllb-moe nllb_moe pegasus pegasus_x plbart prophetnet seamless_m4t seamless_m4t_v2"),
+    "bart": ("bart bigbird_pegasus blenderbot blenderbot-small fsmt led m2m_100 marian mbart mvp nllb-moe nllb_moe "
+             "pegasus pegasus_x plbart prophetnet seamless_m4t seamless_m4t_v2"),
     "bert": ("bert bert-generation big_bird camembert data2vec-text electra ernie git megatron-bert modernbert-decoder "
              "rembert roberta roberta-prelayernorm roc_bert roformer xlm-roberta xlm-roberta-xl"),
     "cohere": "cohere2 cohere2_moe",
     "composite": "encoder-decoder speech-encoder-decoder t5gemma t5gemma2 vision-encoder-decoder",
     "cpmant": "cpmant",
     "dbrx": "dbrx",
-    "deepseek": ("axk1 axk2 deepseek deepseek_v2 deepseek_v3 deepseek_v32 dots3_note_text hy_v4 kimi_k2 longcat_flash "
-             "mistral_large4_text"),
+    "deepseek": ("axk1 axk2 deepseek deepseek_v2 deepseek_v3 deepseek_v32 dots3_note_text hy_v4 hy_v4_vl_text kimi_k2 "
+             "longcat_flash mistral_large4_text"),
     "deepseek_v4": "deepseek_v4",
     "deltanet": "lara_mini olmo_hybrid",
     "exaone": "exaone4 exaone_moe",
@@ -107,8 +107,9 @@ WEIGHT_INDEX: dict[str, str] = {
     "rwkv": "rwkv",
     "step": "step3p7",
     "t5": "longt5 mt5 switch_transformers t5 umt5",
+    "unlimited_ocr": "unlimited_ocr_text",
     "whisper": "whisper",
-    "xglm": "kosmos_2_text_model trocr xglm",
+    "xglm": "kosmos_2_5_text_model kosmos_2_text_model trocr xglm",
     "xlstm": "xlstm",
     "zamba": "zamba zamba2",
     "zaya": "zaya",

@@ -18,6 +18,14 @@ from typing import Any
 from kvplan.errors import ConfigError
 from kvplan.models.base import ConfigReader
 from kvplan.models.tensors import Matrix, WeightPart
+from kvplan.models.vision_more import (
+    DEFAULT_VISION_TYPE,
+    EXTRA_TOWERS,
+    MORE_PROJECTORS,
+    MORE_TOWERS,
+    MORE_VISION_TYPE_OF,
+    TOWER_COPIES,
+)
 from kvplan.models.vision_towers import (
     JANUS_VQ_DEFAULTS,
     davit_tower,
@@ -184,6 +192,7 @@ TOWERS: dict[str, TowerLayout] = {
                   "num_key_value_heads": 8, "conv_kernel_size": 3}),
 }
 TOWERS["qianfan_ocr_vision"] = TOWERS["internvl_vision"]
+TOWERS.update({vtype: TowerLayout(**layout) for vtype, layout in MORE_TOWERS.items()})
 
 #: outer ``model_type`` -> the vision ``model_type`` its transformers config class builds (whatever the
 #: Hub's ``vision_config`` calls itself); types whose vision_config is an AutoConfig are not listed.
@@ -197,6 +206,7 @@ VISION_TYPE_OF = {
     "minimax_m3_vl": "minimax_m3_vl_vision", "cosmos3_edge": "cosmos3_edge_vision",
     "ernie4_5_vl_moe": "ernie4_5_vl_moe_vision", "florence2": "florence_vision",
     "kosmos-2.5": "kosmos_2_5_vision_model", "janus": "janus_vision_model",
+    **MORE_VISION_TYPE_OF,
 }
 
 
@@ -460,18 +470,21 @@ def janus_aligner(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_h
 def minicpmv_merger(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
                     layout: TowerLayout) -> WeightPart:
     """MiniCPM-V 4.6: the ViT's window merger (a SigLIP self-attention with its LayerNorm, then LayerNorm,
-    Linear(h k, 4 h k), Linear(4 h k, h) over a ``window_kernel_size`` window) and ``merger_times`` mergers
-    into the language model (LayerNorm, Linear(h m, h m), Linear(h m, text hidden) over ``merge_kernel_size``)."""
+    Linear(h k, i k), Linear(i k, h) over a ``window_kernel_size`` window of k patches, i the ViT's
+    intermediate_size) and ``merger_times`` downsample MLPs (LayerNorm, Linear(4 h, 4 h), Linear(4 h, h); the
+    last one to the text hidden size instead: transformers fixes their input at two 2x2 merges, 4 h)."""
     window = v.first_of("window_kernel_size", ("window_kernel_size",), kind="list")
+    inner = v.first_of("intermediate_size", layout.inner)
     o = ConfigReader(outer, source_name=v.source_name, defaults_name=str(outer.get("model_type")),
-                     defaults={"merge_kernel_size": [2, 2], "merger_times": 1})
-    merge = o.first_of("merge_kernel_size", ("merge_kernel_size",), kind="list")
+                     defaults={"merger_times": 1})
     times = o.first_of("merger_times", ("merger_times",))
-    win = hidden * window[0] * window[1]
-    wide = hidden * merge[0] * merge[1]
-    vit_merger = [_linear(hidden, hidden) for _ in range(4)] + [_linear(win, 4 * win), _linear(4 * win, hidden)]
-    mergers = [_linear(wide, wide), _linear(wide, text_hidden)] * times
-    return _projector(*vit_merger, *mergers, other=2 * hidden + 2 * win + 2 * wide * times)
+    k = window[0] * window[1]
+    wide = 4 * hidden
+    vit_merger = [_linear(hidden, hidden) for _ in range(4)] + [_linear(hidden * k, inner * k),
+                                                                  _linear(inner * k, hidden)]
+    mergers = [_linear(wide, wide), _linear(wide, hidden)] * (times - 1) + [_linear(wide, wide),
+                                                                           _linear(wide, text_hidden)]
+    return _projector(*vit_merger, *mergers, other=2 * hidden + 2 * hidden * k + 2 * wide * times)
 
 
 def gemma3_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
@@ -545,6 +558,7 @@ PROJECTORS: dict[str, Callable[[ConfigReader, Mapping[str, Any], int, int, Tower
     "cosmos3_edge": cosmos3_edge_projector, "ernie4_5_vl_moe": ernie_resampler,
     "florence2": florence2_projector, "kosmos-2.5": kosmos25_projector,
     "janus": janus_aligner,
+    **MORE_PROJECTORS,
 }
 
 
@@ -552,20 +566,26 @@ def vision_weights(outer: Mapping[str, Any], text: ConfigReader, *, text_hidden:
     """The vision tower of ``outer["vision_config"]`` and its projector into the language model."""
     outer_type = str(outer.get("model_type", ""))
     vision = outer["vision_config"]
-    vtype = VISION_TYPE_OF.get(outer_type) or str(vision.get("model_type", ""))
+    vtype = VISION_TYPE_OF.get(outer_type) or str(vision.get("model_type") or DEFAULT_VISION_TYPE.get(outer_type, ""))
     layout = TOWERS.get(vtype)
     if layout is None or outer_type not in PROJECTORS:
         return plain_vit_weights(outer, text, text_hidden=text_hidden)
     v = ConfigReader(vision, source_name=text.source_name, prefix="vision_config.", defaults=layout.defaults,
                      defaults_name=vtype)
     tower, hidden = tower_weights(v, layout)
+    copies = TOWER_COPIES.get(outer_type, 1)
+    if copies > 1:
+        tower = WeightPart(name=tower.name, vision=True, other_parameters=copies * tower.other_parameters,
+                           matrices=tuple(Matrix(in_features=m.in_features, out_features=m.out_features,
+                                                 count=copies * m.count) for m in tower.matrices))
     projector = PROJECTORS[outer_type](v, outer, hidden, text_hidden, layout)
+    extra = [EXTRA_TOWERS[outer_type](v, outer)] if outer_type in EXTRA_TOWERS else []
     for note in v.notes:
         text.note(note)
     layers = next((p.value for p in v.provenance if p.field == "num_hidden_layers"), None)
     size = f", {layers} layers" if layers else ""
     text.note(f"vision tower ({layout.name}{size}) reported separately as weights.vision_*")
-    return [tower, projector]
+    return [tower, *extra, projector]
 
 
 def plain_vit_weights(outer: Mapping[str, Any], text: ConfigReader, *, text_hidden: int) -> list[WeightPart]:

@@ -1,5 +1,5 @@
 """The BART lineage's decoders run alone, as their own models: TrOCR (the text decoder of a
-vision-encoder-decoder), XGLM and Kosmos-2's text model (with Kosmos-2's vision tower and its
+vision-encoder-decoder), XGLM and Kosmos-2's and Kosmos-2.5's text models (with Kosmos-2's vision tower and its
 perceiver-style projection). Their cache follows the BART rules (bart.py reads it: self-attention only);
 this module counts their weights, each with its config class's defaults (transformers 5.24).
 """
@@ -19,6 +19,7 @@ _WEIGHT_DEFAULTS: dict[str, dict[str, Any]] = {
               "use_learned_position_embeddings": True, "layernorm_embedding": True, "tie_word_embeddings": True},
     "xglm": {"vocab_size": 256008, "add_cross_attention": False, "tie_word_embeddings": True},
     "kosmos_2_text_model": {"vocab_size": 65037, "add_cross_attention": False, "tie_word_embeddings": True},
+    "kosmos_2_5_text_model": {"vocab_size": 108481, "tie_word_embeddings": True},
 }
 #: Kosmos2VisionConfig's defaults.
 _KOSMOS2_VISION = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "num_channels": 3,
@@ -60,15 +61,19 @@ class DecoderLineageParser(EncoderDecoderParser):
                                         other_parameters=(positions + TROCR_POSITION_OFFSET) * d))
             other += 2 * d if switch(r, "layernorm_embedding", True) else 0
             final_norm = False
+        elif model_type == "kosmos_2_5_text_model":  # no cross-attention; a 2-row segment embedding
+            cross, kdim, final_norm = 0, d, True
+            other += 2 * d
         else:
             cross, kdim = (layers if switch(r, "add_cross_attention", False) else 0), d
             final_norm = True
         self_m, self_v = _attention(d, d, layers)
         cross_m, cross_v = _attention(d, kdim, cross)
-        # Kosmos-2: an inner LayerNorm in self-attention and a LayerNorm over the MLP's hidden width
-        kosmos = model_type == "kosmos_2_text_model"
+        # Kosmos-2: an inner LayerNorm in self-attention; Kosmos-2 and 2.5: a LayerNorm over the MLP's hidden width
+        kosmos = model_type in ("kosmos_2_text_model", "kosmos_2_5_text_model")
+        inner_ln = model_type == "kosmos_2_text_model"
         parts.append(WeightPart(name="attention", matrices=self_m + cross_m,
-                                other_parameters=self_v + cross_v + (2 * d * layers if kosmos else 0)))
+                                other_parameters=self_v + cross_v + (2 * d * layers if inner_ln else 0)))
         parts.append(WeightPart(name="mlp", matrices=(Matrix(in_features=d, out_features=ffn, count=layers),
                                                       Matrix(in_features=ffn, out_features=d, count=layers)),
                                 other_parameters=(ffn + d + (2 * ffn if kosmos else 0)) * layers))
