@@ -12,7 +12,7 @@ from kvplan.sources import bundled_ids, bundled_index, read_json_config
 
 SHORT_KIND = {
     "full_attention": "full", "sliding_window": "swa", "chunked_local": "chunked", "cross_attention": "cross",
-    "mla": "mla", "state": "state", "no_cache": "none",
+    "mla": "mla", "state": "state", "no_cache": "no-cache",
 }
 
 

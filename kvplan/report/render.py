@@ -1,8 +1,5 @@
-"""Rich tables for reports (layouts that fit the width come from :mod:`kvplan.report.layout`).
-
-Every table fits the console width with nothing cut: each command offers its layouts from the
-widest to a vertical "key: value" one, the first that fits is printed.
-"""
+"""Rich tables for reports: each fits the console width with nothing cut (:mod:`kvplan.report.layout` offers
+a command's layouts from the widest to a vertical "key: value" one; the first that fits is printed)."""
 
 from __future__ import annotations
 
@@ -33,8 +30,7 @@ def notes_text(report: dict[str, Any]) -> list[str]:
 
 
 def warning_lines(report: dict[str, Any]) -> list[Text]:
-    """Notes that change how the answer reads (``WARNING: ...``: core geometry from architecture defaults),
-    shown beside the answer rather than only among the notes on stderr."""
+    """``WARNING: ...`` notes (core geometry from defaults...), shown beside the answer, not only on stderr."""
     return [Text(note, style="bold red", overflow="fold") for note in report.get("notes") or []
             if isinstance(note, str) and note.startswith("WARNING: ")]
 
@@ -271,9 +267,11 @@ def models_table(report: dict[str, Any]) -> Group:
         for row in rows:
             lines.append(Text(row["id"], style="bold"))
             ctx = "-" if row["max_context_len"] is None else f"{row['max_context_len']:,}"
-            lines.append(Text(f"  {row['model_type']}; {row['layers']}; KV heads × dim {_models_heads(row)}; max ctx {ctx}; {row['kv_dtype']}"))
+            lines.append(Padding(Text(f"{row['model_type']}; {row['layers']}; KV heads × dim {_models_heads(row)}; "
+                                      f"max ctx {ctx}; {row['kv_dtype']}"), (0, 0, 0, 2), expand=False))
             state = (f" + {format_bytes(row['state_bytes_per_seq'])}/seq state" if row["state_bytes_per_seq"] else "")
-            lines.append(Text(f"  per token {_models_rate(row)}{state}; @ max ctx {_models_at_max(row)}"))
+            lines.append(Padding(Text(f"per token {_models_rate(row)}{state}; @ max ctx {_models_at_max(row)}"),
+                                 (0, 0, 0, 2), expand=False))
         return Group(*lines)
 
     body = Fit(
