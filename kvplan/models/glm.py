@@ -191,6 +191,7 @@ class Glm5NextParser(DeepseekParser):
         and gate (``index_kpool``); dense or MoE MLPs by ``mlp_layer_types`` (default: the first 3 dense); two
         hyper-connections per layer (``hc_mult`` streams: a (hc^2 + 2 hc) x (hc x hidden) mix, its base and 3
         scales)."""
+        from kvplan.models.kimi import kda_weights
         from kvplan.models.mla import add_indexer, add_mla_layer, finish_mla_moe, mla_dims, mlp_layer_kinds
         from kvplan.models.tensors import Tensors
 
@@ -202,18 +203,15 @@ class Glm5NextParser(DeepseekParser):
         k_heads, k_dim = r.first_of("linear_num_heads", self.LINEAR_HEADS), r.first_of("linear_head_dim",
                                                                                       self.LINEAR_HEAD_DIM)
         conv = r.first_of("linear_conv_kernel_dim", self.LINEAR_CONV)
-        inner = k_heads * k_dim
         pool = r.first_of("index_kpool", ("index_kpool",), kind="count")
         index_dim = r.first_of("index_head_dim", ("index_head_dim",))
         t = Tensors()
         for kind in kinds:
             if kind == STATE:
-                t.add("attention", hidden, inner, 3)  # q, k, v
-                t.add("attention", hidden, k_dim, 2)  # f_a, g_a
-                t.add("attention", k_dim, inner, 2)  # f_b, g_b
-                t.add("attention", hidden, k_heads)  # b_proj
-                t.add("attention", inner, hidden)  # o_proj
-                t.vector("attention", 3 * inner * conv + k_heads + inner + k_dim)  # conv, A_log, dt_bias, o_norm
+                matrices, vectors = kda_weights(hidden, k_heads, k_dim, conv, 1)
+                for m in matrices:
+                    t.add("attention", m.in_features, m.out_features, m.count)
+                t.vector("attention", vectors)
             else:
                 add_mla_layer(t, hidden, heads, dims)
                 add_indexer(t, r, hidden, dims["q_lora_rank"], layer_norm=True)

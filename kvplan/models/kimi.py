@@ -22,6 +22,19 @@ from kvplan.models.tensors import (
 from kvplan.specs import StateSpec
 
 
+def kda_weights(hidden: int, heads: int, head_dim: int, conv: int, count: int) -> tuple[list[Matrix], int]:
+    """``count`` Kimi Delta Attention layers (transformers KimiDeltaAttention; GLM-5-Next's are the same): q/k/v,
+    the forget gate's f_a/f_b and the output gate's g_a/g_b low-rank pairs, the beta projection, o_proj; and the
+    vectors: the short convolutions over q, k and v, A_log, dt_bias, the output norm."""
+    inner = heads * head_dim
+    return ([Matrix(in_features=hidden, out_features=inner, count=3 * count),  # q, k, v
+             Matrix(in_features=hidden, out_features=head_dim, count=2 * count),  # f_a, g_a
+             Matrix(in_features=head_dim, out_features=inner, count=2 * count),  # f_b, g_b
+             Matrix(in_features=hidden, out_features=heads, count=count),  # b_proj
+             Matrix(in_features=inner, out_features=hidden, count=count)],  # o_proj
+            (3 * inner * conv + heads + inner + head_dim) * count)  # convs, A_log, dt_bias, o_norm
+
+
 class KimiLinearParser(ArchParser):
     """Kimi Linear: Kimi Delta Attention (KDA) layers and MLA full-attention layers.
 
@@ -88,12 +101,7 @@ class KimiLinearParser(ArchParser):
         head_dim = r.first_of("kda_head_dim", self.KDA_HEAD_DIM)
         conv = r.first_of("kda_conv_kernel", self.KDA_CONV)
         inner = heads * head_dim
-        attention = [Matrix(in_features=hidden, out_features=inner, count=3 * n_kda),  # q, k, v
-                     Matrix(in_features=hidden, out_features=head_dim, count=2 * n_kda),  # f_a, g_a
-                     Matrix(in_features=head_dim, out_features=inner, count=2 * n_kda),  # f_b, g_b
-                     Matrix(in_features=hidden, out_features=heads, count=n_kda),  # b_proj
-                     Matrix(in_features=inner, out_features=hidden, count=n_kda)]  # o_proj
-        other = (3 * inner * conv + heads + inner + head_dim) * n_kda  # convs, A_log, dt_bias, o_norm
+        attention, other = kda_weights(hidden, heads, head_dim, conv, n_kda)
         width = 3 * inner
         if n_full:
             mla, mla_other, mla_width = mla_weights(r, hidden, n_full, r.first_of("num_attention_heads", self.HEADS))
