@@ -108,6 +108,7 @@ WEIGHT_INDEX: dict[str, str] = {
     "step": "step3p7",
     "t5": "longt5 mt5 switch_transformers t5 umt5",
     "unlimited_ocr": "unlimited_ocr_text",
+    "vit": "vit",
     "whisper": "whisper",
     "xglm": "kosmos_2_5_text_model kosmos_2_text_model trocr xglm",
     "xlstm": "xlstm",
