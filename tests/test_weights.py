@@ -173,12 +173,12 @@ def test_unknown_quant_method_and_model_type_ask_for_weights_bytes() -> None:
     with pytest.raises(ConfigError) as info:
         count_weights(small_llama(quant_method="exl9"), model_id="t")
     assert "--weights-bytes" in (info.value.hint or "")
-    unknown = make_config(model_type="glm5_next_text", hidden_size=256, num_hidden_layers=2)  # no weight layout in kvplan
+    unknown = make_config(model_type="xverse", hidden_size=256, num_hidden_layers=2)  # no weight layout in kvplan
     with pytest.raises(ConfigError):
-        count_weights(unknown, model_id="glm5-next")
-    w, _notes = resolve_weights(unknown, model_id="glm5-next", source_kind="bundled", weights_bytes=100 * 10**9)
+        count_weights(unknown, model_id="xverse")
+    w, _notes = resolve_weights(unknown, model_id="xverse", source_kind="bundled", weights_bytes=100 * 10**9)
     assert w is not None and w.bytes == 100 * 10**9 and not w.counted
-    w, notes = resolve_weights(unknown, model_id="glm5-next", source_kind="bundled", required=False)
+    w, notes = resolve_weights(unknown, model_id="xverse", source_kind="bundled", required=False)
     assert w is None and "not counted" in notes[0]
 
 
