@@ -18,6 +18,7 @@ from kvplan.engines import EngineProfile, SizingContext, get_engine
 from kvplan.engines.base import value_dtype
 from kvplan.errors import ConfigError, InputError
 from kvplan.geometry import ModelGeometry
+from kvplan.memo import OwnerMemo
 from kvplan.specs import (
     LayerSpec,
 )
@@ -135,21 +136,18 @@ def served_geometry(geometry: ModelGeometry, engine: str) -> ModelGeometry:
     config = (geometry.config_dtype or "").lower().removeprefix("torch.")
     if config not in ("float32", "float", "fp32", "float64"):
         return geometry
-    key = (id(geometry), engine)
-    hit = _SERVED.get(key)
-    if hit is not None and hit[0] is geometry:  # the same object each time, so later caches keyed on it hit
-        return hit[1]
-    name, why = served_dtype("float32", engine=get_engine(engine))
-    served = geometry
-    if name != "float32":
-        served = dataclasses.replace(geometry, config_dtype=name, config_dtype_source=f"served dtype ({why})")
-    if len(_SERVED) >= _LAYOUTS_SIZE:
-        _SERVED.pop(next(iter(_SERVED)))
-    _SERVED[key] = (geometry, served)
-    return served
+
+    def serve() -> ModelGeometry:
+        name, why = served_dtype("float32", engine=get_engine(engine))
+        if name == "float32":
+            return geometry
+        return dataclasses.replace(geometry, config_dtype=name, config_dtype_source=f"served dtype ({why})")
+
+    # the same object each time, so later caches keyed on it hit
+    return _SERVED.get(geometry, (engine,), serve)
 
 
-_SERVED: dict[tuple[int, str], tuple[ModelGeometry, ModelGeometry]] = {}
+_SERVED: OwnerMemo[ModelGeometry] = OwnerMemo(256)
 
 
 def resolve_kv_dtype(
@@ -183,8 +181,7 @@ def resolve_kv_dtype(
 
 #: Estimates of the latest inputs (an Estimate is frozen): a check prices the same scenario for its
 #: estimate, its capacity and its engine log, and sweeps repeat deployments.
-_ESTIMATES: dict[tuple[object, ...], tuple[ModelGeometry, Estimate]] = {}
-_ESTIMATES_SIZE = 1024
+_ESTIMATES: OwnerMemo[Estimate] = OwnerMemo(1024)
 
 
 def estimate(
@@ -200,21 +197,10 @@ def estimate(
     """The KV cache of ``batch`` sequences of ``seq_len`` tokens (:func:`_estimate`), memoised per inputs;
     ``adjustments=False`` leaves ``Estimate.adjustments`` empty (capacity reads only notes and dtypes)."""
     # NOTE: the types are in the key, so True is never taken for 1 (the checks below refuse a bool).
-    key = (id(geometry), batch, type(batch), seq_len, type(seq_len), kv_dtype, encoder_len, type(encoder_len),
-           deployment, adjustments)
+    key = (batch, type(batch), seq_len, type(seq_len), kv_dtype, encoder_len, type(encoder_len), deployment, adjustments)
     args = {"batch": batch, "seq_len": seq_len, "kv_dtype": kv_dtype, "encoder_len": encoder_len,
             "deployment": deployment, "adjustments": adjustments}
-    try:
-        hit = _ESTIMATES.get(key)
-    except TypeError:  # an unhashable argument: the checks below word the error
-        return _estimate(geometry, **args)  # type: ignore[arg-type]
-    if hit is not None and hit[0] is geometry:
-        return hit[1]
-    est = _estimate(geometry, **args)  # type: ignore[arg-type]
-    if len(_ESTIMATES) >= _ESTIMATES_SIZE:
-        _ESTIMATES.pop(next(iter(_ESTIMATES)))
-    _ESTIMATES[key] = (geometry, est)  # the geometry is kept, so its id is not reused while the entry lives
-    return est
+    return _ESTIMATES.get(geometry, key, lambda: _estimate(geometry, **args))  # type: ignore[arg-type]
 
 
 def _estimate(
@@ -437,22 +423,13 @@ class _Layout:
 
 
 #: Layouts of the latest (geometry, deployment, dtypes): a sweep re-prices the same few many times.
-_LAYOUTS: dict[tuple[object, ...], tuple[ModelGeometry, _Layout]] = {}
-_LAYOUTS_SIZE = 256
+_LAYOUTS: OwnerMemo[_Layout] = OwnerMemo(256)
 
 
 def _layout(geometry: ModelGeometry, dep: Deployment, kv_dtype: KvDtype, *, state_dtype: KvDtype,
             model_dtype: KvDtype) -> _Layout:
-    key = (id(geometry), dep, kv_dtype, state_dtype, model_dtype)
-    hit = _LAYOUTS.get(key)
-    if hit is not None and hit[0] is geometry:
-        return hit[1]
-    layout = _make_layout(geometry, dep, kv_dtype, state_dtype=state_dtype, model_dtype=model_dtype)
-    if len(_LAYOUTS) >= _LAYOUTS_SIZE:
-        _LAYOUTS.pop(next(iter(_LAYOUTS)))
-    # NOTE: the geometry is kept with its layout, so its id cannot be reused while the entry lives.
-    _LAYOUTS[key] = (geometry, layout)
-    return layout
+    return _LAYOUTS.get(geometry, (dep, kv_dtype, state_dtype, model_dtype),
+                        lambda: _make_layout(geometry, dep, kv_dtype, state_dtype=state_dtype, model_dtype=model_dtype))
 
 
 def _make_layout(geometry: ModelGeometry, dep: Deployment, kv_dtype: KvDtype, *, state_dtype: KvDtype,

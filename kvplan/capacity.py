@@ -25,6 +25,7 @@ from kvplan.engines import EngineProfile, get_engine
 from kvplan.errors import InputError
 from kvplan.geometry import ModelGeometry
 from kvplan.gpus import GpuSpec
+from kvplan.memo import OwnerMemo
 from kvplan.models import DTYPE_BYTES, WeightsEstimate, serve_weights, served_dtype
 from kvplan.units import format_bytes
 
@@ -388,35 +389,18 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
 #: Per-process memos keyed by a geometry's id (the geometry is kept with the entry, so the id is not reused):
 #: the served geometry (one object per model, engine and dtype, so caches keyed on it hit) and the KV
 #: views (their layer layout and priced probes), shared by every scenario on the same deployment.
-_SERVED: dict[tuple[object, ...], tuple[ModelGeometry, ModelGeometry]] = {}
-_KVS: dict[tuple[object, ...], tuple[ModelGeometry, _Kv]] = {}
-_MEMO_SIZE = 128
+_SERVED: OwnerMemo[ModelGeometry] = OwnerMemo(128)
+_KVS: OwnerMemo[_Kv] = OwnerMemo(128)
 
 
 def _kv_view(geometry: ModelGeometry, dep: Deployment, kv_dtype: str) -> _Kv:
-    key = (id(geometry), dep, kv_dtype)
-    hit = _KVS.get(key)
-    if hit is not None and hit[0] is geometry:
-        return hit[1]
-    kv = _Kv(geometry, dep, kv_dtype)
-    if len(_KVS) >= _MEMO_SIZE:
-        _KVS.pop(next(iter(_KVS)))
-    _KVS[key] = (geometry, kv)
-    return kv
+    return _KVS.get(geometry, (dep, kv_dtype), lambda: _Kv(geometry, dep, kv_dtype))
 
 
 def _served_geometry(geometry: ModelGeometry, engine: EngineProfile, dtype: str) -> ModelGeometry:
     """The geometry with the dtype the engine serves the model in, which ``--kv-dtype auto`` follows
     (vLLM's ``kv_cache_dtype auto`` = the model dtype: bfloat16 for a float32 checkpoint)."""
-    key = (id(geometry), engine.name, dtype)
-    hit = _SERVED.get(key)
-    if hit is not None and hit[0] is geometry:
-        return hit[1]
-    served = _serve_geometry(geometry, engine, dtype)
-    if len(_SERVED) >= _MEMO_SIZE:
-        _SERVED.pop(next(iter(_SERVED)))
-    _SERVED[key] = (geometry, served)
-    return served
+    return _SERVED.get(geometry, (engine.name, dtype), lambda: _serve_geometry(geometry, engine, dtype))
 
 
 def _serve_geometry(geometry: ModelGeometry, engine: EngineProfile, dtype: str) -> ModelGeometry:
