@@ -35,6 +35,27 @@ def kda_weights(hidden: int, heads: int, head_dim: int, conv: int, count: int) -
             (3 * inner * conv + heads + inner + head_dim) * count)  # convs, A_log, dt_bias, o_norm
 
 
+def mlp_and_norms(r: ConfigReader, parts: list[WeightPart], hidden: int, layers: int, n_moe: int, top_k: int | None,
+                  experts_keys: tuple[str, ...]) -> tuple[int, int]:
+    """Kimi Linear's (and Bailing hybrid's) MLPs, appended to ``parts``: dense SwiGLU MLPs in the layers that are not
+    MoE, routed + shared experts with a router correction bias in the ``n_moe`` others, the norms (two per layer and
+    the final one); (experts, the MLP width a token passes through)."""
+    n_dense = layers - n_moe
+    experts = r.first_of("num_experts", experts_keys)
+    size = r.first_of("moe_intermediate_size", ("moe_intermediate_size",))
+    shared = r.first_of("num_shared_experts", ("num_shared_experts", "n_shared_experts"), kind="count")
+    mlp_width = (top_k or 1) * size + shared * size
+    if n_dense:
+        dense = r.first_of("intermediate_size", ("intermediate_size",))
+        parts.append(WeightPart(name="mlp", matrices=(Matrix(in_features=hidden, out_features=dense, count=2 * n_dense),
+                                                      Matrix(in_features=dense, out_features=hidden, count=n_dense))))
+        mlp_width = max(mlp_width, dense)
+    if n_moe:
+        parts += experts_parts(hidden, size, experts, n_moe, shared_size=shared * size or None, router_bias=True)
+    parts.append(WeightPart(name="norms", other_parameters=(2 * layers + 1) * hidden, tp_sharded=False))
+    return experts, mlp_width
+
+
 class KimiLinearParser(ArchParser):
     """Kimi Linear: Kimi Delta Attention (KDA) layers and MLA full-attention layers.
 
@@ -113,19 +134,7 @@ class KimiLinearParser(ArchParser):
         top_k = r.optional("num_experts_per_tok", ("num_experts_per_token", "num_experts_per_tok"))
         first_dense = r.first_of("first_k_dense_replace", ("first_k_dense_replace",), kind="count")
         n_moe = max(0, layers - first_dense)
-        experts = r.first_of("num_experts", ("num_experts", "n_routed_experts"))
-        size = r.first_of("moe_intermediate_size", ("moe_intermediate_size",))
-        shared = r.first_of("num_shared_experts", ("num_shared_experts", "n_shared_experts"), kind="count")
-        mlp_width = (top_k or 1) * size + shared * size
-        if first_dense:
-            dense = r.first_of("intermediate_size", ("intermediate_size",))
-            parts.append(WeightPart(name="mlp", matrices=(
-                Matrix(in_features=hidden, out_features=dense, count=2 * first_dense),
-                Matrix(in_features=dense, out_features=hidden, count=first_dense))))
-            mlp_width = max(mlp_width, dense)
-        if n_moe:
-            parts += experts_parts(hidden, size, experts, n_moe, shared_size=shared * size or None, router_bias=True)
-        parts.append(WeightPart(name="norms", other_parameters=(2 * layers + 1) * hidden, tp_sharded=False))
+        experts, mlp_width = mlp_and_norms(r, parts, hidden, layers, n_moe, top_k, ("num_experts", "n_routed_experts"))
         r.note(f"Kimi Linear: {n_kda} KDA and {n_full} MLA layers; {experts} experts in {n_moe} of {layers} layers, "
                "all resident")
         return count_of(parts, experts if n_moe else None, top_k if n_moe else None,
@@ -203,21 +212,8 @@ class BailingHybridParser(KimiLinearParser):
         parts = embeddings(r, hidden)
         parts.append(WeightPart(name="attention", matrices=tuple(attention), other_parameters=other))
         n_moe = len(self.moe_layers(r, layers))
-        n_dense = layers - n_moe
         top_k = r.optional("num_experts_per_tok", ("num_experts_per_token", "num_experts_per_tok"))
-        experts = r.first_of("num_experts", ("num_experts", "num_local_experts"))
-        size = r.first_of("moe_intermediate_size", ("moe_intermediate_size",))
-        shared = r.first_of("num_shared_experts", ("num_shared_experts", "n_shared_experts"), kind="count")
-        mlp_width = (top_k or 1) * size + shared * size
-        if n_dense:
-            dense = r.first_of("intermediate_size", ("intermediate_size",))
-            parts.append(WeightPart(name="mlp", matrices=(
-                Matrix(in_features=hidden, out_features=dense, count=2 * n_dense),
-                Matrix(in_features=dense, out_features=hidden, count=n_dense))))
-            mlp_width = max(mlp_width, dense)
-        if n_moe:
-            parts += experts_parts(hidden, size, experts, n_moe, shared_size=shared * size or None, router_bias=True)
-        parts.append(WeightPart(name="norms", other_parameters=(2 * layers + 1) * hidden, tp_sharded=False))
+        experts, mlp_width = mlp_and_norms(r, parts, hidden, layers, n_moe, top_k, ("num_experts", "num_local_experts"))
         note_mtp(r, "num_nextn_predict_layers")
         r.note(f"Bailing hybrid: {n_kda} KDA and {n_full} MLA layers; {experts} experts in {n_moe} of {layers} "
                "layers, all resident")
