@@ -15,9 +15,6 @@ Every effect is reported as an :class:`Adjustment` {name, reason, before_bytes, 
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
-
 from kvplan.dtypes import DEFAULT_GROUP_SIZE
 from kvplan.errors import InputError
 from kvplan.specs import (
@@ -30,12 +27,13 @@ from kvplan.specs import (
     StateSpec,
 )
 from kvplan.units import cdiv
+from kvplan.values import fields, frozen, replace
 
 #: Default ``--residual-length``: recent tokens the Hugging Face QuantizedCache keeps in full precision.
 DEFAULT_RESIDUAL_LENGTH = 128
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Offload:
     """KV kept in host memory: a fraction of every GPU's cache, or whole layers."""
 
@@ -49,7 +47,7 @@ class Offload:
         return f"layers:{self.layers}" if self.layers is not None else f"{self.fraction:g}"
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Deployment:
     """How the model is served. The default is the ideal formula on one GPU."""
 
@@ -94,16 +92,16 @@ class Deployment:
     None = the K type. Not an ``inputs`` key: the report says it in ``kv_dtype_source`` and an adjustment."""
 
     def with_(self, **changes: object) -> Deployment:
-        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+        return replace(self, **changes)  # type: ignore[arg-type]
 
     def echo(self) -> dict[str, object]:
         """Every knob as the report's ``inputs`` echo it (plain JSON values)."""
         out: dict[str, object] = {}
-        for field in dataclasses.fields(self):
-            if field.name in NOT_ECHOED:
+        for name in fields(self):
+            if name in NOT_ECHOED:
                 continue
-            value = getattr(self, field.name)
-            out[field.name] = value.describe() if isinstance(value, Offload) else value
+            knob = getattr(self, name)
+            out[name] = knob.describe() if isinstance(knob, Offload) else knob
         return out
 
 
@@ -111,7 +109,7 @@ class Deployment:
 NOT_ECHOED = ("cache_type_v",)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Adjustment:
     """One bend of the formula, as the report shows it."""
 
@@ -221,7 +219,7 @@ def shard_for_tp(spec: LayerSpec, tp: int, *, rule: str = "floor") -> tuple[Laye
                 f"{heads} KV heads are not divisible by --tensor-parallel-size {tp}: kvplan gives each rank "
                 f"cdiv = {local} (vLLM refuses this split; choose a tp that divides the KV heads)"
             )
-        return dataclasses.replace(spec, num_kv_heads=local), notes
+        return replace(spec, num_kv_heads=local), notes
     if isinstance(spec, StateSpec):
         return _shard_state(spec, tp, notes), notes
     return spec, notes
@@ -257,7 +255,7 @@ def _shard_state(spec: StateSpec, tp: int, notes: list[str]) -> StateSpec:
                 out.append((name, (shape[0], _split(shape[1], tp, f"{spec.mixer} conv channels", notes), *shape[2:])))
             else:  # ssm / kv_state of gated delta net and linear attention: heads first
                 out.append((name, (_split(shape[0], tp, f"{spec.mixer} state heads", notes), *shape[1:])))
-    return dataclasses.replace(spec, shapes=tuple(out))
+    return replace(spec, shapes=tuple(out))
 
 
 def pp_partitions(num_layers: int, pp: int) -> list[int]:

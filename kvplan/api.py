@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -34,12 +34,13 @@ from kvplan.geometry import ModelGeometry
 from kvplan.models import overridden_config, parse_config, parse_override
 from kvplan.report import Source
 from kvplan.units import parse_tokens
+from kvplan.values import frozen, replace
 
 #: Parsed models kept per process (least recently used dropped first).
 GEOMETRY_CACHE_SIZE = 64
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Geometry:
     """A model read and parsed once: its per-layer geometry, where the config came from, and the config
     itself (capacity counts the weights from it). Attributes of :class:`ModelGeometry` (``layers``,
@@ -104,8 +105,6 @@ def load_geometry(
 
     A GGUF reference (a ``.gguf`` path or folder, ``org/repo:Q4_K_M``, or ``gguf_file``) is read from the
     file's header. Parsed once per process: the same source, revision and overrides return the same object."""
-    from dataclasses import replace
-
     from kvplan.sources import load_gguf_model, load_raw_config, source_notes
 
     resolved = normalise_overrides(overrides)
@@ -173,7 +172,7 @@ def _input_error(message: str, hint: str) -> Exception:
 # ---- estimate ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class EstimateResult:
     """``kvplan.estimate``'s answer: the :class:`~kvplan.calc.Estimate` (its attributes read through:
     ``kv_cache_bytes``, ``kv_cache_bytes_per_gpu``, ``groups`` ...) and ``to_dict()``, the
@@ -197,7 +196,7 @@ class EstimateResult:
         return estimate_report(self.estimate, source, overrides=dict(self.overrides))  # type: ignore[arg-type]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(kw_only=False)
 class _NoSource:
     kind: None = None
     location: None = None
@@ -262,7 +261,7 @@ def estimate(
 # ---- capacity ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class CapacityResult:
     """``kvplan.capacity``'s answer: the :class:`~kvplan.capacity.Capacity` (its attributes read through:
     ``fits``, ``max_context_len``, ``max_concurrent_requests``, ``min_tp`` ...) and ``to_dict()``, the
@@ -457,8 +456,6 @@ def _check_weights_quant(loaded: Geometry, profile: Any, *, weights_bytes: int |
 def resolve_gpu(gpu: Any, gpu_mem: int | str | None = None, gpu_bandwidth: str | None = None) -> Any:
     """--gpu from the catalog (or a ``GpuSpec`` as is), with --gpu-mem / --gpu-bandwidth overriding
     its figures; --gpu-mem alone is a custom GPU."""
-    import dataclasses
-
     from kvplan.gpus import GpuSpec, custom_gpu, lookup, parse_bandwidth
     from kvplan.units import parse_size
 
@@ -466,9 +463,9 @@ def resolve_gpu(gpu: Any, gpu_mem: int | str | None = None, gpu_bandwidth: str |
     if gpu is not None:
         spec = gpu if isinstance(gpu, GpuSpec) else lookup(gpu)
         if gpu_mem is not None:
-            spec = dataclasses.replace(spec, memory_bytes=parse_size(gpu_mem, what="--gpu-mem"), memory_source="--gpu-mem")
+            spec = replace(spec, memory_bytes=parse_size(gpu_mem, what="--gpu-mem"), memory_source="--gpu-mem")
         if bandwidth is not None:
-            spec = dataclasses.replace(spec, bandwidth_bytes_per_s=bandwidth)
+            spec = replace(spec, bandwidth_bytes_per_s=bandwidth)
         return spec
     if gpu_mem is None:
         raise _input_error("no GPU given", "pass --gpu NAME (kvplan gpus lists them), --gpu-mem SIZE, or --kv-budget "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from fractions import Fraction
 
 from kvplan.adjust import (
@@ -22,6 +21,7 @@ from kvplan.memo import OwnerMemo
 from kvplan.specs import (
     LayerSpec,
 )
+from kvplan.values import frozen, replace
 
 #: Upper bound on the batch, to catch absurd input.
 MAX_BATCH = 1 << 24
@@ -31,7 +31,7 @@ MAX_BATCH = 1 << 24
 NO_CONFIG_DTYPE = "fp16"
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class LayerGroup:
     """Consecutive or scattered layers that share one spec."""
 
@@ -55,7 +55,7 @@ class LayerGroup:
     ``bytes_per_token``, one GPU)."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Estimate:
     geometry: ModelGeometry
     batch: int
@@ -68,7 +68,7 @@ class Estimate:
     encoder_len_source: str | None
     groups: tuple[LayerGroup, ...]
     notes: tuple[str, ...]
-    deployment: Deployment = Deployment()  # noqa: RUF009 - frozen, so one shared default is safe
+    deployment: Deployment = Deployment()
     """Engine profile and adjustments the estimate was made for (default: ideal, one GPU)."""
     gpu_bytes_per_rank: int | None = None
     """KV bytes on the most loaded GPU (largest pipeline stage, after offload); None = whole cache."""
@@ -129,8 +129,6 @@ def served_geometry(geometry: ModelGeometry, engine: str) -> ModelGeometry:
     """The geometry in the dtype ``engine`` serves it in: vLLM, SGLang and TensorRT-LLM load a float32
     checkpoint in 16 bits, and their ``--kv-cache-dtype auto`` follows the served model dtype; the
     ideal formula and transformers keep the checkpoint's dtype."""
-    import dataclasses
-
     from kvplan.models import served_dtype
 
     config = (geometry.config_dtype or "").lower().removeprefix("torch.")
@@ -141,7 +139,7 @@ def served_geometry(geometry: ModelGeometry, engine: str) -> ModelGeometry:
         name, why = served_dtype("float32", engine=get_engine(engine))
         if name == "float32":
             return geometry
-        return dataclasses.replace(geometry, config_dtype=name, config_dtype_source=f"served dtype ({why})")
+        return replace(geometry, config_dtype=name, config_dtype_source=f"served dtype ({why})")
 
     # the same object each time, so later caches keyed on it hit
     return _SERVED.get(geometry, (engine,), serve)
@@ -372,7 +370,7 @@ class KvSizer:
 # ---- deployment pricing ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Priced:
     groups: tuple[LayerGroup, ...]
     total_bytes: int
@@ -383,7 +381,7 @@ class Priced:
     notes: tuple[str, ...]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class _Sizing:
     """The fixed inputs; ``price`` sizes them for one deployment and one KV dtype."""
 
@@ -399,7 +397,7 @@ class _Sizing:
         return _price(layout, seq_len=self.seq_len, encoder_len=self.encoder_len, batch=self.batch, peaks=peaks)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class _Layout:
     """What pricing needs that tokens and batch do not change: one deployment's cached specs, sharded
     once per distinct spec, grouped, and counted per pipeline stage."""

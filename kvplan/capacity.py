@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 import types
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from kvplan.adjust import Deployment, stage_of_layer
@@ -28,12 +28,13 @@ from kvplan.gpus import GpuSpec
 from kvplan.memo import OwnerMemo
 from kvplan.models import DTYPE_BYTES, WeightsEstimate, serve_weights, served_dtype
 from kvplan.units import format_bytes
+from kvplan.values import fields, frozen, replace
 
 #: TP sizes tried for ``min_tp``.
 TP_CANDIDATES = (1, 2, 4, 8, 16, 32, 64)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class CapacityInputs:
     gpu: GpuSpec | None
     """None with ``kv_budget_bytes``: the answers that need a GPU (decode floor) are left out."""
@@ -76,7 +77,7 @@ class CapacityInputs:
     ``--disable-hybrid-kv-cache-manager``)."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Capacity:
     geometry: ModelGeometry
     inputs: CapacityInputs
@@ -404,8 +405,6 @@ def _served_geometry(geometry: ModelGeometry, engine: EngineProfile, dtype: str)
 
 
 def _serve_geometry(geometry: ModelGeometry, engine: EngineProfile, dtype: str) -> ModelGeometry:
-    import dataclasses
-
     config = (geometry.config_dtype or "").lower().removeprefix("torch.")
     explicit = dtype.strip().lower() != "auto"
     if not config and not explicit:
@@ -413,7 +412,7 @@ def _serve_geometry(geometry: ModelGeometry, engine: EngineProfile, dtype: str) 
     name, why = served_dtype(config or "float16", engine=engine, dtype=dtype)
     if name == config or (not explicit and DTYPE_BYTES.get(config) == DTYPE_BYTES[name]):
         return geometry
-    return dataclasses.replace(geometry, config_dtype=name, config_dtype_source=f"served dtype ({why})")
+    return replace(geometry, config_dtype=name, config_dtype_source=f"served dtype ({why})")
 
 
 def _deployment(inputs: CapacityInputs, tp: int) -> Deployment:
@@ -510,12 +509,10 @@ def _min_parallel(
 ) -> tuple[int | None, int | None]:
     """Smallest TP (and GPU count, tp x pp) on which one request at max_model_len fits; the same for every
     batch and TP of one model, GPU, engine and length, so remembered per those."""
-    import dataclasses
-
     try:
         # NOTE: the weights by identity (they are kept with the entry, so the id is not reused): hashing a
         # WeightsEstimate hashes every part, a cost on every scenario
-        key = (id(geometry), id(weights), dataclasses.replace(inputs, tp=1, batch=1), tokens)
+        key = (id(geometry), id(weights), replace(inputs, tp=1, batch=1), tokens)
         hit = _MIN_PARALLEL.get(key)
     except TypeError:  # something unhashable: search every time
         return _search_min_parallel(geometry, weights, inputs, tokens)
@@ -549,7 +546,7 @@ def _search_min_parallel(
 
 def _fits_one(geometry: ModelGeometry, weights: WeightsEstimate | None, inputs: CapacityInputs, tokens: int,
               *, tp: int, pp: int) -> bool:
-    trial = CapacityInputs(**{**{f: getattr(inputs, f) for f in inputs.__dataclass_fields__}, "tp": tp, "pp": pp,
+    trial = CapacityInputs(**{**{f: getattr(inputs, f) for f in fields(inputs)}, "tp": tp, "pp": pp,
                               "batch": 1})
     budget = compute_budget(trial, weights, tp=tp, pp=pp, tokens=tokens).kv_bytes_per_gpu
     if budget <= 0:

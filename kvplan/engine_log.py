@@ -9,7 +9,6 @@ that figure), so the report's shape does not depend on the engine.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING
 
 from kvplan.adjust import stage_of_layer
@@ -18,6 +17,7 @@ from kvplan.engines import get_engine
 from kvplan.engines.base import LogCache, PoolFacts, value_dtype
 from kvplan.engines.vllm import kv_cache_group_count
 from kvplan.specs import AttentionSpec, MLASpec
+from kvplan.values import replace
 
 if TYPE_CHECKING:
     from kvplan.capacity import Capacity
@@ -112,4 +112,4 @@ def engine_log(cap: Capacity, priced: tuple[tuple[LayerGroup, ...], KvDtype] | N
 def attach_engine_log(cap: Capacity, priced: tuple[tuple[LayerGroup, ...], KvDtype] | None = None) -> Capacity:
     """``cap`` with its ``engine_log`` block and the notes it brings (``priced``: see :func:`pool_facts`)."""
     block, notes = engine_log(cap, priced)
-    return dataclasses.replace(cap, engine_log=block, notes=tuple(dict.fromkeys((*cap.notes, *notes))))
+    return replace(cap, engine_log=block, notes=tuple(dict.fromkeys((*cap.notes, *notes))))

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kvplan.specs import LayerSpec
+from kvplan.values import frozen
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Provenance:
     field: str
     """kvplan's name for the value (``num_kv_heads``, ``sliding_window``...)."""
@@ -17,7 +16,7 @@ class Provenance:
     ``derived: hidden_size // num_attention_heads``, ``--set``."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class ModelGeometry:
     model_id: str
     model_type: str

@@ -6,12 +6,11 @@ bound and why the bound is where it is, so a typo (``--tp 40960``) never runs fo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kvplan.errors import InputError
+from kvplan.values import frozen
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Limit:
     maximum: int
     why: str

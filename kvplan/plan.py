@@ -9,12 +9,13 @@ unknown keys and wrong types are never ignored.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from kvplan.errors import InputError, KvplanError
 from kvplan.units import parse_size, parse_tokens
+from kvplan.values import frozen, replace
 
 #: Top-level keys of a plan file.
 PLAN_KEYS = ("scenarios", "defaults")
@@ -22,7 +23,7 @@ PLAN_KEYS = ("scenarios", "defaults")
 Path_ = tuple[Any, ...]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Field:
     """One scenario key: what it accepts and how it resolves."""
 
@@ -180,7 +181,7 @@ FIELDS: dict[str, Field] = {
 REQUIRED = ("name", "model")
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Scenario:
     name: str
     line: int | None
@@ -194,7 +195,7 @@ class Scenario:
     """Refuse a model whose core geometry comes from architecture defaults (``strict: true``, as --strict)."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Plan:
     path: str
     scenarios: tuple[Scenario, ...]

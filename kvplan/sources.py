@@ -10,7 +10,6 @@ import itertools
 import os
 import threading
 import time
-from dataclasses import dataclass
 from functools import lru_cache
 from importlib.resources import files
 from pathlib import Path
@@ -21,6 +20,7 @@ from kvplan.hubref import is_repo_id, validate_revision
 from kvplan.limits import MAX_MODEL_ARG_CHARS
 from kvplan.report import Source
 from kvplan.textsafe import printable
+from kvplan.values import frozen
 
 
 def bundled_dir() -> Path:
@@ -232,7 +232,7 @@ def hub_timeout() -> float:
     return value
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class CachedHubSource(Source):
     """A Hub model answered from the local Hub cache because the Hub failed."""
 

@@ -5,6 +5,19 @@ output; every other module is one command. ``kvplan.cli.app`` names the typer ap
 ``sys.modules["kvplan.cli.app"]``).
 """
 
-from kvplan.cli.app import app, main
+import sys
+from typing import Any
+
+from kvplan.cli.app import main
 
 __all__ = ["app", "main"]
+
+# NOTE: importing the submodule bound ``app`` here to the module; ``kvplan.cli.app`` names the typer app,
+# built on first use (`kvplan COMMAND` builds only its command), so the binding goes.
+del globals()["app"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":
+        return sys.modules[f"{__name__}.app"].app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -136,17 +136,27 @@ def _root(
     """KV-cache memory planner: size the KV cache of an LLM from its config.json."""
 
 
-app = make_app()
+_APP: list[typer.Typer] = []
+
+
+def __getattr__(name: str) -> Any:
+    """``app``, the root app with every command, built on first use: `kvplan estimate` builds and imports
+    one command (see :func:`_app_for`), not nine."""
+    if name != "app":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if not _APP:
+        _APP.append(make_app())
+    return _APP[0]
 
 
 def _app_for(argv: list[str]) -> typer.Typer:
-    """``app``, or, when argv names one command, an app holding only that command.
+    """The root app, or, when argv names one command, an app holding only that command.
 
     NOTE: typer builds the parameters of every registered command before it runs one; building only
     the requested one keeps `kvplan estimate` start-up short. Help and errors are the same.
     """
     if not argv or argv[0] not in COMMANDS:
-        return app
+        return __getattr__("app")  # type: ignore[no-any-return]
     return make_app([argv[0]])
 
 

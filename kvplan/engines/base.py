@@ -18,7 +18,7 @@ differently. The calculator calls these methods and never branches on an engine'
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import ClassVar
 
 from kvplan.adjust import (
@@ -41,6 +41,7 @@ from kvplan.specs import (
     SlidingWindowSpec,
     StateSpec,
 )
+from kvplan.values import frozen, replace
 
 #: KV dtype names of the float caches every engine accepts.
 FLOAT_DTYPES = ("fp32", "fp16", "bf16")
@@ -48,7 +49,7 @@ FLOAT_DTYPES = ("fp32", "fp16", "bf16")
 FP8_DTYPES = ("fp8_e4m3", "fp8_e5m2")
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class SizingContext:
     """Everything an engine needs besides the layer spec."""
 
@@ -106,7 +107,7 @@ def dsa_fp8_bytes(spec: LayerSpec, kv_dtype: KvDtype) -> int | None:
 
 
 # ---- the KV budget (what an engine leaves for its KV cache) ------------------------------------
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class ModelShape:
     """The weights' figures a budget rule reads (from ``models.WeightsEstimate``; 0 when not counted)."""
 
@@ -121,7 +122,7 @@ class ModelShape:
     experts_per_token: int | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class BudgetRequest:
     """The inputs of one engine's budget rule (capacity's flags, resolved)."""
 
@@ -145,7 +146,7 @@ class BudgetRequest:
     version: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class BudgetTerm:
     """One subtracted term of a derived budget, with where its rule comes from."""
 
@@ -154,7 +155,7 @@ class BudgetTerm:
     source: str
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class Budget:
     memory_bytes: int | None
     usable_bytes: int
@@ -394,7 +395,7 @@ class EngineProfile:
 
 
 # ---- start-up log lines (issue 12) -------------------------------------------------------------
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class LogCache:
     """One group of layers as an engine's log counts it, on the busiest rank."""
 
@@ -412,7 +413,7 @@ class LogCache:
     window: int | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class PoolFacts:
     """What kvplan computed for a capacity question, in the terms the engines log."""
 
@@ -459,8 +460,6 @@ def without_mla(geometry: ModelGeometry, engine: EngineProfile) -> ModelGeometry
     """``--no-mla``: every MLA layer as the per-head K/V ``engine`` caches with MLA off (``num_attention_heads`` KV
     heads, K of ``qk_nope_head_dim + qk_rope_head_dim``, V of ``v_head_dim``, or K's size where the engine pads V).
     Raises for models without MLA, sparse (DSA) and compressed (DeepSeek-V4) attention, and engines with no switch."""
-    import dataclasses as dc
-
     from kvplan.specs import FullAttentionSpec
 
     if engine.mla_off is None:
@@ -484,5 +483,5 @@ def without_mla(geometry: ModelGeometry, engine: EngineProfile) -> ModelGeometry
     latent = next(s for s in layers if type(s) is MLASpec).head_size
     note = (f"--no-mla: MLA off, {engine.mla_off}: {heads} KV heads x (K {k_dim} + V {spec.head_size_v}) per layer "
             f"instead of one latent of {latent}")
-    return dc.replace(geometry, layers=tuple(spec if type(s) is MLASpec else s for s in layers),
+    return replace(geometry, layers=tuple(spec if type(s) is MLASpec else s for s in layers),
                       notes=(*geometry.notes, note))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import ClassVar
 
@@ -29,6 +28,7 @@ from kvplan.specs import (
     StateSpec,
 )
 from kvplan.units import cdiv
+from kvplan.values import replace
 
 
 class HfDynamicProfile(EngineProfile):
@@ -74,7 +74,7 @@ class HfDynamicProfile(EngineProfile):
         heads = broadcast[0].num_kv_heads
         # NOTE: modeling_falcon (new_decoder_architecture) broadcasts K/V to every query head before
         # cache.update, so the cache holds num_attention_heads heads (measured, FACTS h.9).
-        out = [dataclasses.replace(s, num_kv_heads=hf_cached_kv_heads) if s in broadcast else s for s in layers]
+        out = [replace(s, num_kv_heads=hf_cached_kv_heads) if s in broadcast else s for s in layers]
         note = (f"{self.title} caches K/V broadcast to all {hf_cached_kv_heads} query heads "
                 f"({hf_cached_kv_heads // heads}x the {heads} KV heads), as transformers' modeling code does")
         return out, [note]

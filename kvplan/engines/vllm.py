@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from kvplan.adjust import Deployment
 from kvplan.dtypes import KvDtype
 from kvplan.engines.base import (
@@ -23,6 +21,7 @@ from kvplan.engines.base import (
 from kvplan.errors import InputError
 from kvplan.specs import AttentionSpec, ChunkedLocalSpec, LayerSpec, MLASpec, SlidingWindowSpec, StateSpec
 from kvplan.units import GiB, MiB, cdiv
+from kvplan.values import replace
 
 #: vLLM ``--max-num-batched-tokens`` default kvplan assumes: ``vllm serve`` on a GPU with at least
 #: 70 GiB that is not an A100 (H100, H200, MI300X), from ``EngineArgs.get_batch_defaults``.
@@ -170,7 +169,7 @@ class VllmProfile(EngineProfile):
             f"{mamba_page:,} to {page:,} bytes"
         )
         notes = [note]
-        return dataclasses.replace(ctx, attn_block_size=block, state_page_bytes=page), notes
+        return replace(ctx, attn_block_size=block, state_page_bytes=page), notes
 
     def summary(self, ctx: SizingContext) -> str:
         return (

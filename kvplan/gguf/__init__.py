@@ -8,22 +8,21 @@ id with ``gguf_file``.
 
 from __future__ import annotations
 
-import dataclasses
 import re
-from dataclasses import dataclass
 
 from kvplan.errors import ConfigError, SourceError
 from kvplan.geometry import ModelGeometry
 from kvplan.gguf.reader import ByteSource, GgufHeader, LocalSource, read_header
 from kvplan.gguf.weights import GgufWeights
 from kvplan.report import Source
+from kvplan.values import frozen, replace
 
 __all__ = ["GgufModel", "hub_reference", "load_gguf"]
 
 _REPO_TAG = re.compile(r"^(?P<repo>[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*):(?P<tag>[A-Za-z0-9._-]+)$")
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class GgufModel:
     model_id: str
     source: Source
@@ -110,6 +109,6 @@ def _combine(sources: list[ByteSource], *, model_id: str, source: Source) -> Ggu
     if first.architecture is None and len(headers) > 1:
         raise ConfigError(f"{first.label}: the first shard has no general.architecture", "re-split the model with llama.cpp")
     tensors = tuple(t for h in headers for t in h.tensors)
-    combined = dataclasses.replace(first, tensors=tensors)
+    combined = replace(first, tensors=tensors)
     return GgufModel(model_id=model_id, source=source, header=combined, files=tuple(h.label for h in headers),
                      bytes_read=sum(h.header_bytes for h in headers))

@@ -27,12 +27,11 @@ is ``attn_k`` + ``attn_v``, the last ``-> hidden`` one is ``attn_output``; in an
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kvplan.errors import InputError
 from kvplan.models.tensors import Matrix, Quantisation, WeightPart
+from kvplan.values import frozen, replace
 
 if TYPE_CHECKING:
     from kvplan.models.tensors import WeightsEstimate
@@ -91,7 +90,7 @@ def fit_rows(ggml_type: str, ncols: int) -> str:
     return fallback if ncols % GGML_BLOCKS[fallback][0] == 0 else "F16"
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class GgufQuantisation(Quantisation):
     """The report's ``weights.quantization``: which llama.cpp file type, and that it is not the checkpoint."""
 
@@ -104,7 +103,7 @@ class GgufQuantisation(Quantisation):
         return f"{self.file_type} ({'--weights-quant' if self.chosen else 'llama.cpp default; --weights-quant for others'})"
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class _Group:
     """``count`` tensors of one shape: ``bumped`` of them take ``high``, the rest ``low``."""
 
@@ -212,9 +211,9 @@ def quantise_weights(weights: WeightsEstimate, *, num_layers: int, ftype: str | 
                 if falcon and ftype == "Q4_K_M":
                     top = [i for i in idx if i < num_layers // 16]
                     mid = [i for i in idx if i >= num_layers // 16 and use_more_bits(i, num_layers)]
-                    out.append(_Group(matrix=dataclasses.replace(m, count=per_layer * (n_here - len(top))), low=base,
+                    out.append(_Group(matrix=replace(m, count=per_layer * (n_here - len(top))), low=base,
                                       high="Q5_K", layers=tuple(i for i in mid for _ in range(per_layer))))
-                    out.append(_Group(matrix=dataclasses.replace(m, count=per_layer * len(top)), low="Q6_K", high="Q6_K"))
+                    out.append(_Group(matrix=replace(m, count=per_layer * len(top)), low="Q6_K", high="Q6_K"))
                     continue
                 layers = tuple(i for i in idx if use_more_bits(i, num_layers)) if mixed else ()
                 out.append(_Group(matrix=m, low=base, high="Q6_K" if mixed else base,
@@ -266,7 +265,7 @@ def quantise_weights(weights: WeightsEstimate, *, num_layers: int, ftype: str | 
                  "counted per GPU); blocks and the output layer go to the GPUs")
     quant = GgufQuantisation(method="gguf", bits=GGML_BLOCKS[base][1] * 8 // GGML_BLOCKS[base][0], file_type=ftype,
                              checkpoint_dtype=weights.dtype, chosen=chosen)
-    return dataclasses.replace(
+    return replace(
         weights, parts=tuple(parts), dtype=ftype, dtype_bytes=2, quantisation=quant, source=SOURCE, bytes_override=None,
         notes=(*weights.notes, *notes), device_split=split)
 
@@ -285,7 +284,7 @@ def _attention_roles(part: WeightPart, *, hidden: int, qkv_width: int) -> list[t
         if m.in_features == hidden and m.out_features == qkv_width and len(matrices) <= 2:
             out.append(("attn_v", m))  # attn_qkv: the attn_v branch of llama_tensor_get_type_impl
         elif index > 0 and m.in_features == hidden and m.count == 2 * q_count and m.count % 2 == 0:
-            half = dataclasses.replace(m, count=m.count // 2)
+            half = replace(m, count=m.count // 2)
             out += [("attn_k", half), ("attn_v", half)]
         elif index == len(matrices) - 1 and index > 0 and m.out_features == hidden:
             out.append(("attn_output", m))

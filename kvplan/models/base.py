@@ -8,7 +8,6 @@ noted, or reported as an error that names the field and every alias tried.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -25,6 +24,7 @@ from kvplan.specs import (
     SlidingWindowSpec,
     StateSpec,
 )
+from kvplan.values import replace
 
 #: Upper bound on any single dimension (heads, head dim, layers...), to catch absurd input.
 MAX_DIM = 1 << 24
@@ -449,7 +449,7 @@ def with_config_ssm_dtype(r: ConfigReader, spec: StateSpec) -> StateSpec:
                 "dtype, as vLLM (mamba_ssm_cache_dtype auto reads the config), SGLang, transformers and llama.cpp "
                 "keep it"
             )
-            return dataclasses.replace(spec, fp32_tensors=tuple(sorted({*spec.fp32_tensors, "ssm"})))
+            return replace(spec, fp32_tensors=tuple(sorted({*spec.fp32_tensors, "ssm"})))
         if name not in ("bfloat16", "float16", "bf16", "fp16", "auto"):
             raise ConfigError(f"{r.source_name}: {r.prefix}{key} = {value!r} is not a dtype kvplan knows",
                               "use float32, bfloat16 or float16")

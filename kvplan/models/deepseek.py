@@ -8,7 +8,6 @@ plus shared experts, after ``first_k_dense_replace`` dense layers.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,6 +35,7 @@ from kvplan.specs import (
     NoCacheSpec,
     SlidingWindowSpec,
 )
+from kvplan.values import replace
 
 
 class DeepseekParser(DecoderParser):
@@ -131,7 +131,7 @@ class DeepseekParser(DecoderParser):
             f"{index_dim} (vLLM/SGLang/TensorRT-LLM: fp8 + a fp32 scale per 128 = {index_dim + 4 * -(-index_dim // 128)} "
             f"B; transformers: the model dtype), reported as its own 'indexer' layer group"
         )
-        specs = [dataclasses.replace(s, fp8_ds_mla=True) if isinstance(s, MLASpec) else s for s in specs]
+        specs = [replace(s, fp8_ds_mla=True) if isinstance(s, MLASpec) else s for s in specs]
         indexer = IndexerSpec(kv_lora_rank=self.indexer_width(r, index_dim), qk_rope_head_dim=0, index_n_heads=heads,
                               index_topk=topk,
                               hf_float32=r.defaults_name in self.HF_FLOAT32_INDEXER)
@@ -181,7 +181,7 @@ class DeepseekParser(DecoderParser):
                 rope = r.optional("swa_qk_rope_head_dim", ("swa_qk_rope_head_dim",)) or (
                     r.first_of("swa_head_dim", ("swa_head_dim",)) - r.first_of("swa_qk_nope_head_dim",
                                                                               ("swa_qk_nope_head_dim",)))
-            out[i] = dataclasses.replace(spec, head_size=r.check("kv_lora_rank", rank, "int"),
+            out[i] = replace(spec, head_size=r.check("kv_lora_rank", rank, "int"),
                                          head_size_v=r.check("qk_rope_head_dim", rope, "count"))
         r.note(f"{len(sliding)} sliding MLA layers cache a latent of kv_lora_rank {out[sliding[0]].head_size} + "
                f"qk_rope_head_dim {out[sliding[0]].head_size_v} over a window (shown as K + V), no indexer")
@@ -206,7 +206,7 @@ class DeepseekParser(DecoderParser):
             nope = [i for i in range(n) if not flags[i] and isinstance(specs[i], MLASpec)]
             if nope:
                 r.note(f"{len(nope)} NoPE layers (no_rope_layers 0) cache the latent without its rope part")
-                specs = [dataclasses.replace(s, qk_rope_head_dim=0) if i in nope else s for i, s in enumerate(specs)]
+                specs = [replace(s, qk_rope_head_dim=0) if i in nope else s for i, s in enumerate(specs)]
         sources = r.raw("kv_source_layers")
         if isinstance(sources, list):
             if len(sources) != n or any(not isinstance(x, int) or x > i or sources[x] != x for i, x in enumerate(sources)):

@@ -4,7 +4,6 @@ dim and KV-head count (``global_head_dim``, ``num_global_key_value_heads``) and 
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,6 +12,7 @@ from kvplan.models.base import FULL, SLIDING, ArchParser, ConfigReader
 from kvplan.models.decoder import DecoderLayout, DecoderParser
 from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, hidden_of, switch, vocab_of
 from kvplan.specs import FullAttentionSpec, LayerSpec, SharedKVSpec, SlidingWindowSpec
+from kvplan.values import replace
 
 #: The reason every KV-sharing layer gives (Gemma 3n and Gemma 4).
 SHARED_KV_REASON = "reuses the K/V cache of an earlier layer (num_kv_shared_layers)"
@@ -141,7 +141,7 @@ class Gemma2Parser(DecoderParser):
             return counted
         parts = list(counted.parts)
         if r.raw("is_decoder") is not True:
-            return dataclasses.replace(counted, parts=[p for p in parts if p.name != "lm_head"])
+            return replace(counted, parts=[p for p in parts if p.name != "lm_head"])
         hidden = counted.hidden_size
         layers = self.num_layers(r)
         heads = r.first_of("num_attention_heads", self.HEADS)
@@ -154,7 +154,7 @@ class Gemma2Parser(DecoderParser):
             Matrix(in_features=q, out_features=hidden, count=layers))))
         parts.append(WeightPart(name="norms", other_parameters=2 * hidden * layers, tp_sharded=False))
         r.note("T5Gemma decoder: cross-attention (q/k/v/o and two norms) in every layer")
-        return dataclasses.replace(counted, parts=parts)
+        return replace(counted, parts=parts)
 
     def pattern_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
         r.note("gemma2 alternates attention: layer i slides when (i + 1) % 2 != 0 (even layers)")

@@ -3,7 +3,6 @@ and GLM-5-Next (Kimi Delta Attention layers between the indexed MLA layers)."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,6 +13,7 @@ from kvplan.models.deepseek import DeepseekParser
 from kvplan.models.llama import LlamaParser
 from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, hidden_of, switch, vocab_of
 from kvplan.specs import StateSpec
+from kvplan.values import replace
 
 
 class ChatGlmParser(ArchParser):
@@ -106,7 +106,7 @@ class Glm4MoeParser(LlamaParser):
     def moe_layout(self, r: ConfigReader, model_type: str, layers: int, intermediate: int, top_k: int | None) -> MoeLayout:
         if model_type == "solar_open":
             moe = first_k_dense_moe(r, layers, top_k)
-            return dataclasses.replace(moe, layers=list(range(layers)))
+            return replace(moe, layers=list(range(layers)))
         return first_k_dense_moe(r, layers, top_k)
 
 

@@ -3,7 +3,6 @@ StarCoder2 -- LayerNorms with bias, non-gated MLPs, learned or rotary positions.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -20,6 +19,7 @@ from kvplan.models.tensors import (
     switch,
     vocab_of,
 )
+from kvplan.values import replace
 
 #: The classic decoders counted as GPT-2's block with differences (their transformers modeling files):
 #: :func:`classic_decoder`'s arguments; :meth:`Gpt2Parser.classic_weights` adds what they cannot say.
@@ -101,9 +101,9 @@ class Gpt2Parser(ArchParser):
         parts = counted.parts
         if extra:
             name, value = extra
-            parts = [dataclasses.replace(p, other_parameters=p.other_parameters + value) if p.name == name else p
+            parts = [replace(p, other_parameters=p.other_parameters + value) if p.name == name else p
                      for p in parts]
-        return dataclasses.replace(counted, parts=parts)
+        return replace(counted, parts=parts)
 
     def starcoder2_weights(self, r: ConfigReader) -> WeightCount:
         """StarCoder2: GQA attention and a c_fc/c_proj MLP, with biases (use_bias), LayerNorms with bias."""

@@ -7,10 +7,8 @@ sparse config omits, and always noted.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from kvplan.errors import ConfigError
@@ -28,12 +26,13 @@ from kvplan.models.tensors import (
     vocab_of,
 )
 from kvplan.specs import LayerSpec
+from kvplan.values import frozen, replace
 
 
 # NOTE: Llama and the families that keep its layout: every layer caches K and V of GQA heads. The cache
 # rule answers for every type listed; a type whose weights differ from Llama's is counted in its own
 # family's module (deepseek.py: ``deepseek``; glm.py: ``glm4_moe``; minimax.py: ``minimax_m2``...).
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class LayerExtras:
     """Tensors a Llama-like layer holds beyond what its :class:`DecoderLayout` says, per layer."""
 
@@ -233,14 +232,14 @@ class LlamaParser(DecoderParser):
         if not extras.norm_weights:
             r.note(f"{model_type}: its RMSNorms have no learned weight")
             parts = [p for p in parts if p.name != "norms"]
-        return dataclasses.replace(counted, parts=parts)
+        return replace(counted, parts=parts)
 
 
 def add_to_part(parts: list[WeightPart], name: str, matrices: list[Matrix], other: int) -> list[WeightPart]:
     """``parts`` with ``matrices`` and ``other`` parameters added to the part called ``name``."""
     if not matrices and not other:
         return parts
-    return [dataclasses.replace(p, matrices=p.matrices + tuple(matrices), other_parameters=p.other_parameters + other)
+    return [replace(p, matrices=p.matrices + tuple(matrices), other_parameters=p.other_parameters + other)
             if p.name == name else p for p in parts]
 
 

@@ -6,11 +6,10 @@ Persimmon's cache (plain MHA) is read with the Llama rules (llama.py); this modu
 
 from __future__ import annotations
 
-import dataclasses
-
 from kvplan.models.base import ArchParser, ConfigReader
 from kvplan.models.decoder import classic_decoder
 from kvplan.models.tensors import Matrix, WeightCount, WeightPart, hidden_of, switch
+from kvplan.values import replace
 
 
 class PersimmonParser(ArchParser):
@@ -41,7 +40,7 @@ class PersimmonParser(ArchParser):
             r.note(f"Fuyu: image patches enter through one {patch * patch * channels} x {hidden} linear layer "
                    "(reported as weights.vision_*)")
             r.notes += [n for n in o.notes if n not in r.notes]
-        return dataclasses.replace(counted, parts=parts)
+        return replace(counted, parts=parts)
 
 
 PARSERS: tuple[type[ArchParser], ...] = (PersimmonParser,)

@@ -8,12 +8,12 @@ Pure: no IO except :func:`weights_from_safetensors`, which imports huggingface_h
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kvplan.errors import ConfigError, InputError, SourceError
 from kvplan.models.tensors import Quantisation, WeightPart, WeightsEstimate
+from kvplan.values import replace
 
 if TYPE_CHECKING:
     from kvplan.models.base import ConfigReader
@@ -43,7 +43,7 @@ def with_exact_bytes(weights: WeightsEstimate, total_bytes: int, *, source: str,
     notes = list(weights.notes)
     if note:
         notes.append(note)
-    return dataclasses.replace(weights, bytes_override=total_bytes, source=source, notes=tuple(notes))
+    return replace(weights, bytes_override=total_bytes, source=source, notes=tuple(notes))
 
 
 #: safetensors header dtype names -> bytes per element.
@@ -238,9 +238,9 @@ def quantisation(qc: Any, model_id: str, r: ConfigReader) -> Quantisation | None
 def store(part: WeightPart, dtype_bytes: int, quant: Quantisation | None) -> WeightPart:
     plain = part.parameters * dtype_bytes
     if quant is None or part.name not in quant.roles or part.vision or _skipped(part.name, quant.not_converted):
-        return dataclasses.replace(part, bytes=plain, storage=f"{dtype_bytes * 8}-bit")
+        return replace(part, bytes=plain, storage=f"{dtype_bytes * 8}-bit")
     data = sum(quant.matrix_bytes(m) for m in part.matrices)
-    return dataclasses.replace(part, bytes=data + part.other_parameters * dtype_bytes, storage=quant.describe())
+    return replace(part, bytes=data + part.other_parameters * dtype_bytes, storage=quant.describe())
 
 
 #: Module-name fragments in ``modules_to_not_convert`` and the part they leave unquantised.
@@ -312,7 +312,7 @@ def serve_weights(weights: WeightsEstimate, *, engine: ServingEngine, dtype: str
     new_bytes = DTYPE_BYTES[name]
     if name == weights.dtype or (new_bytes == weights.dtype_bytes and dtype.strip().lower() == "auto"):
         return weights, None
-    parts = tuple(store(dataclasses.replace(p, bytes=0, storage=""), new_bytes, weights.quantisation)
+    parts = tuple(store(replace(p, bytes=0, storage=""), new_bytes, weights.quantisation)
                   for p in weights.parts)
     counted = sum(p.bytes for p in parts)
     override = weights.bytes_override
@@ -320,5 +320,5 @@ def serve_weights(weights: WeightsEstimate, *, engine: ServingEngine, dtype: str
         override = override * counted // weights.counted_bytes
     note = (f"weights held in {name} ({new_bytes} bytes per value) although the checkpoint is {weights.dtype}: {why}"
             + ("; --weights-bytes taken as given" if weights.source == "--weights-bytes" else ""))
-    return dataclasses.replace(weights, parts=parts, dtype=name, dtype_bytes=new_bytes, bytes_override=override,
+    return replace(weights, parts=parts, dtype=name, dtype_bytes=new_bytes, bytes_override=override,
                                notes=(*weights.notes, note)), note

@@ -39,9 +39,7 @@ vLLM's ``d_conv - 1`` window in the model dtype.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from kvplan.calc import resolve_kv_dtype
 from kvplan.dtypes import KvDtype, lookup_dtype
@@ -59,6 +57,7 @@ from kvplan.specs import (
     StateSpec,
 )
 from kvplan.units import MiB, cdiv
+from kvplan.values import frozen, replace
 
 LAYOUTS = ("dynamic", "static", "paged", "sliding", "quantized")
 #: KV dtypes a float cache can hold (torch has each of them); the quantized layout takes bits.
@@ -70,7 +69,7 @@ ALLOCATED_TOLERANCE = 0.001
 RESERVED_TOLERANCE = 0.02
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class PlannedTensor:
     """One cache tensor the decode allocates, as kvplan predicts it."""
 
@@ -82,7 +81,7 @@ class PlannedTensor:
     nbytes: int
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class LayerPlan:
     """What one layer of one rank holds at the end of the decode."""
 
@@ -115,7 +114,7 @@ class LayerPlan:
         return sum(t.nbytes for t in self.tensors)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class VerifyPlan:
     geometry: ModelGeometry
     """The geometry truncated to ``num_layers`` layers; the prediction covers exactly these."""
@@ -172,7 +171,7 @@ def truncate(geometry: ModelGeometry, num_layers: int | None) -> ModelGeometry:
         return geometry
     if num_layers < 1 or num_layers > total:
         raise InputError(f"--layers must be between 1 and {total}, got {num_layers}", f"e.g. --layers {min(2, total)}")
-    return dataclasses.replace(geometry, layers=geometry.layers[:num_layers], num_hidden_layers=num_layers)
+    return replace(geometry, layers=geometry.layers[:num_layers], num_hidden_layers=num_layers)
 
 
 def query_heads(geometry: ModelGeometry) -> int:
@@ -508,7 +507,7 @@ def segment_size(rounded: int) -> int:
     return ROUND_LARGE_BYTES * cdiv(rounded, ROUND_LARGE_BYTES)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@frozen
 class AllocatorPrediction:
     allocated_bytes: int
     """``torch.cuda.memory_allocated()`` growth: block sizes, unsplit tails included."""

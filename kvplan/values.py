@@ -1,0 +1,194 @@
+"""Frozen, keyword-only, slotted value classes at a fraction of dataclasses' start-up cost.
+
+``@frozen`` gives a class what ``@dataclass(frozen=True, kw_only=True, slots=True)`` gives it: an
+``__init__`` taking every field by keyword (defaults and ``field(default_factory=...)`` honoured, fields of
+value base classes first), ``__eq__`` and ``__hash__`` over the fields' tuple (the same hash a dataclass
+has), a dataclass-style ``__repr__``, ``__slots__``, and a ``FrozenInstanceError`` on assignment; change a
+value with ``replace``. Python 3.11's dataclasses compile six generated methods per class at import (about
+1 ms a class, some 50 classes before ``kvplan estimate`` prints a line); here ``__eq__``, ``__hash__`` and
+``__repr__`` are shared functions over a per-class field getter, and a class's ``__init__`` is compiled the
+first time the class is instantiated. ``@frozen(kw_only=False)`` takes fields by position too.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import MISSING, Field, FrozenInstanceError
+from operator import attrgetter
+from typing import Any, ClassVar, TypeVar
+
+T = TypeVar("T")
+
+#: Marks a parameter left to its ``default_factory`` in a generated ``__init__``.
+_FACTORY = object()
+
+
+def fields(cls_or_value: Any) -> tuple[str, ...]:
+    """Field names of a value class (or of a value's class), in ``__init__`` order."""
+    cls = cls_or_value if isinstance(cls_or_value, type) else type(cls_or_value)
+    try:
+        return cls.__value_fields__  # type: ignore[no-any-return]
+    except AttributeError:
+        raise TypeError(f"{cls.__qualname__} is not a value class") from None
+
+
+def replace(obj: T, /, **changes: Any) -> T:
+    """A copy of ``obj`` with ``changes`` (``dataclasses.replace`` for value classes)."""
+    cls = type(obj)
+    kwargs = dict(zip(cls.__value_fields__, cls.__value_key__(obj)))  # type: ignore[attr-defined]
+    kwargs.update(changes)
+    return cls(**kwargs)
+
+
+def as_dict(obj: Any) -> Any:
+    """``obj`` as plain data: values as dicts of their fields, recursively (``dataclasses.asdict``)."""
+    fields_of = getattr(type(obj), "__value_fields__", None)
+    if fields_of is not None:
+        return {name: as_dict(getattr(obj, name)) for name in fields_of}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(as_dict(item) for item in obj)
+    if isinstance(obj, dict):
+        return {as_dict(key): as_dict(item) for key, item in obj.items()}
+    return obj
+
+
+def _is_classvar(annotation: Any) -> bool:
+    if isinstance(annotation, str):  # ``from __future__ import annotations``: the annotation's text
+        return annotation.startswith(("ClassVar", "typing.ClassVar"))
+    return getattr(annotation, "__origin__", annotation) is ClassVar
+
+
+def _eq(self: Any, other: Any) -> Any:
+    if other.__class__ is self.__class__:
+        key = self.__value_key__
+        return key(self) == key(other)
+    return NotImplemented
+
+
+def _hash(self: Any) -> int:
+    return hash(self.__value_key__(self))
+
+
+def _repr(self: Any) -> str:
+    cls = type(self)
+    parts = ", ".join(f"{name}={value!r}" for name, value in zip(cls.__value_fields__, cls.__value_key__(self)))
+    return f"{cls.__qualname__}({parts})"
+
+
+def _setattr(self: Any, name: str, _value: Any) -> None:
+    raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+
+def _delattr(self: Any, name: str) -> None:
+    raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+
+def _getstate(self: Any) -> tuple[Any, ...]:
+    return tuple(self.__value_key__(self))
+
+
+def _setstate(self: Any, state: tuple[Any, ...]) -> None:
+    for name, item in zip(type(self).__value_fields__, state):
+        object.__setattr__(self, name, item)
+
+
+def _compile_init(cls: type) -> Callable[..., None]:
+    """The class's ``__init__``: one ``object.__setattr__`` per field, as a dataclass's frozen one does."""
+    names: tuple[str, ...] = cls.__value_fields__  # type: ignore[attr-defined]
+    defaults: dict[str, Any] = cls.__value_defaults__  # type: ignore[attr-defined]
+    scope: dict[str, Any] = {"__set": object.__setattr__, "__factory": _FACTORY}
+    params, body = [], []
+    for name in names:
+        default = defaults.get(name, MISSING)
+        if default is MISSING:
+            params.append(name)
+            body.append(f"    __set(self, {name!r}, {name})")
+        elif isinstance(default, Field):  # field(default_factory=...)
+            scope[f"__make_{name}"] = default.default_factory
+            params.append(f"{name}=__factory")
+            body.append(f"    __set(self, {name!r}, __make_{name}() if {name} is __factory else {name})")
+        else:
+            scope[f"__default_{name}"] = default
+            params.append(f"{name}=__default_{name}")
+            body.append(f"    __set(self, {name!r}, {name})")
+    if hasattr(cls, "__post_init__"):
+        body.append("    self.__post_init__()")
+    star = ["*"] if cls.__value_kw_only__ and params else []  # type: ignore[attr-defined]
+    source = f"def __init__(self, {', '.join([*star, *params])}):\n" + ("\n".join(body) or "    pass") + "\n"
+    exec(source, scope)
+    init = scope["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    return init  # type: ignore[no-any-return]
+
+
+def _first_init(self: Any, *args: Any, **kwargs: Any) -> None:
+    """Compiles the class's ``__init__`` on its first instance, then runs it."""
+    cls = type(self)
+    owner = next(klass for klass in cls.__mro__ if klass.__dict__.get("__init__") is _first_init)
+    init = _compile_init(owner)
+    type.__setattr__(owner, "__init__", init)
+    init(self, *args, **kwargs)
+
+
+def _build(cls: type, kw_only: bool) -> type:
+    inherited: list[str] = []
+    defaults: dict[str, Any] = {}
+    for base in reversed(cls.__mro__[1:]):
+        for name in base.__dict__.get("__value_fields__", ()):
+            if name not in inherited:
+                inherited.append(name)
+        defaults.update(base.__dict__.get("__value_defaults__", {}))
+    own: list[str] = []
+    for name, annotation in inspect.get_annotations(cls).items():
+        if _is_classvar(annotation):
+            continue
+        if name not in inherited:
+            own.append(name)
+        if name in cls.__dict__:
+            default = cls.__dict__[name]
+            if isinstance(default, Field):
+                default = default.default if default.default is not MISSING else (
+                    default if default.default_factory is not MISSING else MISSING)
+            if default is MISSING:
+                defaults.pop(name, None)
+            else:
+                defaults[name] = default
+        else:
+            defaults.pop(name, None)
+    names = (*inherited, *own)
+    if not kw_only:
+        seen_default = next((n for n in names if n in defaults), None)
+        late = [n for n in names[names.index(seen_default):] if n not in defaults] if seen_default else []
+        if late:
+            raise TypeError(f"non-default argument {late[0]!r} follows default argument")
+    body = dict(cls.__dict__)
+    for name in own:
+        body.pop(name, None)
+    body.pop("__dict__", None)
+    body.pop("__weakref__", None)
+    body["__slots__"] = tuple(own)
+    body["__value_fields__"] = names
+    body["__value_defaults__"] = defaults
+    body["__value_kw_only__"] = kw_only
+    if not names:
+        body["__value_key__"] = staticmethod(lambda _obj: ())
+    elif len(names) == 1:
+        body["__value_key__"] = staticmethod((lambda get: lambda obj: (get(obj),))(attrgetter(names[0])))
+    else:
+        body["__value_key__"] = attrgetter(*names)
+    body["__match_args__"] = () if kw_only else names
+    for name, method in (("__init__", _first_init), ("__repr__", _repr), ("__eq__", _eq), ("__hash__", _hash)):
+        if name not in cls.__dict__:
+            body[name] = method
+    body.update(__setattr__=_setattr, __delattr__=_delattr, __getstate__=_getstate, __setstate__=_setstate)
+    new = type(cls)(cls.__name__, cls.__bases__, body)
+    new.__qualname__ = cls.__qualname__
+    return new
+
+
+def frozen(cls: type[T] | None = None, /, *, kw_only: bool = True) -> Any:
+    """Make ``cls`` a frozen, slotted value class (keyword-only unless ``kw_only=False``)."""
+    if cls is None:
+        return lambda klass: _build(klass, kw_only)
+    return _build(cls, kw_only)

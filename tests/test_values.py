@@ -1,0 +1,101 @@
+"""kvplan.values.frozen against what ``@dataclass(frozen=True, kw_only=True, slots=True)`` gives the same class:
+the same fields, equality, hash values, repr, errors; replace, fields and as_dict."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from typing import ClassVar
+
+import pytest
+
+from kvplan.values import as_dict, fields, frozen, replace
+
+
+def _pair(body: dict[str, object], annotations: dict[str, str], base: tuple[type, type] | None = None,
+          ) -> tuple[type, type]:
+    """The same class body made once by kvplan.values and once by dataclasses."""
+    ours = frozen(type("Spec", (base[0],) if base else (), {"__annotations__": annotations, **body}))
+    theirs = dataclasses.dataclass(frozen=True, kw_only=True, slots=True)(
+        type("Spec", (base[1],) if base else (), {"__annotations__": annotations, **body}))
+    return ours, theirs
+
+
+ANNOTATIONS = {"kind": "ClassVar[str]", "heads": "int", "head_dim": "int", "window": "int | None", "notes": "tuple[str, ...]",
+               "extra": "dict[str, int]"}
+BODY = {"kind": "full", "window": None, "notes": (), "extra": dataclasses.field(default_factory=dict)}
+
+
+def test_fields_defaults_and_factories_match_dataclasses() -> None:
+    ours, theirs = _pair(BODY, ANNOTATIONS)
+    assert fields(ours) == tuple(f.name for f in dataclasses.fields(theirs)) == ("heads", "head_dim", "window", "notes",
+                                                                                 "extra")
+    a, b = ours(heads=8, head_dim=128), theirs(heads=8, head_dim=128)
+    assert (a.window, a.notes, a.extra) == (b.window, b.notes, b.extra) == (None, (), {})
+    assert a.extra is not ours(heads=8, head_dim=128).extra  # a fresh dict per instance, as default_factory gives
+    assert ours.kind == "full" and not hasattr(a, "__dict__")  # the ClassVar stays on the class; slots, no __dict__
+    assert ours.__slots__ == theirs.__slots__ == ("heads", "head_dim", "window", "notes", "extra")
+
+
+def test_equality_hash_and_repr_match_dataclasses() -> None:
+    ours, theirs = _pair(BODY, ANNOTATIONS)
+    a, b = ours(heads=8, head_dim=128, window=4096), theirs(heads=8, head_dim=128, window=4096)
+    assert a == ours(heads=8, head_dim=128, window=4096) and a != ours(heads=8, head_dim=64, window=4096)
+    assert a != b  # another class: not equal, as dataclasses compare class first
+    a, b = ours(heads=8, head_dim=128, window=4096, extra=None), theirs(heads=8, head_dim=128, window=4096, extra=None)
+    assert hash(a) == hash(b) == hash((8, 128, 4096, (), None))  # the fields' tuple: set orders do not move
+    assert repr(a) == repr(b)
+
+
+def test_frozen_keyword_only_and_missing_fields_raise_as_dataclasses_do() -> None:
+    ours, theirs = _pair(BODY, ANNOTATIONS)
+    a = ours(heads=8, head_dim=128)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        a.heads = 4  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del a.heads
+    for cls in (ours, theirs):
+        with pytest.raises(TypeError):
+            cls(8, 128)  # keyword-only
+        with pytest.raises(TypeError, match="head_dim"):
+            cls(heads=8)
+        with pytest.raises(TypeError, match="unexpected keyword"):
+            cls(heads=8, head_dim=128, width=3)
+
+
+def test_inheritance_puts_base_fields_first_and_keeps_one_slot_each() -> None:
+    base_ours, base_theirs = _pair({}, {"heads": "int", "head_dim": "int"})
+    ours, theirs = _pair({"kind": "sliding"}, {"kind": "ClassVar[str]", "window": "int"}, base=(base_ours, base_theirs))
+    assert fields(ours) == tuple(f.name for f in dataclasses.fields(theirs)) == ("heads", "head_dim", "window")
+    a = ours(heads=8, head_dim=128, window=4096)
+    assert isinstance(a, base_ours) and ours.__slots__ == ("window",) and a != base_ours(heads=8, head_dim=128)
+    assert hash(a) == hash(theirs(heads=8, head_dim=128, window=4096))
+
+
+def test_replace_as_dict_and_pickle() -> None:
+    ours, _theirs = _pair(BODY, ANNOTATIONS)
+    a = ours(heads=8, head_dim=128, notes=("n",))
+    b = replace(a, heads=4)
+    assert (b.heads, b.head_dim, b.notes, a.heads) == (4, 128, ("n",), 8)
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        replace(a, width=3)
+    inner = frozen(type("Inner", (), {"__annotations__": {"x": "int"}}))
+    outer = frozen(type("Outer", (), {"__annotations__": {"inner": "Inner", "items": "list[Inner]"}}))
+    assert as_dict(outer(inner=inner(x=1), items=[inner(x=2)])) == {"inner": {"x": 1}, "items": [{"x": 2}]}
+    assert pickle.loads(pickle.dumps(PickledPoint(x=1, y=2))) == PickledPoint(x=1, y=2)
+    with pytest.raises(TypeError, match="not a value class"):
+        fields(int)
+
+
+def test_positional_values_order_defaults_as_dataclasses_do() -> None:
+    point = frozen(kw_only=False)(type("P", (), {"__annotations__": {"x": "int", "y": "int"}, "y": 0}))
+    assert point(1) == point(x=1, y=0) and point(1, 2).y == 2 and point.__match_args__ == ("x", "y")
+    with pytest.raises(TypeError, match="non-default argument 'y' follows default argument"):
+        frozen(kw_only=False)(type("Q", (), {"__annotations__": {"x": "int", "y": "int"}, "x": 0}))
+
+
+@frozen
+class PickledPoint:
+    x: int
+    y: int
+    kind: ClassVar[str] = "point"
