@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -34,7 +33,7 @@ from kvplan.geometry import ModelGeometry
 from kvplan.models import overridden_config, parse_config, parse_override
 from kvplan.report import Source
 from kvplan.units import parse_tokens
-from kvplan.values import frozen, replace
+from kvplan.values import field, frozen, replace
 
 #: Parsed models kept per process (least recently used dropped first).
 GEOMETRY_CACHE_SIZE = 64

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from fractions import Fraction
-
 from kvplan.adjust import (
     Adjustment,
     Deployment,
@@ -539,6 +537,8 @@ def _placement(geometry: ModelGeometry, rank_bytes: list[int], dep: Deployment) 
                 on_cpu = layer_bytes if decoder_layer < dep.offload.layers else 0
             else:
                 # NOTE: exact decimal arithmetic, so 0.1 of a layer is never off by one byte.
+                from fractions import Fraction
+
                 on_cpu = int(Fraction(repr(dep.offload.fraction or 0.0)) * layer_bytes)
         cpu += on_cpu
         stage_gpu[stage_of[decoder_layer]] += layer_bytes - on_cpu

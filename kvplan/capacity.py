@@ -13,7 +13,6 @@ from __future__ import annotations
 import sys
 import types
 from collections.abc import Sequence
-from dataclasses import field
 from typing import Any
 
 from kvplan.adjust import Deployment, stage_of_layer
@@ -28,7 +27,7 @@ from kvplan.gpus import GpuSpec
 from kvplan.memo import OwnerMemo
 from kvplan.models import DTYPE_BYTES, WeightsEstimate, serve_weights, served_dtype
 from kvplan.units import format_bytes
-from kvplan.values import fields, frozen, replace
+from kvplan.values import field, fields, frozen, replace
 
 #: TP sizes tried for ``min_tp``.
 TP_CANDIDATES = (1, 2, 4, 8, 16, 32, 64)

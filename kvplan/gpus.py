@@ -8,7 +8,6 @@ from __future__ import annotations
 import difflib
 import re
 from functools import lru_cache
-from importlib.resources import files
 from typing import Any
 
 from kvplan.errors import ConfigError, InputError
@@ -45,6 +44,8 @@ def normalise_name(name: str) -> str:
 @lru_cache(maxsize=1)
 def load_catalog() -> tuple[GpuSpec, ...]:
     """Every GPU in the shipped catalog, in file order."""
+    from importlib.resources import files
+
     from kvplan.yamlio import load
 
     text = files("kvplan").joinpath("data", "gpus.yaml").read_text(encoding="utf-8")

@@ -18,12 +18,11 @@ prints the same; the causes offered for a difference come from engine_logs.md se
 from __future__ import annotations
 
 import re
-from dataclasses import field
 from typing import Any
 
 from kvplan.errors import InputError
 from kvplan.units import GiB, MiB
-from kvplan.values import frozen
+from kvplan.values import field, frozen
 
 _NUM = r"(-?[\d.]+)"
 VLLM_AVAILABLE = re.compile(r"Available KV cache memory: " + _NUM + r" GiB")

@@ -9,13 +9,12 @@ unknown keys and wrong types are never ignored.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from kvplan.errors import InputError, KvplanError
 from kvplan.units import parse_size, parse_tokens
-from kvplan.values import frozen, replace
+from kvplan.values import field, frozen, replace
 
 #: Top-level keys of a plan file.
 PLAN_KEYS = ("scenarios", "defaults")

@@ -1,9 +1,9 @@
 """Frozen, keyword-only, slotted value classes at a fraction of dataclasses' start-up cost.
 
 ``@frozen`` gives a class what ``@dataclass(frozen=True, kw_only=True, slots=True)`` gives it: an
-``__init__`` taking every field by keyword (defaults and ``field(default_factory=...)`` honoured, fields of
+``__init__`` taking every field by keyword (defaults and ``field(default=...)`` or ``field(default_factory=...)`` honoured, fields of
 value base classes first), ``__eq__`` and ``__hash__`` over the fields' tuple (the same hash a dataclass
-has), a dataclass-style ``__repr__``, ``__slots__``, and a ``FrozenInstanceError`` on assignment; change a
+has), a dataclass-style ``__repr__``, ``__slots__``, and a ``FrozenInstanceError`` (an ``AttributeError``) on assignment; change a
 value with ``replace``. Python 3.11's dataclasses compile six generated methods per class at import (about
 1 ms a class, some 50 classes before ``kvplan estimate`` prints a line); here ``__eq__``, ``__hash__`` and
 ``__repr__`` are shared functions over a per-class field getter, and a class's ``__init__`` is compiled the
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import MISSING, Field, FrozenInstanceError
 from operator import attrgetter
 from typing import Any, ClassVar, TypeVar
 
@@ -22,6 +21,29 @@ T = TypeVar("T")
 
 #: Marks a parameter left to its ``default_factory`` in a generated ``__init__``.
 _FACTORY = object()
+#: No default given.
+MISSING: Any = type("_Missing", (), {"__repr__": lambda _self: "MISSING", "__slots__": ()})()
+
+
+class FrozenInstanceError(AttributeError):
+    """Assigning to (or deleting) a field of a frozen value."""
+
+
+class Field:
+    """A field's default or default factory (what ``field()`` returns, read when the class is built)."""
+
+    __slots__ = ("default", "default_factory")
+
+    def __init__(self, default: Any, default_factory: Callable[[], Any] | Any) -> None:
+        self.default = default
+        self.default_factory = default_factory
+
+
+def field(*, default: Any = MISSING, default_factory: Callable[[], Any] | Any = MISSING) -> Any:
+    """A field's default, or a factory called for each new value (``dataclasses.field`` for value classes)."""
+    if (default is MISSING) == (default_factory is MISSING):
+        raise TypeError("field() takes one of default or default_factory")
+    return Field(default, default_factory)
 
 
 def fields(cls_or_value: Any) -> tuple[str, ...]:

@@ -232,10 +232,16 @@ def _key_text(key: Any) -> str:
         raise _Unsupported
     text = _KEYS.get(key)
     if text is None:
-        line = _pure_line({key: None})
-        if line.startswith("?") or not line.endswith(": null\n") or line.count("\n") != 1:
-            raise _Unsupported
-        text = line[: -len(": null\n")]
+        # NOTE: a one-line simple key is styled as a value is (Emitter.choose_scalar_style); PyYAML counts the
+        # key with its tag ("!!str") and writes one of 128 characters or more as a complex key ("? key").
+        quick = _quick_text(key) if len(key) + len("!!str") < 128 else None
+        if quick is not None:
+            text = quick[0]
+        else:
+            line = _pure_line({key: None})
+            if line.startswith("?") or not line.endswith(": null\n") or line.count("\n") != 1:
+                raise _Unsupported
+            text = line[: -len(": null\n")]
         if len(_KEYS) > _CACHE_LIMIT:
             _KEYS.clear()
         _KEYS[key] = text

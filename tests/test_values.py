@@ -9,21 +9,25 @@ from typing import ClassVar
 
 import pytest
 
-from kvplan.values import as_dict, fields, frozen, replace
+from kvplan.values import FrozenInstanceError, as_dict, field, fields, frozen, replace
 
 
 def _pair(body: dict[str, object], annotations: dict[str, str], base: tuple[type, type] | None = None,
           ) -> tuple[type, type]:
-    """The same class body made once by kvplan.values and once by dataclasses."""
-    ours = frozen(type("Spec", (base[0],) if base else (), {"__annotations__": annotations, **body}))
-    theirs = dataclasses.dataclass(frozen=True, kw_only=True, slots=True)(
-        type("Spec", (base[1],) if base else (), {"__annotations__": annotations, **body}))
+    """The same class body made once by kvplan.values and once by dataclasses (``FACTORY`` in ``body``: a
+    ``field(default_factory=dict)`` of each)."""
+    ours = frozen(type("Spec", (base[0],) if base else (), {
+        "__annotations__": annotations, **{k: field(default_factory=dict) if v is FACTORY else v for k, v in body.items()}}))
+    theirs = dataclasses.dataclass(frozen=True, kw_only=True, slots=True)(type("Spec", (base[1],) if base else (), {
+        "__annotations__": annotations,
+        **{k: dataclasses.field(default_factory=dict) if v is FACTORY else v for k, v in body.items()}}))
     return ours, theirs
 
 
 ANNOTATIONS = {"kind": "ClassVar[str]", "heads": "int", "head_dim": "int", "window": "int | None", "notes": "tuple[str, ...]",
                "extra": "dict[str, int]"}
-BODY = {"kind": "full", "window": None, "notes": (), "extra": dataclasses.field(default_factory=dict)}
+FACTORY = object()
+BODY = {"kind": "full", "window": None, "notes": (), "extra": FACTORY}
 
 
 def test_fields_defaults_and_factories_match_dataclasses() -> None:
@@ -50,9 +54,9 @@ def test_equality_hash_and_repr_match_dataclasses() -> None:
 def test_frozen_keyword_only_and_missing_fields_raise_as_dataclasses_do() -> None:
     ours, theirs = _pair(BODY, ANNOTATIONS)
     a = ours(heads=8, head_dim=128)
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(FrozenInstanceError):
         a.heads = 4  # type: ignore[misc]
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(FrozenInstanceError):
         del a.heads
     for cls in (ours, theirs):
         with pytest.raises(TypeError):
@@ -85,6 +89,8 @@ def test_replace_as_dict_and_pickle() -> None:
     assert pickle.loads(pickle.dumps(PickledPoint(x=1, y=2))) == PickledPoint(x=1, y=2)
     with pytest.raises(TypeError, match="not a value class"):
         fields(int)
+    with pytest.raises(TypeError, match="one of default or default_factory"):
+        field(default=(), default_factory=tuple)
 
 
 def test_positional_values_order_defaults_as_dataclasses_do() -> None:

@@ -18,7 +18,6 @@ differently. The calculator calls these methods and never branches on an engine'
 
 from __future__ import annotations
 
-from dataclasses import field
 from typing import ClassVar
 
 from kvplan.adjust import (
@@ -41,7 +40,7 @@ from kvplan.specs import (
     SlidingWindowSpec,
     StateSpec,
 )
-from kvplan.values import frozen, replace
+from kvplan.values import field, frozen, replace
 
 #: KV dtype names of the float caches every engine accepts.
 FLOAT_DTYPES = ("fp32", "fp16", "bf16")

@@ -11,7 +11,6 @@ import copy
 import importlib
 import json
 import os
-import pkgutil
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +49,8 @@ GENERIC_MODULES = frozenset({"audio", "base", "decoder", "family_index", "storag
 
 def _family_parsers() -> list[type[ArchParser]]:
     """Every family module's ``PARSERS``, in module-name order: adding a family is adding its module."""
+    import pkgutil
+
     found: list[type[ArchParser]] = []
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         if info.name not in GENERIC_MODULES:
