@@ -372,6 +372,13 @@ def _head(key: Any, indent: int) -> tuple[str, str, int]:
     return found
 
 
+#: Value types of a mapping whose text ``_block_lines`` remembers (see ``_LEAVES``).
+_LEAF_TYPES = frozenset({str, int, type(None)})
+#: (indent, first key inline, the mapping's items) -> its lines, for mappings of ``_LEAF_TYPES`` values.
+_LEAVES: dict[tuple[int, bool, tuple[tuple[Any, Any], ...]], str] = {}
+_LEAF_LIMIT = 4096
+
+
 def _block_lines(data: Any) -> list[str]:
     """``data`` as PyYAML's block style writes it (indent 2, block sequences in mappings indentless,
     plain scalars folded at 100 columns), for plain trees; raises ``_Unsupported`` otherwise."""
@@ -382,6 +389,17 @@ def _block_lines(data: Any) -> list[str]:
     no_heads: dict[str, tuple[str, str, int]] = {}
 
     def mapping(item: dict[Any, Any], indent: int, first_inline: bool) -> None:
+        leaf = None
+        if len(item) > 2 and _LEAF_TYPES.issuperset(map(type, item.values())):
+            # NOTE: a mapping of str, int and None values only (no bool or float: True == 1 and 1.0 == 1 would
+            # share a key) is the same text wherever it recurs at this indent: the model, inputs, totals,
+            # provenance and weight parts of every scenario of a check. Keys that are not strings raise below.
+            leaf = (indent, first_inline, tuple(item.items()))
+            text = _LEAVES.get(leaf)
+            if text is not None:
+                append(text)
+                return
+            start = len(out)
         first = first_inline
         heads = _HEADS.get(indent, no_heads)
         for key, value in item.items():
@@ -418,6 +436,10 @@ def _block_lines(data: Any) -> list[str]:
                     sequence(value, indent, False)
             else:
                 append(head + " " + _scalar(value, known[2], indent + 2) + "\n")
+        if leaf is not None:
+            if len(_LEAVES) >= _LEAF_LIMIT:
+                _LEAVES.clear()
+            _LEAVES[leaf] = "".join(out[start:])
 
     def sequence(item: list[Any], indent: int, first_inline: bool) -> None:
         first = first_inline
