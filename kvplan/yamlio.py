@@ -373,9 +373,10 @@ def _head(key: Any, indent: int) -> tuple[str, str, int]:
 
 
 #: Value types of a mapping whose text ``_block_lines`` remembers (see ``_LEAVES``).
-_LEAF_TYPES = frozenset({str, int, type(None)})
-#: (indent, first key inline, the mapping's items) -> its lines, for mappings of ``_LEAF_TYPES`` values.
-_LEAVES: dict[tuple[int, bool, tuple[tuple[Any, Any], ...]], str] = {}
+_LEAF_TYPES = frozenset({str, int, bool, type(None)})
+#: (indent, first key inline, the mapping's items, their types when one is a bool) -> its lines, for
+#: mappings of ``_LEAF_TYPES`` values.
+_LEAVES: dict[tuple[Any, ...], str] = {}
 _LEAF_LIMIT = 4096
 
 
@@ -390,11 +391,14 @@ def _block_lines(data: Any) -> list[str]:
 
     def mapping(item: dict[Any, Any], indent: int, first_inline: bool) -> None:
         leaf = None
-        if len(item) > 2 and _LEAF_TYPES.issuperset(map(type, item.values())):
-            # NOTE: a mapping of str, int and None values only (no bool or float: True == 1 and 1.0 == 1 would
-            # share a key) is the same text wherever it recurs at this indent: the model, inputs, totals,
-            # provenance and weight parts of every scenario of a check. Keys that are not strings raise below.
-            leaf = (indent, first_inline, tuple(item.items()))
+        kinds = set(map(type, item.values())) if len(item) > 2 else None
+        if kinds is not None and kinds <= _LEAF_TYPES:
+            # NOTE: a mapping of str, int, bool and None values only is the same text wherever it recurs at this
+            # indent: the model, inputs, totals, provenance and weight parts of every scenario of a check. With a
+            # bool the value types are part of the key (True == 1); floats are left out (-0.0 == 0.0). Keys
+            # that are not strings raise below.
+            leaf = (indent, first_inline, tuple(item.items()),
+                    tuple(map(type, item.values())) if bool in kinds else None)
             text = _LEAVES.get(leaf)
             if text is not None:
                 append(text)

@@ -135,8 +135,9 @@ def test_block_writer_is_pyyaml_byte_for_byte() -> None:
 def test_remembered_leaf_mappings_keep_types_and_indents_apart() -> None:
     """A mapping of str/int/None values is remembered per indent: the same items at another depth, or
     with a bool or float equal to an int (True == 1, 1.0 == 1), are written as PyYAML writes them."""
-    leaf = {"batch": 1, "model": "m", "revision": None}
+    leaf = {"batch": 1, "model": "m", "revision": None, "strict": False}
     trees = [{"a": leaf}, {"a": dict(leaf)}, {"x": {"a": dict(leaf)}}, {"a": {**leaf, "batch": True}},
-             {"a": {**leaf, "batch": 1.0}}, [dict(leaf)], {"l": [dict(leaf)]}, {"a": dict(leaf)}]
+             {"a": {**leaf, "batch": 1.0}}, [dict(leaf)], {"l": [dict(leaf)]}, {"a": dict(leaf)},
+             {"a": {**leaf, "strict": 0}}, {"a": {**leaf, "batch": True}}, {"a": {**leaf, "batch": 1}}]
     for tree in trees:
         assert "".join(yamlio._block_lines(tree)) == yamlio.dump(tree, pure=True), tree
