@@ -398,6 +398,8 @@ def model_weights(
 
 
 _WEIGHTS: dict[tuple[Any, ...], tuple[Geometry, Any, tuple[str, ...]]] = {}
+#: The config's count before any engine's rule, per loaded model and options (``_WEIGHTS`` is per engine too).
+_COUNTS: dict[tuple[Any, ...], tuple[Geometry, Any, tuple[str, ...]]] = {}
 
 
 def _model_weights(
@@ -419,11 +421,21 @@ def _model_weights(
         return weights_estimate(loaded.gguf, engine=profile.name, splits_layers=profile.splits_layers,
                                 tensor_split=tensor_split)
     quantise = profile.splits_layers and weights_bytes is None and weights_from != "safetensors"
-    weights, notes = resolve_weights(
-        loaded.config, model_id=loaded.model_id, source_kind=loaded.source.kind, weights_bytes=weights_bytes,
-        # NOTE: llama.cpp runs a quantised GGUF: the checkpoint's safetensors bytes are not what it loads.
-        weights_from="config" if quantise else weights_from, revision=revision, token=token, required=required,
-    )
+    # NOTE: llama.cpp runs a quantised GGUF: the checkpoint's safetensors bytes are not what it loads.
+    source = "config" if quantise else weights_from
+    key = (id(loaded), weights_bytes, source, revision, token, required)
+    hit = _COUNTS.get(key)
+    if hit is not None and hit[0] is loaded:  # the same count for every engine of a local model
+        weights, notes = hit[1], list(hit[2])
+    else:
+        weights, notes = resolve_weights(
+            loaded.config, model_id=loaded.model_id, source_kind=loaded.source.kind, weights_bytes=weights_bytes,
+            weights_from=source, revision=revision, token=token, required=required,
+        )
+        if loaded.source.kind != "hub":
+            if len(_COUNTS) >= GEOMETRY_CACHE_SIZE * 4:
+                _COUNTS.pop(next(iter(_COUNTS)))
+            _COUNTS[key] = (loaded, weights, tuple(notes))
     if weights is not None and weights.counted and quantise:
         # NOTE: llama.cpp users run a llama-quantize GGUF, most often Q4_K_M: its bytes follow llama.cpp's
         # per-tensor rule over the counted shapes (kvplan.gguf.quantise); said in weights.quantization.

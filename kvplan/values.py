@@ -1,18 +1,20 @@
 """Frozen, keyword-only, slotted value classes at a fraction of dataclasses' start-up cost.
 
 ``@frozen`` gives a class what ``@dataclass(frozen=True, kw_only=True, slots=True)`` gives it: an
-``__init__`` taking every field by keyword (defaults and ``field(default=...)`` or ``field(default_factory=...)`` honoured, fields of
-value base classes first), ``__eq__`` and ``__hash__`` over the fields' tuple (the same hash a dataclass
-has), a dataclass-style ``__repr__``, ``__slots__``, and a ``FrozenInstanceError`` (an ``AttributeError``) on assignment; change a
-value with ``replace``. Python 3.11's dataclasses compile six generated methods per class at import (about
-1 ms a class, some 50 classes before ``kvplan estimate`` prints a line); here ``__eq__``, ``__hash__`` and
-``__repr__`` are shared functions over a per-class field getter, and a class's ``__init__`` is compiled the
-first time the class is instantiated. ``@frozen(kw_only=False)`` takes fields by position too.
+``__init__`` taking every field by keyword (defaults, ``field(default=...)`` and
+``field(default_factory=...)`` honoured, fields of value base classes first), ``__eq__`` and ``__hash__``
+over the fields' tuple (the same hash a dataclass has), a dataclass-style ``__repr__``, ``__slots__``, and
+a ``FrozenInstanceError`` (an ``AttributeError``) on assignment; change a value with ``replace``.
+Python 3.11's dataclasses compile six generated methods per class at import (about 1 ms a class, some 50
+classes before ``kvplan estimate`` prints a line); here ``__eq__``, ``__hash__`` and ``__repr__`` are
+shared functions over a per-class field getter, and a class's ``__init__`` is compiled the first time the
+class is instantiated. ``@frozen(kw_only=False)`` takes fields by position too.
 """
 
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable
 from operator import attrgetter
 from typing import Any, ClassVar, TypeVar
@@ -64,20 +66,28 @@ def replace(obj: T, /, **changes: Any) -> T:
 
 
 def as_dict(obj: Any) -> Any:
-    """``obj`` as plain data: values as dicts of their fields, recursively (``dataclasses.asdict``)."""
+    """``obj`` as plain data: values as dicts of their fields, recursively, other leaves deep-copied
+    (``dataclasses.asdict``)."""
     fields_of = getattr(type(obj), "__value_fields__", None)
     if fields_of is not None:
         return {name: as_dict(getattr(obj, name)) for name in fields_of}
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a namedtuple takes its items by position
+        return type(obj)(*[as_dict(item) for item in obj])
     if isinstance(obj, (list, tuple)):
         return type(obj)(as_dict(item) for item in obj)
     if isinstance(obj, dict):
-        return {as_dict(key): as_dict(item) for key, item in obj.items()}
-    return obj
+        return type(obj)((as_dict(key), as_dict(item)) for key, item in obj.items())
+    import copy
+
+    return copy.deepcopy(obj)
+
+
+_CLASSVAR_TEXT = re.compile(r"(typing\.)?ClassVar(\[|$)")
 
 
 def _is_classvar(annotation: Any) -> bool:
     if isinstance(annotation, str):  # ``from __future__ import annotations``: the annotation's text
-        return annotation.startswith(("ClassVar", "typing.ClassVar"))
+        return _CLASSVAR_TEXT.match(annotation) is not None
     return getattr(annotation, "__origin__", annotation) is ClassVar
 
 
@@ -125,87 +135,112 @@ def _compile_init(cls: type) -> Callable[..., None]:
         default = defaults.get(name, MISSING)
         if default is MISSING:
             params.append(name)
-            body.append(f"    __set(self, {name!r}, {name})")
+            body.append(f"    __set(__value_self, {name!r}, {name})")
         elif isinstance(default, Field):  # field(default_factory=...)
             scope[f"__make_{name}"] = default.default_factory
             params.append(f"{name}=__factory")
-            body.append(f"    __set(self, {name!r}, __make_{name}() if {name} is __factory else {name})")
+            body.append(f"    __set(__value_self, {name!r}, __make_{name}() if {name} is __factory else {name})")
         else:
             scope[f"__default_{name}"] = default
             params.append(f"{name}=__default_{name}")
-            body.append(f"    __set(self, {name!r}, {name})")
+            body.append(f"    __set(__value_self, {name!r}, {name})")
     if hasattr(cls, "__post_init__"):
-        body.append("    self.__post_init__()")
+        body.append("    __value_self.__post_init__()")
     star = ["*"] if cls.__value_kw_only__ and params else []  # type: ignore[attr-defined]
-    source = f"def __init__(self, {', '.join([*star, *params])}):\n" + ("\n".join(body) or "    pass") + "\n"
+    source = f"def __init__(__value_self, {', '.join([*star, *params])}):\n" + ("\n".join(body) or "    pass") + "\n"
     exec(source, scope)
     init = scope["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     return init  # type: ignore[no-any-return]
 
 
-def _first_init(self: Any, *args: Any, **kwargs: Any) -> None:
-    """Compiles the class's ``__init__`` on its first instance, then runs it."""
-    cls = type(self)
-    owner = next(klass for klass in cls.__mro__ if klass.__dict__.get("__init__") is _first_init)
-    init = _compile_init(owner)
-    type.__setattr__(owner, "__init__", init)
-    init(self, *args, **kwargs)
+def _init_stub(owner: type) -> Callable[..., None]:
+    """``owner``'s ``__init__`` until its first instance: compiles the real one, installs it, runs it (two
+    threads may both compile it; either result is the same function)."""
+
+    def __init__(self: Any, /, *args: Any, **kwargs: Any) -> None:
+        init = owner.__dict__["__init__"]
+        if init is __init__:
+            init = _compile_init(owner)
+            type.__setattr__(owner, "__init__", init)
+        init(self, *args, **kwargs)
+
+    __init__.__qualname__ = f"{owner.__qualname__}.__init__"
+    return __init__
+
+
+#: Field defaults that are shared mutable objects (dataclasses refuses them too: use a default_factory).
+_MUTABLE = (list, dict, set)
 
 
 def _build(cls: type, kw_only: bool) -> type:
-    inherited: list[str] = []
+    names: list[str] = []
     defaults: dict[str, Any] = {}
-    for base in reversed(cls.__mro__[1:]):
-        for name in base.__dict__.get("__value_fields__", ()):
-            if name not in inherited:
-                inherited.append(name)
-        defaults.update(base.__dict__.get("__value_defaults__", {}))
-    own: list[str] = []
+    for base in reversed(cls.__mro__[1:]):  # each value base's own complete list, the nearest last (wins)
+        base_fields = base.__dict__.get("__value_fields__")
+        if base_fields is None:
+            continue
+        if base.__dict__["__value_kw_only__"] != kw_only:
+            raise TypeError(f"{cls.__qualname__}: a value class and its value base {base.__qualname__} must both "
+                            "take fields by keyword, or both by position")
+        base_defaults = base.__dict__["__value_defaults__"]
+        for name in base_fields:
+            if name not in names:
+                names.append(name)
+            if name in base_defaults:
+                defaults[name] = base_defaults[name]
+            else:
+                defaults.pop(name, None)
+    declared: list[str] = []
     for name, annotation in inspect.get_annotations(cls).items():
         if _is_classvar(annotation):
             continue
-        if name not in inherited:
-            own.append(name)
-        if name in cls.__dict__:
-            default = cls.__dict__[name]
-            if isinstance(default, Field):
-                default = default.default if default.default is not MISSING else (
-                    default if default.default_factory is not MISSING else MISSING)
-            if default is MISSING:
-                defaults.pop(name, None)
-            else:
-                defaults[name] = default
-        else:
+        declared.append(name)
+        default = cls.__dict__.get(name, MISSING)
+        if isinstance(default, Field):
+            default = default.default if default.default is not MISSING else default  # a factory: the Field
+        if isinstance(default, _MUTABLE):
+            raise ValueError(f"{cls.__qualname__}.{name}: mutable default {type(default).__name__}; "
+                             "use field(default_factory=...)")
+        if default is MISSING:
             defaults.pop(name, None)
-    names = (*inherited, *own)
+        else:
+            defaults[name] = default
+    own = [name for name in declared if name not in names]
+    names += own
     if not kw_only:
-        seen_default = next((n for n in names if n in defaults), None)
-        late = [n for n in names[names.index(seen_default):] if n not in defaults] if seen_default else []
+        first_default = next((n for n in names if n in defaults), None)
+        late = [n for n in names[names.index(first_default):] if n not in defaults] if first_default else []
         if late:
             raise TypeError(f"non-default argument {late[0]!r} follows default argument")
     body = dict(cls.__dict__)
-    for name in own:
+    for name in declared:  # defaults live in __value_defaults__: a class attribute would hide the slot
         body.pop(name, None)
     body.pop("__dict__", None)
     body.pop("__weakref__", None)
     body["__slots__"] = tuple(own)
-    body["__value_fields__"] = names
+    body["__value_fields__"] = fields_ = tuple(names)
     body["__value_defaults__"] = defaults
     body["__value_kw_only__"] = kw_only
-    if not names:
+    if not fields_:
         body["__value_key__"] = staticmethod(lambda _obj: ())
-    elif len(names) == 1:
-        body["__value_key__"] = staticmethod((lambda get: lambda obj: (get(obj),))(attrgetter(names[0])))
+    elif len(fields_) == 1:
+        body["__value_key__"] = staticmethod((lambda get: lambda obj: (get(obj),))(attrgetter(fields_[0])))
     else:
-        body["__value_key__"] = attrgetter(*names)
-    body["__match_args__"] = () if kw_only else names
-    for name, method in (("__init__", _first_init), ("__repr__", _repr), ("__eq__", _eq), ("__hash__", _hash)):
+        body["__value_key__"] = attrgetter(*fields_)
+    body["__match_args__"] = () if kw_only else fields_
+    for name, method in (("__repr__", _repr), ("__eq__", _eq)):
         if name not in cls.__dict__:
             body[name] = method
+    # NOTE: a class body with its own __eq__ and no __hash__ has __hash__ = None put there by Python; a frozen
+    # value is hashable all the same, as a frozen dataclass is.
+    if cls.__dict__.get("__hash__", None) is None:
+        body["__hash__"] = _hash
     body.update(__setattr__=_setattr, __delattr__=_delattr, __getstate__=_getstate, __setstate__=_setstate)
     new = type(cls)(cls.__name__, cls.__bases__, body)
     new.__qualname__ = cls.__qualname__
+    if "__init__" not in cls.__dict__:
+        type.__setattr__(new, "__init__", _init_stub(new))
     return new
 
 

@@ -105,3 +105,64 @@ class PickledPoint:
     x: int
     y: int
     kind: ClassVar[str] = "point"
+
+
+def test_subclass_defaults_follow_the_nearest_declaration() -> None:
+    """A subclass may give an inherited field a default, or take one away, as with dataclasses."""
+    base = frozen(type("Base", (), {"__annotations__": {"x": "int", "y": "int"}, "y": 2}))
+    with_default = frozen(type("WithDefault", (base,), {"__annotations__": {"x": "int"}, "x": 5}))
+    assert with_default() == with_default(x=5, y=2) and with_default(x=1).x == 1
+    required = frozen(type("Required", (with_default,), {"__annotations__": {"x": "int"}}))
+    child = frozen(type("Child", (required,), {"__annotations__": {"z": "int"}, "z": 0}))
+    with pytest.raises(TypeError, match="'x'"):
+        child()  # x lost its default in Required, so Child needs it too
+    assert fields(child) == ("x", "y", "z")
+
+
+def test_own_eq_stays_hashable_and_odd_field_names_work() -> None:
+    own_eq = frozen(type("OwnEq", (), {"__annotations__": {"x": "int"}, "__eq__": lambda self, other: True}))
+    assert own_eq(x=1) == own_eq(x=2) and hash(own_eq(x=1)) == hash((1,))
+    odd = frozen(type("Odd", (), {"__annotations__": {"self": "int", "ClassVariant": "int", "kind": "ClassVar[str]"},
+                                   "kind": "k"}))
+    value = odd(self=1, ClassVariant=2)
+    assert (value.self, value.ClassVariant, fields(odd)) == (1, 2, ("self", "ClassVariant"))
+
+
+def test_mutable_defaults_and_mixed_keyword_bases_are_refused() -> None:
+    with pytest.raises(ValueError, match="mutable default list"):
+        frozen(type("Bad", (), {"__annotations__": {"x": "list[int]"}, "x": []}))
+    point = frozen(kw_only=False)(type("Point", (), {"__annotations__": {"x": "int"}}))
+    with pytest.raises(TypeError, match="both"):
+        frozen(type("Point3", (point,), {"__annotations__": {"z": "int"}}))
+
+
+def test_as_dict_copies_leaves_and_keeps_namedtuples() -> None:
+    from collections import namedtuple
+
+    pair = namedtuple("pair", "a b")
+    holder = frozen(type("Holder", (), {"__annotations__": {"items": "list[int]", "p": "pair"}}))
+    value = holder(items=[1, 2], p=pair(1, [3]))
+    plain = as_dict(value)
+    assert plain == {"items": [1, 2], "p": pair(1, [3])} and plain["p"][1] is not value.p.b
+
+
+def test_first_instances_from_many_threads() -> None:
+    """The first instances of a class and its subclass made at once, on many threads, all come out right."""
+    import threading
+
+    base = frozen(type("Base", (), {"__annotations__": {"a": "int"}}))
+    sub = frozen(type("Sub", (base,), {"__annotations__": {"b": "int"}}))
+    made: list[object] = []
+    barrier = threading.Barrier(8)
+
+    def make(i: int) -> None:
+        barrier.wait()
+        made.append(sub(a=i, b=i) if i % 2 else base(a=i))
+
+    threads = [threading.Thread(target=make, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(repr(m) for m in made) == sorted(
+        [f"Sub(a={i}, b={i})" for i in range(1, 8, 2)] + [f"Base(a={i})" for i in range(0, 8, 2)])
