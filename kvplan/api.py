@@ -174,18 +174,28 @@ def _input_error(message: str, hint: str) -> Exception:
 @frozen
 class EstimateResult:
     """``kvplan.estimate``'s answer: the :class:`~kvplan.calc.Estimate` (its attributes read through:
-    ``kv_cache_bytes``, ``kv_cache_bytes_per_gpu``, ``groups`` ...) and ``to_dict()``, the
-    `kvplan estimate` report."""
+    ``kv_cache_bytes``, ``kv_cache_bytes_per_gpu``, ``groups``, ``adjustments`` ...) and ``to_dict()``, the
+    `kvplan estimate` report. The bytes are priced when the result is made; the adjustment walk (each bend
+    of the formula, priced one knob at a time) the first time ``adjustments``, ``estimate`` or
+    ``to_dict()`` is read, so a sweep that reads bytes does not pay for it."""
 
-    estimate: Estimate
+    priced: Estimate
+    """The estimate without its adjustment walk (``adjustments`` empty)."""
     source: Source | None
     """Where the config came from; None for a bare ModelGeometry (the report's source fields are null)."""
     overrides: Mapping[str, Any] = field(default_factory=dict)
 
+    @property
+    def estimate(self) -> Estimate:
+        """The whole :class:`~kvplan.calc.Estimate`, its adjustments listed."""
+        from kvplan.calc import with_adjustments
+
+        return with_adjustments(self.priced)
+
     def __getattr__(self, name: str) -> Any:
-        if name == "estimate":
+        if name == "priced":
             raise AttributeError(name)
-        return getattr(self.estimate, name)
+        return getattr(self.estimate if name == "adjustments" else self.priced, name)
 
     def to_dict(self) -> dict[str, Any]:
         """The `kvplan estimate --format json` report."""
@@ -253,8 +263,9 @@ def estimate(
     )
     if no_mla:
         geometry = mla_off(geometry, source, deployment.engine)
-    est = _estimate(geometry, batch=batch, seq_len=tokens, kv_dtype=kv_dtype, encoder_len=enc, deployment=deployment)
-    return EstimateResult(estimate=est, source=source, overrides=resolved)
+    est = _estimate(geometry, batch=batch, seq_len=tokens, kv_dtype=kv_dtype, encoder_len=enc, deployment=deployment,
+                    adjustments=False)
+    return EstimateResult(priced=est, source=source, overrides=resolved)
 
 
 # ---- capacity ------------------------------------------------------------------------------------

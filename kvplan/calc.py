@@ -199,6 +199,23 @@ def estimate(
     return _ESTIMATES.get(geometry, key, lambda: _estimate(geometry, **args))  # type: ignore[arg-type]
 
 
+#: Estimates with their adjustment walk, per estimate made without it (:func:`with_adjustments`).
+_WALKED: OwnerMemo[Estimate] = OwnerMemo(1024)
+
+
+def with_adjustments(est: Estimate) -> Estimate:
+    """``est``, made with ``adjustments=False``, with its adjustment walk: the numbers are the same, each bend
+    of the formula is listed as ``estimate(..., adjustments=True)`` lists it (walked once per estimate)."""
+    return _WALKED.get(est, (), lambda: replace(est, adjustments=tuple(_adjustments(
+        _Sizing(geometry=est.geometry, seq_len=est.seq_len or 0, encoder_len=est.encoder_len or 0, batch=est.batch,
+                model_dtype=est.state_dtype, state_dtype=est.state_dtype),
+        est.deployment, est.kv_dtype, get_engine(est.deployment.engine),
+        # NOTE: the walk ends on the whole deployment's steady bytes, which the estimate holds.
+        Priced(groups=est.groups, total_bytes=est.kv_cache_bytes, per_gpu_bytes=est.kv_cache_bytes_per_gpu,
+               cpu_bytes=est.cpu_bytes, peak_bytes=est.peak_bytes, peak_per_gpu_bytes=est.peak_bytes_per_gpu, notes=()),
+    ))))
+
+
 def _estimate(
     geometry: ModelGeometry,
     *,
@@ -280,7 +297,7 @@ def _estimate(
                      model_dtype=state_dtype, state_dtype=state_dtype)
     priced = sizing.price(dep, dtype)
     notes.extend(priced.notes)
-    steps = tuple(_adjustments(sizing, dep, dtype, engine)) if adjustments else ()
+    steps = tuple(_adjustments(sizing, dep, dtype, engine, priced)) if adjustments else ()
     groups = priced.groups
     if seq_len is not None and geometry.max_context_tokens is not None and seq_len > geometry.max_context_tokens:
         notes.append(
@@ -473,7 +490,7 @@ def _price(layout: _Layout, *, seq_len: int, encoder_len: int, batch: int, peaks
         state_dtype=layout.state_dtype, model_dtype=layout.model_dtype, has_full=layout.has_full,
         has_windowed=layout.has_windowed, swa_window=layout.swa_window,
     )
-    ctx, prep_notes = engine.prepare(list(layout.local), ctx)
+    ctx, prep_notes = engine.prepare([rank for _spec, rank, _indices in layout.groups], ctx)
     seqs = batch * dep.beams
     groups: list[LayerGroup] = []
     group_bytes: list[int] = []
@@ -545,8 +562,10 @@ def _placement(geometry: ModelGeometry, rank_bytes: list[int], dep: Deployment) 
     return max(stage_gpu), cpu
 
 
-def _adjustments(sizing: _Sizing, dep: Deployment, kv_dtype: KvDtype, engine: EngineProfile) -> list[Adjustment]:
-    """Apply the deployment one knob at a time and record each effect (before -> after)."""
+def _adjustments(sizing: _Sizing, dep: Deployment, kv_dtype: KvDtype, engine: EngineProfile, final: Priced,
+                 ) -> list[Adjustment]:
+    """Apply the deployment one knob at a time and record each effect (before -> after); ``final`` is the
+    whole deployment already priced (its steady bytes end the last step)."""
     out: list[Adjustment] = []
     ideal = get_engine("ideal")
     cur = Deployment(quant_group_size=dep.quant_group_size, residual_length=dep.residual_length, prompt_len=dep.prompt_len)
@@ -556,7 +575,9 @@ def _adjustments(sizing: _Sizing, dep: Deployment, kv_dtype: KvDtype, engine: En
 
     def step(name: str, reason: str, new: Deployment, dtype: KvDtype | None = None, *, per_gpu: bool = False) -> None:
         nonlocal cur, cur_dtype, priced
-        after = sizing.price(new, dtype or cur_dtype, peaks=False)
+        # NOTE: steady bytes do not depend on peaks: the whole deployment's own price ends the walk.
+        after = final if new == dep and (dtype or cur_dtype) == kv_dtype else sizing.price(new, dtype or cur_dtype,
+                                                                                            peaks=False)
         before_bytes = priced.per_gpu_bytes if per_gpu else priced.total_bytes
         after_bytes = after.per_gpu_bytes if per_gpu else after.total_bytes
         out.append(Adjustment(name=name, reason=reason, before_bytes=before_bytes, after_bytes=after_bytes,
@@ -579,8 +600,10 @@ def _adjustments(sizing: _Sizing, dep: Deployment, kv_dtype: KvDtype, engine: En
         ctx_reason = engine.summary(_summary_ctx(sizing, new, cur_dtype))
         step(f"engine:{engine.name}", f"{ctx_reason} [{engine.source}]", new, engine.auto_dtype(sizing.model_dtype))
     else:
-        cur = cur.with_(**engine_knobs)
-        priced = sizing.price(cur, cur_dtype, peaks=False)
+        new = cur.with_(**engine_knobs)
+        if new != cur:
+            priced = final if new == dep and cur_dtype == kv_dtype else sizing.price(new, cur_dtype, peaks=False)
+        cur = new
     if dep.block_size is not None:
         step("block_size", f"--block-size {dep.block_size}: each sequence's tokens in each layer round up to whole "
              f"blocks of {dep.block_size}", cur.with_(block_size=dep.block_size))

@@ -131,6 +131,42 @@ def test_kv_sizer_equals_the_estimate(model: str, engine: str, tp: int, pp: int)
         assert priced.groups == est.groups
 
 
+#: Deployments whose adjustment walk takes every step: windows off, engines and their knobs, blocks, dtypes,
+#: V type, beams, prefix sharing, TP, PP, offload.
+WALKS = [Deployment(), Deployment(engine="vllm", tp=2, pp=2, block_size=32), Deployment(engine="sglang", tp=4),
+         Deployment(engine="hf-dynamic", beams=3, prompt_len=1000), Deployment(engine="llama.cpp", pp=2,
+                                                                              cache_type_v="q8_0"),
+         Deployment(engine="vllm", share_prefix=True, prompt_len=512, beams=2, no_window=True),
+         Deployment(engine="trtllm", shared_prefix_tokens=2048, tp=2)]
+
+
+@pytest.mark.parametrize("model", ["meta-llama/Llama-3.1-8B", "google/gemma-2-9b", "ai21labs/Jamba-v0.1",
+                                   "deepseek-ai/DeepSeek-V2-Lite", "openai/whisper-large-v3"])
+def test_the_adjustment_walk_on_demand_equals_the_eager_one(model: str) -> None:
+    """kvplan.estimate prices the bytes and walks the adjustments when they are read: the same walk, step
+    by step, as calc.estimate makes with adjustments on."""
+    from kvplan.calc import with_adjustments
+    from kvplan.errors import InputError
+
+    geometry = kvplan.load_geometry(model).model_geometry
+    compared = 0
+    for dep in WALKS:
+        for kv_dtype in ("auto", "fp8"):
+            try:
+                eager = calc_estimate(geometry, batch=3, seq_len=20000, kv_dtype=kv_dtype, deployment=dep)
+            except InputError:
+                continue  # a knob this engine or model refuses
+            lazy = calc_estimate(geometry, batch=3, seq_len=20000, kv_dtype=kv_dtype, deployment=dep, adjustments=False)
+            assert lazy.adjustments == () and lazy.kv_cache_bytes == eager.kv_cache_bytes
+            assert with_adjustments(lazy) == eager
+            compared += bool(eager.adjustments)
+    assert compared >= 8
+    result = kvplan.estimate(geometry, seq_len=20000, batch=3, engine="vllm", tp=2, kv_dtype="fp8")
+    assert result.priced.adjustments == () and [a.name for a in result.adjustments] == [
+        "engine:vllm", "kv_dtype", "tensor_parallel"]
+    assert result.to_dict()["adjustments"][-1]["after_bytes"] == result.kv_cache_bytes
+
+
 def test_import_kvplan_stays_light() -> None:
     code = ("import sys, kvplan; kvplan.estimate(kvplan.load_geometry('meta-llama/Llama-3.1-8B'), seq_len=8, "
             "engine='vllm').to_dict(); bad = [m for m in ('typer', 'rich', 'huggingface_hub', 'torch', 'click') "

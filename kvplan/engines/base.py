@@ -258,7 +258,8 @@ class EngineProfile:
         return ctx.dep.block_size or self.default_block_size
 
     def prepare(self, layers: list[LayerSpec], ctx: SizingContext) -> tuple[SizingContext, list[str]]:
-        """Model-wide decisions (vLLM's Mamba page alignment); default: none."""
+        """Model-wide decisions (vLLM's Mamba page alignment); default: none. ``layers``: the distinct specs
+        one rank holds, in order of their first layer."""
         return ctx, []
 
     def shard(self, spec: LayerSpec, tp: int) -> tuple[LayerSpec, list[str]]:
