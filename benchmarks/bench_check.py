@@ -71,6 +71,13 @@ def main() -> int:
     parser.add_argument("--base", default=None, help="an older kvplan source tree to time beside this one")
     args = parser.parse_args()
     sizes = [int(n) for n in args.sizes.split(",")]
+    # NOTE: an installed wheel has bytecode (pip compiles it); a source checkout run with
+    # PYTHONDONTWRITEBYTECODE=1 would recompile every changed module on every start, so compile once here.
+    import compileall
+
+    for tree in (ROOT, args.base):
+        if tree:
+            compileall.compile_dir(os.path.join(tree, "kvplan"), quiet=1)
     with tempfile.TemporaryDirectory() as folder:
         plans = {}
         for n in sizes:

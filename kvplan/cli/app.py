@@ -6,8 +6,6 @@ A command is one module of this package holding ``EPILOG`` and a function of the
 in :func:`cli_errors`, so no command can forget the boundary.
 """
 
-from __future__ import annotations
-
 import functools
 import importlib
 import os
@@ -162,6 +160,13 @@ def _app_for(argv: list[str]) -> typer.Typer:
 
 def main() -> None:
     """Console entry point: typer's own exits pass through; anything unexpected is exit 101."""
+    import gc
+
+    # NOTE: the objects alive now (typer, rich, kvplan's modules) live as long as the process: frozen, the
+    # collections a long `kvplan check` runs no longer walk them, and frozen again at the end, the
+    # interpreter's collection at exit skips the whole heap (about 13 ms of a ~110 ms start-up; a
+    # `python -c "import typer, rich, yaml"` pays it too). Objects made in between are collected as usual.
+    gc.freeze()
     try:
         _app_for(sys.argv[1:])()
     except SystemExit:
@@ -174,3 +179,5 @@ def main() -> None:
             raise
         _error(f"internal error: {type(exc).__name__}: {exc}", "this is a kvplan bug; rerun with KVPLAN_DEBUG=1")
         sys.exit(EXIT_BUG)
+    finally:
+        gc.freeze()

@@ -1,7 +1,5 @@
 """`kvplan capacity`: what fits on a GPU (tokens, concurrency, context, GPUs needed, decode floor)."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

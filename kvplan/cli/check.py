@@ -1,7 +1,5 @@
 """`kvplan check PLAN`: every scenario of a plan file against its budgets (exit 1 when any fails)."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

@@ -1,7 +1,5 @@
 """`kvplan compare mha gqa mqa`: attention layouts side by side at one model size."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Optional
 

@@ -1,7 +1,5 @@
 """`kvplan diff OLD NEW`: what changed per scenario between two reports (exit 1 past --max-increase)."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Optional
 

@@ -1,7 +1,5 @@
 """`kvplan estimate`: the KV cache of one model, layer group by layer group (exit 1 past --max-kv-bytes)."""
 
-from __future__ import annotations
-
 from typing import Any
 
 import typer

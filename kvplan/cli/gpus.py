@@ -1,7 +1,5 @@
 """`kvplan gpus`: the GPU catalog that `--gpu` reads (memory and bandwidth of each GPU)."""
 
-from __future__ import annotations
-
 from kvplan.cli.options import Format, FormatOpt, emit, lazy_table
 
 EPILOG = "Examples:\n\n  kvplan gpus\n\n  kvplan gpus --format json"

@@ -1,7 +1,5 @@
 """`kvplan models [QUERY]`: the bundled models, one line of geometry each."""
 
-from __future__ import annotations
-
 from typing import Annotated, Optional
 
 import typer

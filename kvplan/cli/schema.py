@@ -1,7 +1,5 @@
 """`kvplan schema`: print the JSON Schema of every report kvplan writes."""
 
-from __future__ import annotations
-
 import typer
 
 EPILOG = (

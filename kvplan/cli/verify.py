@@ -3,8 +3,6 @@
 torch is imported only inside the command (kvplan/verify/), never when this module loads.
 """
 
-from __future__ import annotations
-
 import importlib.util
 from enum import Enum
 from typing import Annotated
