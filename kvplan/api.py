@@ -184,6 +184,10 @@ class EstimateResult:
     source: Source | None
     """Where the config came from; None for a bare ModelGeometry (the report's source fields are null)."""
     overrides: Mapping[str, Any] = field(default_factory=dict)
+    length_flag: str | None = None
+    """``--max-model-len`` when the length was given as ``max_model_len`` (the report names it)."""
+    flag_notes: tuple[str, ...] = ()
+    """Notes on how vLLM-named token counts were read (``"8k"`` = 8,000)."""
 
     @property
     def estimate(self) -> Estimate:
@@ -192,17 +196,27 @@ class EstimateResult:
 
         return with_adjustments(self.priced)
 
+    @property
+    def adjustments(self) -> tuple[Any, ...]:
+        """Each bend of the formula, in the order applied (walked on first read)."""
+        return self.estimate.adjustments
+
     def __getattr__(self, name: str) -> Any:
         if name == "priced":
             raise AttributeError(name)
-        return getattr(self.estimate if name == "adjustments" else self.priced, name)
+        return getattr(self.priced, name)
 
     def to_dict(self) -> dict[str, Any]:
         """The `kvplan estimate --format json` report."""
+        from kvplan.engine_flags import respell_length
         from kvplan.report import estimate_report
 
         source = self.source if self.source is not None else _NO_SOURCE
-        return estimate_report(self.estimate, source, overrides=dict(self.overrides))  # type: ignore[arg-type]
+        report = estimate_report(self.estimate, source, overrides=dict(self.overrides))  # type: ignore[arg-type]
+        respell_length(report, self.length_flag)
+        if self.flag_notes:
+            report["notes"] = [*report["notes"], *self.flag_notes]
+        return report
 
 
 @frozen(kw_only=False)
@@ -220,6 +234,7 @@ def estimate(
     *,
     batch: int = 1,
     seq_len: int | str | None = None,
+    max_model_len: int | str | None = None,
     kv_dtype: str = "auto",
     encoder_len: int | str | None = None,
     overrides: Mapping[str, Any] | Iterable[str] | None = None,
@@ -244,20 +259,34 @@ def estimate(
     swa_full_tokens_ratio: float | None = None,
     max_cache_len: int | str | None = None,
     gguf_file: str | None = None,
+    cache_type_k: str | None = None,
     cache_type_v: str | None = None,
     no_mla: bool = False,
+    strict: bool = False,
 ) -> EstimateResult:
-    """`kvplan estimate`: the KV cache of ``batch`` sequences of ``seq_len`` tokens (``"32k"`` works),
-    with every deployment flag of the command (engine, tp, pp, block_size, beams, kv_dtype ...)."""
-    tokens = parse_tokens(seq_len) if seq_len is not None else None
+    """`kvplan estimate`: the KV cache of ``batch`` sequences of ``seq_len`` tokens (``"32k"`` = 32,768), or of
+    ``max_model_len`` read as vLLM reads it (``"32k"`` = 32,000), with every sizing flag of the command (engine,
+    tp, pp, block_size, beams, kv_dtype, llama.cpp's cache_type_k/cache_type_v ...); ``strict`` refuses a
+    config whose core geometry would come from architecture defaults."""
+    from kvplan.engine_flags import kv_types, typed_tokens, vllm_tokens
+
+    kv_dtype, cache_type_v = kv_types(kv_dtype, cache_type_k, cache_type_v, engine)
+    if "," in kv_dtype:
+        raise _input_error(f"estimate sizes one KV dtype, got kv_dtype {kv_dtype}", "compare them with kvplan compare")
+    tokens, length_flag, len_note = typed_tokens(seq_len, max_model_len)  # type: ignore[arg-type]
+    batched, batched_note = vllm_tokens(max_num_batched_tokens, "--max-num-batched-tokens")
     enc = parse_tokens(encoder_len, what="--encoder-len") if encoder_len is not None else None
     geometry, source, resolved = _geometry(model, revision=revision, token=token, overrides=overrides,
                                            gguf_file=gguf_file)
+    if strict:
+        from kvplan.models import require_config_geometry
+
+        require_config_geometry(geometry)
     deployment = deployment_from_flags(
         engine=engine, tp=tp, pp=pp, block_size=block_size, beams=beams, prompt_len=prompt_len,
         share_prefix=share_prefix, shared_prefix_tokens=shared_prefix_tokens, no_window=no_window,
         quant_group_size=quant_group_size, residual_length=residual_length,
-        offload=None if offload is None else str(offload), max_num_batched_tokens=max_num_batched_tokens,
+        offload=None if offload is None else str(offload), max_num_batched_tokens=batched,
         max_num_seqs=max_num_seqs, ubatch_size=ubatch_size, kv_unified=kv_unified,
         swa_full_tokens_ratio=swa_full_tokens_ratio, max_cache_len=max_cache_len, cache_type_v=cache_type_v,
     )
@@ -265,7 +294,8 @@ def estimate(
         geometry = mla_off(geometry, source, deployment.engine)
     est = _estimate(geometry, batch=batch, seq_len=tokens, kv_dtype=kv_dtype, encoder_len=enc, deployment=deployment,
                     adjustments=False)
-    return EstimateResult(priced=est, source=source, overrides=resolved)
+    return EstimateResult(priced=est, source=source, overrides=resolved, length_flag=length_flag,
+                          flag_notes=tuple(note for note in (len_note, batched_note) if note))
 
 
 # ---- capacity ------------------------------------------------------------------------------------
@@ -280,6 +310,8 @@ class CapacityResult:
     capacity: Any
     source: Source
     weight_notes: tuple[str, ...] = ()
+    length_flag: str | None = None
+    """``--seq-len`` when the length was given as ``seq_len`` (the report names it)."""
 
     def __getattr__(self, name: str) -> Any:
         if name == "capacity":
@@ -289,9 +321,11 @@ class CapacityResult:
     def to_dict(self) -> dict[str, Any]:
         """The `kvplan capacity --format json` report."""
         from kvplan.capacity import capacity_report
+        from kvplan.engine_flags import respell_length
 
         report = capacity_report(self.capacity, self.source)
         report["notes"] = list(report["notes"]) + list(self.weight_notes)  # type: ignore[call-overload]
+        respell_length(report, self.length_flag)
         return report
 
 
@@ -308,6 +342,7 @@ def capacity(
     kv_dtype: str = "auto",
     dtype: str = "auto",
     max_model_len: int | str | None = None,
+    seq_len: int | str | None = None,
     batch: int = 1,
     gpu_memory_utilization: float | None = None,
     mem_fraction_static: float | None = None,
@@ -331,16 +366,29 @@ def capacity(
     token: str | None = None,
     overrides: Mapping[str, Any] | Iterable[str] | None = None,
     gguf_file: str | None = None,
+    cache_type_k: str | None = None,
     cache_type_v: str | None = None,
     no_window: bool = False,
     no_mla: bool = False,
+    strict: bool = False,
 ) -> CapacityResult:
     """`kvplan capacity`: what fits on ``gpu`` (a catalog name or a ``GpuSpec``; ``gpu_mem`` for any
-    other): KV blocks and tokens, max concurrency and context, minimum TP, decode floor."""
+    other): KV blocks and tokens, max concurrency and context, minimum TP, decode floor. ``max_model_len``
+    reads ``"32k"`` as vLLM does (32,000), ``seq_len`` as kvplan does (32,768); ``strict`` refuses a config
+    whose core geometry would come from architecture defaults."""
     from kvplan.adjust import value_type_name
     from kvplan.capacity import CapacityInputs, plan_capacity
-    from kvplan.engine_flags import llama_context, tensor_split_shares, vllm_tokens
+    from kvplan.engine_flags import kv_types, llama_context, tensor_split_shares, typed_length, vllm_tokens
     from kvplan.units import parse_size
+
+    text, length_flag = typed_length(None if seq_len is None else str(seq_len),
+                                     None if max_model_len is None else str(max_model_len))
+    if length_flag == "--seq-len" and text is not None:
+        # NOTE: kvplan's --seq-len reads k as 1024; max_model_len (vLLM's name) reads it as vLLM does.
+        max_model_len = str(parse_tokens(text, what="--seq-len"))
+    else:
+        length_flag = None  # the report's own spelling
+    kv_dtype, cache_type_v = kv_types(kv_dtype, cache_type_k, cache_type_v, engine)
 
     # NOTE: with --kv-budget alone the GPU is irrelevant to blocks, tokens and concurrency.
     no_gpu = gpu is None and gpu_mem is None and kv_budget is not None
@@ -357,6 +405,10 @@ def capacity(
         loaded = model
     else:
         loaded = load_geometry(model, revision=revision, token=token, overrides=overrides, gguf_file=gguf_file)
+    if strict:
+        from kvplan.models import require_config_geometry
+
+        require_config_geometry(loaded.model_geometry)
     if no_mla:
         loaded = replace(loaded, model_geometry=mla_off(loaded.model_geometry, loaded.source, engine))
     kv_budget_bytes = size(kv_budget, "--kv-budget")
@@ -382,7 +434,7 @@ def capacity(
     )
     cap = plan_capacity(loaded.model_geometry, weights, inputs)
     weight_notes = [*weight_notes, *(note for note in (len_note, batched_note) if note)]
-    return CapacityResult(capacity=cap, source=loaded.source, weight_notes=tuple(weight_notes))
+    return CapacityResult(capacity=cap, source=loaded.source, weight_notes=tuple(weight_notes), length_flag=length_flag)
 
 
 def model_weights(

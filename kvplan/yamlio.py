@@ -374,6 +374,7 @@ def _head(key: Any, indent: int) -> tuple[str, str, int]:
 
 #: Value types of a mapping whose text ``_block_lines`` remembers (see ``_LEAVES``).
 _LEAF_TYPES = frozenset({str, int, bool, type(None)})
+_STR_KEYS = {str}
 #: (indent, first key inline, the mapping's items, their types when one is a bool) -> its lines, for
 #: mappings of ``_LEAF_TYPES`` values.
 _LEAVES: dict[tuple[Any, ...], str] = {}
@@ -392,11 +393,11 @@ def _block_lines(data: Any) -> list[str]:
     def mapping(item: dict[Any, Any], indent: int, first_inline: bool) -> None:
         leaf = None
         kinds = set(map(type, item.values())) if len(item) > 2 else None
-        if kinds is not None and kinds <= _LEAF_TYPES:
+        if kinds is not None and kinds <= _LEAF_TYPES and set(map(type, item)) == _STR_KEYS:
             # NOTE: a mapping of str, int, bool and None values only is the same text wherever it recurs at this
             # indent: the model, inputs, totals, provenance and weight parts of every scenario of a check. With a
             # bool the value types are part of the key (True == 1); floats are left out (-0.0 == 0.0). Keys
-            # that are not strings raise below.
+            # must be plain str (a str subclass equal to a key would hit; it goes to PyYAML below).
             leaf = (indent, first_inline, tuple(item.items()),
                     tuple(map(type, item.values())) if bool in kinds else None)
             text = _LEAVES.get(leaf)

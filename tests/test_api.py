@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import kvplan
-from kvplan.adjust import Deployment
+from kvplan.adjust import Deployment, Offload
 from kvplan.api import clear_cache
 from kvplan.calc import KvSizer
 from kvplan.calc import estimate as calc_estimate
@@ -37,6 +37,12 @@ ESTIMATES = [
       "--kv-dtype", "q8_0"],
      {"model": "meta-llama/Llama-3.1-8B", "seq_len": "4k", "overrides": ["num_key_value_heads=4"],
       "engine": "llama.cpp", "kv_dtype": "q8_0"}),
+    # vLLM's spellings read as vLLM reads them (8k = 8,000), with the CLI's notes; llama.cpp's -ctk; --strict
+    (["-m", "google/gemma-3-12b-it", "--max-model-len", "32k", "--engine", "vllm", "--max-num-batched-tokens", "8k"],
+     {"model": "google/gemma-3-12b-it", "max_model_len": "32k", "engine": "vllm", "max_num_batched_tokens": "8k"}),
+    (["-m", "meta-llama/Llama-3.1-8B", "-s", "8k", "--engine", "llama.cpp", "-ctk", "q8_0", "--strict"],
+     {"model": "meta-llama/Llama-3.1-8B", "seq_len": "8k", "engine": "llama.cpp", "cache_type_k": "q8_0",
+      "strict": True}),
 ]
 
 #: (CLI flags, API keywords) for `kvplan capacity`.
@@ -55,6 +61,10 @@ CAPACITIES = [
       "--kv-dtype", "fp8", "--max-model-len", "128k", "--batch", "64"],
      {"model": "deepseek-ai/DeepSeek-V2-Lite", "gpu": "A100-80GB", "num_gpus": 2, "engine": "sglang",
       "kv_dtype": "fp8", "max_model_len": "128k", "batch": 64}),
+    (["-m", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--engine", "llama.cpp", "--seq-len", "32k", "-ctk", "q8_0",
+      "--strict"],
+     {"model": "meta-llama/Llama-3.1-8B", "gpu": "H100", "engine": "llama.cpp", "seq_len": "32k", "cache_type_k": "q8_0",
+      "strict": True}),
 ]
 
 
@@ -137,7 +147,8 @@ WALKS = [Deployment(), Deployment(engine="vllm", tp=2, pp=2, block_size=32), Dep
          Deployment(engine="hf-dynamic", beams=3, prompt_len=1000), Deployment(engine="llama.cpp", pp=2,
                                                                               cache_type_v="q8_0"),
          Deployment(engine="vllm", share_prefix=True, prompt_len=512, beams=2, no_window=True),
-         Deployment(engine="trtllm", shared_prefix_tokens=2048, tp=2)]
+         Deployment(engine="trtllm", shared_prefix_tokens=2048, tp=2), Deployment(pp=2, offload=Offload(fraction=0.25)),
+         Deployment(engine="llama.cpp", offload=Offload(layers=8))]
 
 
 @pytest.mark.parametrize("model", ["meta-llama/Llama-3.1-8B", "google/gemma-2-9b", "ai21labs/Jamba-v0.1",
@@ -149,7 +160,7 @@ def test_the_adjustment_walk_on_demand_equals_the_eager_one(model: str) -> None:
     from kvplan.errors import InputError
 
     geometry = kvplan.load_geometry(model).model_geometry
-    compared = 0
+    compared = offloaded = 0
     for dep in WALKS:
         for kv_dtype in ("auto", "fp8"):
             try:
@@ -160,7 +171,8 @@ def test_the_adjustment_walk_on_demand_equals_the_eager_one(model: str) -> None:
             assert lazy.adjustments == () and lazy.kv_cache_bytes == eager.kv_cache_bytes
             assert with_adjustments(lazy) == eager
             compared += bool(eager.adjustments)
-    assert compared >= 8
+            offloaded += any(a.name == "offload" for a in eager.adjustments)
+    assert compared >= 8 and offloaded >= 2
     result = kvplan.estimate(geometry, seq_len=20000, batch=3, engine="vllm", tp=2, kv_dtype="fp8")
     assert result.priced.adjustments == () and [a.name for a in result.adjustments] == [
         "engine:vllm", "kv_dtype", "tensor_parallel"]
@@ -173,3 +185,18 @@ def test_import_kvplan_stays_light() -> None:
             "if m in sys.modules]; assert not bad, bad")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_strict_refuses_architecture_defaults_as_the_commands_do(tmp_path: Path) -> None:
+    """``strict=True``: a config whose core geometry comes from the architecture's defaults is refused with the
+    CLI's error; one that names it all passes."""
+    from kvplan.errors import KvplanError
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "llama"}))
+    for call in (lambda: kvplan.estimate(str(path), seq_len=8, strict=True),
+                 lambda: kvplan.capacity(str(path), gpu="H100", max_model_len=8, strict=True)):
+        with pytest.raises(KvplanError, match="--strict: the config does not give num_hidden_layers"):
+            call()
+    assert kvplan.estimate("meta-llama/Llama-3.1-8B", seq_len=8, strict=True).kv_cache_bytes == (
+        2 * 32 * 8 * 128 * 2 * 8)  # K+V, layers, KV heads, head dim, bf16, tokens

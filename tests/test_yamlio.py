@@ -141,3 +141,10 @@ def test_remembered_leaf_mappings_keep_types_and_indents_apart() -> None:
              {"a": {**leaf, "strict": 0}}, {"a": {**leaf, "batch": True}}, {"a": {**leaf, "batch": 1}}]
     for tree in trees:
         assert "".join(yamlio._block_lines(tree)) == yamlio.dump(tree, pure=True), tree
+    import enum
+
+    class Key(str, enum.Enum):
+        BATCH = "batch"
+
+    with pytest.raises(yamlio._Unsupported):  # a str-enum key equal to a remembered one is not taken for it
+        yamlio._block_lines({"a": {Key.BATCH: 1, "model": "m", "revision": None, "strict": False}})
