@@ -7,8 +7,9 @@ over the fields' tuple (the same hash a dataclass has), a dataclass-style ``__re
 a ``FrozenInstanceError`` (an ``AttributeError``) on assignment; change a value with ``replace``.
 Python 3.11's dataclasses compile six generated methods per class at import (about 1 ms a class, some 50
 classes before ``kvplan estimate`` prints a line); here ``__eq__``, ``__hash__`` and ``__repr__`` are
-shared functions over a per-class field getter, and a class's ``__init__`` is compiled the first time the
-class is instantiated. ``@frozen(kw_only=False)`` takes fields by position too.
+shared functions over a per-class field getter, and a class's ``__init__`` reads its field table for
+its first instances and is compiled for its fields once the class is in use. ``@frozen(kw_only=False)``
+takes fields by position too.
 """
 
 from __future__ import annotations
@@ -154,11 +155,22 @@ def _compile_init(cls: type) -> Callable[..., None]:
     return init  # type: ignore[no-any-return]
 
 
+#: Instances a class makes through the generic ``__init__`` before its own is compiled: most classes make a
+#: handful per command, and a compile (~0.2 ms) costs more than a few hundred generic calls.
+_COMPILE_AFTER = 32
+
+
 def _init_stub(owner: type) -> Callable[..., None]:
-    """``owner``'s ``__init__`` until its first instance: compiles the real one, installs it, runs it (two
-    threads may both compile it; either result is the same function)."""
+    """``owner``'s ``__init__``: the generic one (:func:`_generic_init`) for its first instances, then one
+    compiled for its fields and installed (two threads may both compile it; either result is the same)."""
+    made = 0
 
     def __init__(self: Any, /, *args: Any, **kwargs: Any) -> None:
+        nonlocal made
+        made += 1
+        if made <= _COMPILE_AFTER:
+            _generic_init(owner, self, args, kwargs)
+            return
         init = owner.__dict__["__init__"]
         if init is __init__:
             init = _compile_init(owner)
@@ -167,6 +179,46 @@ def _init_stub(owner: type) -> Callable[..., None]:
 
     __init__.__qualname__ = f"{owner.__qualname__}.__init__"
     return __init__
+
+
+def _generic_init(owner: type, obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """What the compiled ``__init__`` does, read from the class's field table, with Python's own errors."""
+    names: tuple[str, ...] = owner.__value_fields__  # type: ignore[attr-defined]
+    where = f"{owner.__qualname__}.__init__()"
+    if args:
+        if owner.__value_kw_only__ or len(args) > len(names):  # type: ignore[attr-defined]
+            most = 1 if owner.__value_kw_only__ else len(names) + 1  # type: ignore[attr-defined]
+            least = 1 if owner.__value_kw_only__ else 1 + sum(  # type: ignore[attr-defined]
+                name not in owner.__value_defaults__ for name in names)  # type: ignore[attr-defined]
+            allowed = f"{most} positional argument{'s' if most > 1 else ''}" if least == most else \
+                f"from {least} to {most} positional arguments"
+            raise TypeError(f"{where} takes {allowed} but {len(args) + 1} were given")
+        for name in names[:len(args)]:
+            if name in kwargs:
+                raise TypeError(f"{where} got multiple values for argument '{name}'")
+        kwargs = {**dict(zip(names, args)), **kwargs}
+    for name in kwargs:
+        if name not in names:
+            raise TypeError(f"{where} got an unexpected keyword argument '{name}'")
+    defaults: dict[str, Any] = owner.__value_defaults__  # type: ignore[attr-defined]
+    missing = [name for name in names if name not in kwargs and name not in defaults]
+    if missing:
+        kind = "keyword-only" if owner.__value_kw_only__ else "positional"  # type: ignore[attr-defined]
+        listed = (f"'{missing[0]}'" if len(missing) == 1 else
+                  " and ".join(f"'{m}'" for m in missing) if len(missing) == 2 else
+                  ", ".join(f"'{m}'" for m in missing[:-1]) + f", and '{missing[-1]}'")
+        raise TypeError(f"{where} missing {len(missing)} required {kind} argument{'s' if len(missing) > 1 else ''}: "
+                        f"{listed}")
+    for name in names:
+        if name in kwargs:
+            item = kwargs[name]
+        else:
+            item = defaults[name]
+            if isinstance(item, Field):
+                item = item.default_factory()
+        object.__setattr__(obj, name, item)
+    if hasattr(owner, "__post_init__"):
+        obj.__post_init__()
 
 
 #: Field defaults that are shared mutable objects (dataclasses refuses them too: use a default_factory).

@@ -28,7 +28,20 @@ def test_plain_text_class_is_the_complement_it_replaced() -> None:
     # the class as first written (slow to compile); its complement must flag the very same code points
     written = re.compile("[^\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd]")
     every = "".join(map(chr, range(0x110000)))
-    assert [m.start() for m in written.finditer(every)] == [m.start() for m in yamlio._NOT_PLAIN_TEXT.finditer(every)]
+    full = re.compile(yamlio._NOT_PLAIN_PATTERN)
+    assert [m.start() for m in written.finditer(every)] == [m.start() for m in full.finditer(every)]
+    # the ASCII fast path flags the same characters as the whole class, one code point at a time
+    assert all(yamlio._not_plain(ch) == (full.search(ch) is not None) for ch in every[:0x800])
+
+
+def test_control_characters_ascii_fast_path_matches_the_whole_class() -> None:
+    from kvplan import textsafe
+
+    full = re.compile(textsafe._CONTROL_PATTERN)
+    for code in range(0x3000):
+        ch = chr(code)
+        assert textsafe.has_control("a" + ch) == (full.search(ch) is not None), code
+        assert textsafe.printable("a" + ch + "b") == full.sub(textsafe._escape, "a" + ch + "b")
 
 
 def test_whole_and_fractional_counts_parse_exactly() -> None:

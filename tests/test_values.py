@@ -166,3 +166,48 @@ def test_first_instances_from_many_threads() -> None:
         thread.join()
     assert sorted(repr(m) for m in made) == sorted(
         [f"Sub(a={i}, b={i})" for i in range(1, 8, 2)] + [f"Base(a={i})" for i in range(0, 8, 2)])
+
+
+def test_the_generic_and_the_compiled_init_agree_on_values_and_errors() -> None:
+    """A class's first instances go through the field table, later ones through a compiled ``__init__``:
+    the same values, and Python's own error messages, either way."""
+    from kvplan import values
+
+    def make_classes() -> tuple[type, type, type]:
+        keyword = frozen(type("Spec", (), {"__annotations__": {"a": "int", "b": "int", "c": "int", "d": "tuple[int, ...]",
+                                                               "e": "dict[str, int]"},
+                                           "d": (), "e": field(default_factory=dict)}))
+        positional = frozen(kw_only=False)(type("Pos", (), {"__annotations__": {"x": "int", "y": "int"}, "y": 0}))
+        single = frozen(kw_only=False)(type("One", (), {"__annotations__": {"x": "int"}}))
+        return keyword, positional, single
+
+    calls = [
+        (0, (), {"a": 1, "b": 2, "c": 3}), (0, (), {"a": 1, "b": 2, "c": 3, "d": (4,), "e": {"k": 5}}),
+        (0, (1,), {}), (0, (), {"a": 1}), (0, (), {"a": 1, "b": 2}), (0, (), {}), (0, (), {"a": 1, "b": 2, "c": 3, "z": 0}),
+        (1, (1,), {}), (1, (1, 2), {}), (1, (1, 2, 3), {}), (1, (1,), {"x": 2}), (1, (), {"y": 1}), (1, (), {"x": 1, "q": 2}),
+        (2, (1,), {}), (2, (1, 2), {}), (2, (), {}),
+    ]
+
+    def outcomes(classes: tuple[type, type, type]) -> list[str]:
+        out = []
+        for which, args, kwargs in calls:
+            try:
+                made = classes[which](*args, **kwargs)
+                out.append(repr(made) + str(made.e is not calls[1][2].get("e")) if which == 0 else repr(made))
+            except TypeError as exc:
+                out.append(f"TypeError: {exc}")
+        return out
+
+    first = make_classes()
+    generic = outcomes(first)  # fewer calls than _COMPILE_AFTER: every one generic
+    warmed = make_classes()
+    for _ in range(values._COMPILE_AFTER):
+        warmed[0](a=0, b=0, c=0)
+        warmed[1](0)
+        warmed[2](0)
+    compiled = outcomes(warmed)
+    assert generic == compiled
+    assert "TypeError: Spec.__init__() missing 2 required keyword-only arguments: 'b' and 'c'" in generic
+    assert "TypeError: Spec.__init__() missing 3 required keyword-only arguments: 'a', 'b', and 'c'" in generic
+    assert "TypeError: Pos.__init__() got multiple values for argument 'x'" in generic
+    assert "TypeError: One.__init__() takes 2 positional arguments but 3 were given" in generic
