@@ -199,6 +199,16 @@ def estimate(
     return _ESTIMATES.get(geometry, key, lambda: _estimate(geometry, **args))  # type: ignore[arg-type]
 
 
+#: A model's distinct layer specs, in order of their first layer, per layers tuple (kept with its entry).
+_DISTINCT: OwnerMemo[tuple[LayerSpec, ...]] = OwnerMemo(256)
+
+
+def _distinct(layers: tuple[LayerSpec, ...]) -> tuple[LayerSpec, ...]:
+    """The distinct specs of ``layers`` in order of first use: what an engine's model-wide checks read (the
+    checks ask which kinds, heads and sizes occur, and name the first offender)."""
+    return _DISTINCT.get(layers, (), lambda: tuple(dict.fromkeys(layers)))
+
+
 #: Estimates with their adjustment walk, per estimate made without it (:func:`with_adjustments`).
 _WALKED: OwnerMemo[Estimate] = OwnerMemo(1024)
 
@@ -263,7 +273,7 @@ def _estimate(
     notes.extend(setup_notes)
 
     enc_source = None
-    if geometry.has_cross_attention:
+    if any(spec.kind == "cross_attention" for spec in _distinct(geometry.layers)):  # geometry.has_cross_attention
         if encoder_len is not None:
             enc_source = "--encoder-len"
             if geometry.default_encoder_len is not None and encoder_len > geometry.default_encoder_len:
@@ -287,7 +297,7 @@ def _estimate(
     layers = tuple(as_full_attention(s) for s in geometry.layers) if dep.no_window else geometry.layers
     if dep.no_window and layers == geometry.layers:
         notes.append("--no-window changes nothing: the model has no sliding-window or chunked layers")
-    notes.extend(engine.check(layers, dep, dtype))
+    notes.extend(engine.check(_distinct(layers), dep, dtype))
     if dep.max_num_seqs is not None and batch * dep.beams > dep.max_num_seqs:
         notes.append(
             f"{batch * dep.beams} sequences exceed --max-num-seqs {dep.max_num_seqs}: vLLM runs at most "
@@ -361,7 +371,7 @@ class KvSizer:
         validate_deployment(dep)
         geometry, dtype, _source, state_dtype, engine, dep, _notes = _resolve(geometry, kv_dtype, dep, None)
         layers = tuple(as_full_attention(s) for s in geometry.layers) if dep.no_window else geometry.layers
-        engine.check(layers, dep, dtype)
+        engine.check(_distinct(layers), dep, dtype)
         self.geometry, self.kv_dtype, self.deployment, self.engine = geometry, dtype, dep, engine
         self.encoder_len = encoder_len
         self.layout = _layout(geometry, dep, dtype, state_dtype=state_dtype, model_dtype=state_dtype)
@@ -524,7 +534,7 @@ def _price(layout: _Layout, *, seq_len: int, encoder_len: int, batch: int, peaks
         per_gpu, cpu_rank = _placement(layout.geometry, rank_bytes, dep)
     steady_rank = sum(len(indices) * b for (_s, _r, indices), b in zip(layout.groups, group_bytes))
     peak_rank = steady_rank
-    if peaks:
+    if peaks and engine.transient_peaks:  # NOTE: the base rule has no transient: the peak is the steady cache
         costs = [(rank, b) for (_s, rank, indices), b in zip(layout.groups, group_bytes) for _ in indices]
         prefill_rank = engine.prefill_bytes(costs, ctx) or 0
         peak_rank = max(steady_rank, prefill_rank) + engine.peak_extra_bytes(costs, ctx)

@@ -52,3 +52,15 @@ def test_profile_traits() -> None:
     assert served_dtype("float32", engine=get_engine("hf-static")) == (
         "float32", "the checkpoint's dtype (hf-static loads it as stored)")
     assert served_dtype("float32", engine=get_engine("sglang"))[0] == "bfloat16"
+
+
+def test_engines_with_a_transient_say_so() -> None:
+    """calc prices the transient peak only for engines flagged ``transient_peaks``: every engine that
+    overrides prefill_bytes or peak_extra_bytes carries the flag, and no other does."""
+    from kvplan.engines.base import EngineProfile
+
+    for name in ENGINES:
+        profile = type(get_engine(name))
+        overrides = any(getattr(profile, method) is not getattr(EngineProfile, method)
+                        for method in ("prefill_bytes", "peak_extra_bytes"))
+        assert profile.transient_peaks == overrides, name

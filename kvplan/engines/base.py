@@ -217,6 +217,8 @@ class EngineProfile:
     """How this engine caches an MLA model with MLA turned off (``--no-mla``); None: it has no such switch."""
     mla_off_pads_v: ClassVar[bool] = False
     """With MLA off, V is padded to K's head size (vLLM's DeepSeek MHA path)."""
+    transient_peaks: ClassVar[bool] = False
+    """The engine overrides ``prefill_bytes`` / ``peak_extra_bytes`` (a transient above the steady cache)."""
 
     # ---- configuration ---------------------------------------------------------------------
     def auto_dtype(self, model_dtype: KvDtype) -> KvDtype:
@@ -227,7 +229,8 @@ class EngineProfile:
         """Refuse a sequence length the engine's flags cannot hold (InputError); ``tokens`` describes it."""
 
     def check(self, layers: tuple[LayerSpec, ...], dep: Deployment, kv_dtype: KvDtype) -> list[str]:
-        """Refuse flags the engine contradicts (InputError); return notes on what it changes."""
+        """Refuse flags the engine contradicts (InputError); return notes on what it changes. ``layers``: the
+        model's distinct specs, in order of their first layer."""
         notes: list[str] = []
         if self.allowed_dtypes is not None and kv_dtype.name not in self.allowed_dtypes:
             raise InputError(

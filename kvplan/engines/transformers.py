@@ -39,6 +39,7 @@ class HfDynamicProfile(EngineProfile):
     shares_prefix = False
     hf_quantized = True
     keeps_checkpoint_dtype = True
+    transient_peaks = True
     allowed_dtypes: ClassVar[tuple[str, ...] | None] = (*FLOAT_DTYPES, "fp8_e4m3", "int8", "int4", "int2")
 
     def pool_block_size(self, sizes: list[int], dep: Deployment) -> int:
