@@ -343,7 +343,8 @@ def _resolve(
     if not engine.plain_formula:
         geometry = served_geometry(geometry, dep.engine)
     dtype, dtype_source, state_dtype, notes = resolve_kv_dtype(geometry, kv_dtype, group_size=dep.quant_group_size)
-    dep = dep.with_(engine=engine.name)
+    if dep.engine != engine.name:  # an alias (hf -> hf-dynamic): the profile's own name
+        dep = dep.with_(engine=engine.name)
     check_lengths(geometry, dep, seq_len)
     notes.extend(ignored_knobs(dep, engine))
     if kv_dtype.strip().lower() == "auto" and engine.auto_dtype(state_dtype) != dtype:

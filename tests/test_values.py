@@ -211,3 +211,4 @@ def test_the_generic_and_the_compiled_init_agree_on_values_and_errors() -> None:
     assert "TypeError: Spec.__init__() missing 3 required keyword-only arguments: 'a', 'b', and 'c'" in generic
     assert "TypeError: Pos.__init__() got multiple values for argument 'x'" in generic
     assert "TypeError: One.__init__() takes 2 positional arguments but 3 were given" in generic
+
