@@ -273,7 +273,7 @@ def _estimate(
     notes.extend(setup_notes)
 
     enc_source = None
-    if any(spec.kind == "cross_attention" for spec in _distinct(geometry.layers)):  # geometry.has_cross_attention
+    if geometry.has_cross_attention:
         if encoder_len is not None:
             enc_source = "--encoder-len"
             if geometry.default_encoder_len is not None and encoder_len > geometry.default_encoder_len:
