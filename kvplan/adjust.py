@@ -15,6 +15,7 @@ Every effect is reported as an :class:`Adjustment` {name, reason, before_bytes, 
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from kvplan.dtypes import DEFAULT_GROUP_SIZE
@@ -29,13 +30,12 @@ from kvplan.specs import (
     StateSpec,
 )
 from kvplan.units import cdiv
-from kvplan.values import fields, frozen, replace
 
 #: Default ``--residual-length``: recent tokens the Hugging Face QuantizedCache keeps in full precision.
 DEFAULT_RESIDUAL_LENGTH = 128
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Offload:
     """KV kept in host memory: a fraction of every GPU's cache, or whole layers."""
 
@@ -49,7 +49,7 @@ class Offload:
         return f"layers:{self.layers}" if self.layers is not None else f"{self.fraction:g}"
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Deployment:
     """How the model is served. The default is the ideal formula on one GPU."""
 
@@ -99,7 +99,7 @@ class Deployment:
     def echo(self) -> dict[str, object]:
         """Every knob as the report's ``inputs`` echo it (plain JSON values)."""
         out: dict[str, object] = {}
-        for name in fields(self):
+        for name in (f.name for f in fields(self)):
             if name in NOT_ECHOED:
                 continue
             knob = getattr(self, name)
@@ -111,7 +111,7 @@ class Deployment:
 NOT_ECHOED = ("cache_type_v",)
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Adjustment:
     """One bend of the formula, as the report shows it."""
 

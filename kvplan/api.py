@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -33,13 +34,12 @@ from kvplan.geometry import ModelGeometry
 from kvplan.models import overridden_config, parse_config, parse_override
 from kvplan.report import Source
 from kvplan.units import parse_tokens
-from kvplan.values import field, frozen, replace
 
 #: Parsed models kept per process (least recently used dropped first).
 GEOMETRY_CACHE_SIZE = 64
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Geometry:
     """A model read and parsed once: its per-layer geometry, where the config came from, and the config
     itself (capacity counts the weights from it). Attributes of :class:`ModelGeometry` (``layers``,
@@ -171,7 +171,7 @@ def _input_error(message: str, hint: str) -> Exception:
 # ---- estimate ------------------------------------------------------------------------------------
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class EstimateResult:
     """``kvplan.estimate``'s answer: the :class:`~kvplan.calc.Estimate` (its attributes read through:
     ``kv_cache_bytes``, ``kv_cache_bytes_per_gpu``, ``groups``, ``adjustments`` ...) and ``to_dict()``, the
@@ -219,7 +219,7 @@ class EstimateResult:
         return report
 
 
-@frozen(kw_only=False)
+@dataclass(frozen=True, slots=True)
 class _NoSource:
     kind: None = None
     location: None = None
@@ -301,7 +301,7 @@ def estimate(
 # ---- capacity ------------------------------------------------------------------------------------
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class CapacityResult:
     """``kvplan.capacity``'s answer: the :class:`~kvplan.capacity.Capacity` (its attributes read through:
     ``fits``, ``max_context_len``, ``max_concurrent_requests``, ``min_tp`` ...) and ``to_dict()``, the

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
+
 from kvplan.adjust import (
     Adjustment,
     Deployment,
@@ -19,7 +21,6 @@ from kvplan.memo import OwnerMemo
 from kvplan.specs import (
     LayerSpec,
 )
-from kvplan.values import frozen, replace
 
 #: Upper bound on the batch, to catch absurd input.
 MAX_BATCH = 1 << 24
@@ -29,7 +30,7 @@ MAX_BATCH = 1 << 24
 NO_CONFIG_DTYPE = "fp16"
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class LayerGroup:
     """Consecutive or scattered layers that share one spec."""
 
@@ -53,7 +54,7 @@ class LayerGroup:
     ``bytes_per_token``, one GPU)."""
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Estimate:
     geometry: ModelGeometry
     batch: int
@@ -66,7 +67,7 @@ class Estimate:
     encoder_len_source: str | None
     groups: tuple[LayerGroup, ...]
     notes: tuple[str, ...]
-    deployment: Deployment = Deployment()
+    deployment: Deployment = field(default_factory=Deployment)
     """Engine profile and adjustments the estimate was made for (default: ideal, one GPU)."""
     gpu_bytes_per_rank: int | None = None
     """KV bytes on the most loaded GPU (largest pipeline stage, after offload); None = whole cache."""
@@ -396,7 +397,7 @@ class KvSizer:
 # ---- deployment pricing ------------------------------------------------------------------------
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Priced:
     groups: tuple[LayerGroup, ...]
     total_bytes: int
@@ -407,7 +408,7 @@ class Priced:
     notes: tuple[str, ...]
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class _Sizing:
     """The fixed inputs; ``price`` sizes them for one deployment and one KV dtype."""
 
@@ -423,7 +424,7 @@ class _Sizing:
         return _price(layout, seq_len=self.seq_len, encoder_len=self.encoder_len, batch=self.batch, peaks=peaks)
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class _Layout:
     """What pricing needs that tokens and batch do not change: one deployment's cached specs, sharded
     once per distinct spec, grouped, and counted per pipeline stage."""

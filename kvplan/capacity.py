@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 import types
 from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kvplan.adjust import Deployment, stage_of_layer
@@ -27,13 +28,12 @@ from kvplan.gpus import GpuSpec
 from kvplan.memo import OwnerMemo
 from kvplan.models import DTYPE_BYTES, WeightsEstimate, serve_weights, served_dtype
 from kvplan.units import format_bytes
-from kvplan.values import field, fields, frozen, replace
 
 #: TP sizes tried for ``min_tp``.
 TP_CANDIDATES = (1, 2, 4, 8, 16, 32, 64)
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class CapacityInputs:
     gpu: GpuSpec | None
     """None with ``kv_budget_bytes``: the answers that need a GPU (decode floor) are left out."""
@@ -76,7 +76,7 @@ class CapacityInputs:
     ``--disable-hybrid-kv-cache-manager``)."""
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Capacity:
     geometry: ModelGeometry
     inputs: CapacityInputs
@@ -545,8 +545,7 @@ def _search_min_parallel(
 
 def _fits_one(geometry: ModelGeometry, weights: WeightsEstimate | None, inputs: CapacityInputs, tokens: int,
               *, tp: int, pp: int) -> bool:
-    trial = CapacityInputs(**{**{f: getattr(inputs, f) for f in fields(inputs)}, "tp": tp, "pp": pp,
-                              "batch": 1})
+    trial = replace(inputs, tp=tp, pp=pp, batch=1)
     budget = compute_budget(trial, weights, tp=tp, pp=pp, tokens=tokens).kv_bytes_per_gpu
     if budget <= 0:
         return False

@@ -12,6 +12,7 @@ command's own defaults (estimate: engine ideal; capacity: engine vllm) unless th
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from kvplan import __version__
@@ -19,10 +20,9 @@ from kvplan.errors import InputError, KvplanError
 from kvplan.plan import Plan, Scenario
 from kvplan.report import SCHEMA_VERSION
 from kvplan.units import format_bytes
-from kvplan.values import frozen
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Gate:
     """One budget compared with one computed value."""
 

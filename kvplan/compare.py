@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kvplan import __version__
@@ -36,7 +37,6 @@ from kvplan.specs import (
     SlidingWindowSpec,
 )
 from kvplan.units import parse_tokens
-from kvplan.values import frozen, replace
 
 # NOTE: the seed articles' model: 32 layers, 32 heads of dim 128 (hidden 4096), fp16, 4096 tokens.
 SEED_LAYERS = 32
@@ -62,7 +62,7 @@ VARIANT_HINT = "variants: mha, gqa, gqa:N, mqa, mla, mla:RANK+ROPE, swa:W, hybri
 _SELF_ATTENTION = (FullAttentionSpec, SlidingWindowSpec, ChunkedLocalSpec, MLASpec)
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Base:
     """The model size every variant shares."""
 
@@ -84,7 +84,7 @@ class Base:
         return sum(isinstance(spec, _SELF_ATTENTION) for spec in self.geometry.layers)
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Variant:
     """One attention layout, parsed from its name."""
 
@@ -116,7 +116,7 @@ class Variant:
         return self.kind
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class VariantResult:
     variant: Variant
     description: str
@@ -139,7 +139,7 @@ class VariantResult:
         return decode_read_bytes(self.estimate)
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Comparison:
     base: Base
     mha: Estimate

@@ -7,12 +7,13 @@ llama.cpp q8_0: 32 values in 34 bytes, the 32 int8 values plus one fp16 scale).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from kvplan.errors import InputError
 from kvplan.units import cdiv
-from kvplan.values import frozen
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class KvDtype:
     name: str
     block_elems: int

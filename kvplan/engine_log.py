@@ -9,6 +9,7 @@ that figure), so the report's shape does not depend on the engine.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from kvplan.adjust import stage_of_layer
@@ -17,7 +18,6 @@ from kvplan.engines import get_engine
 from kvplan.engines.base import LogCache, PoolFacts, value_dtype
 from kvplan.engines.vllm import kv_cache_group_count
 from kvplan.specs import AttentionSpec, MLASpec
-from kvplan.values import replace
 
 if TYPE_CHECKING:
     from kvplan.capacity import Capacity

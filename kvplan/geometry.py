@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from kvplan.specs import LayerSpec
-from kvplan.values import frozen
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Provenance:
     field: str
     """kvplan's name for the value (``num_kv_heads``, ``sliding_window``...)."""
@@ -16,7 +17,7 @@ class Provenance:
     ``derived: hidden_size // num_attention_heads``, ``--set``."""
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ModelGeometry:
     model_id: str
     model_type: str

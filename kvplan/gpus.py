@@ -7,18 +7,18 @@ from __future__ import annotations
 
 import difflib
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from kvplan.errors import ConfigError, InputError
 from kvplan.units import GiB
-from kvplan.values import frozen
 
 #: Words dropped before matching a GPU name ("NVIDIA GeForce RTX 4090" -> "rtx4090").
 _VENDOR_WORDS = ("nvidia", "geforce", "tesla", "amd", "instinct", "apple")
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class GpuSpec:
     name: str
     memory_bytes: int

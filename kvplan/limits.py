@@ -6,11 +6,12 @@ bound and why the bound is where it is, so a typo (``--tp 40960``) never runs fo
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from kvplan.errors import InputError
-from kvplan.values import frozen
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Limit:
     maximum: int
     why: str

@@ -18,11 +18,11 @@ prints the same; the causes offered for a difference come from engine_logs.md se
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from kvplan.errors import InputError
 from kvplan.units import GiB, MiB
-from kvplan.values import field, frozen
 
 _NUM = r"(-?[\d.]+)"
 VLLM_AVAILABLE = re.compile(r"Available KV cache memory: " + _NUM + r" GiB")
@@ -46,7 +46,7 @@ TRT_BLOCK = re.compile(r"Number of tokens per block: (\d+)")
 TRT_ALLOCATED = re.compile(r"Allocated ([\d.]+) GiB for max tokens in paged KV cache \((\d+)\)")
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Logged:
     """One figure found in the log."""
 
@@ -62,7 +62,7 @@ class Logged:
     line: str
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ParsedLog:
     engine: str | None
     figures: tuple[Logged, ...]

@@ -9,12 +9,12 @@ unknown keys and wrong types are never ignored.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from kvplan.errors import InputError, KvplanError
 from kvplan.units import parse_size, parse_tokens
-from kvplan.values import field, frozen, replace
 
 #: Top-level keys of a plan file.
 PLAN_KEYS = ("scenarios", "defaults")
@@ -22,7 +22,7 @@ PLAN_KEYS = ("scenarios", "defaults")
 Path_ = tuple[Any, ...]
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Field:
     """One scenario key: what it accepts and how it resolves."""
 
@@ -180,7 +180,7 @@ FIELDS: dict[str, Field] = {
 REQUIRED = ("name", "model")
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Scenario:
     name: str
     line: int | None
@@ -194,7 +194,7 @@ class Scenario:
     """Refuse a model whose core geometry comes from architecture defaults (``strict: true``, as --strict)."""
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Plan:
     path: str
     scenarios: tuple[Scenario, ...]

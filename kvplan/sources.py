@@ -10,6 +10,7 @@ import itertools
 import os
 import threading
 import time
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,6 @@ from kvplan.hubref import is_repo_id, validate_revision
 from kvplan.limits import MAX_MODEL_ARG_CHARS
 from kvplan.report import Source
 from kvplan.textsafe import printable
-from kvplan.values import frozen
 
 
 def bundled_dir() -> Path:
@@ -233,7 +233,7 @@ def hub_timeout() -> float:
     return value
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class CachedHubSource(Source):
     """A Hub model answered from the local Hub cache because the Hub failed."""
 

@@ -8,13 +8,13 @@ length, and how many bytes that is. The calculator never branches on the spec ty
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import ClassVar
 
 from kvplan.dtypes import KvDtype
-from kvplan.values import frozen
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class SizingInputs:
     """What a spec needs besides its own geometry."""
 
@@ -28,7 +28,7 @@ class SizingInputs:
     """Encoder positions seen by cross-attention layers."""
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class LayerSpec:
     kind: ClassVar[str] = "layer"
 
@@ -54,7 +54,7 @@ class LayerSpec:
         return None
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class AttentionSpec(LayerSpec):
     num_kv_heads: int
     head_size: int
@@ -73,7 +73,7 @@ class AttentionSpec(LayerSpec):
         return None
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class FullAttentionSpec(AttentionSpec):
     kind: ClassVar[str] = "full_attention"
 
@@ -85,7 +85,7 @@ class FullAttentionSpec(AttentionSpec):
         return True
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class SlidingWindowSpec(AttentionSpec):
     kind: ClassVar[str] = "sliding_window"
     sliding_window: int
@@ -102,7 +102,7 @@ class SlidingWindowSpec(AttentionSpec):
         return True
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ChunkedLocalSpec(AttentionSpec):
     """Chunked local attention (Llama 4): a token sees only its own chunk of C tokens."""
 
@@ -122,7 +122,7 @@ class ChunkedLocalSpec(AttentionSpec):
         return True
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class CrossAttentionSpec(AttentionSpec):
     """Decoder cross-attention: K/V of the encoder output, fixed by the encoder length."""
 
@@ -132,7 +132,7 @@ class CrossAttentionSpec(AttentionSpec):
         return inputs.encoder_len
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class MLASpec(LayerSpec):
     """Multi-head latent attention: one latent row of kv_lora_rank + qk_rope_head_dim, no K/V pair."""
 
@@ -174,7 +174,7 @@ class MLASpec(LayerSpec):
         return True
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class IndexerSpec(MLASpec):
     """The key cache of a sparse-attention (DSA) lightning indexer: one ``index_head_dim`` key per token per
     layer, one "head" like the MLA latent (so it shards, pages and grows as MLA does; ``qk_rope_head_dim`` 0).
@@ -199,7 +199,7 @@ class IndexerSpec(MLASpec):
         return self.index_head_dim + 4 * -(-self.index_head_dim // 128)
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class CompressedAttentionSpec(LayerSpec):
     """DeepSeek-V4 attention: one shared K=V head (``head_size``) over a sliding window of recent tokens,
     plus, when ``compress_ratio`` > 0, one compressed entry per ``compress_ratio`` past tokens (all of
@@ -262,28 +262,28 @@ class CompressedAttentionSpec(LayerSpec):
         return True
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class SharedKVSlidingSpec(CompressedAttentionSpec):
     """DeepSeek-V4 sliding-only layer (compress ratio 0): one K=V row per token in the window."""
 
     kind: ClassVar[str] = "sliding_kv_shared"
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class CompressedSparseSpec(CompressedAttentionSpec):
     """DeepSeek-V4 compressed-sparse attention (CSA): overlapping compression and a lightning indexer."""
 
     kind: ClassVar[str] = "compressed_sparse"
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class HeavilyCompressedSpec(CompressedAttentionSpec):
     """DeepSeek-V4 heavily compressed attention (HCA): dense attention over a strongly compressed history."""
 
     kind: ClassVar[str] = "heavily_compressed"
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class StateSpec(LayerSpec):
     """Recurrent state (Mamba, gated delta net, linear attention): constant per sequence."""
 
@@ -312,7 +312,7 @@ class StateSpec(LayerSpec):
         return sum(self.tensor_bytes(name, shape, inputs.state_dtype) for name, shape in self.shapes)
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class NoCacheSpec(LayerSpec):
     """A layer that caches nothing (MLP-only or MoE-only blocks of hybrid stacks)."""
 
@@ -326,7 +326,7 @@ class NoCacheSpec(LayerSpec):
         return 0
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class SharedKVSpec(NoCacheSpec):
     """A layer that attends over an earlier layer's K/V and stores none of its own (Gemma 3n and Gemma 4
     ``num_kv_shared_layers``; vLLM ``kv_sharing_target_layer_name``; transformers puts a ``DummyLayer`` in its

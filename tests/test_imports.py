@@ -169,13 +169,12 @@ def test_no_module_is_over_700_lines(relpath: str) -> None:
 
 #: What each low room may import from kvplan (anywhere in the module, lazy imports included).
 FLOORS = {
-    "values": {"values"},
-    "errors": {"values", "errors", "units", "dtypes"},
-    "units": {"values", "errors", "units", "dtypes"},
-    "dtypes": {"values", "errors", "units", "dtypes"},
-    "specs": {"values", "errors", "units", "dtypes", "specs", "geometry"},
-    "geometry": {"values", "errors", "units", "dtypes", "specs", "geometry"},
-    "engines": {"values", "errors", "units", "dtypes", "specs", "geometry", "adjust", "engines"},
+    "errors": {"errors", "units", "dtypes"},
+    "units": {"errors", "units", "dtypes"},
+    "dtypes": {"errors", "units", "dtypes"},
+    "specs": {"errors", "units", "dtypes", "specs", "geometry"},
+    "geometry": {"errors", "units", "dtypes", "specs", "geometry"},
+    "engines": {"errors", "units", "dtypes", "specs", "geometry", "adjust", "engines"},
 }
 
 

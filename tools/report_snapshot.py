@@ -1,7 +1,10 @@
-"""Save or check the YAML reports kvplan writes for every bundled model (and ../shared/hf_configs).
+"""Save or check the reports kvplan writes for every bundled model (and ../shared/hf_configs).
 
     python tools/report_snapshot.py save DIR     # before a refactor
-    python tools/report_snapshot.py check DIR    # after: every report byte-identical, same exit code
+    python tools/report_snapshot.py check DIR    # after: every report equal value for value, same exit code
+
+Reports are compared as JSON values (``kvplan_version`` aside), so a change of layout is not a difference
+and a change of any number is.
 
 Runs in-process through typer's CliRunner: estimate and capacity (vllm and llama.cpp on an H200)
 per model, and `check` over a plan of mixed scenarios.
@@ -9,6 +12,7 @@ per model, and `check` over a plan of mixed scenarios.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sys
 from pathlib import Path
@@ -33,15 +37,15 @@ def _cases() -> list[tuple[str, list[str]]]:
     cases = []
     for m in _models():
         short = "shared__" + Path(m).stem if m.endswith(".json") else m.replace("/", "__")
-        cases.append((f"estimate__{short}", ["estimate", "--model", m, "--seq-len", "8k", "--format", "yaml"]))
+        cases.append((f"estimate__{short}", ["estimate", "--model", m, "--seq-len", "8k", "--format", "json"]))
         cases.append((f"estimate_vllm_tp2__{short}",
                       ["estimate", "--model", m, "--seq-len", "32k", "--batch", "4", "--engine", "vllm", "--tp", "2",
-                       "--format", "yaml"]))
-        cases.append((f"capacity_vllm__{short}", ["capacity", "--model", m, "--gpu", "H200", "--format", "yaml"]))
+                       "--format", "json"]))
+        cases.append((f"capacity_vllm__{short}", ["capacity", "--model", m, "--gpu", "H200", "--format", "json"]))
         cases.append((f"capacity_llamacpp__{short}",
                       ["capacity", "--model", m, "--gpu", "H100", "--engine", "llama.cpp", "--max-model-len", "16k",
-                       "--format", "yaml"]))
-    cases.append(("check__example", ["check", "examples/kvplan.yaml", "--format", "yaml"]))
+                       "--format", "json"]))
+    cases.append(("check__example", ["check", "examples/kvplan.yaml", "--format", "json"]))
     return cases
 
 
@@ -54,6 +58,17 @@ def _run(args: list[str]) -> tuple[int, str]:
     return result.exit_code, result.stdout
 
 
+def _value(out: str) -> object:
+    """The report as a JSON value without the version stamp (the text itself when it is not JSON)."""
+    try:
+        report = json.loads(out)
+    except ValueError:
+        return out
+    if isinstance(report, dict):
+        report.pop("kvplan_version", None)
+    return report
+
+
 def main() -> int:
     mode, folder = sys.argv[1], Path(sys.argv[2]).resolve()
     os.chdir(ROOT)
@@ -61,15 +76,15 @@ def main() -> int:
     bad = 0
     for name, args in _cases():
         code, out = _run(args)
-        text = f"# exit {code}\n{out}"
-        path = folder / f"{name}.yaml"
+        record = {"exit": code, "report": _value(out)}
+        path = folder / f"{name}.json"
         if mode == "save":
-            path.write_text(text, encoding="utf-8")
-        elif not path.exists() or path.read_text(encoding="utf-8") != text:
+            path.write_text(json.dumps(record, indent=1, sort_keys=True), encoding="utf-8")
+        elif not path.exists() or json.loads(path.read_text(encoding="utf-8")) != record:
             bad += 1
             print(f"DIFFERS: {name}")
     n = len(_cases())
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(folder.glob("*.yaml")))).hexdigest()[:12]
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(folder.glob("*.json")))).hexdigest()[:12]
     print(f"{mode}: {n} reports, {bad} differ (snapshot {digest})")
     return 1 if bad else 0
 

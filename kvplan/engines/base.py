@@ -18,6 +18,7 @@ differently. The calculator calls these methods and never branches on an engine'
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 from kvplan.adjust import (
@@ -40,7 +41,6 @@ from kvplan.specs import (
     SlidingWindowSpec,
     StateSpec,
 )
-from kvplan.values import field, frozen, replace
 
 #: KV dtype names of the float caches every engine accepts.
 FLOAT_DTYPES = ("fp32", "fp16", "bf16")
@@ -48,7 +48,7 @@ FLOAT_DTYPES = ("fp32", "fp16", "bf16")
 FP8_DTYPES = ("fp8_e4m3", "fp8_e5m2")
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class SizingContext:
     """Everything an engine needs besides the layer spec."""
 
@@ -106,7 +106,7 @@ def dsa_fp8_bytes(spec: LayerSpec, kv_dtype: KvDtype) -> int | None:
 
 
 # ---- the KV budget (what an engine leaves for its KV cache) ------------------------------------
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ModelShape:
     """The weights' figures a budget rule reads (from ``models.WeightsEstimate``; 0 when not counted)."""
 
@@ -121,7 +121,7 @@ class ModelShape:
     experts_per_token: int | None = None
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class BudgetRequest:
     """The inputs of one engine's budget rule (capacity's flags, resolved)."""
 
@@ -145,7 +145,7 @@ class BudgetRequest:
     version: str | None = None
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class BudgetTerm:
     """One subtracted term of a derived budget, with where its rule comes from."""
 
@@ -154,7 +154,7 @@ class BudgetTerm:
     source: str
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Budget:
     memory_bytes: int | None
     usable_bytes: int
@@ -398,7 +398,7 @@ class EngineProfile:
 
 
 # ---- start-up log lines (issue 12) -------------------------------------------------------------
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class LogCache:
     """One group of layers as an engine's log counts it, on the busiest rank."""
 
@@ -416,7 +416,7 @@ class LogCache:
     window: int | None = None
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class PoolFacts:
     """What kvplan computed for a capacity question, in the terms the engines log."""
 

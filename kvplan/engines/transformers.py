@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import ClassVar
 
 from kvplan.adjust import Deployment
@@ -28,7 +29,6 @@ from kvplan.specs import (
     StateSpec,
 )
 from kvplan.units import cdiv
-from kvplan.values import replace
 
 
 class HfDynamicProfile(EngineProfile):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kvplan.adjust import Deployment
 from kvplan.dtypes import KvDtype
 from kvplan.engines.base import (
@@ -21,7 +23,6 @@ from kvplan.engines.base import (
 from kvplan.errors import InputError
 from kvplan.specs import AttentionSpec, ChunkedLocalSpec, LayerSpec, MLASpec, SlidingWindowSpec, StateSpec
 from kvplan.units import GiB, MiB, cdiv
-from kvplan.values import replace
 
 #: vLLM ``--max-num-batched-tokens`` default kvplan assumes: ``vllm serve`` on a GPU with at least
 #: 70 GiB that is not an A100 (H100, H200, MI300X), from ``EngineArgs.get_batch_defaults``.

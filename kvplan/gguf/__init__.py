@@ -9,20 +9,20 @@ id with ``gguf_file``.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, replace
 
 from kvplan.errors import ConfigError, SourceError
 from kvplan.geometry import ModelGeometry
 from kvplan.gguf.reader import ByteSource, GgufHeader, LocalSource, read_header
 from kvplan.gguf.weights import GgufWeights
 from kvplan.report import Source
-from kvplan.values import frozen, replace
 
 __all__ = ["GgufModel", "hub_reference", "load_gguf"]
 
 _REPO_TAG = re.compile(r"^(?P<repo>[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*):(?P<tag>[A-Za-z0-9._-]+)$")
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class GgufModel:
     model_id: str
     source: Source

@@ -27,11 +27,11 @@ is ``attn_k`` + ``attn_v``, the last ``-> hidden`` one is ``attn_output``; in an
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from kvplan.errors import InputError
 from kvplan.models.tensors import Matrix, Quantisation, WeightPart
-from kvplan.values import frozen, replace
 
 if TYPE_CHECKING:
     from kvplan.models.tensors import WeightsEstimate
@@ -90,7 +90,7 @@ def fit_rows(ggml_type: str, ncols: int) -> str:
     return fallback if ncols % GGML_BLOCKS[fallback][0] == 0 else "F16"
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class GgufQuantisation(Quantisation):
     """The report's ``weights.quantization``: which llama.cpp file type, and that it is not the checkpoint."""
 
@@ -103,7 +103,7 @@ class GgufQuantisation(Quantisation):
         return f"{self.file_type} ({'--weights-quant' if self.chosen else 'llama.cpp default; --weights-quant for others'})"
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class _Group:
     """``count`` tensors of one shape: ``bumped`` of them take ``high``, the rest ``low``."""
 

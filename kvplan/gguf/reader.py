@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from kvplan.errors import ConfigError
-from kvplan.values import frozen
 
 MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
@@ -79,7 +79,7 @@ class LocalSource(ByteSource):
         self._file.close()
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ArraySummary:
     """A metadata array too long to keep (a tokenizer vocabulary): its element type and length."""
 
@@ -87,7 +87,7 @@ class ArraySummary:
     length: int
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class TensorInfo:
     name: str
     shape: tuple[int, ...]
@@ -99,7 +99,7 @@ class TensorInfo:
     nbytes: int
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class GgufHeader:
     label: str
     version: int

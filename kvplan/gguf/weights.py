@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kvplan.errors import InputError
 from kvplan.gguf.reader import TensorInfo
-from kvplan.values import frozen
 
 if TYPE_CHECKING:
     from kvplan.gguf import GgufModel
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 _BLOCK = re.compile(r"^blk\.(\d+)\.")
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class TypeTotal:
     type_name: str
     num_tensors: int
@@ -38,7 +38,7 @@ class TypeTotal:
     total_bytes: int
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class GgufWeights:
     tensors: tuple[TensorInfo, ...]
     block_count: int
@@ -69,7 +69,7 @@ class GgufWeights:
         return int(match.group(1)) if match else None
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class DeviceSplit:
     device_bytes: tuple[int, ...]
     """Weight bytes each device holds, in device order."""
@@ -154,7 +154,7 @@ def role_of(name: str) -> str:
     return next((role for pattern, role in _ROLES if pattern.search(name)), "other")
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class LlamaCppLayerSplit:
     """Weight bytes per device under llama.cpp's layer split, for any device count: what
     ``WeightsEstimate.device_split`` asks. Per-block bytes are summed once; ``device_bytes`` is O(blocks)."""

@@ -12,12 +12,12 @@ layer, sized by the encoder length, not by the generated length. A ``*ForCausalL
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from kvplan.models.base import ArchParser, ConfigReader
 from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, switch, tied, vocab_of
 from kvplan.specs import LayerSpec
-from kvplan.values import frozen
 
 #: The BART layout's defaults (transformers ``BartConfig``); the others differ where ``_BY_TYPE`` says.
 _BART = {"decoder_layers": 12, "decoder_attention_heads": 16, "d_model": 1024, "encoder_layers": 12,
@@ -57,7 +57,7 @@ _BY_TYPE: dict[str, dict[str, Any]] = {
 }
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class StackLayout:
     """How one member of the BART lineage differs from BART in the tensors it holds (its transformers modeling
     file): BART itself is learned positions offset by 2, a LayerNorm on the embeddings of each stack, biases

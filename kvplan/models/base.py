@@ -9,6 +9,7 @@ noted, or reported as an error that names the field and every alias tried.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from kvplan.errors import ConfigError
@@ -24,7 +25,6 @@ from kvplan.specs import (
     SlidingWindowSpec,
     StateSpec,
 )
-from kvplan.values import replace
 
 #: Upper bound on any single dimension (heads, head dim, layers...), to catch absurd input.
 MAX_DIM = 1 << 24

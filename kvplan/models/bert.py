@@ -10,13 +10,13 @@ num_attention_heads`` per head, and with ``add_cross_attention`` (the decoder of
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from kvplan.errors import ConfigError
 from kvplan.models.base import ArchParser, ConfigReader
 from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, switch, tied, vocab_of
 from kvplan.specs import LayerSpec
-from kvplan.values import frozen, replace
 
 #: BertConfig defaults of the keys read here; the others differ where ``defaults_by_type`` says.
 _BERT = {"num_hidden_layers": 12, "num_attention_heads": 12, "hidden_size": 768, "intermediate_size": 3072,
@@ -35,7 +35,7 @@ def decoder_use(r: ConfigReader) -> str | None:
     return None
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class BertLayout:
     """How a BERT-style model differs from BERT in the tensors it holds (its transformers modeling file); every
     member keeps BERT's post- or pre-norm layer: q/k/v/o, intermediate and output, two LayerNorms with bias."""

@@ -10,13 +10,13 @@ geometry, unless the decoder's family already lays cross-attention out (``add_cr
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from kvplan.errors import ConfigError
 from kvplan.models.base import ArchParser, ConfigReader
 from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, tied
 from kvplan.specs import CrossAttentionSpec, LayerSpec, NoCacheSpec, StateSpec
-from kvplan.values import replace
 
 
 def _sub_reader(r: ConfigReader, key: str, weights: bool = False) -> tuple[ArchParser, ConfigReader, str]:

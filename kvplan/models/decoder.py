@@ -10,14 +10,14 @@ their config keys (every layer, ``decoder_sparse_step``, ``first_k_dense_replace
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import ClassVar
 
 from kvplan.models.base import ArchParser, ConfigReader, layer_indices
 from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, hidden_of, vocab_of
-from kvplan.values import frozen
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class DecoderLayout:
     """How one family's decoder differs from Llama's in the tensors it holds."""
 
@@ -53,7 +53,7 @@ class DecoderLayout:
     """A router bias or DeepSeek-V3's ``e_score_correction_bias``."""
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class MoeLayout:
     layers: list[int]
     """Indices of the layers whose MLP is a mixture of experts."""

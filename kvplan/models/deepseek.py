@@ -9,6 +9,7 @@ plus shared experts, after ``first_k_dense_replace`` dense layers.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from kvplan.errors import ConfigError
@@ -35,7 +36,6 @@ from kvplan.specs import (
     NoCacheSpec,
     SlidingWindowSpec,
 )
-from kvplan.values import replace
 
 
 class DeepseekParser(DecoderParser):

@@ -5,6 +5,7 @@ dim and KV-head count (``global_head_dim``, ``num_global_key_value_heads``) and 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from kvplan.errors import ConfigError
@@ -12,7 +13,6 @@ from kvplan.models.base import FULL, SLIDING, ArchParser, ConfigReader
 from kvplan.models.decoder import DecoderLayout, DecoderParser
 from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, hidden_of, switch, vocab_of
 from kvplan.specs import FullAttentionSpec, LayerSpec, SharedKVSpec, SlidingWindowSpec
-from kvplan.values import replace
 
 #: The reason every KV-sharing layer gives (Gemma 3n and Gemma 4).
 SHARED_KV_REASON = "reuses the K/V cache of an earlier layer (num_kv_shared_layers)"

@@ -4,6 +4,7 @@ and GLM-5-Next (Kimi Delta Attention layers between the indexed MLA layers)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from kvplan.errors import ConfigError
@@ -13,7 +14,6 @@ from kvplan.models.deepseek import DeepseekParser
 from kvplan.models.llama import LlamaParser
 from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, hidden_of, switch, vocab_of
 from kvplan.specs import StateSpec
-from kvplan.values import replace
 
 
 class ChatGlmParser(ArchParser):

@@ -4,6 +4,7 @@ StarCoder2 -- LayerNorms with bias, non-gated MLPs, learned or rotary positions.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from kvplan.models.base import ArchParser, ConfigReader
@@ -19,7 +20,6 @@ from kvplan.models.tensors import (
     switch,
     vocab_of,
 )
-from kvplan.values import replace
 
 #: The classic decoders counted as GPT-2's block with differences (their transformers modeling files):
 #: :func:`classic_decoder`'s arguments; :meth:`Gpt2Parser.classic_weights` adds what they cannot say.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from kvplan.errors import ConfigError
@@ -26,13 +27,12 @@ from kvplan.models.tensors import (
     vocab_of,
 )
 from kvplan.specs import LayerSpec
-from kvplan.values import frozen, replace
 
 
 # NOTE: Llama and the families that keep its layout: every layer caches K and V of GQA heads. The cache
 # rule answers for every type listed; a type whose weights differ from Llama's is counted in its own
 # family's module (deepseek.py: ``deepseek``; glm.py: ``glm4_moe``; minimax.py: ``minimax_m2``...).
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class LayerExtras:
     """Tensors a Llama-like layer holds beyond what its :class:`DecoderLayout` says, per layer."""
 

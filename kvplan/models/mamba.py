@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from kvplan.errors import ConfigError
 from kvplan.models.base import _MISSING, STATE, ArchParser, ConfigReader
 from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, hidden_of, switch, vocab_of
 from kvplan.specs import StateSpec
-from kvplan.values import frozen
 
 
 def mamba1_state(d_inner: int, d_conv: int, d_state: int) -> StateSpec:
@@ -121,7 +121,7 @@ class Mamba2Parser(ArchParser):
 
 
 # ---- Mamba-2 hybrids with ``mamba_*`` fields (Falcon-H1, Granite 4.0 hybrid, Bamba) ------------------
-@frozen(kw_only=False)
+@dataclass(frozen=True, slots=True)
 class Mamba2Keys:
     """Where one family keeps its Mamba-2 fields (alias lists, first present wins)."""
 

@@ -6,10 +6,11 @@ Persimmon's cache (plain MHA) is read with the Llama rules (llama.py); this modu
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kvplan.models.base import ArchParser, ConfigReader
 from kvplan.models.decoder import classic_decoder
 from kvplan.models.tensors import Matrix, WeightCount, WeightPart, hidden_of, switch
-from kvplan.values import replace
 
 
 class PersimmonParser(ArchParser):

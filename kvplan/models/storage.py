@@ -9,11 +9,11 @@ Pure: no IO except :func:`weights_from_safetensors`, which imports huggingface_h
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kvplan.errors import ConfigError, InputError, SourceError
 from kvplan.models.tensors import Quantisation, WeightPart, WeightsEstimate
-from kvplan.values import replace
 
 if TYPE_CHECKING:
     from kvplan.models.base import ConfigReader

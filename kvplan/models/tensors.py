@@ -5,10 +5,10 @@ experts). Family-free: what a given architecture holds is said in its own module
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kvplan.units import cdiv
-from kvplan.values import frozen
 
 if TYPE_CHECKING:
     from kvplan.models.base import ConfigReader
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 #: Roles whose matrices a weight-quantisation method converts (unless listed as not converted).
 QUANTISED_ROLES = frozenset({"attention", "mlp", "experts", "shared_experts"})
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Matrix:
     """``count`` linear weight matrices of ``in_features`` x ``out_features``."""
 
@@ -30,7 +30,7 @@ class Matrix:
         return self.in_features * self.out_features * self.count
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class WeightPart:
     """A group of tensors that share a role (and so a storage format)."""
 
@@ -52,7 +52,7 @@ class WeightPart:
         return sum(m.parameters for m in self.matrices) + self.other_parameters
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Quantisation:
     """How a checkpoint stores its quantised matrices."""
 
@@ -93,7 +93,7 @@ class Quantisation:
         return (data + scales + extra) * m.count
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class WeightsEstimate:
     model_id: str
     model_type: str
@@ -199,7 +199,7 @@ class WeightsEstimate:
         return resident - experts_gpu + experts_gpu * touched // self.num_experts
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class WeightCount:
     """What a family's counter returns: the tensors, the expert routing, and the shape figures
     the activation estimate reads."""

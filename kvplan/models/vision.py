@@ -12,6 +12,7 @@ said to be approximate.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kvplan.errors import ConfigError
@@ -35,10 +36,9 @@ from kvplan.models.vision_towers import (
     pix2struct_tower,
     radio_tower,
 )
-from kvplan.values import frozen
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class TowerLayout:
     """One vision ``model_type``'s ViT: which config keys size it and what each block holds."""
 

@@ -11,17 +11,17 @@ The package around it turns reports into what people and machines read, and neve
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from kvplan import __version__
 from kvplan.calc import Estimate, LayerGroup
 from kvplan.geometry import ModelGeometry
-from kvplan.values import frozen
 
 SCHEMA_VERSION = 1
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Source:
     """Where a model config came from."""
 

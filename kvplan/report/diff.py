@@ -6,6 +6,7 @@ entry per scenario; an `estimate` report one entry named after its model id.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -14,12 +15,11 @@ from kvplan import __version__
 from kvplan.errors import InputError
 from kvplan.report import SCHEMA_VERSION
 from kvplan.units import parse_size
-from kvplan.values import frozen
 
 DIFFABLE = ("check", "estimate")
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Threshold:
     """``--max-increase``: a percentage of the old bytes (``10%``) or a size (``1GiB``)."""
 

@@ -472,9 +472,9 @@ def _run_ranks(plan: VerifyPlan, *, gpu: bool, seed: int, progress: bool) -> tup
 
 def _rank_main(rank: int, plan: VerifyPlan, gpu: bool, seed: int, progress: bool, port: int, outdir: str) -> None:
     """One rank of ``--tp``: join the process group on 127.0.0.1, decode its head shard, write its numbers."""
-    import torch.distributed as dist
+    from dataclasses import asdict
 
-    from kvplan.values import as_dict
+    import torch.distributed as dist
 
     backend = "nccl" if gpu else "gloo"
     device = torch.device("cuda", rank) if gpu else torch.device("cpu")
@@ -485,7 +485,7 @@ def _rank_main(rank: int, plan: VerifyPlan, gpu: bool, seed: int, progress: bool
     try:
         measurement, weight_bytes = decode_rank(plan, device, rank=rank, group=dist.group.WORLD, seed=seed,
                                                 progress=progress and rank == 0)
-        out.write_text(json.dumps({"measurement": as_dict(measurement), "weight_bytes": weight_bytes}))
+        out.write_text(json.dumps({"measurement": asdict(measurement), "weight_bytes": weight_bytes}))
     except KvplanError as exc:
         out.write_text(json.dumps({"error": f"rank {rank}: {exc.message}", "hint": exc.hint,
                                    "oom": isinstance(exc, VerifyOOM)}))

@@ -40,6 +40,7 @@ vLLM's ``d_conv - 1`` window in the model dtype.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from kvplan.calc import resolve_kv_dtype
 from kvplan.dtypes import KvDtype, lookup_dtype
@@ -57,7 +58,6 @@ from kvplan.specs import (
     StateSpec,
 )
 from kvplan.units import MiB, cdiv
-from kvplan.values import frozen, replace
 
 LAYOUTS = ("dynamic", "static", "paged", "sliding", "quantized")
 #: KV dtypes a float cache can hold (torch has each of them); the quantized layout takes bits.
@@ -69,7 +69,7 @@ ALLOCATED_TOLERANCE = 0.001
 RESERVED_TOLERANCE = 0.02
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class PlannedTensor:
     """One cache tensor the decode allocates, as kvplan predicts it."""
 
@@ -81,7 +81,7 @@ class PlannedTensor:
     nbytes: int
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class LayerPlan:
     """What one layer of one rank holds at the end of the decode."""
 
@@ -114,7 +114,7 @@ class LayerPlan:
         return sum(t.nbytes for t in self.tensors)
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class VerifyPlan:
     geometry: ModelGeometry
     """The geometry truncated to ``num_layers`` layers; the prediction covers exactly these."""
@@ -507,7 +507,7 @@ def segment_size(rounded: int) -> int:
     return ROUND_LARGE_BYTES * cdiv(rounded, ROUND_LARGE_BYTES)
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class AllocatorPrediction:
     allocated_bytes: int
     """``torch.cuda.memory_allocated()`` growth: block sizes, unsplit tails included."""

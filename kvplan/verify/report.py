@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from kvplan import __version__
 from kvplan.report import SCHEMA_VERSION, Source, model_dict
-from kvplan.values import frozen
 from kvplan.verify.predict import (
     ALLOCATED_TOLERANCE,
     RESERVED_TOLERANCE,
@@ -21,7 +21,7 @@ from kvplan.verify.predict import (
 PREALLOCATED_LAYOUTS = ("static", "sliding", "paged")
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class RankMeasurement:
     rank: int
     measured_bytes: int
@@ -40,7 +40,7 @@ class RankMeasurement:
     """Median wall time of one decode step."""
 
 
-@frozen
+@dataclass(frozen=True, kw_only=True, slots=True)
 class VerifyMeasurement:
     device: str
     """``cpu`` or ``cuda``."""
