@@ -55,7 +55,7 @@ run() {  # run NAME ARGS...
   echo "$name rc=$? args: $*" >> "$RESULTS/runs.txt"
 }
 
-# FACTS f worked examples: Llama-2-7B static, fp16, B=1. T=4096: 64 x 32 MiB = 2 GiB allocated = reserved.
+# The caching allocator's worked examples (PyTorch CUDACachingAllocator.cpp): Llama-2-7B static, fp16, B=1. T=4096: 64 x 32 MiB = 2 GiB allocated = reserved.
 run llama2-7b-static-4096 -m meta-llama/Llama-2-7b-hf --layout static --prompt-len 4095 --gen-len 1
 # T=1000: 8,192,000 B tensors pack two per 20 MiB segment: 500 MiB allocated, 640 MiB reserved.
 run llama2-7b-static-1000 -m meta-llama/Llama-2-7b-hf --layout static --prompt-len 999 --gen-len 1

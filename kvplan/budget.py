@@ -1,7 +1,7 @@
 """The KV budget per GPU: what an engine leaves for the KV cache after weights and activations.
 
-Each engine module owns its rule (``EngineProfile.kv_budget``; FACTS b.1, b.3, b.5, b.6,
-engine_logs.md sections 1.6-1.7); this module only gathers the request from capacity's inputs:
+Each engine module owns its rule (``EngineProfile.kv_budget``, citing the engine's
+own source: vLLM ``v1/worker/gpu_worker.py``, SGLang ``model_runner.py``, TensorRT-LLM ``_torch/pyexecutor/_util.py``); this module only gathers the request from capacity's inputs:
 
 ======== ===============================================================================
 ideal    memory - weights - reserve (reserve 0 unless --reserve)

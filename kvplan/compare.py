@@ -38,7 +38,8 @@ from kvplan.specs import (
 )
 from kvplan.units import parse_tokens
 
-# NOTE: the seed articles' model: 32 layers, 32 heads of dim 128 (hidden 4096), fp16, 4096 tokens.
+# NOTE: the example model when no --model or dims are given: 32 layers, 32 heads of dim 128 (hidden 4096),
+# fp16, 4096 tokens; Llama-2-7B's attention, the model most KV-cache explanations start from.
 SEED_LAYERS = 32
 SEED_HEADS = 32
 SEED_HEAD_DIM = 128
@@ -76,7 +77,7 @@ class Base:
     """V head dim of the MHA-family variants."""
     from_model: bool
     source_label: str
-    """``--model``, ``--layers/--heads/--head-dim`` or ``default: the seed articles' model``."""
+    """``--model``, ``--layers/--heads/--head-dim`` or ``default: the 32-layer, 32-head, head-dim-128 example model``."""
     notes: tuple[str, ...] = ()
 
     @property
@@ -160,7 +161,7 @@ def base_from_dims(
     head_dim: int | None = None,
     hidden_size: int | None = None,
 ) -> Base:
-    """A full-attention MHA base from bare dims; what is not given comes from the seed articles' model."""
+    """A full-attention MHA base from bare dims; what is not given comes from the example model."""
     for flag, value in (("--layers", layers), ("--heads", heads), ("--head-dim", head_dim), ("--hidden-size", hidden_size)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise InputError(f"{flag} must be a positive integer, got {value!r}", f"e.g. {flag} 32")
@@ -178,8 +179,8 @@ def base_from_dims(
     given = any(v is not None for v in (layers, heads, head_dim, hidden_size))
     if not given:
         notes.append(
-            f"no --model or dims given: the seed articles' model, {SEED_LAYERS} layers x {SEED_HEADS} heads x "
-            f"head dim {SEED_HEAD_DIM}, fp16"
+            f"no --model or dims given: the example model, {SEED_LAYERS} layers x {SEED_HEADS} heads x "
+            f"head dim {SEED_HEAD_DIM}, fp16 (Llama-2-7B's attention)"
         )
     num_layers = layers if layers is not None else SEED_LAYERS
     num_heads = heads if heads is not None else SEED_HEADS
@@ -199,9 +200,9 @@ def base_from_dims(
             ("--head-dim", SEED_HEAD_DIM, head_dim if hidden_size is None else hidden_size),
         ) if chosen is None]
         if defaulted:
-            notes.append(f"not given, from the seed articles' model: {', '.join(defaulted)}")
+            notes.append(f"not given, from the example model: {', '.join(defaulted)}")
     spec = FullAttentionSpec(num_kv_heads=num_heads, head_size=head_size, head_size_v=head_size)
-    label = "--layers/--heads/--head-dim" if given else "default: the seed articles' model"
+    label = "--layers/--heads/--head-dim" if given else "default: the 32-layer, 32-head, head-dim-128 example model"
     geometry = ModelGeometry(
         model_id=f"{num_layers}L-{num_heads}H-d{head_size}",
         model_type="custom",
@@ -214,10 +215,10 @@ def base_from_dims(
         default_encoder_len=None,
         default_encoder_len_source=None,
         config_dtype=SEED_DTYPE,
-        config_dtype_source="the seed articles' model",
+        config_dtype_source="the example model",
         provenance=(
-            Provenance(field="num_hidden_layers", value=num_layers, source="--layers" if layers else "seed default"),
-            Provenance(field="num_attention_heads", value=num_heads, source="--heads" if heads else "seed default"),
+            Provenance(field="num_hidden_layers", value=num_layers, source="--layers" if layers else "default: the example model"),
+            Provenance(field="num_attention_heads", value=num_heads, source="--heads" if heads else "default: the example model"),
             Provenance(field="head_dim", value=head_size, source=_head_dim_source(head_dim, hidden_size)),
         ),
     )
@@ -232,7 +233,7 @@ def _head_dim_source(head_dim: int | None, hidden_size: int | None) -> str:
         return "--head-dim"
     if hidden_size is not None:
         return "derived: --hidden-size // heads"
-    return "seed default"
+    return "default: the example model"
 
 
 def base_from_model(geometry: ModelGeometry) -> Base:
@@ -485,7 +486,7 @@ def compare(
     if seq_len is not None:
         seq_source = "--seq-len"
     elif not base.from_model:
-        seq_len, seq_source = SEED_SEQ_LEN, f"default: the seed articles' {SEED_SEQ_LEN} tokens"
+        seq_len, seq_source = SEED_SEQ_LEN, f"default: the example model's {SEED_SEQ_LEN} tokens"
     else:
         seq_source = ""  # the model's maximum context, as estimate resolves it
     mha_variant = Variant(kind="mha", num_kv_heads=base.num_attention_heads)
@@ -638,7 +639,7 @@ def compare_report(
         "command": "compare",
         "model": model_dict(
             geometry,
-            source=source.kind if source else ("dims" if base.source_label.startswith("--") else "seed"),
+            source=source.kind if source else ("dims" if base.source_label.startswith("--") else "example"),
             location=source.location if source else base.source_label,
             revision=source.revision if source else None,
         ),

@@ -12,7 +12,7 @@ TRT-LLM    ``Number of tokens per block: B.``, ``Allocated X GiB for max tokens 
 ========== =========================================================================================
 
 Logged GiB/GB/MiB figures are rounded to two decimals, so a figure "matches" when kvplan's number
-prints the same; the causes offered for a difference come from engine_logs.md section 8.
+prints the same; the causes offered for a difference are the roundings and version differences of each engine's log.
 """
 
 from __future__ import annotations
@@ -268,7 +268,7 @@ def compare_log(parsed: ParsedLog, report: dict[str, Any], *, source: str) -> di
 
 
 def _cause(f: Logged, report: dict[str, Any], parsed: ParsedLog) -> str:
-    """The likeliest reason a logged figure differs from kvplan's (engine_logs.md section 8)."""
+    """The likeliest reason a logged figure differs from kvplan's."""
     inputs = report["inputs"]
     engine = inputs["engine"]
     if f.figure == "available_kv_bytes":
@@ -303,7 +303,7 @@ def _cause(f: Logged, report: dict[str, Any], parsed: ParsedLog) -> str:
 
 def _vllm_tokens_cause(f: Logged, report: dict[str, Any], parsed: ParsedLog) -> str:
     """Which vLLM token formula (0.10-0.20 or >= 0.21) and which budget within the logged GiB's rounding
-    give the logged count (engine_logs.md sections 1.1, 1.4, 8)."""
+    give the logged count (vLLM ``v1/core/kv_cache_utils.py``)."""
     log, cap = report["capacity"]["engine_log"], report["capacity"]
     blocks, bs, groups = log["num_blocks"] or 0, cap["block_size"], _groups(report)
     if not blocks:

@@ -53,7 +53,7 @@ def shared_config(name: str) -> dict[str, Any]:
 
 
 def make_config(**overrides: Any) -> dict[str, Any]:
-    """A small Llama-style config; the seed articles' 32 x 32 x 128 model, fp16."""
+    """A small Llama-style config; the 32-layer, 32-head, head-dim-128 example model, fp16."""
     config: dict[str, Any] = {
         "model_type": "llama",
         "architectures": ["LlamaForCausalLM"],

@@ -38,7 +38,7 @@ class Outcome:
 
 
 def cache_tokens(record: dict[str, Any]) -> tuple[int, int | None]:
-    """(tokens in the self-attention cache, encoder tokens) after the record's generate() (FACTS h.1).
+    """(tokens in the self-attention cache, encoder tokens) after the record's generate() (its last new token is never fed back).
 
     generate() never feeds the last new token back: a decoder-only cache holds P + N - 1 tokens; an
     encoder-decoder's self cache holds N (start token + N - 1) and its cross cache the P encoder tokens.

@@ -130,7 +130,7 @@ def test_gemma3_sparse_config_uses_defaults(bundled: bool) -> None:
     assert geometry.max_context_tokens == 131072  # Gemma3TextConfig default, noted
     assert any("sliding_window_pattern" in n for n in geometry.notes)
     est = estimate(geometry, seq_len=131072)
-    # FACTS (c.12): at 128k, 10 GiB global + 416 MiB local.
+    # From the config: at 128k, 10 GiB global + 416 MiB local.
     assert est.kv_cache_bytes == (10 * 131072 + 52 * 1024) * KV * 16 * 128 * BF16 == 10 * 1024**3 + 416 * 1024**2
 
 
@@ -151,7 +151,7 @@ def test_gpt_oss_layer_types(bundled: bool) -> None:
 
 def test_gpt_oss_120b_per_token() -> None:
     geometry = geometry_of("openai__gpt-oss-120b")
-    assert per_token(geometry) == 36 * KV * 8 * 64 * BF16 == 73728  # FACTS (c.12)
+    assert per_token(geometry) == 36 * KV * 8 * 64 * BF16 == 73728
 
 
 @BOTH
@@ -190,7 +190,7 @@ def test_deepseek_mla(name: str, layers: int, bundled: bool) -> None:
 
 
 def test_deepseek_v3_per_token_fact() -> None:
-    assert per_token(geometry_of("deepseek-ai__DeepSeek-V3")) == 70272  # FACTS (c.12): 61 * 576 * 2
+    assert per_token(geometry_of("deepseek-ai__DeepSeek-V3")) == 70272  # 61 layers * 576 * 2
 
 
 def test_kimi_k2_is_mla() -> None:
@@ -247,7 +247,7 @@ def test_jamba_bundled() -> None:
     assert [i for i, kind in enumerate(k) if kind == "full_attention"] == [4, 12, 20, 28]
     d_inner, d_conv, d_state = 2 * 4096, 4, 16
     est = estimate(geometry, seq_len=1, kv_dtype="bf16")
-    # FACTS (c.12): 16,384 B/token and about 8.3 MiB of Mamba state per sequence.
+    # From the config: 16,384 B/token and about 8.3 MiB of Mamba state per sequence.
     assert est.bytes_per_token == 4 * KV * 8 * 128 * BF16 == 16384
     assert est.state_bytes == 28 * ((d_conv - 1) * d_inner + d_inner * d_state) * FP16
 

@@ -19,7 +19,7 @@ transformers = pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
 
 BATCH, PROMPT, NEW = 2, 5, 2
-TOKENS = PROMPT + NEW - 1  # generate() never feeds the last new token back (FACTS h.1)
+TOKENS = PROMPT + NEW - 1  # generate() never feeds the last new token back (measured)
 
 #: Per-layer lists that must be cut with the layer count.
 LAYER_LISTS = ("layer_types", "hybrid_layer_pattern", "moe_layer_freq", "mlp_layer_types")

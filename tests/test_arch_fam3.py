@@ -2,7 +2,7 @@
 linear-attention and recurrent hybrids. Expected bytes are arithmetic over each config's fields for the
 generate() the zoo oracle ran (tools/hf_zoo.py: batch B = 2, prompt P = 5, N = 2 new tokens, bf16), so a
 decoder-only cache holds T = P + N - 1 = 6 tokens, an encoder-decoder's self cache N = 2 and its cross cache P = 5
-(FACTS h.1). Where tests/data/hf_zoo.json is present, each figure is also checked against the bytes transformers
+(generate() never feeds the last new token back). Where tests/data/hf_zoo.json is present, each figure is also checked against the bytes transformers
 really cached for that model type.
 """
 

@@ -1,4 +1,4 @@
-"""vLLM's profiled KV budget (engine_logs.md sections 1.6-1.7): weights as loaded, the profile run's
+"""vLLM's profiled KV budget (vLLM v1/worker/gpu_worker.py, utils/mem_utils.py): weights as loaded, the profile run's
 peak (dummy forward vs dummy sampler), non-torch memory, per --engine-version; checked against
 published start-up logs."""
 

@@ -36,7 +36,7 @@ def plan(model: str, **inputs: object):
     return plan_capacity(geometry, weights, CapacityInputs(**inputs))  # type: ignore[arg-type]
 
 
-# ---- vLLM's published log lines (FACTS c.3, vllm#10517) ------------------------------------------
+# ---- vLLM's published log lines (vllm#10517) ----------------------------------------------------
 def test_vllm_log_numbers_from_kv_budget() -> None:
     cap = plan(LLAMA8B, engine="vllm", max_model_len=20000, kv_budget_bytes=int(3.8125 * GiB))
     page = VLLM_BS * LLAMA8B_PER_TOKEN_LAYER * LLAMA8B_LAYERS  # one block over all layers: 2 MiB

@@ -16,7 +16,7 @@ from kvplan.errors import ConfigError, InputError
 from conftest import BF16, FP8, FP16, KV
 
 GiB, MiB = 1024**3, 1024**2
-# NOTE: the seed articles' model: 32 layers, 32 query heads of dim 128, fp16, 4096 tokens.
+# NOTE: the example model (no --model or dims): 32 layers, 32 query heads of dim 128, fp16, 4096 tokens.
 LAYERS, HEADS, DIM, TOKENS = 32, 32, 128, 4096
 
 
@@ -46,7 +46,7 @@ def test_seed_table_exactly(runner) -> None:
     assert [rows[n]["num_kv_heads"] for n in rows] == [32, 8, 1]
     expected_inputs = {"seq_len": TOKENS, "batch": 1, "kv_dtype": "fp16", "num_attention_layers": LAYERS}
     assert report["inputs"] | expected_inputs == report["inputs"]
-    assert any("seed articles' model" in note for note in report["notes"])
+    assert any("the example model, 32 layers x 32 heads x head dim 128" in note for note in report["notes"])
     assert any("memory only" in note for note in report["notes"])
 
 

@@ -36,7 +36,7 @@ def write_config(tmp_path: Path, name: str, **config: object) -> str:
 
 # ---- vLLM -----------------------------------------------------------------------------------------
 def test_gpt_oss_120b_legacy_token_line_without_a_gpu(runner) -> None:
-    # The gpt-oss-120b log line (vLLM 0.10-0.20, hybrid allocator, engine_logs.md section 1.4):
+    # The gpt-oss-120b log line (vLLM 0.10-0.20, hybrid allocator, a user's start-up log):
     #   Available KV cache memory: 5.38 GiB / GPU KV cache size: 78,384 tokens
     # The logged 5.38 GiB is rounded: 5.38 * 2**30 B gives 9,793 blocks (78,336 tokens). 78,384 tokens =
     # 4,899 * 16 needs 9,798 or 9,799 blocks, i.e. a budget in [5.38225, 5.38335) GiB.
@@ -190,7 +190,7 @@ def test_sglang_0_5_23_prints_the_dtype(runner) -> None:
 
 # ---- TensorRT-LLM ---------------------------------------------------------------------------------
 def test_trtllm_dynamo_llama_8b_allocated_line(runner) -> None:
-    # ai-dynamo TensorRT-LLM example (1x H100, Llama-3.1-8B bf16, stored copy cited in engine_logs.md section 4):
+    # ai-dynamo TensorRT-LLM example (1x H100, Llama-3.1-8B bf16):
     #   Number of tokens per block: 64. / [MemUsageChange] Allocated 26.91 GiB for max tokens in paged KV cache (220480).
     blocks = 220_480 // 64
     report = capacity_json(runner, "-m", LLAMA8B, "--engine", "trtllm", "--block-size", "64", "--kv-budget",
@@ -203,7 +203,7 @@ def test_trtllm_dynamo_llama_8b_allocated_line(runner) -> None:
 
 
 def test_trtllm_qwen_1_5b_lab_notes(runner) -> None:
-    # Lab notes (stored copy, engine_logs.md section 4), Qwen2.5-1.5B bf16, fraction 0.45:
+    # A published TensorRT-LLM lab write-up, Qwen2.5-1.5B bf16, fraction 0.45:
     #   Allocated 7.31 GiB for max tokens in paged KV cache (273792)
     # Qwen2-1.5B has the same KV geometry: 28 layers * K+V * 2 heads * 128 * bf16 = 28,672 B per token.
     per_token = 28 * KV * 2 * 128 * BF16
@@ -214,7 +214,7 @@ def test_trtllm_qwen_1_5b_lab_notes(runner) -> None:
 
 # ---- llama.cpp ------------------------------------------------------------------------------------
 def test_llamacpp_llama2_7b_f16_4096(runner) -> None:
-    # FACTS c.1 (several llama.cpp issues), Llama-2-7B f16, n_ctx 4096:
+    # Published llama.cpp logs (older builds), Llama-2-7B f16, n_ctx 4096:
     #   KV self size  = 2048.00 MiB, K (f16): 1024.00 MiB, V (f16): 1024.00 MiB
     # The current names (llama-kv-cache.cpp @ 0c1e57098) with the same numbers:
     report = capacity_json(runner, "-m", "meta-llama/Llama-2-7b-hf", "--engine", "llama.cpp", "--kv-budget", "8GiB",
@@ -229,7 +229,7 @@ def test_llamacpp_llama2_7b_f16_4096(runner) -> None:
 
 
 def test_llamacpp_gemma3_iswa_server_defaults(runner) -> None:
-    # llama-server defaults (-np auto = 4 slots, kv_unified), gemma-3-27b, -c 32768 (engine_logs.md section 3.2):
+    # llama-server defaults (-np auto = 4 slots, kv_unified), gemma-3-27b, -c 32768 (llama-server's log):
     # base 32768 cells for 10 global layers; SWA GGML_PAD(min(32768, 1024 * 4 + 512), 256) = 4608 cells.
     report = capacity_json(runner, "-m", "google/gemma-3-27b-it", "--engine", "llama.cpp", "--kv-budget", "40GiB",
                            "-c", "32768", "-np", "4", "-kvu")

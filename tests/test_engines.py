@@ -1,4 +1,4 @@
-"""Engine profiles reproduce what each engine allocates (FACTS b.1-b.6, c, h): the registry, the CLI,
+"""Engine profiles reproduce what each engine allocates (each engine's source and published logs): the registry, the CLI,
 what holds across engines. One file per engine beside it: tests/test_engines_<engine>.py."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""llama.cpp's profile (FACTS b.3, c): published numbers, cell padding, SWA cells, states."""
+"""llama.cpp's profile (src/llama-kv-cache.cpp, llama-kv-cache-iswa.cpp, published logs): published numbers, cell padding, SWA cells, states."""
 
 from __future__ import annotations
 

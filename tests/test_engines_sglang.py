@@ -1,4 +1,4 @@
-"""SGLang's profile (FACTS b.2): the SWA pool beside the full pool."""
+"""SGLang's profile (SGLang 0.5.23 mem_cache/pool_configurator.py): the SWA pool beside the full pool."""
 
 from __future__ import annotations
 

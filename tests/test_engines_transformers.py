@@ -1,4 +1,4 @@
-"""Hugging Face transformers' profiles (FACTS h): DynamicCache, QuantizedCache, StaticCache."""
+"""Hugging Face transformers' profiles (transformers 5.24 cache_utils.py, measured): DynamicCache, QuantizedCache, StaticCache."""
 
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def test_hf_engines_have_no_blocks() -> None:
 
 
 def test_falcon_40b_hf_caches_k_v_broadcast_to_every_query_head() -> None:
-    # NOTE: FACTS h.9: modeling_falcon (new_decoder_architecture) caches 128 heads, not the 8 KV groups.
+    # NOTE: modeling_falcon (new_decoder_architecture) caches 128 heads, not the 8 KV groups.
     seq = 2048
     gqa = 60 * seq * KV * 8 * 64 * BF16  # layers, tokens, K+V, kv heads, head dim (8192 // 128), bf16
     broadcast = 60 * seq * KV * 128 * 64 * BF16  # num_attention_heads
@@ -88,7 +88,7 @@ def test_falcon_40b_hf_caches_k_v_broadcast_to_every_query_head() -> None:
         assert est.kv_cache_bytes == broadcast == 16 * gqa
         assert est.groups[0].spec.num_kv_heads == 128
         assert any("broadcast to all 128 query heads" in note for note in est.notes)
-    # NOTE: the measured case of FACTS h.9: B=1, T=23, L=2 -> 1,507,328 B.
+    # NOTE: measured with transformers 5.24: B=1, T=23, L=2 -> 1,507,328 B.
     g = parse_config({**json.loads((REPO_ROOT / "model_configs" / "tiiuae__falcon-40b.json").read_text()),
                       "num_hidden_layers": 2}, model_id="falcon-40b-2l")
     measured = estimate(g, seq_len=23, deployment=Deployment(engine="hf-dynamic"))

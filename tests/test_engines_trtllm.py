@@ -1,4 +1,4 @@
-"""TensorRT-LLM's profile (FACTS b.4): blocks of 32, windows, cdiv heads per rank."""
+"""TensorRT-LLM's profile (TensorRT-LLM llmapi/llm_args.py, _torch/pyexecutor/_util.py): blocks of 32, windows, cdiv heads per rank."""
 
 from __future__ import annotations
 

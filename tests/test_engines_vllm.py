@@ -1,4 +1,4 @@
-"""vLLM's profile (FACTS b.1): blocks, sliding windows, MLA, hybrid Mamba pages, TP."""
+"""vLLM's profile (vllm v1/kv_cache_interface.py, v1/core/kv_cache_utils.py): blocks, sliding windows, MLA, hybrid Mamba pages, TP."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ def test_misses_list_names_measured_model_types() -> None:
 
 
 def test_records_hold_the_tokens_the_adapter_asks_kvplan_for() -> None:
-    """Each record's layers add up to its total, and its cache holds the tokens ``cache_tokens`` says (FACTS h.1)."""
+    """Each record's layers add up to its total, and its cache holds the tokens ``cache_tokens`` says (generate() never feeds the last new token back)."""
     for model_type, record in MEASURED.items():
         assert record["total_bytes"] == sum(layer["bytes"] for layer in record["layers"]), model_type
         # None for pure state caches (no token axis); CPM-Ant and XLM add tokens of their own: listed misses

@@ -16,7 +16,7 @@ from conftest import BF16, KV
 
 LLAMA8B_TOKEN = KV * 32 * 8 * 128 * BF16  # K+V * layers * kv heads * head dim * bf16
 
-# vLLM 0.10-0.20 hybrid allocator, gpt-oss-120b (issue 12; engine_logs.md section 1.4). The prefixes are
+# vLLM 0.10-0.20 hybrid allocator, gpt-oss-120b (a user's start-up log). The prefixes are
 # vLLM 0.11's (vllm#27508's log shows the same "(EngineCore_DP0 pid=...) INFO ... [gpu_worker.py:298]" form).
 GPT_OSS_LOG = """\
 (EngineCore_DP0 pid=6880) INFO 10-31 15:07:49 [gpu_worker.py:298] Available KV cache memory: 5.38 GiB

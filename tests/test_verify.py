@@ -70,7 +70,7 @@ def test_measured_numbers_as_arithmetic(runner) -> None:
     assert report["verify"]["measured_bytes"] == rows * layers * KV * heads * dim * tokens * BF16
     sliding = run_verify(runner, "-m", SLIDING, "--layers", "2", "--prompt-len", "130", "--gen-len", "6")
     window, per_token = 128, KV * 8 * 64 * FP16
-    # the sliding layer keeps W - 1 tokens as a view of the W-token concatenation: W of storage (FACTS h.5)
+    # the sliding layer keeps W - 1 tokens as a view of the W-token concatenation: W of storage (transformers cache_utils.py)
     assert [layer["measured_bytes"] for layer in sliding["layers"]] == [window * per_token, 136 * per_token]
     beams = run_verify(runner, "-m", SLIDING, "--layers", "1", "--beams", "2", "--prompt-len", "130", "--gen-len", "2")
     assert beams["verify"]["measured_bytes"] == 2 * (window - 1) * per_token  # the beam reorder compacts the view
@@ -176,7 +176,7 @@ def test_cuda_allocator_prediction(runner, layout: str) -> None:
     assert verify["passed"] is True, verify
     allocated, reserved = verify["allocated"], verify["reserved"]
     if layout == "dynamic":
-        # re-allocated every step: a reused large block may keep its unsplit tail (<= 1 MiB per tensor, FACTS f)
+        # re-allocated every step: a reused large block may keep its unsplit tail (<= 1 MiB per tensor, CUDACachingAllocator.cpp)
         assert 0 <= allocated["measured"] - allocated["predicted"] <= 4 * KV * MiB
     else:
         assert allocated["measured"] == allocated["predicted"]  # byte-exact on an H200
@@ -187,7 +187,7 @@ def test_cuda_allocator_prediction(runner, layout: str) -> None:
 @gpu
 @needs_cuda
 def test_cuda_llama2_static_4096_is_2_gib(runner) -> None:
-    # FACTS f: 64 tensors of 1 x 32 heads x 4096 x 128 x fp16 = 32 MiB each -> 2 GiB allocated = reserved.
+    # PyTorch's caching allocator: 64 tensors of 1 x 32 heads x 4096 x 128 x fp16 = 32 MiB each -> 2 GiB allocated = reserved.
     report = run_verify(runner, "-m", "meta-llama/Llama-2-7b-hf", "--gpu", "--layout", "static", "--prompt-len", "4095",
                         "--gen-len", "1")
     two_gib = 64 * 1 * 32 * 4096 * 128 * FP16

@@ -27,7 +27,7 @@ def geo(model: str):
     return load_geometry(model).model_geometry
 
 
-# ---- allocator (FACTS f) -------------------------------------------------------------------------
+# ---- allocator (CUDACachingAllocator.cpp) ---------------------------------------------------------------------
 
 
 def test_round_size_and_segments() -> None:
@@ -42,7 +42,7 @@ def test_round_size_and_segments() -> None:
 
 
 def test_llama2_7b_static_4096_is_2_gib_allocated_and_reserved() -> None:
-    # FACTS f worked example: 64 tensors (K and V of 32 layers) of 1 * 32 heads * 4096 * 128 * fp16 = 32 MiB.
+    # The caching allocator's worked example: 64 tensors (K and V of 32 layers) of 1 * 32 heads * 4096 * 128 * fp16 = 32 MiB.
     tensor = 1 * 32 * 4096 * 128 * FP16
     assert tensor == 32 * MiB
     pred = predict_allocator([tensor] * 64)
@@ -134,7 +134,7 @@ def test_windowed_layers_per_layout() -> None:
     per_token = KV * 8 * 64 * FP16
     seq = prompt + gen
     dynamic = plan_verify(g, layout="dynamic", num_layers=2, prompt_len=prompt, gen_len=gen)
-    # W - 1 kept tokens are a view of the W-token concatenation: storage W (FACTS h.5)
+    # W - 1 kept tokens are a view of the W-token concatenation: storage W (transformers cache_utils.py)
     assert [layer.nbytes for layer in dynamic.layers] == [window * per_token, seq * per_token]
     beams = plan_verify(g, layout="dynamic", num_layers=1, prompt_len=prompt, gen_len=gen, beams=2)
     assert beams.predicted_bytes == 2 * (window - 1) * per_token  # the beam reorder copies the W - 1 kept tokens
@@ -210,7 +210,7 @@ def test_state_layers_vllm_layouts(layout: str) -> None:
 def test_state_layers_hf_layouts(layout: str) -> None:
     plan = plan_verify(geo("ai21labs/Jamba-v0.1"), layout=layout, num_layers=5, prompt_len=10, gen_len=2, batch=2)
     d_inner, d_conv, d_state, fp32 = 2 * 4096, 4, 16, 4
-    state = d_conv * d_inner * FP16 + d_inner * d_state * fp32  # transformers: whole window, fp32 ssm (FACTS h.11)
+    state = d_conv * d_inner * FP16 + d_inner * d_state * fp32  # transformers: whole window, fp32 ssm (modeling_mamba.py slow path)
     attention = KV * 8 * 128 * 12 * FP16
     assert plan.predicted_bytes == 2 * (4 * state + attention)
 

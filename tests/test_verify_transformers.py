@@ -1,5 +1,5 @@
 """`kvplan verify --engine transformers`: the real Hugging Face model (random weights, tiny widths),
-generate(), its cache measured against kvplan's hf-dynamic / hf-static engine profiles (FACTS h)."""
+generate(), its cache measured against kvplan's hf-dynamic / hf-static engine profiles."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def cross_check(runner, *args: str, code: int = 0) -> dict:
 @pytest.mark.parametrize(
     ("flags", "tokens", "rows"),
     [
-        ([], 8, 1),  # T = 12 + 4 > W: W - 1 kept tokens, a view of the W-token concatenation (FACTS h.5)
+        ([], 8, 1),  # T = 12 + 4 > W: W - 1 kept tokens, a view of the W-token concatenation (transformers cache_utils.py)
         (["--beams", "2"], 8 - 1, 2),  # the beam reorder compacts the view to W - 1
         (["--layout", "static", "--max-cache-len", "30"], 8, 1),  # StaticSlidingWindowLayer: min(W, M) (h.6)
         (["--prompt-len", "4", "--gen-len", "2"], 4 + 2, 1),  # T < W: every token
@@ -64,7 +64,7 @@ def test_mla_caches_the_latent(runner) -> None:
                          "--gen-len", "2", "--set", "hidden_size=64", "--set", "num_attention_heads=4",
                          "--set", "kv_lora_rank=32", "--set", "qk_rope_head_dim=16", "--set", "qk_nope_head_dim=16",
                          "--set", "v_head_dim=16")
-    # transformers >= 5.15: [B, 1, T, kv_lora_rank] and [B, 1, T, qk_rope_head_dim] per layer (FACTS h.8)
+    # transformers >= 5.15: [B, 1, T, kv_lora_rank] and [B, 1, T, qk_rope_head_dim] per layer (modeling_deepseek_v3.py)
     assert report["verify"]["measured_bytes"] == 2 * (32 + 16) * (6 + 2) * BF16
     assert report["verify"]["match"] is True
 
@@ -72,7 +72,7 @@ def test_mla_caches_the_latent(runner) -> None:
 def test_falcon_new_decoder_architecture_caches_every_query_head(runner) -> None:
     report = cross_check(runner, "-m", "tiiuae/falcon-40b", "--layers", "2", "--prompt-len", "6", "--gen-len", "2",
                          "--set", "hidden_size=64", "--set", "num_attention_heads=8", "--set", "num_kv_heads=2")
-    # K/V broadcast to all 8 query heads of 64 / 8 = 8 values before caching (FACTS h.9); bf16
+    # K/V broadcast to all 8 query heads of 64 / 8 = 8 values before caching (modeling_falcon.py); bf16
     assert report["verify"]["measured_bytes"] == 2 * KV * 8 * 8 * (6 + 2) * BF16
     assert report["verify"]["match"] is True
 

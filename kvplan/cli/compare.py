@@ -54,7 +54,7 @@ def compare(
     ] = None,
     model: Annotated[Optional[str], ModelOpt.__metadata__[0]] = None,
     gguf_file: GgufFileOpt = None,
-    layers: Annotated[Optional[int], _dim("--layers", "Attention layers (default 32, the seed articles' model).")] = None,
+    layers: Annotated[Optional[int], _dim("--layers", "Attention layers (default 32: the 32-layer, 32-head, head-dim-128 example model).")] = None,
     heads: Annotated[Optional[int], _dim("--heads", "Query heads (default 32).")] = None,
     head_dim: Annotated[Optional[int], _dim("--head-dim", "Head dim (default 128).")] = None,
     hidden_size: Annotated[Optional[int], _dim("--hidden-size", "Hidden size; head dim = hidden size / --heads.")] = None,

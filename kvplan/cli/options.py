@@ -106,13 +106,13 @@ MaxKvBytesPerGpuOpt = Annotated[
     ),
 ]
 
-# ---- deployment options (issue 3): vLLM's names where the meaning matches ------------------------
+# ---- deployment options: vLLM's names where the meaning matches ------------------------
 EngineOpt = Annotated[
     str,
     typer.Option(
         "--engine",
         help="Engine profile: ideal (the formula), vllm, sglang, trtllm, llama.cpp, hf-dynamic, hf-static. "
-        "Each reproduces what that engine allocates (README: 'Engine profiles and deployment adjustments').",
+        "Each reproduces what that engine allocates (docs: concepts/engines).",
     ),
 ]
 TpOpt = Annotated[int, typer.Option("--tensor-parallel-size", "--tp", "-tp", min=1, help="Tensor-parallel GPUs, as "

@@ -3,7 +3,7 @@
 One module per engine over the small base in :mod:`kvplan.engines.base`: ``ideal``, ``vllm``,
 ``sglang``, ``trtllm``, ``llamacpp`` (``llama.cpp``) and ``transformers`` (``hf-dynamic``,
 ``hf-static``). Use :func:`get_engine`. The numbers and the source versions they follow are listed
-in the README section "Engine profiles and deployment adjustments";
+in the docs page docs/concepts/engines.md;
 ``calc.estimate(..., deployment=Deployment(engine="vllm", ...))`` is the usual entry point.
 Adding an engine: one module with an ``EngineProfile`` subclass, and its class in ``_PROFILES`` below.
 """

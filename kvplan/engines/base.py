@@ -397,7 +397,7 @@ class EngineProfile:
         return []
 
 
-# ---- start-up log lines (issue 12) -------------------------------------------------------------
+# ---- start-up log lines --------------------------------------------------------------------------
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LogCache:
     """One group of layers as an engine's log counts it, on the busiest rank."""

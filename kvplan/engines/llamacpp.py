@@ -126,7 +126,7 @@ class LlamaCppProfile(EngineProfile):
         return layers, []
 
     def cells(self, ctx: SizingContext) -> tuple[int, int]:
-        """(cells per stream, streams): ``-c B*T -np B``; context padded to 256 (FACTS b.3)."""
+        """(cells per stream, streams): ``-c B*T -np B``; context padded to 256 (llama.cpp ``src/llama-context.cpp``)."""
         n_seq = ctx.batch
         n_ctx = round_to_blocks(ctx.batch * ctx.seq_len, LLAMA_CPP_PAD)
         if ctx.dep.kv_unified:

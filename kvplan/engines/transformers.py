@@ -74,7 +74,7 @@ class HfDynamicProfile(EngineProfile):
             return layers, []
         heads = broadcast[0].num_kv_heads
         # NOTE: modeling_falcon (new_decoder_architecture) broadcasts K/V to every query head before
-        # cache.update, so the cache holds num_attention_heads heads (measured, FACTS h.9).
+        # cache.update, so the cache holds num_attention_heads heads (measured with transformers 5.24, tests/test_verify_transformers.py).
         out = [replace(s, num_kv_heads=hf_cached_kv_heads) if s in broadcast else s for s in layers]
         note = (f"{self.title} caches K/V broadcast to all {hf_cached_kv_heads} query heads "
                 f"({hf_cached_kv_heads // heads}x the {heads} KV heads), as transformers' modeling code does")
@@ -137,7 +137,7 @@ class HfDynamicProfile(EngineProfile):
             shapes = dict(spec.shapes)
             kernel_minus_1, channels = shapes["conv"]
             # NOTE: HF keeps the whole conv window (d_conv) and a float32 ssm/recurrent state (measured on the
-            # CPU path: FACTS h.11 for Mamba; the same for Mamba-2, gated delta net and KDA, transformers 5.24).
+            # CPU path, transformers 5.24: Mamba, Mamba-2, gated delta net and KDA; modeling_mamba.py's slow path).
             return ctx.state_dtype.bytes_for(channels * (kernel_minus_1 + 1)) + 4 * math.prod(shapes["ssm"])
         if spec.mixer == "short_conv":
             # NOTE: LinearAttentionLayer keeps the whole conv window (conv_kernel_size inputs), not kernel - 1

@@ -53,7 +53,7 @@ class TrtllmProfile(EngineProfile):
         return activation_estimate(req.shape, tokens=tokens, logit_rows=req.batch, tp=req.tp), 0
 
     def kv_budget(self, req: BudgetRequest) -> Budget:
-        """``(memory - weights - activation peak) x free_gpu_memory_fraction`` (FACTS b.6)."""
+        """``(memory - weights - activation peak) x free_gpu_memory_fraction`` (TensorRT-LLM ``_torch/pyexecutor/_util.py``)."""
         act, non_torch = self.activation(req) if req.reserve_bytes is None else (0, 0)
         reserve = req.reserve_bytes if req.reserve_bytes is not None else act + non_torch
         fraction = req.free_gpu_memory_fraction or TRTLLM_FREE_FRACTION

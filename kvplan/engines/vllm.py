@@ -36,7 +36,7 @@ VLLM_DOCS_URL = "https://docs.vllm.ai/en/latest/configuration/conserving_memory/
 #: vLLM ``CacheConfig.block_size`` values.
 VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 
-# ---- the profiled budget (engine_logs.md sections 1.6-1.7) ------------------------------------------
+# ---- the profiled budget (vLLM v1/worker/gpu_worker.py, utils/mem_utils.py) ------------------------------------
 #: vLLM ``--gpu-memory-utilization`` default.
 VLLM_GPU_MEMORY_UTILIZATION = 0.9
 #: Non-torch memory vLLM subtracts (cuBLAS workspaces, NCCL buffers): kvplan's estimate.
@@ -267,7 +267,7 @@ class VllmProfile(EngineProfile):
         return _version_forms_note(pool)
 
     def log_figures(self, pool: PoolFacts) -> dict[str, object]:
-        """vLLM's KV lines for ``pool``, in the format of ``pool.version`` (engine_logs.md section 1.1).
+        """vLLM's KV lines for ``pool``, in the format of ``pool.version`` (vLLM ``v1/core/kv_cache_utils.py``).
 
         - V0 (< 0.8): ``# GPU blocks: N, # CPU blocks: C`` and concurrency ``N * bs / max_model_len``.
         - 0.8 - 0.9: ``GPU KV cache size`` = ``num_blocks * block_size`` (uniform models only).

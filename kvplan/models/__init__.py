@@ -119,7 +119,7 @@ def __getattr__(name: str) -> Any:
         from kvplan.models import storage
 
         return getattr(storage, name)
-    if name == "PARSERS":  # the parsers that read a cache layout (the README's architecture table lists them)
+    if name == "PARSERS":  # the parsers that read a cache layout (the docs' architecture table lists them)
         return tuple(p for p in _family_parsers() if p.model_types)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

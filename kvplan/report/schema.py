@@ -116,7 +116,7 @@ def _defs() -> dict[str, Schema]:
                 "encoder_len": nullable(POS),
                 "encoder_len_source": nullable(STR),
                 "overrides": {"type": "object", "description": "--set overrides, as given"},
-                # deployment (issue 3): kvplan.adjust.Deployment, echoed as given
+                # deployment: kvplan.adjust.Deployment, echoed as given
                 "engine": ENGINES,
                 "tp": POS,
                 "pp": POS,
@@ -452,7 +452,7 @@ def _compare_def(layer: Schema) -> Schema:
                 "model_type": STR,
                 "family": nullable(STR),
                 "architecture": nullable(STR),
-                "source": {"enum": ["file", "bundled", "hub", "gguf", "hub-gguf", "dims", "seed"]},
+                "source": {"enum": ["file", "bundled", "hub", "gguf", "hub-gguf", "dims", "example"]},
                 "location": STR,
                 "revision": nullable(STR),
                 "num_hidden_layers": POS,

@@ -6,7 +6,7 @@ profiles (``kvplan estimate --engine hf-dynamic``). Imports torch and transforme
 ``kvplan[transformers]``); nothing imports this module at load time.
 
 ``generate(max_new_tokens=N)`` never feeds the last generated token back, so its cache holds
-``P + N - 1`` tokens (FACTS h.1): kvplan's ``--gen-len G`` decode steps map to ``N = G + 1``.
+``P + N - 1`` tokens (measured, tests/test_arch_fam1_oracle.py): kvplan's ``--gen-len G`` decode steps map to ``N = G + 1``.
 Sizes that never reach the cache are shrunk so a big model's layers fit a small machine: the
 vocabulary and the MLP/expert widths. Each shrink is kept only if kvplan parses the same cache
 geometry from the shrunk config, and the report lists them.

@@ -8,7 +8,7 @@ arithmetic over the layer specs; the decode never reads these numbers to size it
 
 Token accounting: a prefill of P prompt tokens, then G decode steps, each feeding one token
 back, so every layer has seen ``T = P + G`` tokens at the end (Hugging Face ``generate`` with
-``max_new_tokens = G + 1`` holds the same T, FACTS h.1).
+``max_new_tokens = G + 1`` holds the same T: the last new token is never fed back).
 
 Layouts (R = batch * beams rows, h KV heads of this rank, d_k/d_v head dims, s bytes/element):
 
@@ -17,7 +17,7 @@ Layouts (R = batch * beams rows, h KV heads of this rank, d_k/d_v head dims, s b
                 concatenation, as transformers' DynamicSlidingWindowLayer does, so their storage
                 is ``min(T, W)`` tokens (the whole prompt right after a prefill, ``--gen-len 0``);
                 with ``--beams`` the per-step beam reorder (index_select) compacts it to
-                ``min(T, W - 1)`` (FACTS h.5). This is kvplan's ``hf-dynamic`` engine profile.
+                ``min(T, W - 1)`` (transformers ``cache_utils.py``, measured). This is kvplan's ``hf-dynamic`` engine profile.
 - ``static``    preallocated to ``M = --max-cache-len`` (default T) tokens (StaticCache); windowed
                 layers get a ring buffer of ``min(W, M)`` tokens.
 - ``sliding``   like static, but every windowed layer gets a ring buffer of exactly ``W`` tokens.
@@ -27,13 +27,13 @@ Layouts (R = batch * beams rows, h KV heads of this rank, d_k/d_v head dims, s b
 - ``quantized`` int8/int4 codes with one scale and one zero point (model dtype) per group of
                 ``--quant-group-size`` values along the head dim, plus a full-precision residual
                 of the ``G mod --residual-length`` most recent tokens (KIVI / Hugging Face
-                QuantizedCache, FACTS h.10). Full-attention and MLA layers only.
+                QuantizedCache in ``cache_utils.py``). Full-attention and MLA layers only.
 
 MLA layers cache the latent like transformers >= 5.15: a "K" of ``kv_lora_rank`` and a "V" of
 ``qk_rope_head_dim`` values, one head. State layers hold their per-sequence state tensors in
 the model dtype, with one exception: in the Hugging Face layouts (``dynamic``, ``static``,
 ``quantized``) a Mamba-1 layer holds the whole ``d_conv`` conv window and a float32 ssm state,
-as transformers does (FACTS h.11, the ``hf-dynamic`` profile); ``paged`` and ``sliding`` keep
+as transformers does (measured on the CPU; the ``hf-dynamic`` profile); ``paged`` and ``sliding`` keep
 vLLM's ``d_conv - 1`` window in the model dtype.
 """
 
@@ -423,8 +423,8 @@ def _state_tensors(spec: StateSpec, layout: str, state_dtype: KvDtype) -> list[t
     if layout in HF_LAYOUTS and spec.mixer in HF_FP32_STATE_MIXERS:
         shapes = dict(spec.shapes)
         kernel_minus_1, channels = shapes["conv"]
-        # NOTE: transformers keeps the whole conv window and a float32 ssm/recurrent state (FACTS h.11 for
-        # Mamba; measured the same for Nemotron-H Mamba-2 and Qwen3-Next gated delta net layers, transformers 5.24, CPU).
+        # NOTE: transformers keeps the whole conv window and a float32 ssm/recurrent state (the slow path
+        # of modeling_mamba.py; measured the same for Nemotron-H Mamba-2 and Qwen3-Next gated delta net layers, transformers 5.24, CPU).
         return [("conv", (kernel_minus_1 + 1, channels), state_dtype.name), ("ssm", shapes["ssm"], "fp32")]
     return [(name, shape, state_dtype.name) for name, shape in spec.shapes]
 
@@ -483,7 +483,7 @@ def layers_that_fit(bytes_for_layers: Callable[[int], int], total_layers: int, b
 
 
 
-# ---- the CUDA caching allocator (FACTS f) ------------------------------------------------------
+# ---- the CUDA caching allocator (PyTorch c10/cuda/CUDACachingAllocator.cpp) ------------------------------------------------
 
 MIN_BLOCK_BYTES = 512
 SMALL_SIZE_BYTES = 1 * MiB

@@ -94,7 +94,7 @@ def verify_report(
     allocated_ok = allocated_err is None or allocated_err <= ALLOCATED_TOLERANCE
     if is_cuda and alloc and first.allocated_bytes is not None and plan.layout not in PREALLOCATED_LAYOUTS:
         # NOTE: re-allocated tensors may reuse a freed large block whose tail (at most 1 MiB) is not
-        # split off and counts as allocated (FACTS f): a bound of 1 MiB per large tensor above the replay.
+        # split off and counts as allocated (PyTorch ``c10/cuda/CUDACachingAllocator.cpp``): a bound of 1 MiB per large tensor above the replay.
         slack = sum(SMALL_SIZE_BYTES for size in plan.allocation_sizes if size > SMALL_SIZE_BYTES)
         allocated_ok = allocated_ok or 0 <= first.allocated_bytes - alloc.allocated_bytes <= slack
     reserved_ok = not reserved_judged or reserved_err is None or reserved_err <= RESERVED_TOLERANCE
