@@ -91,7 +91,7 @@ def test_capacity_plot_without_matplotlib_says_how_to_install(runner, tmp_path, 
     result = runner.invoke(app, ["capacity", "-m", "llama-3.1-8b", "--gpu", "H100", "--plot", str(path)])
     assert result.exit_code == 2, result.output
     assert result.stderr.splitlines() == ["Error: --plot needs matplotlib, which is not installed",
-                                          "Hint: pip install 'kvplan[plot]'"]
+                                          "Hint: pip install '.[plot]' in the kvplan checkout (or: pip install matplotlib)"]
     assert not path.exists() and result.stdout == ""
 
 

@@ -259,7 +259,7 @@ def test_plot_without_matplotlib_says_how_to_install(runner, tmp_path, monkeypat
     assert result.exit_code == 2, result.output
     assert result.stderr.splitlines() == [
         "Error: --plot needs matplotlib, which is not installed",
-        "Hint: pip install 'kvplan[plot]'",
+        "Hint: pip install '.[plot]' in the kvplan checkout (or: pip install matplotlib)",
     ]
     assert not path.exists() and result.stdout == ""
 

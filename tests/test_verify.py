@@ -151,7 +151,7 @@ def test_without_torch_says_how_to_install(runner, monkeypatch) -> None:
     monkeypatch.setattr(command.importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
     result = runner.invoke(app, ["verify", "-m", GQA])
     assert result.exit_code == EXIT_USAGE
-    assert "pip install 'kvplan[verify]'" in result.output
+    assert "pip install '.[verify]' in the kvplan checkout" in result.output
 
 
 def test_cli_import_does_not_import_torch() -> None:

@@ -109,4 +109,4 @@ def test_without_transformers_says_how_to_install(runner, monkeypatch) -> None:
                         lambda name, *a: None if name == "transformers" else real(name, *a))
     result = runner.invoke(app, ["verify", "--engine", "transformers", *MISTRAL, "--layers", "1"])
     assert result.exit_code == EXIT_USAGE
-    assert "pip install 'kvplan[transformers]'" in result.output
+    assert "pip install '.[transformers]' in the kvplan checkout" in result.output

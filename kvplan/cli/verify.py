@@ -83,7 +83,7 @@ def verify(
         Engine,
         typer.Option("--engine", help="kvplan: kvplan's own decode. transformers: build the Hugging Face model "
                      "(random weights), generate() and measure its cache against the hf-dynamic/hf-static profile "
-                     "(pip install 'kvplan[transformers]')."),
+                     "(the transformers extra: pip install '.[transformers]' in the kvplan checkout)."),
     ] = Engine.kvplan,
     gpu: Annotated[bool, typer.Option("--gpu", help="Decode on CUDA and measure the caching allocator.")] = False,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the random weights and inputs.")] = 0,
@@ -106,7 +106,7 @@ def verify(
     """
     if importlib.util.find_spec("torch") is None:
         raise InputError("kvplan verify needs torch, which is not installed",
-                         "pip install 'kvplan[verify]' (or pip install torch)")
+                         "pip install '.[verify]' in the kvplan checkout (or: pip install torch)")
     from kvplan.api import load_geometry, normalise_overrides
     from kvplan.units import parse_size
     from kvplan.verify.predict import plan_verify
@@ -114,7 +114,7 @@ def verify(
 
     if engine is Engine.transformers and importlib.util.find_spec("transformers") is None:
         raise InputError("--engine transformers needs the transformers package, which is not installed",
-                         "pip install 'kvplan[transformers]' (or pip install transformers)")
+                         "pip install '.[transformers]' in the kvplan checkout (or: pip install transformers)")
     overrides = normalise_overrides(set_)
     geometry, source = load_geometry(model, revision=revision, token=token, overrides=overrides, gguf_file=gguf_file)
     is_gguf = source.kind in ("gguf", "hub-gguf")

@@ -45,7 +45,7 @@ def gguf_module() -> Any:
     except ImportError:
         raise ConfigError(
             "reading a GGUF file needs llama.cpp's gguf package, which is not installed",
-            "pip install 'kvplan[gguf]'  (or: pip install gguf)",
+            "pip install '.[gguf]' in the kvplan checkout (or: pip install gguf)",
         ) from None
     return gguf
 

@@ -14,7 +14,7 @@ from kvplan.errors import InputError
 from kvplan.units import format_bytes
 
 PLOT_SUFFIXES = (".png", ".svg")
-INSTALL_HINT = "pip install 'kvplan[plot]'"
+INSTALL_HINT = "pip install '.[plot]' in the kvplan checkout (or: pip install matplotlib)"
 
 
 def check_plot_path(path: Path) -> None:

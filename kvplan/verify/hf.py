@@ -185,7 +185,7 @@ def run_transformers(plan: VerifyPlan, config: dict[str, Any], shrunk: list[str]
         )
     except ImportError:
         raise InputError("--engine transformers needs the transformers package",
-                         "pip install 'kvplan[transformers]'") from None
+                         "pip install '.[transformers]' in the kvplan checkout (or: pip install transformers)") from None
     from kvplan.verify.decode import resolve_device
 
     check_supported(plan, gpu=gpu)
