@@ -166,8 +166,8 @@ def _first_sentence(doc: str | None) -> str:
 
 
 def architectures_table() -> str:
-    """One row per family module: the model types it reads, how many weight counts are exact against
-    transformers, and what its cache holds (the first sentence of its parser's docstring)."""
+    """One row per family parser: the model types it reads, how many weight counts are exact against
+    transformers, and what is special (the first sentence of its docstring, or of its module's)."""
     from kvplan.models import PARSERS
 
     data = ROOT / "tests" / "data"
@@ -180,7 +180,8 @@ def architectures_table() -> str:
         exact = [t for t in measured if t not in misses]
         weights = f"{len(exact)} of {len(measured)}" if measured else "-"
         types = ", ".join(f"`{t}`" for t in parser.model_types)
-        rows.append(f"| {parser.family} | {types} | {weights} | {_first_sentence(parser.__doc__)} |")
+        doc = (parser.__doc__ or "").strip() or sys.modules[parser.__module__].__doc__  # else the family module's
+        rows.append(f"| {parser.family} | {types} | {weights} | {_first_sentence(doc)} |")
     return "\n".join(rows)
 
 
@@ -425,7 +426,7 @@ def include(path: str, *, shift: int = 1) -> str:
     pages of this site kept as text."""
     text = (ROOT / path).read_text(encoding="utf-8")
     text = re.sub(r"^(#+) ", lambda m: "#" * (len(m[1]) + shift) + " ", text, flags=re.M)
-    text = re.sub(r"\[([^\]]+)\]\((?!https?://|#)[^)]+\)", r"\1", text)
+    text = re.sub(r"(?<!!)\[([^\]]+)\]\((?!https?://|#)[^)]+\)", r"\1", text)
     return text.strip()
 
 
