@@ -17,8 +17,9 @@ gguf = pytest.importorskip("gguf")
 np = pytest.importorskip("numpy")
 
 from kvplan.cli import app
-from kvplan.gguf import load_gguf
+from kvplan.gguf.model import GgufModel
 from kvplan.gguf.weights import layer_split
+from kvplan.modelref import load, resolve
 
 from conftest import FP16, KV
 from hubstub import HubStub
@@ -113,6 +114,13 @@ FAMILIES: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
          "mamba_num_heads": 4, "mamba_head_dim": 16, "n_groups": 2, "conv_kernel": 4, "ssm_state_size": 16},
     ),
 }
+
+
+def load_gguf(model: str, *, gguf_file: str | None = None) -> GgufModel:
+    """The GGUF model ``model`` names, resolved and read as every command reads it."""
+    loaded = load(resolve(model, gguf_file=gguf_file))
+    assert loaded.gguf is not None, loaded.source
+    return loaded.gguf
 
 
 def run_json(runner, *args: str) -> dict[str, Any]:

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from kvplan.errors import ConfigError, SourceError
-from kvplan.sources import bundled_ids, load_raw_config
+from kvplan.modelref import load_raw_config
+from kvplan.sources import bundled_ids
 
 from conftest import make_config
 from hubstub import COMMIT, HubStub

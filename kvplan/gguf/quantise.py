@@ -28,13 +28,10 @@ is ``attn_k`` + ``attn_v``, the last ``-> hidden`` one is ``attn_output``; in an
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 from kvplan.errors import InputError
-from kvplan.models.tensors import Matrix, Quantisation, WeightPart
-
-if TYPE_CHECKING:
-    from kvplan.models.tensors import WeightsEstimate
+from kvplan.gguf.weights import LlamaCppLayerSplit
+from kvplan.models.tensors import Matrix, Quantisation, WeightPart, WeightsEstimate
 
 #: ggml type -> (values per block, bytes per block), ggml-common.h.
 GGML_BLOCKS: dict[str, tuple[int, int]] = {
@@ -137,8 +134,6 @@ def quantise_weights(weights: WeightsEstimate, *, num_layers: int, ftype: str | 
                      model_type: str | None = None) -> WeightsEstimate:
     """``weights`` (counted from a config.json) as llama-quantize would store them in a ``ftype`` GGUF, with
     llama.cpp's layer split (token_embd in host memory) for the per-device figures."""
-    from kvplan.gguf.weights import LlamaCppLayerSplit
-
     chosen = ftype is not None
     ftype = file_type(ftype)
     base = FILE_TYPES[ftype]

@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kvplan.errors import InputError
+from kvplan.gguf.geometry import GgufMetaReader
 from kvplan.gguf.reader import TensorInfo
+from kvplan.models.tensors import WeightPart, WeightsEstimate
 
 if TYPE_CHECKING:
-    from kvplan.gguf import GgufModel
-    from kvplan.models.tensors import WeightsEstimate
+    from kvplan.gguf.model import GgufModel
 
 _BLOCK = re.compile(r"^blk\.(\d+)\.")
 
@@ -218,9 +219,6 @@ def weights_estimate(model: GgufModel, *, engine: str, splits_layers: bool,
     """The file's weights as `kvplan capacity` counts them: exact bytes per tensor (ggml block sizes),
     grouped by role; for an engine that splits layers over devices (llama.cpp), per device by that
     split with token_embd in host memory."""
-    from kvplan.gguf.geometry import GgufMetaReader
-    from kvplan.models.tensors import WeightPart, WeightsEstimate
-
     weights = model.weights()
     meta = model.header.metadata
     r = GgufMetaReader(model.header, label=model.model_id)
