@@ -159,10 +159,11 @@ def quantise_weights(weights: WeightsEstimate, *, num_layers: int, ftype: str | 
         roles[id(attention)] = _attention_roles(attention, hidden=hidden, qkv_width=weights.qkv_width)
     n_wv = sum(m.count for rs in roles.values() for role, m in rs if role == "attn_v")
     # dense layers first, then MoE layers (first_k_dense_replace)
-    dense_down = sum(_down(p).count for p in weights.parts if p.name == "mlp" and _down(p) is not None)  # type: ignore[union-attr]
+    dense_down = sum(m.count for m in (_down(p) for p in weights.parts if p.name == "mlp") if m is not None)
     wv_seen = 0
     groups: dict[str, list[_Group]] = {}
     vectors: dict[str, int] = {}
+    layers: tuple[int, ...]
     for part in weights.parts:
         out: list[_Group] = []
         vectors[part.name] = vectors.get(part.name, 0) + part.other_parameters
@@ -219,7 +220,7 @@ def quantise_weights(weights: WeightsEstimate, *, num_layers: int, ftype: str | 
     if any(p.name in _MMPROJ for p in weights.parts):
         notes.append("vision tower counted in F16, as llama.cpp's separate mmproj file stores it")
 
-    parts = []
+    parts: list[WeightPart] = []
     for part in weights.parts:
         if part.name in [p.name for p in parts]:
             continue

@@ -112,9 +112,9 @@ def layer_split(weights: GgufWeights, *, num_devices: int = 1, tensor_split: Seq
     names = {t.name for t in weights.tensors}
     notes: list[str] = ["token_embd stays in host memory (llama.cpp never offloads the input layer)"]
     for tensor in weights.tensors:
-        il = weights.layer_of(tensor)
-        if il is not None and il < weights.block_count:
-            device_bytes[device_of(il)] += tensor.nbytes
+        layer = weights.layer_of(tensor)
+        if layer is not None and layer < weights.block_count:
+            device_bytes[device_of(layer)] += tensor.nbytes
         elif tensor.name.startswith("token_embd."):
             host += tensor.nbytes
             if tensor.name == "token_embd.weight" and "output.weight" not in names:
