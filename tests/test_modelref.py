@@ -178,3 +178,29 @@ def test_same_file_through_two_spellings_shares_the_cache(tmp_path: Path, monkey
     monkeypatch.chdir(tmp_path)
     assert kvplan.load_geometry("./config.json") is kvplan.load_geometry("config.json")
     assert kvplan.load_geometry(".").source.location == "config.json"
+
+
+#: The input side, and the rooms below it that it may read from (models: config.json -> geometry).
+INPUT_SIDE = {"sources", "hubref", "modelref", "gguf", "limits", "textsafe"}
+BELOW_INPUT = {"errors", "units", "dtypes", "specs", "geometry", "safeload", "models"}
+
+
+def test_the_input_side_imports_only_downward_and_has_no_cycle() -> None:
+    """Counting imports inside functions (and under TYPE_CHECKING): nothing on the input side reaches the
+    API, the calculator, the report or the CLI, and no two of its modules import each other."""
+    from test_imports import MODULES, imports_of, layer_of
+
+    members = [m for m in MODULES if layer_of(m) in INPUT_SIDE]
+    graph = {m: {n for n in imports_of(m, module_level=False) if n in MODULES} for m in members}
+    upward = sorted(f"{m} imports {n}" for m, names in graph.items() for n in names
+                    if layer_of(n) not in INPUT_SIDE | BELOW_INPUT)
+    assert not upward, upward
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        for name in graph.get(start, ()):
+            if name == goal or (name not in seen and (seen.add(name) or reaches(name, goal, seen))):
+                return True
+        return False
+
+    cycles = sorted(m for m in members if reaches(m, m, set()))
+    assert not cycles, cycles

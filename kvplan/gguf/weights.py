@@ -18,15 +18,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from kvplan.errors import InputError
 from kvplan.gguf.geometry import GgufMetaReader
-from kvplan.gguf.reader import TensorInfo
+from kvplan.gguf.reader import GgufHeader, TensorInfo
 from kvplan.models.tensors import WeightPart, WeightsEstimate
-
-if TYPE_CHECKING:
-    from kvplan.gguf.model import GgufModel
 
 _BLOCK = re.compile(r"^blk\.(\d+)\.")
 
@@ -214,7 +211,20 @@ def file_type_name(metadata: dict[str, object]) -> str | None:
         return None
 
 
-def weights_estimate(model: GgufModel, *, engine: str, splits_layers: bool,
+class ReadModel(Protocol):
+    """What :func:`weights_estimate` reads of a :class:`kvplan.gguf.model.GgufModel` (that module builds on
+    this one, so it is named by its shape here)."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def header(self) -> GgufHeader: ...
+
+    def weights(self) -> GgufWeights: ...
+
+
+def weights_estimate(model: ReadModel, *, engine: str, splits_layers: bool,
                      tensor_split: Sequence[float] | None = None) -> tuple[WeightsEstimate, list[str]]:
     """The file's weights as `kvplan capacity` counts them: exact bytes per tensor (ggml block sizes),
     grouped by role; for an engine that splits layers over devices (llama.cpp), per device by that
