@@ -91,62 +91,62 @@ class ModelRef:
 def resolve(model: str, *, revision: str | None = None, gguf_file: str | None = None) -> ModelRef:
     """The kind and place of the model ``model`` names (see the module's docstring for the order). Touches the
     disk (existence, a folder's listing) but never the network; raises a one-line SourceError or InputError."""
-    text = model.strip()
-    if not text:
+    model = model.strip()
+    if not model:
         raise SourceError("--model is empty", _MODEL_HINT)
-    if len(text) > MAX_MODEL_ARG_CHARS:
+    if len(model) > MAX_MODEL_ARG_CHARS:
         raise SourceError(
-            f"--model is {len(text):,} characters long; kvplan's limit is {MAX_MODEL_ARG_CHARS:,} "
+            f"--model is {len(model):,} characters long; kvplan's limit is {MAX_MODEL_ARG_CHARS:,} "
             "(longer than any file path or Hub repo id)", _MODEL_HINT,
         )
     if revision is not None:
         validate_revision(revision)
     if gguf_file is not None and not is_gguf_path(gguf_file):
         raise SourceError(f"--gguf-file {gguf_file!r} is not a .gguf file name", "e.g. --gguf-file model-Q4_K_M.gguf")
-    if is_url(text):
-        return _from_hub_url(text, revision=revision, gguf_file=gguf_file)
+    if is_url(model):
+        return _from_hub_url(model, revision=revision, gguf_file=gguf_file)
     try:
-        local = _local(text, gguf_file=gguf_file)
+        local = _local(model, gguf_file=gguf_file)
     except OSError as exc:  # a path part longer than NAME_MAX, a folder that cannot be listed ...
-        raise SourceError(f"cannot use --model {printable(text[:80])!r}: {exc.strerror or exc}", _MODEL_HINT) from None
+        raise SourceError(f"cannot use --model {printable(model[:80])!r}: {exc.strerror or exc}", _MODEL_HINT) from None
     if local is not None:
         return local
-    if is_gguf_path(text):
-        raise SourceError(f"no such file: {text}", "check the path to the .gguf file")
-    tagged = GGUF_TAG.match(text)
+    if is_gguf_path(model):
+        raise SourceError(f"no such file: {model}", "check the path to the .gguf file")
+    tagged = GGUF_TAG.match(model)
     if tagged:
         if gguf_file is not None:
-            raise InputError(f"--model {text} names a GGUF by its tag and --gguf-file names one by its file",
-                             f"pass one of them: --model {tagged['repo']} --gguf-file {gguf_file}, or --model {text}")
-        return ModelRef(kind="hub-gguf", given=text, repo_id=tagged["repo"], revision=revision, gguf_tag=tagged["tag"])
-    if text.endswith(".json") or text.startswith((".", "/", "~")) or os.sep + os.sep in text:
-        raise SourceError(f"no such file: {text}", "check the path to config.json")
-    return _from_hub_id(text, given=text, revision=revision, gguf_file=gguf_file)
+            raise InputError(f"--model {model} names a GGUF by its tag and --gguf-file names one by its file",
+                             f"pass one of them: --model {tagged['repo']} --gguf-file {gguf_file}, or --model {model}")
+        return ModelRef(kind="hub-gguf", given=model, repo_id=tagged["repo"], revision=revision, gguf_tag=tagged["tag"])
+    if model.endswith(".json") or model.startswith((".", "/", "~")) or os.sep + os.sep in model:
+        raise SourceError(f"no such file: {model}", "check the path to config.json")
+    return _from_hub_id(model, given=model, revision=revision, gguf_file=gguf_file)
 
 
-def _local(text: str, *, gguf_file: str | None) -> ModelRef | None:
-    """The local file or folder ``text`` names; None when there is none."""
-    path = Path(text).expanduser()
+def _local(model: str, *, gguf_file: str | None) -> ModelRef | None:
+    """The local file or folder ``model`` names; None when there is none."""
+    path = Path(model).expanduser()
     if not path.exists():
         return None
     if gguf_file is not None:
-        raise SourceError(f"--gguf-file picks a file of a Hub repo, but --model {text} is a local path",
+        raise SourceError(f"--gguf-file picks a file of a Hub repo, but --model {model} is a local path",
                           f"pass the local file itself: --model {path / gguf_file if path.is_dir() else path}")
     if path.is_dir():
         config = path / "config.json"
         if config.is_file():  # a Hugging Face checkout: its config.json wins over any .gguf beside it
-            return ModelRef(kind="file", given=text, path=config, folder=path)
-        shards = folder_shards(path, label=text)
+            return ModelRef(kind="file", given=model, path=config, folder=path)
+        shards = folder_shards(path, label=model)
         if shards is None:
-            raise SourceError(f"directory {text} has no config.json and no .gguf model",
+            raise SourceError(f"directory {model} has no config.json and no .gguf model",
                               "kvplan reads a folder's config.json (a Hugging Face model) or its one *.gguf model; "
                               "point --model at the file, or pass a Hub id")
-        return ModelRef(kind="gguf", given=text, path=shards[0], shards=tuple(shards), folder=path)
-    if is_gguf_path(text):
+        return ModelRef(kind="gguf", given=model, path=shards[0], shards=tuple(shards), folder=path)
+    if is_gguf_path(model):
         shards = file_shards(path)
-        return ModelRef(kind="gguf", given=text, path=shards[0], shards=tuple(shards))
+        return ModelRef(kind="gguf", given=model, path=shards[0], shards=tuple(shards))
     # NOTE: a FIFO or device is read, bounded, as a file.
-    return ModelRef(kind="file", given=text, path=path)
+    return ModelRef(kind="file", given=model, path=path)
 
 
 def _from_hub_url(text: str, *, revision: str | None, gguf_file: str | None) -> ModelRef:

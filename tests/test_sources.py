@@ -1,4 +1,5 @@
-"""Resolving --model: local path, bundled id or alias, and the Hub through a local stand-in server."""
+"""Reading a model's config.json (kvplan.modelref.load_raw_config): a local path, a bundled id or alias, and the Hub
+through a local stand-in server (its failures, deadline and cache fallback, in kvplan.sources)."""
 
 from __future__ import annotations
 
