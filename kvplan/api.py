@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 from kvplan.adjust import DEFAULT_RESIDUAL_LENGTH, deployment_from_flags
@@ -31,65 +29,13 @@ from kvplan.calc import Estimate
 from kvplan.calc import estimate as _estimate
 from kvplan.dtypes import DEFAULT_GROUP_SIZE
 from kvplan.geometry import ModelGeometry
-from kvplan.models import overridden_config, parse_config, parse_override
-from kvplan.report import Source
+from kvplan.modelref import Geometry, load, normalise_overrides, resolve
+from kvplan.sources import Source
 from kvplan.units import parse_tokens
 
 #: Parsed models kept per process (least recently used dropped first).
 GEOMETRY_CACHE_SIZE = 64
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Geometry:
-    """A model read and parsed once: its per-layer geometry, where the config came from, and the config
-    itself (capacity counts the weights from it). Attributes of :class:`ModelGeometry` (``layers``,
-    ``num_hidden_layers``, ``max_context_tokens`` ...) read through."""
-
-    model_geometry: ModelGeometry
-    source: Source
-    config: dict[str, Any]
-    """The config.json with the ``--set`` overrides in place, so the weights count sees them too (shared by
-    every user of the cache: read it, do not change it)."""
-    model_id: str
-    revision: str | None = None
-    overrides: Mapping[str, Any] = field(default_factory=dict)
-    """``--set`` overrides applied to ``model_geometry`` (the estimate report echoes them)."""
-    gguf: Any = None
-    """The :class:`kvplan.gguf.GgufModel` (header and tensor table) when the model is a GGUF file; capacity
-    takes its weights from the tensor table (``config`` is then empty)."""
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "model_geometry":  # not yet set (copy, unpickle): no recursion
-            raise AttributeError(name)
-        return getattr(self.model_geometry, name)
-
-    def __iter__(self) -> Iterator[Any]:
-        """``model_geometry, source = kvplan.load_geometry(...)``: the pair earlier versions returned."""
-        return iter((self.model_geometry, self.source))
-
-
 _CACHE: OrderedDict[tuple[Any, ...], Geometry] = OrderedDict()
-
-
-def _source_key(model: str, revision: str | None) -> tuple[Any, ...]:
-    """What the config and its Source depend on: a file (as spelt, and its size and time), a bundled
-    model (its file, whatever alias named it), or a Hub repo at a revision."""
-    text = model.strip()
-    path = Path(text).expanduser()
-    try:
-        config_path = path / "config.json" if path.is_dir() else path
-        if config_path.is_file():
-            stat = config_path.stat()
-            return ("file", text, str(config_path.resolve()), stat.st_mtime_ns, stat.st_size)
-    except OSError:  # a name too long for a path: sources says what is wrong with it
-        return ("unreadable", text, revision)
-    if revision is None:
-        from kvplan.sources import bundled_index
-
-        bundled = bundled_index().get(text.lower())
-        if bundled is not None:
-            return ("bundled", str(bundled))
-    return ("hub", text, revision)
 
 
 def load_geometry(
@@ -100,36 +46,18 @@ def load_geometry(
     overrides: Mapping[str, Any] | Iterable[str] | None = None,
     gguf_file: str | None = None,
 ) -> Geometry:
-    """Resolve ``model`` (path, bundled id/alias or Hub id) and parse its per-layer geometry.
-
-    A GGUF reference (a ``.gguf`` path or folder, ``org/repo:Q4_K_M``, or ``gguf_file``) is read from the
-    file's header. Parsed once per process: the same source, revision and overrides return the same object."""
-    from kvplan.sources import load_gguf_model, load_raw_config, source_notes
-
+    """Resolve ``model`` (a path, a bundled id or alias, a Hub id or URL, or a GGUF: a ``.gguf`` path or folder,
+    ``org/repo:Q4_K_M``, or a repo with ``gguf_file``) and parse its per-layer geometry
+    (:mod:`kvplan.modelref`). Parsed once per process: the same resolved model (and, for a local file, the same
+    size and time) with the same overrides returns the same object."""
     resolved = normalise_overrides(overrides)
-    key = (_source_key(model, revision), gguf_file, json.dumps(resolved, sort_keys=True, default=repr))
+    ref = resolve(model, revision=revision, gguf_file=gguf_file)
+    key = (ref.cache_key(), json.dumps(resolved, sort_keys=True, default=repr))
     cached = _CACHE.get(key)
     if cached is not None:
         _CACHE.move_to_end(key)
         return cached
-    gguf = load_gguf_model(model, gguf_file=gguf_file, revision=revision, token=token, overrides=overrides)
-    if gguf is not None:
-        parsed = gguf.geometry()
-        geometry = Geometry(model_geometry=parsed, source=gguf.source, config={}, model_id=parsed.model_id,
-                            revision=revision, overrides=MappingProxyType(resolved), gguf=gguf)
-        return _remember(key, geometry)
-    config, source, model_id = load_raw_config(model, revision=revision, token=token)
-    parsed = parse_config(config, model_id=model_id, source_name=model_id, overrides=resolved)
-    if source_notes(source):  # e.g. the Hub failed and its cached copy was read
-        parsed = replace(parsed, notes=source_notes(source) + parsed.notes)
-    geometry = Geometry(model_geometry=parsed, source=source, config=overridden_config(config, resolved),
-                        model_id=model_id, revision=revision,
-                        overrides=MappingProxyType(resolved))
-    return _remember(key, geometry)
-
-
-def _remember(key: tuple[Any, ...], geometry: Geometry) -> Geometry:
-    _CACHE[key] = geometry
+    geometry = _CACHE[key] = load(ref, token=token, overrides=resolved)
     while len(_CACHE) > GEOMETRY_CACHE_SIZE:
         _CACHE.popitem(last=False)
     return geometry
@@ -138,14 +66,6 @@ def _remember(key: tuple[Any, ...], geometry: Geometry) -> Geometry:
 def clear_cache() -> None:
     """Forget every parsed model (a config file changed in place is noticed anyway, by size and time)."""
     _CACHE.clear()
-
-
-def normalise_overrides(overrides: Mapping[str, Any] | Iterable[str] | None) -> dict[str, Any]:
-    if overrides is None:
-        return {}
-    if isinstance(overrides, Mapping):
-        return dict(overrides)
-    return dict(parse_override(item) for item in overrides)
 
 
 def _geometry(

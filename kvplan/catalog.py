@@ -62,11 +62,11 @@ def models_report() -> dict[str, Any]:
 def filter_models(report: dict[str, Any], query: str) -> dict[str, Any]:
     """The report with only the rows whose id, alias or model_type contains ``query`` (case-insensitive)."""
     from kvplan.errors import InputError
-    from kvplan.sources import _suggest
+    from kvplan.sources import suggest_bundled
 
     needle = query.strip().lower()
     rows = [row for row in report["models"]
             if any(needle in str(row[key]).lower() for key in ("id", "alias", "model_type"))]
     if not rows:
-        raise InputError(f"no bundled model matches {query!r}", _suggest(query))
+        raise InputError(f"no bundled model matches {query!r}", suggest_bundled(query))
     return {**report, "models": rows}

@@ -27,7 +27,8 @@ from kvplan.adjust import Deployment
 from kvplan.calc import Estimate, estimate
 from kvplan.errors import ConfigError, InputError, KvplanError
 from kvplan.geometry import ModelGeometry, Provenance
-from kvplan.report import SCHEMA_VERSION, Source, layer_dict, model_dict
+from kvplan.report import SCHEMA_VERSION, layer_dict, model_dict
+from kvplan.sources import Source
 from kvplan.specs import (
     AttentionSpec,
     ChunkedLocalSpec,

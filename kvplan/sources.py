@@ -1,25 +1,41 @@
-"""Find a model's config.json: a local path, a bundled model, or the Hugging Face Hub.
+"""Where a model's config comes from: the :class:`Source` a report names, the bundled configs, reading a
+config.json (bounded), and fetching one from the Hugging Face Hub.
 
-The Hub client is imported inside :func:`fetch_hub_config`, so local and bundled models never
-import huggingface_hub.
+Which of them ``--model`` names is decided once, in :mod:`kvplan.modelref`. The Hub client is imported
+inside :func:`fetch_hub_config`, so local and bundled models never import huggingface_hub.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from kvplan.errors import ConfigError, SourceError
 from kvplan.hubref import is_repo_id, validate_revision
-from kvplan.limits import MAX_MODEL_ARG_CHARS
-from kvplan.report import Source
+from kvplan.safeload import load_json, read_bounded_text
 from kvplan.textsafe import printable
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Source:
+    """Where a model config came from."""
+
+    kind: str
+    """``file``, ``bundled``, ``hub``, ``gguf`` (a local .gguf file or split set: ``location`` is its first
+    file) or ``hub-gguf`` (``location`` is ``org/repo/file.gguf``)."""
+    location: str
+    """The file path, or the repo id for the Hub."""
+    revision: str | None = None
+    note: str = ""
+    """Said in the model's notes when set: a Hub failure answered from the local Hub cache."""
 
 
 def bundled_dir() -> Path:
@@ -66,8 +82,6 @@ def hub_id_of(path: Path) -> str:
 
 def read_json_config(path: Path, *, label: str | None = None) -> dict[str, Any]:
     """A config.json as a dict: size, encoding, nesting and integer length bounded (kvplan.safeload)."""
-    from kvplan.safeload import load_json, read_bounded_text
-
     label = label or str(path)
     text = read_bounded_text(path, label=label, what="config.json", error=ConfigError)
     data = load_json(text, label=label, error=ConfigError, hint="fix the file, or download config.json again")
@@ -78,125 +92,9 @@ def read_json_config(path: Path, *, label: str | None = None) -> dict[str, Any]:
     return data
 
 
-def load_raw_config(
-    model: str, *, revision: str | None = None, token: str | None = None
-) -> tuple[dict[str, Any], Source, str]:
-    """(config dict, where it came from, model id) for ``--model``.
-
-    Order: (1) a path to a config.json or a directory holding one; (2) a bundled model by Hub id
-    or short alias, case-insensitive; (3) any other Hub repo id, fetched with huggingface_hub.
-    """
-    model = model.strip()
-    if not model:
-        raise SourceError("--model is empty", "pass a Hub id, a bundled alias (kvplan models) or a config.json path")
-    check_model_arg(model)
-    if revision is not None:
-        validate_revision(revision)
-    _refuse_gguf(model)
-    path = Path(model).expanduser()
-    try:
-        is_dir, is_file = path.is_dir(), path.is_file()
-    except OSError as exc:  # a path part longer than NAME_MAX, ...
-        raise SourceError(f"cannot use --model {printable(model[:80])!r}: {exc.strerror or exc}",
-                          "pass a Hub id, a bundled alias (kvplan models) or a config.json path") from None
-    if is_dir:
-        config_path = path / "config.json"
-        if not config_path.is_file():
-            raise SourceError(f"directory {model} has no config.json", "point --model at the config.json itself")
-        data = read_json_config(config_path)
-        return data, Source(kind="file", location=str(config_path)), _id_from_config(data, path.name)
-    if is_file or (path.exists() and not is_dir):  # a FIFO or device is read, bounded, as a file
-        data = read_json_config(path)
-        return data, Source(kind="file", location=str(path)), _id_from_config(data, path.stem)
-    if model.endswith(".json") or model.startswith((".", "/", "~")) or os.sep + os.sep in model:
-        raise SourceError(f"no such file: {model}", "check the path to config.json")
-
-    bundled = bundled_index().get(model.lower())
-    if bundled is not None and revision is None:
-        data = read_json_config(bundled, label=f"bundled {hub_id_of(bundled)}")
-        return data, Source(kind="bundled", location=hub_id_of(bundled)), hub_id_of(bundled)
-
-    if "/" not in model and _close_bundled(model):  # a typo of a bundled alias, not a Hub namespace
-        raise SourceError(f"--model {model!r} is not a bundled model or a file", _suggest(model))
-    if not is_repo_id(model):
-        raise SourceError(
-            f"--model {model!r} is neither a file, a bundled model nor a Hub repo id",
-            _suggest(model),
-        )
-    data, _location, note = fetch_hub_config_noted(model, revision=revision, token=token)
-    if note:
-        return data, CachedHubSource(kind="hub", location=model, revision=revision, note=note), model
-    return data, Source(kind="hub", location=model, revision=revision), model
-
-
-def check_model_arg(model: str) -> None:
-    """Refuse a --model longer than any file path or Hub repo id, before anything touches the disk."""
-    if len(model) > MAX_MODEL_ARG_CHARS:
-        raise SourceError(
-            f"--model is {len(model):,} characters long; kvplan's limit is {MAX_MODEL_ARG_CHARS:,} "
-            "(longer than any file path or Hub repo id)",
-            "pass a Hub id, a bundled alias (kvplan models) or a config.json path",
-        )
-
-
-def load_gguf_model(
-    model: str,
-    *,
-    gguf_file: str | None = None,
-    revision: str | None = None,
-    token: str | None = None,
-    overrides: object = None,
-) -> Any:
-    """The GGUF model ``model`` names (a ``.gguf`` path or folder, ``org/repo:TAG``, or a repo with
-    ``gguf_file``), header read; None when ``model`` is not a GGUF reference."""
-    check_model_arg(model.strip())
-    if revision is not None:
-        validate_revision(revision)
-    try:
-        if not _may_be_gguf(model.strip(), gguf_file):
-            return None  # NOTE: kvplan.gguf is imported only for what may be a GGUF reference
-        from kvplan.gguf import load_gguf
-
-        found = load_gguf(model.strip(), gguf_file=gguf_file, revision=revision, token=token)
-    except OSError as exc:  # a path part longer than NAME_MAX, ...
-        raise SourceError(f"cannot use --model {printable(model[:80])!r}: {exc.strerror or exc}",
-                          "pass a Hub id, a bundled alias (kvplan models) or a config.json path") from None
-    if found is not None and overrides:
-        raise SourceError("--set overrides config.json keys; a GGUF model is read from its own metadata",
-                          "drop --set, or pass the model's config.json")
-    return found
-
-
-def _may_be_gguf(model: str, gguf_file: str | None) -> bool:
-    """Whether ``kvplan.gguf.load_gguf`` could take ``model``: a ``--gguf-file``, ``org/repo:TAG``, a
-    ``.gguf`` path or a folder (a bundled id or config.json never is)."""
-    return (gguf_file is not None or ":" in model or model.lower().endswith(".gguf")
-            or Path(model).expanduser().is_dir())
-
-
-def _refuse_gguf(model: str) -> None:
-    if ":" not in model and not model.lower().endswith(".gguf"):
-        return  # NOTE: cannot be a GGUF reference; kvplan.gguf is not imported
-    from kvplan.gguf import hub_reference
-    from kvplan.gguf.files import is_gguf_path
-
-    if is_gguf_path(model) or hub_reference(model, None) is not None:
-        raise SourceError(f"--model {model} is a GGUF model, which has no config.json to read",
-                          "read it with kvplan.load_geometry (every command does), or pass the model's config.json")
-
-
-def _id_from_config(data: dict[str, Any], fallback: str) -> str:
-    meta = data.get("_kvplan")
-    if isinstance(meta, dict) and isinstance(meta.get("hub_id"), str):
-        return meta["hub_id"]
-    name = data.get("_name_or_path")
-    if isinstance(name, str) and name and not name.startswith((".", "/")):
-        return name
-    return fallback
-
-
-def _close_bundled(model: str) -> list[str]:
+def close_bundled(model: str) -> list[str]:
     """Bundled ids and aliases (as written) close to ``model``: the "did you mean" of a typo."""
+    # NOTE: difflib (~4 ms to import) is needed only for a name that is not found.
     import difflib
 
     index = bundled_index()
@@ -205,10 +103,11 @@ def _close_bundled(model: str) -> list[str]:
     return [spelled.get(name, name) for name in close]
 
 
-def _suggest(model: str) -> str:
+def suggest_bundled(model: str) -> str:
+    """A hint naming the bundled models closest to ``model``, or how to list them."""
     import difflib
 
-    close = _close_bundled(model) or difflib.get_close_matches(model.lower(), list(bundled_index()), n=3, cutoff=0.6)
+    close = close_bundled(model) or difflib.get_close_matches(model.lower(), list(bundled_index()), n=3, cutoff=0.6)
     if close:
         return f"did you mean {', '.join(close)}? (kvplan models lists the bundled models)"
     return "kvplan models lists the bundled models; or pass a local config.json"
@@ -231,19 +130,6 @@ def hub_timeout() -> float:
         raise SourceError(f"KVPLAN_HUB_TIMEOUT={printable(raw[:40])!r} is not a number of seconds from 0 to 3600",
                           "e.g. KVPLAN_HUB_TIMEOUT=20")
     return value
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class CachedHubSource(Source):
-    """A Hub model answered from the local Hub cache because the Hub failed."""
-
-    note: str = ""
-
-
-def source_notes(source: Source) -> tuple[str, ...]:
-    """Notes about where the config came from (a Hub failure answered from the cache)."""
-    note = getattr(source, "note", "")
-    return (note,) if note else ()
 
 
 def _hub_failure(exc: BaseException, endpoint: str) -> str | None:
@@ -269,22 +155,20 @@ def _hub_failure(exc: BaseException, endpoint: str) -> str | None:
     return None
 
 
-def fetch_hub_config(repo_id: str, *, revision: str | None, token: str | None) -> tuple[dict[str, Any], str]:
-    """config.json of a Hub repo (config only, through the hub cache). Honours HF_ENDPOINT,
-    HF_TOKEN, HF_HUB_OFFLINE and HF_HUB_CACHE / HF_HOME as read at call time.
+def fetch_hub_config(repo_id: str, *, revision: str | None, token: str | None) -> tuple[dict[str, Any], Source]:
+    """config.json of a Hub repo (config only, through the hub cache) and its :class:`Source`. Honours
+    HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE and HF_HUB_CACHE / HF_HOME as read at call time.
 
     One deadline (``KVPLAN_HUB_TIMEOUT``) bounds the whole fetch: connect, reads and
     huggingface_hub's retries. When the Hub fails (timeout, 5xx, 429, a redirect loop, a short
-    body) a cached copy answers, with a note; otherwise the error names what happened.
+    body) a cached copy answers, with a note (``Source.note``); otherwise the error names what happened.
     """
-    data, location, _note = fetch_hub_config_noted(repo_id, revision=revision, token=token)
-    return data, location
+    data, note = _fetch_hub_config(repo_id, revision=revision, token=token)
+    return data, Source(kind="hub", location=repo_id, revision=revision, note=note)
 
 
-def fetch_hub_config_noted(
-    repo_id: str, *, revision: str | None, token: str | None
-) -> tuple[dict[str, Any], str, str]:
-    """(config, local path, note): the note is empty unless a Hub failure was answered from the cache."""
+def _fetch_hub_config(repo_id: str, *, revision: str | None, token: str | None) -> tuple[dict[str, Any], str]:
+    """(config, note): the note is empty unless a Hub failure was answered from the cache."""
     if not is_repo_id(repo_id):
         raise SourceError(f"{printable(repo_id[:100])!r} is not a Hub repo id", "a Hub repo id is org/name")
     if revision is not None:
@@ -318,16 +202,19 @@ def fetch_hub_config_noted(
     hub_constants.HF_HUB_DOWNLOAD_TIMEOUT = max(1, int(timeout))
     watch = _hub_log_watch()
     watch.hook_session()
-    kwargs = {"revision": revision, "token": token or os.environ.get("HF_TOKEN") or None, "endpoint": endpoint,
-              "cache_dir": cache_dir, "etag_timeout": timeout}
+    hub_token = token or os.environ.get("HF_TOKEN") or None
 
-    def cached_or_fail(failure: str) -> tuple[dict[str, Any], str, str]:
+    def fetch(*, local_files_only: bool) -> str:
+        return hf_hub_download(repo_id, "config.json", revision=revision, token=hub_token, endpoint=endpoint,
+                               cache_dir=cache_dir, etag_timeout=timeout, local_files_only=local_files_only)
+
+    def cached_or_fail(failure: str) -> tuple[dict[str, Any], str]:
         cached = try_to_load_from_cache(repo_id, "config.json", cache_dir=cache_dir, revision=revision)
         if isinstance(cached, str) and os.path.isfile(cached):
             note = f"{failure}; config.json of {label} read from the local Hub cache ({cached})"
-            return read_json_config(Path(cached), label=f"{label} config.json (cached)"), cached, note
-        if _close_bundled(repo_id):
-            raise SourceError(f"{label} is not bundled, not in the Hub cache, and {failure}", _suggest(repo_id))
+            return read_json_config(Path(cached), label=f"{label} config.json (cached)"), note
+        if close_bundled(repo_id):
+            raise SourceError(f"{label} is not bundled, not in the Hub cache, and {failure}", suggest_bundled(repo_id))
         raise SourceError(
             f"{label} is not bundled, not in the Hub cache, and {failure}",
             f"{len(bundled_ids())} models are bundled and work offline (kvplan models lists them, e.g. "
@@ -336,10 +223,10 @@ def fetch_hub_config_noted(
 
     if offline:
         try:
-            local = hf_hub_download(repo_id, "config.json", local_files_only=True, **kwargs)
+            local = fetch(local_files_only=True)
         except hub_errors.LocalEntryNotFoundError:
             return cached_or_fail("offline mode is on (HF_HUB_OFFLINE)")
-        return read_json_config(Path(local), label=f"{label} config.json"), str(local), ""
+        return read_json_config(Path(local), label=f"{label} config.json"), ""
 
     if not _reachable(endpoint, timeout=min(3.0, timeout)):
         # NOTE: fail fast (no 20 s of retries) and fall back to the hub cache.
@@ -349,7 +236,7 @@ def fetch_hub_config_noted(
 
     def download() -> None:
         try:
-            outcome["path"] = hf_hub_download(repo_id, "config.json", local_files_only=False, **kwargs)
+            outcome["path"] = fetch(local_files_only=False)
         except BaseException as exc:  # handed to the caller's thread
             outcome["error"] = exc
 
@@ -373,7 +260,7 @@ def fetch_hub_config_noted(
         if seen and os.path.getmtime(os.path.realpath(local)) < started:
             # NOTE: huggingface_hub itself answers from its cache when the metadata request fails.
             note = f"{seen}; config.json of {label} read from the local Hub cache ({local})"
-        return read_json_config(Path(local), label=f"{label} config.json"), str(local), note
+        return read_json_config(Path(local), label=f"{label} config.json"), note
     if isinstance(exc, hub_errors.GatedRepoError):
         raise SourceError(
             f"{repo_id} is gated: your token is missing or has not been granted access",
@@ -384,7 +271,7 @@ def fetch_hub_config_noted(
     if isinstance(exc, hub_errors.RepositoryNotFoundError):
         raise SourceError(
             f"{repo_id} was not found on the Hugging Face Hub (or it is private)",
-            "check the repo id; for a private repo set HF_TOKEN or pass --token; " + _suggest(repo_id),
+            "check the repo id; for a private repo set HF_TOKEN or pass --token; " + suggest_bundled(repo_id),
         ) from None
     if isinstance(exc, hub_errors.EntryNotFoundError) and not isinstance(exc, hub_errors.LocalEntryNotFoundError):
         raise SourceError(f"{label} has no config.json", "pass a local config.json instead") from None
@@ -406,6 +293,7 @@ class _HubLogWatch:
     so a fetch cut short by the deadline can say what the Hub kept answering (HTTP 500, 429...)."""
 
     def __init__(self) -> None:
+        # NOTE: logging (~4 ms to import) is needed only for a Hub fetch.
         import logging
 
         self.last: dict[str | None, str] = {}
@@ -453,8 +341,6 @@ class _HubLogWatch:
             self.last[threading.current_thread().name] = f"HTTP Error {response.status_code} thrown"
 
     def failure(self, thread: str, endpoint: str) -> str | None:
-        import re
-
         message = self.last.get(thread, "")
         status = re.search(r"HTTP Error (\d{3})", message)
         if status:
@@ -484,8 +370,8 @@ def _hub_failure_status(status: int, endpoint: str) -> str:
 
 def _reachable(endpoint: str, timeout: float = 3.0) -> bool:
     """Whether a TCP connection to the Hub endpoint opens within ``timeout`` seconds."""
+    # NOTE: socket (~4 ms to import) is needed only for a Hub fetch.
     import socket
-    from urllib.parse import urlsplit
 
     parts = urlsplit(endpoint)
     try:

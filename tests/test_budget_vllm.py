@@ -15,8 +15,8 @@ from kvplan.engines.vllm import (
     marlin_mxfp4_extra_bytes,
 )
 from kvplan.gpus import custom_gpu, lookup
+from kvplan.modelref import load_raw_config
 from kvplan.models import count_weights
-from kvplan.sources import load_raw_config
 from kvplan.units import GiB, MiB
 
 GPT_OSS = "openai/gpt-oss-120b"

@@ -12,8 +12,8 @@ from kvplan.calc import estimate
 from kvplan.capacity import CapacityInputs, plan_capacity
 from kvplan.cli import app
 from kvplan.gpus import custom_gpu, lookup
+from kvplan.modelref import load_raw_config
 from kvplan.models import count_weights
-from kvplan.sources import load_raw_config
 from kvplan.units import GiB, MiB, cdiv
 
 from conftest import BF16, FP16, KV

@@ -17,8 +17,9 @@ gguf = pytest.importorskip("gguf")
 np = pytest.importorskip("numpy")
 
 from kvplan.cli import app
-from kvplan.gguf import load_gguf
+from kvplan.gguf.model import GgufModel
 from kvplan.gguf.weights import layer_split
+from kvplan.modelref import load, resolve
 
 from conftest import FP16, KV
 from hubstub import HubStub
@@ -115,6 +116,13 @@ FAMILIES: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
 }
 
 
+def read_gguf(model: str, *, gguf_file: str | None = None) -> GgufModel:
+    """The GGUF model ``model`` names, resolved and read as every command reads it."""
+    loaded = load(resolve(model, gguf_file=gguf_file))
+    assert loaded.gguf is not None, loaded.source
+    return loaded.gguf
+
+
 def run_json(runner, *args: str) -> dict[str, Any]:
     result = runner.invoke(app, [*args, "--format", "json"])
     assert result.exit_code == 0, result.output
@@ -139,7 +147,7 @@ def test_gguf_and_config_agree_in_every_engine(family: str, tmp_path: Path, runn
 
 def test_llama_gqa_bytes_and_provenance(tmp_path: Path) -> None:
     arch, kv, _ = FAMILIES["llama-gqa"]
-    geometry = load_gguf(str(write_gguf(tmp_path / "m.gguf", arch, kv))).geometry()
+    geometry = read_gguf(str(write_gguf(tmp_path / "m.gguf", arch, kv))).geometry()
     per_token = sum(s.bytes_per_token(_fp16()) for s in geometry.layers)
     assert per_token == KV * 4 * 2 * 16 * FP16  # K+V, layers, kv heads, head dim, f16
     sources = {p.field: p.source for p in geometry.provenance}
@@ -150,23 +158,23 @@ def test_llama_gqa_bytes_and_provenance(tmp_path: Path) -> None:
 
 def test_gemma3_pattern_is_llama_cpp_rule(tmp_path: Path) -> None:
     arch, kv, _ = FAMILIES["gemma3-swa"]
-    geometry = load_gguf(str(write_gguf(tmp_path / "g.gguf", arch, kv))).geometry()
+    geometry = read_gguf(str(write_gguf(tmp_path / "g.gguf", arch, kv))).geometry()
     assert [s.kind for s in geometry.layers] == ["sliding_window"] * 5 + ["full_attention"] + ["sliding_window"] * 2
     assert geometry.layers[0].window == 512
 
 
 def test_sliding_pattern_key_wins_as_period_or_per_layer_bools(tmp_path: Path) -> None:
     arch, kv, _ = FAMILIES["gemma3-swa"]
-    by_period = load_gguf(str(write_gguf(tmp_path / "p.gguf", arch, {**kv, "{arch}.attention.sliding_window_pattern": 4})))
+    by_period = read_gguf(str(write_gguf(tmp_path / "p.gguf", arch, {**kv, "{arch}.attention.sliding_window_pattern": 4})))
     assert [s.kind == "full_attention" for s in by_period.geometry().layers] == [False, False, False, True] * 2
     pattern = [True, False] * 4
-    by_layer = load_gguf(str(write_gguf(tmp_path / "b.gguf", arch, {**kv, "{arch}.attention.sliding_window_pattern": pattern})))
+    by_layer = read_gguf(str(write_gguf(tmp_path / "b.gguf", arch, {**kv, "{arch}.attention.sliding_window_pattern": pattern})))
     assert [s.kind == "sliding_window" for s in by_layer.geometry().layers] == pattern
 
 
 def test_deepseek_mla_and_old_conversion_are_told_apart(tmp_path: Path) -> None:
-    mla = load_gguf(str(write_gguf(tmp_path / "new.gguf", "deepseek2", FAMILIES["deepseek-mla"][1]))).geometry()
-    old = load_gguf(str(write_gguf(tmp_path / "old.gguf", "deepseek2", FAMILIES["deepseek-old"][1]))).geometry()
+    mla = read_gguf(str(write_gguf(tmp_path / "new.gguf", "deepseek2", FAMILIES["deepseek-mla"][1]))).geometry()
+    old = read_gguf(str(write_gguf(tmp_path / "old.gguf", "deepseek2", FAMILIES["deepseek-old"][1]))).geometry()
     assert {s.kind for s in mla.layers} == {"mla"}
     assert mla.layers[0].bytes_per_token(_fp16()) == (64 + 16) * FP16  # kv_lora_rank + rope dims, one latent
     assert {s.kind for s in old.layers} == {"full_attention"}
@@ -176,7 +184,7 @@ def test_deepseek_mla_and_old_conversion_are_told_apart(tmp_path: Path) -> None:
 
 def test_nemotron_h_layers_from_head_count_kv_and_ffn_arrays(tmp_path: Path) -> None:
     arch, kv, _ = FAMILIES["nemotron-h"]
-    geometry = load_gguf(str(write_gguf(tmp_path / "n.gguf", arch, kv))).geometry()
+    geometry = read_gguf(str(write_gguf(tmp_path / "n.gguf", arch, kv))).geometry()
     assert [s.kind for s in geometry.layers] == ["state", "full_attention", "state", "no_cache"]
     state = geometry.layers[0]
     conv = (4 - 1) * (4 * 16 + 2 * 2 * 16)  # (d_conv - 1) x (d_inner + 2 n_groups d_state)
@@ -186,7 +194,7 @@ def test_nemotron_h_layers_from_head_count_kv_and_ffn_arrays(tmp_path: Path) -> 
 
 def test_nextn_layers_leave_the_main_stack(tmp_path: Path) -> None:
     arch, kv, _ = FAMILIES["deepseek-mla"]
-    geometry = load_gguf(str(write_gguf(tmp_path / "mtp.gguf", arch, {**kv, "{arch}.block_count": 4,
+    geometry = read_gguf(str(write_gguf(tmp_path / "mtp.gguf", arch, {**kv, "{arch}.block_count": 4,
                                                                       "{arch}.nextn_predict_layers": 1}))).geometry()
     assert geometry.num_hidden_layers == len(geometry.layers) == 4 - 1
 
@@ -201,7 +209,7 @@ def test_quantised_weight_bytes_from_block_sizes(tmp_path: Path) -> None:
                     (f"blk.{i}.ffn_down.weight", (ffn, hidden), Q.MXFP4), (f"blk.{i}.attn_norm.weight", (hidden,), Q.F32),
                     (f"blk.{i}.ffn_gate.weight", (hidden, ffn), Q.BF16)]
     arch, kv, _ = FAMILIES["llama-gqa"]
-    model = load_gguf(str(write_gguf(tmp_path / "q.gguf", arch, {**kv, "{arch}.block_count": layers}, tensors)))
+    model = read_gguf(str(write_gguf(tmp_path / "q.gguf", arch, {**kv, "{arch}.block_count": layers}, tensors)))
     weights = model.weights()
     # bytes per block: Q8_0 34/32, Q6_K 210/256, Q4_K 144/256, Q5_K 176/256, IQ4_XS 136/256, MXFP4 17/32
     embd = hidden * vocab // 32 * 34
@@ -224,7 +232,7 @@ def test_quantised_weight_bytes_from_block_sizes(tmp_path: Path) -> None:
 def test_tied_embeddings_copy_token_embd_to_the_output_device(tmp_path: Path) -> None:
     arch, kv, _ = FAMILIES["llama-gqa"]
     tensors = [("token_embd.weight", (64, 10), Q.F16), ("blk.0.attn_q.weight", (64, 64), Q.F16)]
-    weights = load_gguf(str(write_gguf(tmp_path / "t.gguf", arch, {**kv, "{arch}.block_count": 1}, tensors))).weights()
+    weights = read_gguf(str(write_gguf(tmp_path / "t.gguf", arch, {**kv, "{arch}.block_count": 1}, tensors))).weights()
     split = layer_split(weights)
     assert split.host_bytes == 64 * 10 * FP16
     assert split.device_bytes == (64 * 64 * FP16 + 64 * 10 * FP16,)
@@ -243,7 +251,7 @@ def test_split_shards_metadata_from_first_tensors_from_all(tmp_path: Path) -> No
     writer.write_tensors_to_file()
     writer.close()
     for ref in (folder, folder / "m-00002-of-00002.gguf"):
-        model = load_gguf(str(ref))
+        model = read_gguf(str(ref))
         assert model.weights().total_bytes == (64 * 10 + 64 * 64) * FP16
         assert model.geometry().num_hidden_layers == 4
 
@@ -259,8 +267,8 @@ def test_missing_shard_is_named(tmp_path: Path, runner) -> None:
 def test_header_read_is_flat_in_the_data_size(tmp_path: Path) -> None:
     """A 64 MiB tensor costs no more reading than a tiny one: only the header is read."""
     arch, kv, _ = FAMILIES["llama-gqa"]
-    small = load_gguf(str(write_gguf(tmp_path / "s.gguf", arch, kv, [("token_embd.weight", (64, 4), Q.F16)])))
-    big = load_gguf(str(write_gguf(tmp_path / "b.gguf", arch, kv, [("token_embd.weight", (4096, 8192), Q.F16)])))
+    small = read_gguf(str(write_gguf(tmp_path / "s.gguf", arch, kv, [("token_embd.weight", (64, 4), Q.F16)])))
+    big = read_gguf(str(write_gguf(tmp_path / "b.gguf", arch, kv, [("token_embd.weight", (4096, 8192), Q.F16)])))
     assert big.weights().total_bytes == 4096 * 8192 * FP16
     assert big.header.data_offset == small.header.data_offset
     assert big.bytes_read == 1 << 16  # one first chunk of 64 KiB holds the header; none of the 64 MiB of data
@@ -275,12 +283,12 @@ def test_hub_tag_reads_only_the_header(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.delenv("HF_HUB_OFFLINE")
     with HubStub({}, files=files) as hub:
         monkeypatch.setenv("HF_ENDPOINT", hub.url)
-        model = load_gguf("acme/g-GGUF:q8_0")
+        model = read_gguf("acme/g-GGUF:q8_0")
         assert model.source.location == "acme/g-GGUF/g-Q8_0.gguf"
         assert model.weights().total_bytes == 1024 * 4096 // 32 * 34
         read = sum(end - start + 1 for _name, start, end in hub.ranges)
         assert read <= 1 << 20 < len(data)
-        same = load_gguf("acme/g-GGUF", gguf_file="g-Q8_0.gguf")
+        same = read_gguf("acme/g-GGUF", gguf_file="g-Q8_0.gguf")
         assert same.geometry().layers == model.geometry().layers
 
 

@@ -1,4 +1,5 @@
-"""Resolving --model: local path, bundled id or alias, and the Hub through a local stand-in server."""
+"""Reading a model's config.json (kvplan.modelref.load_raw_config): a local path, a bundled id or alias, and the Hub
+through a local stand-in server (its failures, deadline and cache fallback, in kvplan.sources)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from kvplan.errors import ConfigError, SourceError
-from kvplan.sources import bundled_ids, load_raw_config
+from kvplan.modelref import load_raw_config
+from kvplan.sources import bundled_ids
 
 from conftest import make_config
 from hubstub import COMMIT, HubStub

@@ -1,4 +1,4 @@
-"""Which GGUF file(s) ``--model`` names: one file, a split set (``-00001-of-00003.gguf``), or a folder.
+"""GGUF file names: one file, a split set (``-00001-of-00003.gguf``), the models in a folder or a Hub repo.
 
 A split model keeps its metadata in the first shard and its tensors across all of them (llama.cpp
 ``gguf-split``); kvplan reads the first shard's metadata and every shard's tensor table.
@@ -52,32 +52,27 @@ def model_groups(names: Iterable[str]) -> dict[str, list[str]]:
     return groups
 
 
-def local_files(model: str) -> list[Path] | None:
-    """The shards of a local GGUF model in order, or None when ``model`` is not a local GGUF path."""
-    path = Path(model).expanduser()
-    if path.is_dir():
-        if (path / "config.json").is_file():
-            return None  # a Hugging Face folder: its config.json wins
-        groups = model_groups(p.name for p in path.iterdir() if p.is_file())
-        if not groups:
-            return None
-        if len(groups) > 1:
-            raise SourceError(
-                f"folder {model} holds {len(groups)} GGUF models: {', '.join(sorted(groups))}",
-                "point --model at one .gguf file (the first shard of a split model)",
-            )
-        (first,) = groups
-        return [path / name for name in split_set(groups[first], first)]
-    if is_gguf_path(model):
-        if not path.is_file():
-            raise SourceError(f"no such file: {model}", "check the path to the .gguf file")
-        match = SPLIT_NAME.match(path.name)
-        if match:
-            first = f"{match['prefix']}-00001-of-{match['count']}.gguf"
-            siblings = [p.name for p in path.parent.iterdir()]
-            return [path.parent / name for name in split_set(siblings, first)]
+def folder_shards(folder: Path, *, label: str) -> list[Path] | None:
+    """The shards, in order, of the one GGUF model in ``folder`` (projectors aside); None when it holds none."""
+    groups = model_groups(p.name for p in folder.iterdir() if p.is_file())
+    if not groups:
+        return None
+    if len(groups) > 1:
+        raise SourceError(
+            f"folder {label} holds {len(groups)} GGUF models: {', '.join(sorted(groups))}",
+            "point --model at one .gguf file (the first shard of a split model)",
+        )
+    (first,) = groups
+    return [folder / name for name in split_set(groups[first], first)]
+
+
+def file_shards(path: Path) -> list[Path]:
+    """``path`` alone, or every shard of the split set it belongs to, in order."""
+    match = SPLIT_NAME.match(path.name)
+    if not match:
         return [path]
-    return None
+    first = f"{match['prefix']}-00001-of-{match['count']}.gguf"
+    return [path.parent / name for name in split_set([p.name for p in path.parent.iterdir()], first)]
 
 
 def pick_by_tag(names: Iterable[str], tag: str, repo_id: str) -> list[str]:

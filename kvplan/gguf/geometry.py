@@ -273,7 +273,7 @@ def _attention(r: GgufMetaReader, blocks: int) -> dict[str, Any]:
             rope = r.integer("qk_rope_head_dim", "rope.dimension_count")
             k_mla = r.integer("qk_head_dim", "attention.key_length_mla")
             r.integer("v_head_dim", "attention.value_length_mla")
-            assert rope is not None and k_mla is not None
+            assert rank is not None and rope is not None and k_mla is not None
             r.record("qk_nope_head_dim", k_mla - rope, f"derived: {r.key('attention.key_length_mla')} - rope dims")
             r.note(
                 f"MLA caches one latent per token per layer: kv_lora_rank + rope dims = {rank} + {rope} = "

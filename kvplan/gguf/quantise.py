@@ -28,13 +28,10 @@ is ``attn_k`` + ``attn_v``, the last ``-> hidden`` one is ``attn_output``; in an
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 from kvplan.errors import InputError
-from kvplan.models.tensors import Matrix, Quantisation, WeightPart
-
-if TYPE_CHECKING:
-    from kvplan.models.tensors import WeightsEstimate
+from kvplan.gguf.weights import LlamaCppLayerSplit
+from kvplan.models.tensors import Matrix, Quantisation, WeightPart, WeightsEstimate
 
 #: ggml type -> (values per block, bytes per block), ggml-common.h.
 GGML_BLOCKS: dict[str, tuple[int, int]] = {
@@ -137,8 +134,6 @@ def quantise_weights(weights: WeightsEstimate, *, num_layers: int, ftype: str | 
                      model_type: str | None = None) -> WeightsEstimate:
     """``weights`` (counted from a config.json) as llama-quantize would store them in a ``ftype`` GGUF, with
     llama.cpp's layer split (token_embd in host memory) for the per-device figures."""
-    from kvplan.gguf.weights import LlamaCppLayerSplit
-
     chosen = ftype is not None
     ftype = file_type(ftype)
     base = FILE_TYPES[ftype]
@@ -164,10 +159,11 @@ def quantise_weights(weights: WeightsEstimate, *, num_layers: int, ftype: str | 
         roles[id(attention)] = _attention_roles(attention, hidden=hidden, qkv_width=weights.qkv_width)
     n_wv = sum(m.count for rs in roles.values() for role, m in rs if role == "attn_v")
     # dense layers first, then MoE layers (first_k_dense_replace)
-    dense_down = sum(_down(p).count for p in weights.parts if p.name == "mlp" and _down(p) is not None)  # type: ignore[union-attr]
+    dense_down = sum(m.count for m in (_down(p) for p in weights.parts if p.name == "mlp") if m is not None)
     wv_seen = 0
     groups: dict[str, list[_Group]] = {}
     vectors: dict[str, int] = {}
+    layers: tuple[int, ...]
     for part in weights.parts:
         out: list[_Group] = []
         vectors[part.name] = vectors.get(part.name, 0) + part.other_parameters
@@ -224,7 +220,7 @@ def quantise_weights(weights: WeightsEstimate, *, num_layers: int, ftype: str | 
     if any(p.name in _MMPROJ for p in weights.parts):
         notes.append("vision tower counted in F16, as llama.cpp's separate mmproj file stores it")
 
-    parts = []
+    parts: list[WeightPart] = []
     for part in weights.parts:
         if part.name in [p.name for p in parts]:
             continue

@@ -12,6 +12,7 @@ The value and tensor type tables come from llama.cpp's own ``gguf`` package (``k
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -62,8 +63,6 @@ class ByteSource:
 
 class LocalSource(ByteSource):
     def __init__(self, path: str) -> None:
-        import os
-
         self.label = path
         try:
             self._file = open(path, "rb")

@@ -18,14 +18,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from kvplan.errors import InputError
-from kvplan.gguf.reader import TensorInfo
-
-if TYPE_CHECKING:
-    from kvplan.gguf import GgufModel
-    from kvplan.models.tensors import WeightsEstimate
+from kvplan.gguf.geometry import GgufMetaReader
+from kvplan.gguf.reader import GgufHeader, TensorInfo
+from kvplan.models.tensors import WeightPart, WeightsEstimate
 
 _BLOCK = re.compile(r"^blk\.(\d+)\.")
 
@@ -111,9 +109,9 @@ def layer_split(weights: GgufWeights, *, num_devices: int = 1, tensor_split: Seq
     names = {t.name for t in weights.tensors}
     notes: list[str] = ["token_embd stays in host memory (llama.cpp never offloads the input layer)"]
     for tensor in weights.tensors:
-        il = weights.layer_of(tensor)
-        if il is not None and il < weights.block_count:
-            device_bytes[device_of(il)] += tensor.nbytes
+        layer = weights.layer_of(tensor)
+        if layer is not None and layer < weights.block_count:
+            device_bytes[device_of(layer)] += tensor.nbytes
         elif tensor.name.startswith("token_embd."):
             host += tensor.nbytes
             if tensor.name == "token_embd.weight" and "output.weight" not in names:
@@ -213,14 +211,24 @@ def file_type_name(metadata: dict[str, object]) -> str | None:
         return None
 
 
-def weights_estimate(model: GgufModel, *, engine: str, splits_layers: bool,
+class ReadModel(Protocol):
+    """What :func:`weights_estimate` reads of a :class:`kvplan.gguf.model.GgufModel` (that module builds on
+    this one, so it is named by its shape here)."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def header(self) -> GgufHeader: ...
+
+    def weights(self) -> GgufWeights: ...
+
+
+def weights_estimate(model: ReadModel, *, engine: str, splits_layers: bool,
                      tensor_split: Sequence[float] | None = None) -> tuple[WeightsEstimate, list[str]]:
     """The file's weights as `kvplan capacity` counts them: exact bytes per tensor (ggml block sizes),
     grouped by role; for an engine that splits layers over devices (llama.cpp), per device by that
     split with token_embd in host memory."""
-    from kvplan.gguf.geometry import GgufMetaReader
-    from kvplan.models.tensors import WeightPart, WeightsEstimate
-
     weights = model.weights()
     meta = model.header.metadata
     r = GgufMetaReader(model.header, label=model.model_id)

@@ -11,26 +11,14 @@ The package around it turns reports into what people and machines read, and neve
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from kvplan import __version__
 from kvplan.calc import Estimate, LayerGroup
 from kvplan.geometry import ModelGeometry
+from kvplan.sources import Source
 
 SCHEMA_VERSION = 1
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Source:
-    """Where a model config came from."""
-
-    kind: str
-    """``file``, ``bundled``, ``hub``, ``gguf`` (a local .gguf file or split set: ``location`` is its first
-    file) or ``hub-gguf`` (``location`` is ``org/repo/file.gguf``)."""
-    location: str
-    """The file path, or the repo id for the Hub."""
-    revision: str | None = None
 
 
 def compress_indices(indices: tuple[int, ...]) -> str:

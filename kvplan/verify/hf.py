@@ -309,8 +309,8 @@ def cross_check(plan: VerifyPlan, model: str, *, revision: str | None, token: st
                 overrides: Mapping[str, Any], gpu: bool, seed: int, progress: bool,
                 max_memory: int | None) -> VerifyMeasurement:
     """Load the raw config of ``model`` again, prepare it, build and measure (the command's entry point)."""
+    from kvplan.modelref import load_raw_config
     from kvplan.models import parse_config
-    from kvplan.sources import load_raw_config
 
     check_supported(plan, gpu=gpu)
     raw, _source, model_id = load_raw_config(model, revision=revision, token=token)

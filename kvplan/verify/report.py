@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvplan import __version__
-from kvplan.report import SCHEMA_VERSION, Source, model_dict
+from kvplan.report import SCHEMA_VERSION, model_dict
+from kvplan.sources import Source
 from kvplan.verify.predict import (
     ALLOCATED_TOLERANCE,
     RESERVED_TOLERANCE,
