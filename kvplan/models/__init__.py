@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from kvplan.errors import ConfigError, InputError, SourceError
 from kvplan.geometry import ModelGeometry
-from kvplan.models.base import ArchParser, ConfigReader
+from kvplan.models.base import ArchParser, ConfigReader, hidden_of
 from kvplan.models.family_index import CACHE_INDEX as _CACHE_INDEX
 from kvplan.models.family_index import WEIGHT_INDEX as _WEIGHT_INDEX
-from kvplan.models.tensors import WeightsEstimate, hidden_of
+from kvplan.models.tensors import WeightsEstimate
 from kvplan.specs import LayerSpec, NoCacheSpec
 
 if TYPE_CHECKING:

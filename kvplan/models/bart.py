@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from kvplan.models.base import ArchParser, ConfigReader
-from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, switch, tied, vocab_of
+from kvplan.models.base import ArchParser, ConfigReader, embeddings, switch, tied, vocab_of
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of
 from kvplan.specs import LayerSpec
 
 #: The BART layout's defaults (transformers ``BartConfig``); the others differ where ``_BY_TYPE`` says.

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from kvplan.errors import ConfigError
 from kvplan.geometry import Provenance
-from kvplan.models.tensors import WeightCount, WeightPart
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart
 from kvplan.specs import (
     ChunkedLocalSpec,
     CrossAttentionSpec,
@@ -475,3 +475,48 @@ def _summarise(kinds: Sequence[str]) -> str:
     for kind in kinds:
         counts[kind] = counts.get(kind, 0) + 1
     return ", ".join(f"{n} {k}" for k, n in counts.items())
+
+
+# ---- weight keys every family reads -------------------------------------------------------------
+def hidden_of(r: ConfigReader) -> int:
+    return r.first_of("hidden_size", ("hidden_size", "n_embd", "d_model", "dim"))
+
+
+def vocab_of(r: ConfigReader) -> int:
+    return r.first_of("vocab_size", ("vocab_size", "padded_vocab_size", "n_vocab"))
+
+
+def tied(r: ConfigReader) -> bool:
+    value = r.raw("tie_word_embeddings")
+    if isinstance(value, bool):
+        return value
+    if value is not _MISSING:
+        r.check("tie_word_embeddings", value, "bool")  # raises: 1, "true" are not booleans
+    if "tie_word_embeddings" in r.defaults:
+        tied = bool(r.defaults["tie_word_embeddings"])
+        r.note(f"tie_word_embeddings is not in the config; the {r.defaults_name} default is {str(tied).lower()}")
+        return tied
+    r.note("tie_word_embeddings is not in the config; transformers' default true (lm_head shares the embedding)")
+    return True
+
+
+def switch(r: ConfigReader, key: str, default: bool) -> bool:
+    value = r.raw(key)
+    if isinstance(value, bool):
+        return value
+    if value is not _MISSING:
+        r.check(key, value, "bool")  # raises: 1, "true" are not booleans
+    default = bool(r.defaults.get(key, default))
+    r.note(f"{r.prefix}{key} is not in the config; the {r.defaults_name} default is {str(default).lower()}")
+    return default
+
+
+def embeddings(r: ConfigReader, hidden: int, *, lm_head_bias: bool = False) -> list[WeightPart]:
+    vocab = vocab_of(r)
+    parts = [WeightPart(name="embed_tokens", matrices=(Matrix(in_features=hidden, out_features=vocab),))]
+    if not tied(r):
+        parts.append(
+            WeightPart(name="lm_head", matrices=(Matrix(in_features=hidden, out_features=vocab),),
+                       other_parameters=vocab if lm_head_bias else 0)
+        )
+    return parts

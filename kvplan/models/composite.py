@@ -14,8 +14,8 @@ from dataclasses import replace
 from typing import Any
 
 from kvplan.errors import ConfigError
-from kvplan.models.base import ArchParser, ConfigReader
-from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, tied
+from kvplan.models.base import ArchParser, ConfigReader, tied
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of
 from kvplan.specs import CrossAttentionSpec, LayerSpec, NoCacheSpec, StateSpec
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kvplan.models.base import ArchParser, ConfigReader
-from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, experts_parts, vocab_of
+from kvplan.models.base import ArchParser, ConfigReader, embeddings, vocab_of
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, experts_parts
 
 
 class DbrxParser(ArchParser):

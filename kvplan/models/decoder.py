@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
-from kvplan.models.base import ArchParser, ConfigReader, layer_indices
-from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, hidden_of, vocab_of
+from kvplan.models.base import ArchParser, ConfigReader, embeddings, hidden_of, layer_indices, vocab_of
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -13,22 +13,12 @@ from dataclasses import replace
 from typing import Any
 
 from kvplan.errors import ConfigError
-from kvplan.models.base import ArchParser, ConfigReader
+from kvplan.models.base import ArchParser, ConfigReader, embeddings, hidden_of, vocab_of
 from kvplan.models.decoder import DecoderLayout, DecoderParser, MoeLayout, first_k_dense_moe, note_mtp
 from kvplan.models.llama import LlamaParser
 from kvplan.models.mistral import pixtral_weights
 from kvplan.models.mla import add_indexer, add_mla_layer, finish_mla_moe, mla_dims, mlp_layer_kinds, per_layer_list
-from kvplan.models.tensors import (
-    Matrix,
-    Tensors,
-    WeightCount,
-    WeightPart,
-    count_of,
-    embeddings,
-    experts_parts,
-    hidden_of,
-    vocab_of,
-)
+from kvplan.models.tensors import Matrix, Tensors, WeightCount, WeightPart, count_of, experts_parts
 from kvplan.specs import (
     IndexerSpec,
     LayerSpec,

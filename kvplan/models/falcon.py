@@ -3,10 +3,10 @@ a parallel hybrid of attention and Mamba-2 in every layer. Falcon-Mamba is read 
 
 from __future__ import annotations
 
-from kvplan.models.base import ArchParser, ConfigReader
+from kvplan.models.base import ArchParser, ConfigReader, hidden_of, vocab_of
 from kvplan.models.decoder import classic_decoder
 from kvplan.models.mamba import MAMBA2_DEFAULTS, Mamba2Keys, hybrid_weights, read_mamba2_state
-from kvplan.models.tensors import WeightCount, WeightPart, count_of, hidden_of, vocab_of
+from kvplan.models.tensors import WeightCount, WeightPart, count_of
 from kvplan.specs import LayerSpec, StateSpec
 
 

@@ -9,9 +9,9 @@ from dataclasses import replace
 from typing import Any
 
 from kvplan.errors import ConfigError
-from kvplan.models.base import FULL, SLIDING, ArchParser, ConfigReader
+from kvplan.models.base import FULL, SLIDING, ArchParser, ConfigReader, embeddings, hidden_of, switch, vocab_of
 from kvplan.models.decoder import DecoderLayout, DecoderParser
-from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, hidden_of, switch, vocab_of
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of
 from kvplan.specs import FullAttentionSpec, LayerSpec, SharedKVSpec, SlidingWindowSpec
 
 #: The reason every KV-sharing layer gives (Gemma 3n and Gemma 4).

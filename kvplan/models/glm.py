@@ -8,11 +8,11 @@ from dataclasses import replace
 from typing import Any
 
 from kvplan.errors import ConfigError
-from kvplan.models.base import STATE, ArchParser, ConfigReader
+from kvplan.models.base import STATE, ArchParser, ConfigReader, embeddings, hidden_of, switch, vocab_of
 from kvplan.models.decoder import DecoderLayout, MoeLayout, first_k_dense_moe
 from kvplan.models.deepseek import DeepseekParser
 from kvplan.models.llama import LlamaParser
-from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, hidden_of, switch, vocab_of
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of
 from kvplan.specs import StateSpec
 
 

@@ -6,10 +6,10 @@ attention sinks, every-layer experts and an optional shared MLP), and the Granit
 from __future__ import annotations
 
 from kvplan.errors import ConfigError
-from kvplan.models.base import FULL, STATE, ArchParser, ConfigReader
+from kvplan.models.base import FULL, STATE, ArchParser, ConfigReader, hidden_of, vocab_of
 from kvplan.models.decoder import NO_MOE, DecoderLayout, DecoderParser, MoeLayout, every_layer_moe
 from kvplan.models.mamba import MAMBA2_DEFAULTS, Mamba2Keys, hybrid_weights, read_mamba2_state
-from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, experts_parts, hidden_of, vocab_of
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, experts_parts
 from kvplan.specs import StateSpec
 
 

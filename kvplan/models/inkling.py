@@ -29,8 +29,8 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from kvplan.errors import ConfigError
-from kvplan.models.base import ArchParser, ConfigReader
-from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, hidden_of, vocab_of
+from kvplan.models.base import ArchParser, ConfigReader, hidden_of, vocab_of
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of
 from kvplan.specs import FullAttentionSpec, LayerSpec, SlidingWindowSpec, StateSpec
 
 _SLIDING, _FULL = "hybrid_sliding", "hybrid"

@@ -13,19 +13,21 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from kvplan.errors import ConfigError
-from kvplan.models.base import _MISSING, CHUNKED, FULL, ArchParser, ConfigReader, layer_indices
-from kvplan.models.decoder import NO_MOE, DecoderLayout, DecoderParser, MoeLayout, every_layer_moe, sparse_step_moe
-from kvplan.models.tensors import (
-    Matrix,
-    WeightCount,
-    WeightPart,
-    count_of,
-    gqa_attention,
+from kvplan.models.base import (
+    _MISSING,
+    CHUNKED,
+    FULL,
+    ArchParser,
+    ConfigReader,
+    embeddings,
     hidden_of,
+    layer_indices,
     switch,
     tied,
     vocab_of,
 )
+from kvplan.models.decoder import NO_MOE, DecoderLayout, DecoderParser, MoeLayout, every_layer_moe, sparse_step_moe
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, experts_parts, gqa_attention
 from kvplan.specs import LayerSpec
 
 
@@ -496,8 +498,6 @@ class Ernie45VLMoeTextParser(ArchParser):
         "moe_intermediate_size": [1536, 512], "moe_k": 6, "moe_num_experts": 64, "moe_num_shared_experts": 2}}
 
     def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
-        from kvplan.models.tensors import embeddings, experts_parts
-
         hidden = hidden_of(r)
         layers = r.first_of("num_hidden_layers", ("num_hidden_layers",))
         heads = r.first_of("num_attention_heads", ("num_attention_heads",))

@@ -5,20 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan.errors import ConfigError
-from kvplan.models.base import FULL, STATE, ArchParser, ConfigReader
+from kvplan.models.base import FULL, STATE, ArchParser, ConfigReader, embeddings, hidden_of, vocab_of
 from kvplan.models.decoder import DecoderLayout, MoeLayout, every_layer_moe
 from kvplan.models.llama import LlamaParser
-from kvplan.models.tensors import (
-    Matrix,
-    WeightCount,
-    WeightPart,
-    count_of,
-    embeddings,
-    experts_parts,
-    gqa_attention,
-    hidden_of,
-    vocab_of,
-)
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, experts_parts, gqa_attention
 from kvplan.specs import StateSpec
 
 

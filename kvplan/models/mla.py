@@ -8,18 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan.errors import ConfigError
-from kvplan.models.base import ArchParser, ConfigReader
+from kvplan.models.base import ArchParser, ConfigReader, embeddings, hidden_of, vocab_of
 from kvplan.models.decoder import DecoderParser, note_mtp
-from kvplan.models.tensors import (
-    Tensors,
-    WeightCount,
-    WeightPart,
-    count_of,
-    embeddings,
-    experts_parts,
-    hidden_of,
-    vocab_of,
-)
+from kvplan.models.tensors import Tensors, WeightCount, WeightPart, count_of, experts_parts
 
 
 def per_layer_list(r: ConfigReader, key: str, layers: int, allowed: set[Any], default: list[Any] | None) -> list[Any]:

@@ -6,21 +6,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from kvplan.errors import ConfigError
-from kvplan.models.base import FULL, NONE, STATE, ArchParser, ConfigReader, with_config_ssm_dtype
-from kvplan.models.decoder import DecoderLayout, DecoderParser
-from kvplan.models.mamba import mamba2_state
-from kvplan.models.tensors import (
-    Matrix,
-    WeightCount,
-    WeightPart,
-    count_of,
+from kvplan.models.base import (
+    FULL,
+    NONE,
+    STATE,
+    ArchParser,
+    ConfigReader,
     embeddings,
-    experts_parts,
-    gqa_attention,
     hidden_of,
     switch,
     vocab_of,
+    with_config_ssm_dtype,
 )
+from kvplan.models.decoder import DecoderLayout, DecoderParser
+from kvplan.models.mamba import mamba2_state
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, experts_parts, gqa_attention
 from kvplan.specs import FullAttentionSpec, LayerSpec, NoCacheSpec, SlidingWindowSpec, StateSpec
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kvplan.models.base import ArchParser, ConfigReader
+from kvplan.models.base import ArchParser, ConfigReader, hidden_of, switch
 from kvplan.models.decoder import classic_decoder
-from kvplan.models.tensors import Matrix, WeightCount, WeightPart, hidden_of, switch
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart
 
 
 class PersimmonParser(ArchParser):

@@ -5,19 +5,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kvplan.models.base import FULL, SLIDING, STATE, ArchParser, ConfigReader, with_config_ssm_dtype
-from kvplan.models.decoder import NO_MOE, DecoderLayout, DecoderParser, MoeLayout, sparse_step_moe
-from kvplan.models.tensors import (
-    Matrix,
-    WeightCount,
-    WeightPart,
-    count_of,
+from kvplan.models.base import (
+    FULL,
+    SLIDING,
+    STATE,
+    ArchParser,
+    ConfigReader,
     embeddings,
-    experts_parts,
-    gqa_attention,
     hidden_of,
     vocab_of,
+    with_config_ssm_dtype,
 )
+from kvplan.models.decoder import NO_MOE, DecoderLayout, DecoderParser, MoeLayout, sparse_step_moe
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, experts_parts, gqa_attention
 from kvplan.models.vision import PROJECTORS as VISION_PROJECTORS
 from kvplan.specs import StateSpec
 

@@ -8,8 +8,8 @@ ViTModel (transformers, as ``AutoModel`` builds an encoder): a class token, lear
 
 from __future__ import annotations
 
-from kvplan.models.base import ArchParser, ConfigReader
-from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, switch
+from kvplan.models.base import ArchParser, ConfigReader, switch
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of
 
 
 class VitParser(ArchParser):

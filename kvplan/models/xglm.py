@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from kvplan.models.bart import _BY_TYPE, EncoderDecoderParser
-from kvplan.models.base import ArchParser, ConfigReader
-from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, switch, vocab_of
+from kvplan.models.base import ArchParser, ConfigReader, embeddings, switch, vocab_of
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of
 
 #: Each config class's defaults of the keys the weight count reads, beside the cache keys bart.py reads.
 _WEIGHT_DEFAULTS: dict[str, dict[str, Any]] = {
