@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from kvplan.errors import ConfigError
 from kvplan.geometry import Provenance
+from kvplan.limits import MAX_LAYERS, check_limit
 from kvplan.models.tensors import Matrix, WeightCount, WeightPart
 from kvplan.specs import (
     ChunkedLocalSpec,
@@ -280,8 +281,6 @@ class ArchParser:
         return {**self.defaults, **self.defaults_by_type.get(model_type, {})}
 
     def num_layers(self, r: ConfigReader) -> int:
-        from kvplan.limits import MAX_LAYERS, check_limit
-
         num_layers = r.first_of("num_hidden_layers", self.LAYERS)
         check_limit(num_layers, MAX_LAYERS, "the config's layer count")
         return num_layers

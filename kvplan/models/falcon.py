@@ -113,4 +113,7 @@ class FalconH1Parser(ArchParser):
             "intermediate_size", ("intermediate_size",)), "qkv_width": width, "vocab_size": vocab_of(r)})
 
 
+#: Model types read here whose weights no parser here counts under that name, and why.
+WEIGHTS_NOT_COUNTED = {"RefinedWebModel": "remote code: not counted"}
+
 PARSERS: tuple[type[ArchParser], ...] = (FalconParser, FalconH1Parser)

@@ -512,4 +512,8 @@ _GEMMA4_VISION_DEFAULTS: dict[str, Any] = {
 }
 
 
+#: Model types read here whose weights no parser here counts under that name, and why.
+WEIGHTS_NOT_COUNTED = {"gemma3": "a wrapper: its weights are counted under its text_config's gemma3_text",
+                       "gemma3n": "a wrapper: its weights are counted under its text_config's gemma3n_text"}
+
 PARSERS: tuple[type[ArchParser], ...] = (GemmaParser, Gemma2Parser, Gemma3Parser, Gemma3nParser, Gemma4Parser)

@@ -42,4 +42,7 @@ class Molmo2TextParser(DecoderParser):
                            vocab_size=counted.vocab_size)
 
 
+#: Model types counted here whose cache no parser here reads, and why.
+CACHE_NOT_READ = {"molmo2_text": "GQA in every layer: the generic rules read its cache"}
+
 PARSERS: tuple[type[ArchParser], ...] = (Molmo2TextParser,)

@@ -1,4 +1,5 @@
-"""Qwen: Qwen2/2.5/3 (+MoE, +VL), and the hybrid Qwen3-Next and Qwen3.5 (gated delta net + gated attention)."""
+"""Qwen: Qwen (1, remote code, read by the Llama rules), Qwen2/2.5/3 (+MoE, +VL), and the hybrid Qwen3-Next and
+Qwen3.5 (gated delta net + gated attention)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ from kvplan.models.base import (
     with_config_ssm_dtype,
 )
 from kvplan.models.decoder import NO_MOE, DecoderLayout, DecoderParser, MoeLayout, sparse_step_moe
+from kvplan.models.llama import LlamaParser
 from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, experts_parts, gqa_attention
-from kvplan.models.vision import PROJECTORS as VISION_PROJECTORS
+from kvplan.models.vision_projectors import PROJECTORS as VISION_PROJECTORS
 from kvplan.specs import StateSpec
 
 
@@ -155,7 +157,7 @@ class Qwen3NextParser(ArchParser):
         return count_of(parts, experts if moe else None, top_k if moe else None, shape)
 
     def vision_weights(self, outer: Mapping[str, Any], r: ConfigReader, text_hidden: int) -> list[WeightPart] | None:
-        # MiniCPM-V 4.6 / 4.7 wrap a Qwen3.5 text model around their own tower (kvplan/models/vision.py)
+        # MiniCPM-V 4.6 / 4.7 wrap a Qwen3.5 text model around their own tower (kvplan/models/vision_towers.py)
         return None if outer.get("model_type") in VISION_PROJECTORS else qwen3_vl_vision(outer, r)
 
 
@@ -198,4 +200,18 @@ def qwen3_vl_vision(outer: Mapping[str, Any], text: ConfigReader) -> list[Weight
     return [tower, projector]
 
 
-PARSERS: tuple[type[ArchParser], ...] = (QwenParser, Qwen3NextParser)
+class QwenV1Parser(LlamaParser):
+    """Qwen (1) (``qwen``, remote code): its MHA cache read by the Llama rules."""
+
+    model_types = ("qwen",)
+    weight_types = ()
+
+
+#: Model types read here whose weights no parser here counts under that name, and why.
+WEIGHTS_NOT_COUNTED = {
+    "qwen": "remote code: not counted",
+    **{t: "a wrapper: its weights are counted under its text_config's model_type"
+       for t in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe")},
+}
+
+PARSERS: tuple[type[ArchParser], ...] = (QwenV1Parser, QwenParser, Qwen3NextParser)

@@ -45,4 +45,7 @@ class VitParser(ArchParser):
                                             "vocab_size": 0})
 
 
+#: Model types counted here whose cache no parser here reads, and why.
+CACHE_NOT_READ = {"vit": "an image encoder: it keeps no cache"}
+
 PARSERS: tuple[type[ArchParser], ...] = (VitParser,)
