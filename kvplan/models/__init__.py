@@ -193,7 +193,7 @@ def parse_config(
     overridden = frozenset(k for k in _override_keys(overrides, nested_key).values() if not k.startswith("^"))
 
     inner_type = effective.get("model_type") if nested_key else None
-    model_type = inner_type or (WRAPPER_TEXT_TYPES.get(outer_type) if nested_key else outer_type) or outer_type
+    model_type = inner_type or (WRAPPER_TEXT_TYPES.get(outer_type or "") if nested_key else outer_type) or outer_type
     if not isinstance(model_type, str) or not model_type:
         model_type = None
     if model_type in ENCODER_ONLY or outer_type in ENCODER_ONLY:

@@ -119,12 +119,12 @@ class EncoderDecoderParser(ArchParser):
     defaults = _BART
     defaults_by_type: ClassVar[Mapping[str, Mapping[str, Any]]] = _BY_TYPE
     weight_types: ClassVar[tuple[str, ...]] = tuple(_BY_TYPE)
-    LAYERS = ("decoder_layers", "num_decoder_layers", "num_layers", "layers")
-    HEADS = ("decoder_attention_heads", "num_decoder_attention_heads", "attention_heads")
-    HIDDEN = ("d_model", "hidden_size", "embed_dim")
-    KV_HEADS = ("decoder_num_key_value_heads",)
-    MAX_CONTEXT = ("max_target_positions", "max_decoder_position_embeddings", "max_position_embeddings")
-    ENCODER_LEN = ("max_source_positions", "max_encoder_position_embeddings", "max_position_embeddings")
+    LAYERS: ClassVar[tuple[str, ...]] = ("decoder_layers", "num_decoder_layers", "num_layers", "layers")
+    HEADS: ClassVar[tuple[str, ...]] = ("decoder_attention_heads", "num_decoder_attention_heads", "attention_heads")
+    HIDDEN: ClassVar[tuple[str, ...]] = ("d_model", "hidden_size", "embed_dim")
+    KV_HEADS: ClassVar[tuple[str, ...]] = ("decoder_num_key_value_heads",)
+    MAX_CONTEXT: ClassVar[tuple[str, ...]] = ("max_target_positions", "max_decoder_position_embeddings", "max_position_embeddings")
+    ENCODER_LEN: ClassVar[tuple[str, ...]] = ("max_source_positions", "max_encoder_position_embeddings", "max_position_embeddings")
 
     def has_encoder(self, r: ConfigReader) -> bool:
         """Whether generation runs an encoder whose output the decoder cross-attends to."""

@@ -51,7 +51,7 @@ LAYER_TYPE_NAMES: dict[str, str] = {
 }
 
 
-class TrackedConfig(dict):  # type: ignore[type-arg]
+class TrackedConfig(dict[str, Any]):
     """A config dict that records the keys looked up in it (``--set`` keys nothing reads are refused)."""
 
     __slots__ = ("reads",)

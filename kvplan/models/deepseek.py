@@ -172,7 +172,7 @@ class DeepseekParser(DecoderParser):
             spec = specs[i]
             assert isinstance(spec, SlidingWindowSpec)
             if isinstance(per_layer, Mapping):
-                own = per_layer.get(str(i), per_layer.get(i, {}))  # type: ignore[call-overload]
+                own = per_layer.get(str(i), per_layer.get(i, {}))
                 rank = own.get("kv_lora_rank", spec.head_size) if isinstance(own, Mapping) else spec.head_size
                 rope = own.get("qk_rope_head_dim", spec.head_size_v) if isinstance(own, Mapping) else spec.head_size_v
             else:
@@ -182,8 +182,10 @@ class DeepseekParser(DecoderParser):
                                                                               ("swa_qk_nope_head_dim",)))
             out[i] = replace(spec, head_size=r.check("kv_lora_rank", rank, "int"),
                                          head_size_v=r.check("qk_rope_head_dim", rope, "count"))
-        r.note(f"{len(sliding)} sliding MLA layers cache a latent of kv_lora_rank {out[sliding[0]].head_size} + "
-               f"qk_rope_head_dim {out[sliding[0]].head_size_v} over a window (shown as K + V), no indexer")
+        first = out[sliding[0]]
+        assert isinstance(first, SlidingWindowSpec)
+        r.note(f"{len(sliding)} sliding MLA layers cache a latent of kv_lora_rank {first.head_size} + "
+               f"qk_rope_head_dim {first.head_size_v} over a window (shown as K + V), no indexer")
         return out
 
     def _nope_and_shared_latents(self, r: ConfigReader, specs: list[LayerSpec]) -> list[LayerSpec]:
@@ -205,7 +207,8 @@ class DeepseekParser(DecoderParser):
             nope = [i for i in range(n) if not flags[i] and isinstance(specs[i], MLASpec)]
             if nope:
                 r.note(f"{len(nope)} NoPE layers (no_rope_layers 0) cache the latent without its rope part")
-                specs = [replace(s, qk_rope_head_dim=0) if i in nope else s for i, s in enumerate(specs)]
+                specs = [replace(s, qk_rope_head_dim=0) if i in nope and isinstance(s, MLASpec) else s
+                         for i, s in enumerate(specs)]
         sources = r.raw("kv_source_layers")
         if isinstance(sources, list):
             if len(sources) != n or any(not isinstance(x, int) or x > i or sources[x] != x for i, x in enumerate(sources)):

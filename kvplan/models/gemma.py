@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 
 from kvplan.errors import ConfigError
 from kvplan.models.base import FULL, SLIDING, ArchParser, ConfigReader, embeddings, hidden_of, switch, vocab_of
@@ -165,7 +165,7 @@ class Gemma3Parser(DecoderParser):
     """Gemma 3: ``sliding_window_pattern`` (default 6) -> 5 local layers then 1 global."""
 
     family = "gemma3"
-    model_types = ("gemma3_text", "gemma3")
+    model_types: ClassVar[tuple[str, ...]] = ("gemma3_text", "gemma3")
     defaults = {
         "hidden_size": 2304, "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4,
         "head_dim": 256, "max_position_embeddings": 131072, "sliding_window": 4096,
@@ -173,7 +173,7 @@ class Gemma3Parser(DecoderParser):
     }
     defaults_by_type = {"gemma3_text": {"tie_word_embeddings": True, "vocab_size": 262208, "intermediate_size": 9216,
                                         "head_dim": 256}}
-    weight_types = ("gemma3_text",)
+    weight_types: ClassVar[tuple[str, ...]] = ("gemma3_text",)
 
     def decoder_layout(self, model_type: str) -> DecoderLayout:
         return DecoderLayout(qk_norm=True, norms_per_layer=4)

@@ -4,7 +4,7 @@ Qwen3.5 (gated delta net + gated attention)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from kvplan.models.base import (
     FULL,
@@ -78,16 +78,16 @@ class Qwen3NextParser(ArchParser):
     """Qwen3-Next: gated delta net layers, full attention every ``full_attention_interval``-th layer."""
 
     family = "qwen3_next"
-    model_types = ("qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text")
+    model_types: ClassVar[tuple[str, ...]] = ("qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text")
     defaults = {
         "head_dim": 256, "full_attention_interval": 4, "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128,
         "linear_value_head_dim": 128, "linear_num_key_heads": 16, "linear_num_value_heads": 32,
     }
     #: Qwen3NextConfig defaults of the keys weight counting reads.
-    defaults_by_type = {"qwen3_next": {"tie_word_embeddings": False, "shared_expert_intermediate_size": 512,
+    defaults_by_type: ClassVar[Mapping[str, Mapping[str, Any]]] = {"qwen3_next": {"tie_word_embeddings": False, "shared_expert_intermediate_size": 512,
                                        "num_experts": 512, "moe_intermediate_size": 512, "num_experts_per_tok": 10,
                                        "decoder_sparse_step": 1}}
-    weight_types = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
+    weight_types: ClassVar[tuple[str, ...]] = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
 
     def pattern_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
         interval = r.first_of("full_attention_interval", ["full_attention_interval"])
