@@ -39,6 +39,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+#: Encoder-only model types: they keep no KV cache, and kvplan says so rather than read them as decoders.
 ENCODER_ONLY = frozenset(
     {"deberta", "deberta-v2", "distilbert", "albert", "modernbert", "mpnet", "nomic_bert", "xlm"}
 )
@@ -71,6 +72,7 @@ def share_cross_layer_kv(reader: ConfigReader, layers: tuple[LayerSpec, ...]) ->
 
 
 def supported_model_types() -> list[str]:
+    """Every model_type whose cache layout a family module reads (imports them all)."""
     return sorted(REGISTRY)
 
 

@@ -1,5 +1,6 @@
 """The generic machinery every family module builds on: reading config.json values through alias
-lists with provenance and notes, and the parser base class with its cache and weight hooks.
+lists with provenance and notes, the parser base class with its cache and weight hooks, and the
+readers of the weight keys every family shares (hidden size, vocabulary, tied embeddings, switches).
 
 A parser never invents a value silently: a key the file lacks is taken from the architecture's
 own default (as its transformers config class defines it) and noted, derived from other keys and

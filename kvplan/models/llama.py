@@ -1,5 +1,7 @@
-"""Llama (1-3.x), Llama 4 and Llama 3.2 Vision (mllama); and the many families that keep Llama's
-per-layer layout.
+"""Llama (1-3.x), Llama 4 and Llama 3.2 Vision (mllama), and the types that keep Llama's per-layer layout with
+no family module of their own (InternLM, Baichuan, StableLM, Yi, SmolLM3, Seed-OSS, Apertus, the 2025-2026
+Llama-likes...). Families with a module of their own (cohere.py, glm.py, granite.py, olmo.py...) subclass
+:class:`LlamaParser` there for their Llama-layout members.
 
 Defaults are the architectures' own (their transformers config classes), used only for keys a
 sparse config omits, and always noted.
