@@ -1,6 +1,6 @@
 """AllenAI Molmo2's language model (``molmo2_text``): the pre-norm gated decoder with q/k RMSNorms per head
 (``qk_norm_type`` "qwen3") or over all heads ("olmo"), and an embedding of ``vocab_size +
-additional_vocab_size`` rows beside an lm_head of ``vocab_size``. Its vision tower is in vision.py."""
+additional_vocab_size`` rows beside an lm_head of ``vocab_size``. Its vision tower is in vision_towers.py."""
 
 from __future__ import annotations
 
