@@ -3,9 +3,11 @@
     python tools/models_index.py          # rewrite it from every family module's PARSERS
     python tools/models_index.py --check  # exit 1 when it is out of step
 
-``kvplan.models`` imports only the family module the index names for a model type, so start-up does not
-import thirty families; tests/test_models_index.py fails when a family module claims a type the index
-does not name (run this after adding or changing a family).
+A family module is a module of ``kvplan.models`` that lists its parsers in ``PARSERS``; the index names, for
+every ``model_type`` a parser claims (its cache layout in ``model_types``, its weights in ``weight_types``), the
+one module that claims it. ``kvplan.models`` imports only the family module the index names for a model type,
+so start-up does not import fifty families; tests/models/test_registry.py fails when the index is out of step
+(run this after adding or changing a family).
 """
 
 from __future__ import annotations
@@ -21,45 +23,38 @@ sys.path.insert(0, str(ROOT))
 TARGET = ROOT / "kvplan" / "models" / "family_index.py"
 
 
-def claims(attribute: str) -> dict[str, list[str]]:
-    """Family module -> the model types its PARSERS claim under ``attribute``."""
+def claims() -> dict[str, list[str]]:
+    """Family module -> the model types its PARSERS claim (cache layout or weights)."""
     import kvplan.models as models
 
     out: dict[str, list[str]] = {}
     for info in sorted(pkgutil.iter_modules(models.__path__), key=lambda m: m.name):
-        if info.name in models.GENERIC_MODULES:
+        parsers = getattr(importlib.import_module(f"kvplan.models.{info.name}"), "PARSERS", None)
+        if parsers is None:  # generic machinery, not a family
             continue
-        for parser in importlib.import_module(f"kvplan.models.{info.name}").PARSERS:
-            out.setdefault(info.name, []).extend(getattr(parser, attribute))
+        for parser in parsers:
+            out.setdefault(info.name, []).extend([*parser.model_types, *parser.weight_types])
     return {m: sorted(set(t)) for m, t in out.items() if t}
 
 
-def _table(name: str, doc: str, index: dict[str, list[str]]) -> str:
-    lines = [f"#: {doc}", f"{name}: dict[str, str] = {{"]
-    for module, types in index.items():
+def render() -> str:
+    lines = ['"""The static model_type -> family module index (written by tools/models_index.py: do not edit by hand)."""',
+             "",
+             "#: Family module -> the model types it answers for (their cache layout, their weights, or both).",
+             "FAMILY_INDEX: dict[str, str] = {"]
+    for module, types in claims().items():
         text = " ".join(types)
         head = f'    "{module}": '
         if len(head) + len(text) + 3 <= 120:
             lines.append(f'{head}"{text}",')
             continue
-        parts = textwrap.wrap(text, 120 - 14, break_on_hyphens=False, break_long_words=False)
+        indent = " " * (len(head) + 1)
+        parts = textwrap.wrap(text, 120 - len(indent) - 4, break_on_hyphens=False, break_long_words=False)
         lines.append(f'{head}("{parts[0]} "')
-        lines += [f'             "{p} "' for p in parts[1:-1]]
-        lines.append(f'             "{parts[-1]}"),')
-    lines.append("}")
+        lines += [f'{indent}"{p} "' for p in parts[1:-1]]
+        lines.append(f'{indent}"{parts[-1]}"),')
+    lines += ["}", ""]
     return "\n".join(lines)
-
-
-def render() -> str:
-    return "\n".join([
-        '"""The static model_type -> family module index (written by tools/models_index.py: do not edit by hand)."""',
-        "",
-        _table("CACHE_INDEX", "Family module -> the model types whose cache layout its ``PARSERS`` read.",
-               claims("model_types")),
-        _table("WEIGHT_INDEX", "Family module -> the model types whose weights its ``PARSERS`` count.",
-               claims("weight_types")),
-        "",
-    ])
 
 
 def main(argv: list[str]) -> int:

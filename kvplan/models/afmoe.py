@@ -91,4 +91,8 @@ class LagunaParser(DecoderParser):
                              expert_size=size, shared_size=shared or None)
 
 
+#: Model types counted here whose cache no parser here reads, and why.
+CACHE_NOT_READ = {"afmoe": "sliding and full layers by layer_types: the generic rules read its cache",
+                  "laguna": "full layers by layer_types: the generic rules read its cache"}
+
 PARSERS: tuple[type[ArchParser], ...] = (AfmoeParser, LagunaParser)

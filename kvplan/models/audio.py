@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kvplan.models.base import ConfigReader
-from kvplan.models.tensors import Matrix, WeightPart, hidden_of, switch
+from kvplan.models.base import ConfigReader, hidden_of, switch
+from kvplan.models.tensors import Matrix, WeightPart
 
 # ---- the towers' config defaults (transformers' configuration_*.py) ----------------------------
 #: Whisper's encoder as Qwen2-Audio, Voxtral and Audio Flamingo 3 configure it (large-v3 size).

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from kvplan.models.base import FULL, STATE, ArchParser, ConfigReader, layer_indices
+from kvplan.models.base import FULL, STATE, ArchParser, ConfigReader, hidden_of, layer_indices, vocab_of
 from kvplan.models.mamba import MAMBA2_DEFAULTS, Mamba2Keys, hybrid_weights, read_mamba2_state
-from kvplan.models.tensors import WeightCount, WeightPart, count_of, hidden_of, vocab_of
+from kvplan.models.tensors import WeightCount, WeightPart, count_of
 from kvplan.specs import StateSpec
 
 

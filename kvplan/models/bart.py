@@ -1,8 +1,8 @@
 """The BART lineage: encoder-decoder transformers with learned or sinusoidal positions and a
 decoder of ``decoder_layers`` layers that attends to itself and to the encoder output (BART, mBART,
 Marian, Pegasus, Pegasus-X, BigBird-Pegasus, M2M-100, NLLB-MoE, Blenderbot(-Small), PLBart, MVP,
-LED, FSMT, ProphetNet, SeamlessM4T text), and the decoder-only members of the same lineage
-(TrOCR, XGLM, Kosmos-2 / Kosmos-2.5 text models, and any ``*ForCausalLM`` of an encoder-decoder).
+LED, FSMT, ProphetNet, SeamlessM4T text), and any ``*ForCausalLM`` of an encoder-decoder. The decoder-only
+members of the same lineage (TrOCR, XGLM, Kosmos-2 / Kosmos-2.5 text models) are read in xglm.py.
 
 The encoder keeps no cache. Cross-attention holds the encoder output's K/V for every decoder
 layer, sized by the encoder length, not by the generated length. A ``*ForCausalLM`` architecture
@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from kvplan.models.base import ArchParser, ConfigReader
-from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, switch, tied, vocab_of
+from kvplan.models.base import ArchParser, ConfigReader, embeddings, switch, tied, vocab_of
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of
 from kvplan.specs import LayerSpec
 
 #: The BART layout's defaults (transformers ``BartConfig``); the others differ where ``_BY_TYPE`` says.
@@ -47,13 +47,6 @@ _BY_TYPE: dict[str, dict[str, Any]] = {
                      "encoder_ffn_dim": 8192, "max_source_positions": 4096},
     "seamless_m4t_v2": {"decoder_layers": 24, "hidden_size": 1024, "encoder_layers": 24, "decoder_ffn_dim": 8192,
                         "encoder_ffn_dim": 8192, "max_position_embeddings": 4096},
-    "trocr": {"max_position_embeddings": 512, "is_encoder_decoder": False},
-    "xglm": {"num_layers": 24, "attention_heads": 16, "d_model": 1024, "ffn_dim": 4096,
-             "max_position_embeddings": 2048, "is_encoder_decoder": False},
-    "kosmos_2_text_model": {"layers": 24, "attention_heads": 32, "embed_dim": 2048, "ffn_dim": 8192,
-                            "max_position_embeddings": 2048, "is_encoder_decoder": False},
-    "kosmos_2_5_text_model": {"layers": 24, "attention_heads": 16, "embed_dim": 1536, "ffn_dim": 6144,
-                              "max_position_embeddings": 4096, "is_encoder_decoder": False},
 }
 
 
@@ -105,11 +98,9 @@ EXACT_TYPES = frozenset({"bart", "mbart", "marian", "pegasus", "blenderbot", "bl
                          "led", "bigbird_pegasus", "pegasus_x", "m2m_100", "nllb_moe", "nllb-moe", "fsmt",
                          "prophetnet"})
 
-#: The model types whose decoder runs alone (no encoder, no cross-attention) whatever the architecture says.
 #: Outer model types whose language model is the bare ``BartModel`` (no ``final_logits_bias``) under their own
 #: lm_head.
 BARE_MODEL_WRAPPERS = frozenset({"florence2"})
-DECODER_ONLY = frozenset({"trocr", "xglm", "kosmos_2_text_model", "kosmos_2_5_text_model"})
 
 
 def causal_only(r: ConfigReader) -> str | None:
@@ -127,19 +118,16 @@ class EncoderDecoderParser(ArchParser):
     model_types: ClassVar[tuple[str, ...]] = tuple(_BY_TYPE)
     defaults = _BART
     defaults_by_type: ClassVar[Mapping[str, Mapping[str, Any]]] = _BY_TYPE
-    weight_types: ClassVar[tuple[str, ...]] = tuple(t for t in _BY_TYPE if t not in (
-        "trocr", "xglm", "kosmos_2_text_model", "kosmos_2_5_text_model"))  # xglm.py counts these four
-    LAYERS = ("decoder_layers", "num_decoder_layers", "num_layers", "layers")
-    HEADS = ("decoder_attention_heads", "num_decoder_attention_heads", "attention_heads")
-    HIDDEN = ("d_model", "hidden_size", "embed_dim")
-    KV_HEADS = ("decoder_num_key_value_heads",)
-    MAX_CONTEXT = ("max_target_positions", "max_decoder_position_embeddings", "max_position_embeddings")
-    ENCODER_LEN = ("max_source_positions", "max_encoder_position_embeddings", "max_position_embeddings")
+    weight_types: ClassVar[tuple[str, ...]] = tuple(_BY_TYPE)
+    LAYERS: ClassVar[tuple[str, ...]] = ("decoder_layers", "num_decoder_layers", "num_layers", "layers")
+    HEADS: ClassVar[tuple[str, ...]] = ("decoder_attention_heads", "num_decoder_attention_heads", "attention_heads")
+    HIDDEN: ClassVar[tuple[str, ...]] = ("d_model", "hidden_size", "embed_dim")
+    KV_HEADS: ClassVar[tuple[str, ...]] = ("decoder_num_key_value_heads",)
+    MAX_CONTEXT: ClassVar[tuple[str, ...]] = ("max_target_positions", "max_decoder_position_embeddings", "max_position_embeddings")
+    ENCODER_LEN: ClassVar[tuple[str, ...]] = ("max_source_positions", "max_encoder_position_embeddings", "max_position_embeddings")
 
     def has_encoder(self, r: ConfigReader) -> bool:
         """Whether generation runs an encoder whose output the decoder cross-attends to."""
-        if r.defaults_name in DECODER_ONLY:
-            return False
         arch = causal_only(r)
         if arch:
             r.note(f"architectures names {arch}: the decoder runs alone, without cross-attention")

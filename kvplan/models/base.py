@@ -1,5 +1,6 @@
 """The generic machinery every family module builds on: reading config.json values through alias
-lists with provenance and notes, and the parser base class with its cache and weight hooks.
+lists with provenance and notes, the parser base class with its cache and weight hooks, and the
+readers of the weight keys every family shares (hidden size, vocabulary, tied embeddings, switches).
 
 A parser never invents a value silently: a key the file lacks is taken from the architecture's
 own default (as its transformers config class defines it) and noted, derived from other keys and
@@ -14,7 +15,8 @@ from typing import Any, ClassVar
 
 from kvplan.errors import ConfigError
 from kvplan.geometry import Provenance
-from kvplan.models.tensors import WeightCount, WeightPart
+from kvplan.limits import MAX_LAYERS, check_limit
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart
 from kvplan.specs import (
     ChunkedLocalSpec,
     CrossAttentionSpec,
@@ -50,7 +52,7 @@ LAYER_TYPE_NAMES: dict[str, str] = {
 }
 
 
-class TrackedConfig(dict):  # type: ignore[type-arg]
+class TrackedConfig(dict[str, Any]):
     """A config dict that records the keys looked up in it (``--set`` keys nothing reads are refused)."""
 
     __slots__ = ("reads",)
@@ -280,8 +282,6 @@ class ArchParser:
         return {**self.defaults, **self.defaults_by_type.get(model_type, {})}
 
     def num_layers(self, r: ConfigReader) -> int:
-        from kvplan.limits import MAX_LAYERS, check_limit
-
         num_layers = r.first_of("num_hidden_layers", self.LAYERS)
         check_limit(num_layers, MAX_LAYERS, "the config's layer count")
         return num_layers
@@ -475,3 +475,48 @@ def _summarise(kinds: Sequence[str]) -> str:
     for kind in kinds:
         counts[kind] = counts.get(kind, 0) + 1
     return ", ".join(f"{n} {k}" for k, n in counts.items())
+
+
+# ---- weight keys every family reads -------------------------------------------------------------
+def hidden_of(r: ConfigReader) -> int:
+    return r.first_of("hidden_size", ("hidden_size", "n_embd", "d_model", "dim"))
+
+
+def vocab_of(r: ConfigReader) -> int:
+    return r.first_of("vocab_size", ("vocab_size", "padded_vocab_size", "n_vocab"))
+
+
+def tied(r: ConfigReader) -> bool:
+    value = r.raw("tie_word_embeddings")
+    if isinstance(value, bool):
+        return value
+    if value is not _MISSING:
+        r.check("tie_word_embeddings", value, "bool")  # raises: 1, "true" are not booleans
+    if "tie_word_embeddings" in r.defaults:
+        tied = bool(r.defaults["tie_word_embeddings"])
+        r.note(f"tie_word_embeddings is not in the config; the {r.defaults_name} default is {str(tied).lower()}")
+        return tied
+    r.note("tie_word_embeddings is not in the config; transformers' default true (lm_head shares the embedding)")
+    return True
+
+
+def switch(r: ConfigReader, key: str, default: bool) -> bool:
+    value = r.raw(key)
+    if isinstance(value, bool):
+        return value
+    if value is not _MISSING:
+        r.check(key, value, "bool")  # raises: 1, "true" are not booleans
+    default = bool(r.defaults.get(key, default))
+    r.note(f"{r.prefix}{key} is not in the config; the {r.defaults_name} default is {str(default).lower()}")
+    return default
+
+
+def embeddings(r: ConfigReader, hidden: int, *, lm_head_bias: bool = False) -> list[WeightPart]:
+    vocab = vocab_of(r)
+    parts = [WeightPart(name="embed_tokens", matrices=(Matrix(in_features=hidden, out_features=vocab),))]
+    if not tied(r):
+        parts.append(
+            WeightPart(name="lm_head", matrices=(Matrix(in_features=hidden, out_features=vocab),),
+                       other_parameters=vocab if lm_head_bias else 0)
+        )
+    return parts

@@ -14,8 +14,8 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from kvplan.errors import ConfigError
-from kvplan.models.base import ArchParser, ConfigReader
-from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, switch, tied, vocab_of
+from kvplan.models.base import ArchParser, ConfigReader, switch, tied, vocab_of
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of
 from kvplan.specs import LayerSpec
 
 #: BertConfig defaults of the keys read here; the others differ where ``defaults_by_type`` says.

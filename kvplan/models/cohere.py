@@ -1,5 +1,5 @@
-"""Cohere: Command-R (``cohere``, read with the Llama rules in llama.py) and Command-R7B / Command-A
-(``cohere2``), which interleave sliding and global layers as Gemma 3 does."""
+"""Cohere: Command-R (``cohere``: Llama's cache, one LayerNorm per layer), Command-R7B / Command-A (``cohere2``),
+which interleave sliding and global layers as Gemma 3 does, and Command-A MoE (``cohere2_moe``)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,18 @@ from kvplan.errors import ConfigError
 from kvplan.models.base import ArchParser, ConfigReader
 from kvplan.models.decoder import DecoderLayout, DecoderParser, MoeLayout
 from kvplan.models.gemma import Gemma3Parser
+from kvplan.models.llama import LlamaParser
+
+
+class CohereParser(LlamaParser):
+    """Command-R (``cohere``): Llama's cache; one LayerNorm (weight only) per layer, attention and MLP in parallel
+    on its output."""
+
+    model_types = ("cohere",)
+    weight_types = ("cohere",)
+    defaults_by_type = {"cohere": {"tie_word_embeddings": True}}
+    LAYOUTS = {"cohere": DecoderLayout(norms_per_layer=1)}
+    WINDOWLESS = frozenset({"cohere"})
 
 
 class Cohere2Parser(Gemma3Parser):
@@ -26,7 +38,7 @@ class Cohere2MoeParser(DecoderParser):
     """Command-A MoE (``cohere2_moe``, Cohere2MoeConfig in transformers 5.24): one weight-only LayerNorm per
     layer, dense MLPs of ``prefix_dense_intermediate_size`` (else ``intermediate_size``) where ``mlp_layer_types``
     says ``dense`` (default: the first ``first_k_dense_replace``, 0), else ``num_experts`` experts of
-    ``intermediate_size`` and ``num_shared_experts`` shared ones. Counts weights only (the cache is read generically).
+    ``intermediate_size`` and ``num_shared_experts`` shared ones.
     """
 
     family = "cohere2_moe"
@@ -56,4 +68,7 @@ class Cohere2MoeParser(DecoderParser):
                          expert_size=intermediate, shared_size=shared * intermediate or None)
 
 
-PARSERS: tuple[type[ArchParser], ...] = (Cohere2Parser, Cohere2MoeParser)
+#: Model types counted here whose cache no parser here reads, and why.
+CACHE_NOT_READ = {"cohere2_moe": "sliding and full layers by layer_types: the generic rules read its cache"}
+
+PARSERS: tuple[type[ArchParser], ...] = (CohereParser, Cohere2Parser, Cohere2MoeParser)

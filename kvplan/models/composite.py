@@ -14,15 +14,14 @@ from dataclasses import replace
 from typing import Any
 
 from kvplan.errors import ConfigError
-from kvplan.models.base import ArchParser, ConfigReader
-from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, tied
+from kvplan.models.base import ArchParser, ConfigReader, tied
+from kvplan.models.registry import REGISTRY, WEIGHT_REGISTRY
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of
 from kvplan.specs import CrossAttentionSpec, LayerSpec, NoCacheSpec, StateSpec
 
 
 def _sub_reader(r: ConfigReader, key: str, weights: bool = False) -> tuple[ArchParser, ConfigReader, str]:
     """The parser and reader of the nested ``encoder`` or ``decoder`` config."""
-    from kvplan.models import REGISTRY, WEIGHT_REGISTRY
-
     sub = r.raw(key)
     if not isinstance(sub, Mapping):
         raise ConfigError(

@@ -1,9 +1,11 @@
-"""Databricks DBRX: MPT-style config keys (``d_model``, ``n_heads``), KV groups in ``attn_config.kv_n_heads``."""
+"""Databricks DBRX: MPT-style config keys (``d_model``, ``n_heads``), KV groups in ``attn_config.kv_n_heads``; a
+``dbrx_text`` config is read by the Llama rules."""
 
 from __future__ import annotations
 
-from kvplan.models.base import ArchParser, ConfigReader
-from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, experts_parts, vocab_of
+from kvplan.models.base import ArchParser, ConfigReader, embeddings, vocab_of
+from kvplan.models.llama import LlamaParser
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, experts_parts
 
 
 class DbrxParser(ArchParser):
@@ -43,4 +45,14 @@ class DbrxParser(ArchParser):
                                                 "qkv_width": hidden + 2 * kv, "vocab_size": vocab_of(r)})
 
 
-PARSERS: tuple[type[ArchParser], ...] = (DbrxParser,)
+class DbrxTextParser(LlamaParser):
+    """``dbrx_text``: read by the Llama rules (Llama's key names and GQA cache)."""
+
+    model_types = ("dbrx_text",)
+    weight_types = ()
+
+
+#: Model types read here whose weights no parser here counts under that name, and why.
+WEIGHTS_NOT_COUNTED = {"dbrx_text": "remote code: not counted"}
+
+PARSERS: tuple[type[ArchParser], ...] = (DbrxParser, DbrxTextParser)

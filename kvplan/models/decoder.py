@@ -13,8 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
-from kvplan.models.base import ArchParser, ConfigReader, layer_indices
-from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, hidden_of, vocab_of
+from kvplan.errors import ConfigError
+from kvplan.models.base import ArchParser, ConfigReader, embeddings, hidden_of, layer_indices, vocab_of
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -231,8 +232,6 @@ def mlp_types_moe(r: ConfigReader, layers: int, *, experts: int, top_k: int | No
                   shared_size: int | None) -> MoeLayout:
     """MoE in the layers ``mlp_layer_types`` marks ``sparse`` (``dense`` for the rest), else from
     ``first_k_dense_replace`` on: the per-layer list transformers 5 config classes derive from that key."""
-    from kvplan.errors import ConfigError
-
     if r.has("mlp_layer_types"):
         kinds = r.first_of("mlp_layer_types", ("mlp_layer_types",), kind="list")
         if len(kinds) < layers or not set(kinds[:layers]) <= {"dense", "sparse"}:

@@ -1,6 +1,7 @@
-"""DeepSeek: DeepSeek-MoE (V1), the multi-head latent attention of V2/V3/R1 and of Kimi K2, and the MLA families
-whose caches follow its rules (V3.2 and GLM-5's DSA, Mistral Large 4, HY-V4, A.X-K2, dots3-note, LongCat-Flash).
-DeepSeek-V4 is its own family (deepseek_v4.py); the per-layer MLA weight toolkit is in mla.py.
+"""DeepSeek: DeepSeek-MoE (V1), the multi-head latent attention of V2/V3/R1 and of Kimi K2, the MLA families whose
+caches follow its rules (V3.2's DSA, Mistral Large 4, HY-V4, A.X-K2, dots3-note, LongCat-Flash; GLM-5 in glm.py) and
+the DeepSeek-V3 layout under other names (Sarvam-MLA, Youtu-LLM, MiniCPM3). DeepSeek-V4 is its own family
+(deepseek_v4.py); the per-layer MLA weight toolkit is in mla.py.
 
 MLA caches one latent row per token per layer. The MoE layers hold fine-grained routed experts
 plus shared experts, after ``first_k_dense_replace`` dense layers.
@@ -10,25 +11,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 
 from kvplan.errors import ConfigError
-from kvplan.models.base import ArchParser, ConfigReader
+from kvplan.models.base import ArchParser, ConfigReader, embeddings, hidden_of, vocab_of
 from kvplan.models.decoder import DecoderLayout, DecoderParser, MoeLayout, first_k_dense_moe, note_mtp
 from kvplan.models.llama import LlamaParser
 from kvplan.models.mistral import pixtral_weights
-from kvplan.models.mla import add_indexer, add_mla_layer, finish_mla_moe, mla_dims, mlp_layer_kinds, per_layer_list
-from kvplan.models.tensors import (
-    Matrix,
-    Tensors,
-    WeightCount,
-    WeightPart,
-    count_of,
-    embeddings,
-    experts_parts,
-    hidden_of,
-    vocab_of,
+from kvplan.models.mla import (
+    add_indexer,
+    add_mla_layer,
+    finish_mla_moe,
+    mla_decoder_weights,
+    mla_dims,
+    mlp_layer_kinds,
+    per_layer_list,
 )
+from kvplan.models.tensors import Matrix, Tensors, WeightCount, WeightPart, count_of, experts_parts
 from kvplan.specs import (
     IndexerSpec,
     LayerSpec,
@@ -40,8 +39,8 @@ from kvplan.specs import (
 
 class DeepseekParser(DecoderParser):
     family = "deepseek_mla"
-    model_types = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "kimi_k25", "kimi_vl", "deepseek_vl_v2",
-                   "glm_moe_dsa", "axk2", "hy_v4", "hy_v4_vl", "hy_v4_vl_text", "longcat_flash", "mistral_large4", "mistral_large4_text",
+    model_types: ClassVar[tuple[str, ...]] = (
+        "deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "kimi_k25", "kimi_vl", "deepseek_vl_v2", "axk2", "hy_v4", "hy_v4_vl", "hy_v4_vl_text", "longcat_flash", "mistral_large4", "mistral_large4_text",
                    "dots3_note", "dots3_note_text")
     #: Types whose transformers modeling keeps the indexer keys in float32 (dots3_note: its float32 rope
     #: promotes the key before cache.update_indexer; measured by tools/hf_zoo.py).
@@ -50,7 +49,7 @@ class DeepseekParser(DecoderParser):
     #: ``indexed_attention``: an MLA latent plus, unless ``indexer_types`` says ``shared``, an indexer key.
     INDEXED = "indexed_attention"
     defaults = {"kv_lora_rank": 512, "qk_rope_head_dim": 64}
-    defaults_by_type = {"deepseek_v2": {"tie_word_embeddings": False}, "deepseek_v3": {"tie_word_embeddings": False},
+    defaults_by_type: ClassVar[Mapping[str, Mapping[str, Any]]] = {"deepseek_v2": {"tie_word_embeddings": False}, "deepseek_v3": {"tie_word_embeddings": False},
                         "kimi_k2": {"tie_word_embeddings": False}, "deepseek_v32": {"tie_word_embeddings": False},
                         # MistralLarge4TextConfig: NoPE every no_rope_layer_interval-th layer
                         "mistral_large4_text": {"no_rope_layer_interval": 4, "first_k_dense_replace": 1,
@@ -68,7 +67,7 @@ class DeepseekParser(DecoderParser):
                         "longcat_flash": {"ffn_hidden_size": 12288, "expert_ffn_hidden_size": 2048,
                                           "n_routed_experts": 512, "zero_expert_num": 256, "moe_topk": 12,
                                           "router_bias": False, "tie_word_embeddings": False}}
-    weight_types = ("deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32", "mistral_large4_text",
+    weight_types: ClassVar[tuple[str, ...]] = ("deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32", "mistral_large4_text",
                     "hy_v4", "hy_v4_vl_text", "axk1", "axk2", "dots3_note_text", "longcat_flash")
 
     def attention_dims(self, r: ConfigReader) -> dict[str, int]:
@@ -173,7 +172,7 @@ class DeepseekParser(DecoderParser):
             spec = specs[i]
             assert isinstance(spec, SlidingWindowSpec)
             if isinstance(per_layer, Mapping):
-                own = per_layer.get(str(i), per_layer.get(i, {}))  # type: ignore[call-overload]
+                own = per_layer.get(str(i), per_layer.get(i, {}))
                 rank = own.get("kv_lora_rank", spec.head_size) if isinstance(own, Mapping) else spec.head_size
                 rope = own.get("qk_rope_head_dim", spec.head_size_v) if isinstance(own, Mapping) else spec.head_size_v
             else:
@@ -183,8 +182,10 @@ class DeepseekParser(DecoderParser):
                                                                               ("swa_qk_nope_head_dim",)))
             out[i] = replace(spec, head_size=r.check("kv_lora_rank", rank, "int"),
                                          head_size_v=r.check("qk_rope_head_dim", rope, "count"))
-        r.note(f"{len(sliding)} sliding MLA layers cache a latent of kv_lora_rank {out[sliding[0]].head_size} + "
-               f"qk_rope_head_dim {out[sliding[0]].head_size_v} over a window (shown as K + V), no indexer")
+        first = out[sliding[0]]
+        assert isinstance(first, SlidingWindowSpec)
+        r.note(f"{len(sliding)} sliding MLA layers cache a latent of kv_lora_rank {first.head_size} + "
+               f"qk_rope_head_dim {first.head_size_v} over a window (shown as K + V), no indexer")
         return out
 
     def _nope_and_shared_latents(self, r: ConfigReader, specs: list[LayerSpec]) -> list[LayerSpec]:
@@ -206,7 +207,8 @@ class DeepseekParser(DecoderParser):
             nope = [i for i in range(n) if not flags[i] and isinstance(specs[i], MLASpec)]
             if nope:
                 r.note(f"{len(nope)} NoPE layers (no_rope_layers 0) cache the latent without its rope part")
-                specs = [replace(s, qk_rope_head_dim=0) if i in nope else s for i, s in enumerate(specs)]
+                specs = [replace(s, qk_rope_head_dim=0) if i in nope and isinstance(s, MLASpec) else s
+                         for i, s in enumerate(specs)]
         sources = r.raw("kv_source_layers")
         if isinstance(sources, list):
             if len(sources) != n or any(not isinstance(x, int) or x > i or sources[x] != x for i, x in enumerate(sources)):
@@ -574,12 +576,9 @@ def mla_weights(r: ConfigReader, hidden: int, layers: int, heads: int) -> tuple[
 
 
 class DeepseekMoeParser(LlamaParser):
-    """DeepSeek-MoE (``deepseek``, V1): Llama's cache, fine-grained and shared experts after the first dense layers.
+    """DeepSeek-MoE (``deepseek``, V1): Llama's cache, fine-grained and shared experts after the first dense layers."""
 
-    The cache is read by the Llama rules (llama.py lists the type); this class counts its weights.
-    """
-
-    model_types = ()
+    model_types = ("deepseek",)
     defaults_by_type = {"deepseek": {"tie_word_embeddings": False}}
     weight_types = ("deepseek",)
 
@@ -587,4 +586,31 @@ class DeepseekMoeParser(LlamaParser):
         return first_k_dense_moe(r, layers, top_k)
 
 
-PARSERS: tuple[type[ArchParser], ...] = (DeepseekParser, DeepseekMoeParser)
+class MlaDecoderParser(DecoderParser):
+    """The DeepSeek-V3 layout under other names (Sarvam-MLA, Youtu-LLM, MiniCPM3): MLA in every layer, dense MLPs
+    and MoE layers with shared experts (:func:`~kvplan.models.mla.mla_decoder_weights`), or dense only."""
+
+    family = "mla_decoder"
+    weight_types = ("sarvam_mla", "youtu", "minicpm3")
+    #: The config classes' defaults (transformers 5.24) of the keys the count reads.
+    defaults_by_type = {
+        "sarvam_mla": {"first_k_dense_replace": 1, "tie_word_embeddings": False},
+        "youtu": {"tie_word_embeddings": True},
+        "minicpm3": {"tie_word_embeddings": True},
+    }
+
+    def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
+        return mla_decoder_weights(r, model_type, router_bias=model_type == "sarvam_mla",
+                                   v_head_dim_from_hidden="MiniCPM3Config" if model_type == "minicpm3" else "")
+
+
+#: Model types counted here whose cache no parser here reads, and why.
+CACHE_NOT_READ = {t: "MLA in every layer (kv_lora_rank): the generic rules read its cache"
+                  for t in ("axk1", "sarvam_mla", "youtu", "minicpm3")}
+#: Model types read here whose weights no parser here counts under that name, and why.
+WEIGHTS_NOT_COUNTED = {
+    t: "a wrapper: its weights are counted under its text_config's model_type"
+    for t in ("kimi_k25", "kimi_vl", "deepseek_vl_v2", "hy_v4_vl", "mistral_large4", "dots3_note")
+}
+
+PARSERS: tuple[type[ArchParser], ...] = (DeepseekParser, DeepseekMoeParser, MlaDecoderParser)

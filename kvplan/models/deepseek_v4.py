@@ -6,18 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from kvplan.errors import ConfigError
-from kvplan.models.base import ArchParser, ConfigReader
+from kvplan.models.base import ArchParser, ConfigReader, embeddings, hidden_of, vocab_of
 from kvplan.models.decoder import DecoderParser, note_mtp
-from kvplan.models.tensors import (
-    Matrix,
-    WeightCount,
-    WeightPart,
-    count_of,
-    embeddings,
-    experts_parts,
-    hidden_of,
-    vocab_of,
-)
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, experts_parts
 from kvplan.specs import CompressedSparseSpec, HeavilyCompressedSpec, LayerSpec, SharedKVSlidingSpec
 
 

@@ -19,19 +19,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from kvplan.models.base import STATE, ArchParser, ConfigReader
+from kvplan.models.base import STATE, ArchParser, ConfigReader, embeddings, hidden_of, vocab_of
 from kvplan.models.qwen import Qwen3NextParser
-from kvplan.models.tensors import (
-    Matrix,
-    WeightCount,
-    WeightPart,
-    count_of,
-    embeddings,
-    experts_parts,
-    gqa_attention,
-    hidden_of,
-    vocab_of,
-)
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, experts_parts, gqa_attention
 
 
 class DeltaNetHybridParser(Qwen3NextParser):

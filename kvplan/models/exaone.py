@@ -1,11 +1,20 @@
-"""LG EXAONE: EXAONE 3.x (``exaone``, read with the Llama rules in llama.py) and EXAONE 4.0 (``exaone4``),
-which interleaves sliding and global layers."""
+"""LG EXAONE: EXAONE 3.x (``exaone``: Llama's cache and layers), EXAONE 4.0 (``exaone4``), which interleaves
+sliding and global layers, and K-EXAONE (``exaone_moe``)."""
 
 from __future__ import annotations
 
 from kvplan.errors import ConfigError
 from kvplan.models.base import FULL, SLIDING, ArchParser, ConfigReader
 from kvplan.models.decoder import DecoderLayout, DecoderParser, MoeLayout, mlp_types_moe
+from kvplan.models.llama import LlamaParser
+
+
+class ExaoneParser(LlamaParser):
+    """EXAONE 3.x (``exaone``): Llama's cache and layers."""
+
+    model_types = ("exaone",)
+    weight_types = ("exaone",)
+    WINDOWLESS = frozenset({"exaone"})
 
 
 class Exaone4Parser(DecoderParser):
@@ -50,7 +59,7 @@ class ExaoneMoeParser(DecoderParser):
     """K-EXAONE (``exaone_moe``, ExaoneMoeConfig in transformers 5.24): EXAONE 4.0's attention (per-head q/k
     norms, no biases), dense MLPs in the first ``first_k_dense_replace`` layers (or per ``mlp_layer_types``), then
     ``num_experts`` experts of ``moe_intermediate_size``, ``num_shared_experts`` shared ones and a router
-    correction bias. Counts weights only (the cache is read generically)."""
+    correction bias."""
 
     family = "exaone_moe"
     model_types = ()
@@ -68,4 +77,7 @@ class ExaoneMoeParser(DecoderParser):
                              expert_size=size, shared_size=shared * size or None)
 
 
-PARSERS: tuple[type[ArchParser], ...] = (Exaone4Parser, ExaoneMoeParser)
+#: Model types counted here whose cache no parser here reads, and why.
+CACHE_NOT_READ = {"exaone_moe": "sliding and full layers by layer_types: the generic rules read its cache"}
+
+PARSERS: tuple[type[ArchParser], ...] = (ExaoneParser, Exaone4Parser, ExaoneMoeParser)

@@ -3,10 +3,10 @@ a parallel hybrid of attention and Mamba-2 in every layer. Falcon-Mamba is read 
 
 from __future__ import annotations
 
-from kvplan.models.base import ArchParser, ConfigReader
+from kvplan.models.base import ArchParser, ConfigReader, hidden_of, vocab_of
 from kvplan.models.decoder import classic_decoder
 from kvplan.models.mamba import MAMBA2_DEFAULTS, Mamba2Keys, hybrid_weights, read_mamba2_state
-from kvplan.models.tensors import WeightCount, WeightPart, count_of, hidden_of, vocab_of
+from kvplan.models.tensors import WeightCount, WeightPart, count_of
 from kvplan.specs import LayerSpec, StateSpec
 
 
@@ -112,5 +112,8 @@ class FalconH1Parser(ArchParser):
         return count_of(parts, None, None, {"hidden_size": hidden, "mlp_width": r.first_of(
             "intermediate_size", ("intermediate_size",)), "qkv_width": width, "vocab_size": vocab_of(r)})
 
+
+#: Model types read here whose weights no parser here counts under that name, and why.
+WEIGHTS_NOT_COUNTED = {"RefinedWebModel": "remote code: not counted"}
 
 PARSERS: tuple[type[ArchParser], ...] = (FalconParser, FalconH1Parser)

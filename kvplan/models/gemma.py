@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 
 from kvplan.errors import ConfigError
-from kvplan.models.base import FULL, SLIDING, ArchParser, ConfigReader
+from kvplan.models.base import FULL, SLIDING, ArchParser, ConfigReader, embeddings, hidden_of, switch, vocab_of
 from kvplan.models.decoder import DecoderLayout, DecoderParser
-from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, hidden_of, switch, vocab_of
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of
 from kvplan.specs import FullAttentionSpec, LayerSpec, SharedKVSpec, SlidingWindowSpec
 
 #: The reason every KV-sharing layer gives (Gemma 3n and Gemma 4).
@@ -165,7 +165,7 @@ class Gemma3Parser(DecoderParser):
     """Gemma 3: ``sliding_window_pattern`` (default 6) -> 5 local layers then 1 global."""
 
     family = "gemma3"
-    model_types = ("gemma3_text", "gemma3")
+    model_types: ClassVar[tuple[str, ...]] = ("gemma3_text", "gemma3")
     defaults = {
         "hidden_size": 2304, "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4,
         "head_dim": 256, "max_position_embeddings": 131072, "sliding_window": 4096,
@@ -173,7 +173,7 @@ class Gemma3Parser(DecoderParser):
     }
     defaults_by_type = {"gemma3_text": {"tie_word_embeddings": True, "vocab_size": 262208, "intermediate_size": 9216,
                                         "head_dim": 256}}
-    weight_types = ("gemma3_text",)
+    weight_types: ClassVar[tuple[str, ...]] = ("gemma3_text",)
 
     def decoder_layout(self, model_type: str) -> DecoderLayout:
         return DecoderLayout(qk_norm=True, norms_per_layer=4)
@@ -511,5 +511,9 @@ _GEMMA4_VISION_DEFAULTS: dict[str, Any] = {
     "standardize": False, "use_clipped_linears": False,
 }
 
+
+#: Model types read here whose weights no parser here counts under that name, and why.
+WEIGHTS_NOT_COUNTED = {"gemma3": "a wrapper: its weights are counted under its text_config's gemma3_text",
+                       "gemma3n": "a wrapper: its weights are counted under its text_config's gemma3n_text"}
 
 PARSERS: tuple[type[ArchParser], ...] = (GemmaParser, Gemma2Parser, Gemma3Parser, Gemma3nParser, Gemma4Parser)

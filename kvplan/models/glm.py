@@ -1,18 +1,21 @@
-"""Zhipu GLM: ChatGLM2/3 and GLM-4 (remote code, ``chatglm``), GLM-4.5 MoE, GLM-5 (MLA with a sparse indexer)
-and GLM-5-Next (Kimi Delta Attention layers between the indexed MLA layers)."""
+"""Zhipu GLM: ChatGLM2/3 and GLM-4 (remote code, ``chatglm``), GLM and GLM-4 (``glm``, ``glm4``: Llama's cache),
+GLM-4.5 MoE, GLM-4.7-Flash (``glm4_moe_lite``: MLA), GLM-5 (MLA with a sparse indexer) and GLM-5-Next (Kimi Delta
+Attention layers between the indexed MLA layers)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 
 from kvplan.errors import ConfigError
-from kvplan.models.base import STATE, ArchParser, ConfigReader
+from kvplan.models.base import STATE, ArchParser, ConfigReader, embeddings, hidden_of, switch, vocab_of
 from kvplan.models.decoder import DecoderLayout, MoeLayout, first_k_dense_moe
 from kvplan.models.deepseek import DeepseekParser
+from kvplan.models.kimi import kda_weights
 from kvplan.models.llama import LlamaParser
-from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, hidden_of, switch, vocab_of
+from kvplan.models.mla import add_indexer, add_mla_layer, finish_mla_moe, mla_decoder_weights, mla_dims, mlp_layer_kinds
+from kvplan.models.tensors import Matrix, Tensors, WeightCount, WeightPart, count_of
 from kvplan.specs import StateSpec
 
 
@@ -69,6 +72,17 @@ class ChatGlmParser(ArchParser):
                                            "vocab_size": vocab_of(r)})
 
 
+class GlmParser(LlamaParser):
+    """GLM and GLM-4 (``glm``, ``glm4``), and GLM-OCR's language model (``glm_ocr_text``): Llama's cache and
+    layers with q/k/v biases but none on o_proj; GLM-4 adds norms after attention and after the MLP."""
+
+    model_types = ("glm", "glm4")
+    weight_types = ("glm", "glm4", "glm_ocr_text")
+    LAYOUTS = {"glm": DecoderLayout(o_bias=False), "glm4": DecoderLayout(o_bias=False, norms_per_layer=4),
+               "glm_ocr_text": DecoderLayout(o_bias=False, norms_per_layer=4)}
+    WINDOWLESS = frozenset({"glm", "glm4"})
+
+
 class Glm4MoeParser(LlamaParser):
     """GLM-4.5 / 4.6: Llama's cache; without head_dim, hidden_size // num_attention_heads floored.
 
@@ -110,12 +124,27 @@ class Glm4MoeParser(LlamaParser):
         return first_k_dense_moe(r, layers, top_k)
 
 
+class Glm4MoeLiteParser(LlamaParser):
+    """GLM-4.7-Flash (``glm4_moe_lite``): the cache read by the Llama rules (its MLA latent from ``kv_lora_rank``);
+    the DeepSeek-V3 layout's weights (MLA, dense then MoE layers with shared experts and a router correction
+    bias)."""
+
+    model_types = ("glm4_moe_lite",)
+    weight_types = ("glm4_moe_lite",)
+    #: Glm4MoeLiteConfig's defaults (transformers 5.24) of the keys the count reads.
+    defaults_by_type = {"glm4_moe_lite": {"tie_word_embeddings": False}}
+    WINDOWLESS = frozenset({"glm4_moe_lite"})
+
+    def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
+        return mla_decoder_weights(r, model_type, router_bias=True, dense_first="Glm4MoeLiteConfig")
+
+
 class GlmMoeDsaParser(DeepseekParser):
     """GLM-5 (``glm_moe_dsa``): DeepSeek-V3.2's layout -- MLA with a q LoRA, the sparse-attention indexer,
-    routed and shared experts after ``first_k_dense_replace`` dense layers. The cache is read by the MLA rules."""
+    routed and shared experts after ``first_k_dense_replace`` dense layers; its cache follows the MLA rules."""
 
-    model_types = ()
-    defaults_by_type = {}
+    model_types = ("glm_moe_dsa",)
+    defaults_by_type: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
     weight_types = ("glm_moe_dsa",)
 
     def decoder_layout(self, model_type: str) -> DecoderLayout:
@@ -191,10 +220,6 @@ class Glm5NextParser(DeepseekParser):
         and gate (``index_kpool``); dense or MoE MLPs by ``mlp_layer_types`` (default: the first 3 dense); two
         hyper-connections per layer (``hc_mult`` streams: a (hc^2 + 2 hc) x (hc x hidden) mix, its base and 3
         scales)."""
-        from kvplan.models.kimi import kda_weights
-        from kvplan.models.mla import add_indexer, add_mla_layer, finish_mla_moe, mla_dims, mlp_layer_kinds
-        from kvplan.models.tensors import Tensors
-
         hidden = hidden_of(r)
         layers = self.num_layers(r)
         kinds = self.layer_kinds(r, layers)
@@ -276,4 +301,11 @@ class Glm5NextParser(DeepseekParser):
                                               ("ssm", (heads, head_dim, head_dim))), fp32_tensors=("ssm",))
 
 
-PARSERS: tuple[type[ArchParser], ...] = (ChatGlmParser, Glm4MoeParser, GlmMoeDsaParser, Glm5NextParser)
+#: Model types counted here whose cache no parser here reads, and why.
+CACHE_NOT_READ = {t: "GQA in every layer: the generic rules read its cache"
+                  for t in ("glm_ocr_text", "sarvam_moe", "solar_open")}
+#: Model types read here whose weights no parser here counts under that name, and why.
+WEIGHTS_NOT_COUNTED = {"glm5_next": "a wrapper: its weights are counted under its text_config's glm5_next_text"}
+
+PARSERS: tuple[type[ArchParser], ...] = (ChatGlmParser, GlmParser, Glm4MoeParser, Glm4MoeLiteParser, GlmMoeDsaParser,
+                                         Glm5NextParser)

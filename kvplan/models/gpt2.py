@@ -7,19 +7,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, ClassVar
 
-from kvplan.models.base import ArchParser, ConfigReader
+from kvplan.models.base import ArchParser, ConfigReader, embeddings, hidden_of, switch, vocab_of
 from kvplan.models.decoder import classic_decoder
-from kvplan.models.tensors import (
-    Matrix,
-    WeightCount,
-    WeightPart,
-    count_of,
-    embeddings,
-    gqa_attention,
-    hidden_of,
-    switch,
-    vocab_of,
-)
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, gqa_attention
 
 #: The classic decoders counted as GPT-2's block with differences (their transformers modeling files):
 #: :func:`classic_decoder`'s arguments; :meth:`Gpt2Parser.classic_weights` adds what they cannot say.

@@ -1,4 +1,4 @@
-"""IBM Granite: Granite 3 dense and MoE (``granite``, ``granitemoe``, read and counted by the Llama rules), the
+"""IBM Granite: Granite 3 dense and MoE (``granite``, ``granitemoe``: Llama's cache and layers), the
 Granite sliding-window members (``granite_swa``, ``granitemoe_swa``) and ``granitemoeshared`` (Llama's layout with
 attention sinks, every-layer experts and an optional shared MLP), and the Granite 4.0 hybrid
 (``granitemoehybrid``): Mamba-2 and attention layers, MoE or dense MLPs."""
@@ -6,11 +6,28 @@ attention sinks, every-layer experts and an optional shared MLP), and the Granit
 from __future__ import annotations
 
 from kvplan.errors import ConfigError
-from kvplan.models.base import FULL, STATE, ArchParser, ConfigReader
+from kvplan.models.base import FULL, STATE, ArchParser, ConfigReader, hidden_of, vocab_of
 from kvplan.models.decoder import NO_MOE, DecoderLayout, DecoderParser, MoeLayout, every_layer_moe
+from kvplan.models.llama import LlamaParser
 from kvplan.models.mamba import MAMBA2_DEFAULTS, Mamba2Keys, hybrid_weights, read_mamba2_state
-from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, experts_parts, hidden_of, vocab_of
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, experts_parts
 from kvplan.specs import StateSpec
+
+
+class Granite3Parser(LlamaParser):
+    """Granite 3 dense and MoE (``granite``, ``granitemoe``; ``granite_moe`` an older name): Llama's cache and
+    layers, the MoE members with ``num_local_experts`` experts of ``intermediate_size`` in every layer; and the
+    language model of Granite-Docling (``granite_docling_text``)."""
+
+    model_types = ("granite", "granitemoe", "granite_moe")
+    weight_types = ("granite", "granitemoe", "granite_docling_text")
+    defaults_by_type = {"granite": {"tie_word_embeddings": False}, "granitemoe": {"tie_word_embeddings": False}}
+    WINDOWLESS = frozenset({"granite", "granitemoe"})
+
+    def moe_layout(self, r: ConfigReader, model_type: str, layers: int, intermediate: int, top_k: int | None) -> MoeLayout:
+        if model_type == "granitemoe":
+            return every_layer_moe(r, layers, intermediate, top_k)
+        return NO_MOE
 
 
 class GraniteMoeHybridParser(ArchParser):
@@ -98,4 +115,9 @@ class GraniteParser(DecoderParser):
                          shared_size=shared or None)
 
 
-PARSERS: tuple[type[ArchParser], ...] = (GraniteMoeHybridParser, GraniteParser)
+#: Model types counted here whose cache no parser here reads, and why.
+CACHE_NOT_READ = {"granite_docling_text": "GQA in every layer: the generic rules read its cache"}
+#: Model types read here whose weights no parser here counts under that name, and why.
+WEIGHTS_NOT_COUNTED = {"granite_moe": "remote code (transformers names the type granitemoe): not counted"}
+
+PARSERS: tuple[type[ArchParser], ...] = (Granite3Parser, GraniteMoeHybridParser, GraniteParser)

@@ -1,26 +1,27 @@
-"""Tencent Hunyuan: Hunyuan-A13B (``hunyuan_v1_moe``) and Hy3 (``hy_v3``), the weights.
+"""Tencent Hunyuan: Hunyuan dense (``hunyuan_v1_dense``), Hunyuan-A13B (``hunyuan_v1_moe``) and Hy3 (``hy_v3``).
 
-Both keep Llama's GQA cache (llama.py reads ``hunyuan_v1_moe``'s; ``hy_v3`` is read by the generic rules), so
-this module counts their weights only: GQA attention with per-head q/k RMSNorms and a MoE MLP with a shared
-expert. HY-V4 (MLA, hyper-connections) is DeepSeek-like and lives in deepseek.py.
+All keep Llama's GQA cache (the Llama rules read the v1 types'; the generic rules read ``hy_v3``'s) and count
+GQA attention with per-head q/k RMSNorms; the MoE members add experts and a shared expert. HY-V4 (MLA,
+hyper-connections) is DeepSeek-like and lives in deepseek.py.
 """
 
 from __future__ import annotations
 
 from kvplan.errors import ConfigError
 from kvplan.models.base import ArchParser, ConfigReader
-from kvplan.models.decoder import DecoderLayout, DecoderParser, MoeLayout
+from kvplan.models.decoder import NO_MOE, DecoderLayout, MoeLayout
+from kvplan.models.llama import LlamaParser
 
 
-class HunyuanMoeParser(DecoderParser):
-    """``hunyuan_v1_moe`` (HunYuanMoEV1Config): every layer's MLP is ``num_experts`` experts of
+class HunyuanParser(LlamaParser):
+    """``hunyuan_v1_dense`` (HunYuanDenseV1Config): Llama's layers with per-head q/k RMSNorms.
+    ``hunyuan_v1_moe`` (HunYuanMoEV1Config): every layer's MLP is ``num_experts`` experts of
     ``intermediate_size`` plus a shared MLP of the same width, its router without bias.
     ``hy_v3`` (HYV3Config): dense or MoE per ``mlp_layer_types`` (default: a dense first layer), experts of
     ``moe_intermediate_size``, ``num_shared_experts`` shared experts, a router correction bias."""
 
-    family = "hunyuan"
-    model_types = ()
-    weight_types = ("hunyuan_v1_moe", "hy_v3")
+    model_types = ("hunyuan_v1_dense", "hunyuan_v1_moe", "hunyuan")
+    weight_types = ("hunyuan_v1_dense", "hunyuan_v1_moe", "hy_v3")
     #: The config classes' defaults (transformers 5.24) of the keys the count reads.
     defaults_by_type = {
         "hunyuan_v1_moe": {"num_experts": 1, "moe_topk": 1, "tie_word_embeddings": False},
@@ -28,10 +29,14 @@ class HunyuanMoeParser(DecoderParser):
                   "tie_word_embeddings": False},
     }
 
+    WINDOWLESS = frozenset({"hunyuan_v1_dense", "hunyuan_v1_moe"})
+
     def decoder_layout(self, model_type: str) -> DecoderLayout:
         return DecoderLayout(qk_norm=True, router_bias=model_type == "hy_v3")
 
     def moe_layout(self, r: ConfigReader, model_type: str, layers: int, intermediate: int, top_k: int | None) -> MoeLayout:
+        if model_type == "hunyuan_v1_dense":
+            return NO_MOE
         experts = r.first_of("num_experts", ("num_experts", "num_local_experts"), kind="any")
         if isinstance(experts, list) or isinstance(r.raw("moe_topk"), list):
             raise ConfigError(f"{r.source_name}: per-layer num_experts or moe_topk lists are not counted",
@@ -55,4 +60,9 @@ class HunyuanMoeParser(DecoderParser):
                          expert_size=size, shared_size=shared * size or None)
 
 
-PARSERS: tuple[type[ArchParser], ...] = (HunyuanMoeParser,)
+#: Model types counted here whose cache no parser here reads, and why.
+CACHE_NOT_READ = {"hy_v3": "GQA in every layer: the generic rules read its cache"}
+#: Model types read here whose weights no parser here counts under that name, and why.
+WEIGHTS_NOT_COUNTED = {"hunyuan": "remote code (transformers has hunyuan_v1_dense and hunyuan_v1_moe): not counted"}
+
+PARSERS: tuple[type[ArchParser], ...] = (HunyuanParser,)

@@ -29,8 +29,8 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from kvplan.errors import ConfigError
-from kvplan.models.base import ArchParser, ConfigReader
-from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, hidden_of, vocab_of
+from kvplan.models.base import ArchParser, ConfigReader, hidden_of, vocab_of
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of
 from kvplan.specs import FullAttentionSpec, LayerSpec, SlidingWindowSpec, StateSpec
 
 _SLIDING, _FULL = "hybrid_sliding", "hybrid"
@@ -102,7 +102,7 @@ class InklingParser(ArchParser):
             spec = full if kind == _FULL else swa
             assert spec is not None
             attention.append(spec)
-            kv = spec.num_kv_heads * spec.head_size  # type: ignore[attr-defined]
+            kv = spec.num_kv_heads * spec.head_size
             names = ("conv_k", "conv_v", "conv_attn", "conv_mlp")
             # NOTE: (kernel - 1, channels) as vLLM sizes a short conv; transformers keeps all ``kernel`` inputs.
             states.append(StateSpec(mixer="short_conv", shapes=tuple(zip(names, ((kernel - 1, kv), (kernel - 1, kv),
@@ -346,7 +346,11 @@ def inkling_scales(v: ConfigReader, temporal: int, patch: int, layers: int, chan
     sizes = [math.log(s[0] * s[1] * s[2]) for s in scales]
     total = math.log(patch * patch * temporal * channels)
     ideal = [total * i / layers for i in range(layers + 1)]
-    picks = [min(range(len(scales)), key=lambda j, x=x: abs(x - sizes[j])) for x in ideal]
+
+    def nearest(x: float) -> int:
+        return min(range(len(scales)), key=lambda j: abs(x - sizes[j]))
+
+    picks = [nearest(x) for x in ideal]
     picks[0], picks[-1] = 0, len(scales) - 1
     return [scales[j] for j in picks]
 

@@ -4,20 +4,9 @@ from __future__ import annotations
 
 import math
 
-from kvplan.models.base import _MISSING, FULL, STATE, ArchParser, ConfigReader
+from kvplan.models.base import _MISSING, FULL, STATE, ArchParser, ConfigReader, embeddings, hidden_of, switch, vocab_of
 from kvplan.models.mamba import mamba1_mixer, mamba1_state
-from kvplan.models.tensors import (
-    Matrix,
-    WeightCount,
-    WeightPart,
-    count_of,
-    embeddings,
-    experts_parts,
-    gqa_attention,
-    hidden_of,
-    switch,
-    vocab_of,
-)
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, experts_parts, gqa_attention
 from kvplan.specs import StateSpec
 
 

@@ -9,8 +9,8 @@ experts of ``intermediate_size`` with a router and an output bias, two RMSNorms;
 
 from __future__ import annotations
 
-from kvplan.models.base import ArchParser, ConfigReader
-from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, hidden_of, vocab_of
+from kvplan.models.base import ArchParser, ConfigReader, embeddings, hidden_of, vocab_of
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of
 
 
 class JetMoeParser(ArchParser):

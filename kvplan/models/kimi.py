@@ -6,19 +6,10 @@ Kimi K2 / K2.5 are DeepSeek-V3's architecture and are read by deepseek.py.
 from __future__ import annotations
 
 from kvplan.errors import ConfigError
-from kvplan.models.base import FULL, STATE, ArchParser, ConfigReader
+from kvplan.models.base import FULL, STATE, ArchParser, ConfigReader, embeddings, hidden_of, vocab_of
 from kvplan.models.decoder import note_mtp
 from kvplan.models.deepseek import mla_weights
-from kvplan.models.tensors import (
-    Matrix,
-    WeightCount,
-    WeightPart,
-    count_of,
-    embeddings,
-    experts_parts,
-    hidden_of,
-    vocab_of,
-)
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, experts_parts
 from kvplan.specs import StateSpec
 
 

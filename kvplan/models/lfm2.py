@@ -6,18 +6,19 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from kvplan.errors import ConfigError
-from kvplan.models.base import _MISSING, FULL, STATE, ArchParser, ConfigReader, layer_indices
-from kvplan.models.tensors import (
-    Matrix,
-    WeightCount,
-    WeightPart,
-    count_of,
+from kvplan.models.base import (
+    _MISSING,
+    FULL,
+    STATE,
+    ArchParser,
+    ConfigReader,
     embeddings,
-    experts_parts,
     hidden_of,
+    layer_indices,
     switch,
     vocab_of,
 )
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, experts_parts
 from kvplan.specs import StateSpec
 
 

@@ -1,5 +1,7 @@
-"""Llama (1-3.x), Llama 4 and Llama 3.2 Vision (mllama); and the many families that keep Llama's
-per-layer layout.
+"""Llama (1-3.x), Llama 4 and Llama 3.2 Vision (mllama), and the types that keep Llama's per-layer layout with
+no family module of their own (InternLM, Baichuan, StableLM, Yi, SmolLM3, Seed-OSS, Apertus, the 2025-2026
+Llama-likes...). Families with a module of their own (cohere.py, glm.py, granite.py, olmo.py...) subclass
+:class:`LlamaParser` there for their Llama-layout members.
 
 Defaults are the architectures' own (their transformers config classes), used only for keys a
 sparse config omits, and always noted.
@@ -13,25 +15,26 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from kvplan.errors import ConfigError
-from kvplan.models.base import _MISSING, CHUNKED, FULL, ArchParser, ConfigReader, layer_indices
-from kvplan.models.decoder import NO_MOE, DecoderLayout, DecoderParser, MoeLayout, every_layer_moe, sparse_step_moe
-from kvplan.models.tensors import (
-    Matrix,
-    WeightCount,
-    WeightPart,
-    count_of,
-    gqa_attention,
+from kvplan.models.base import (
+    _MISSING,
+    CHUNKED,
+    FULL,
+    ArchParser,
+    ConfigReader,
     hidden_of,
+    layer_indices,
     switch,
     tied,
     vocab_of,
 )
+from kvplan.models.decoder import NO_MOE, DecoderLayout, DecoderParser, MoeLayout, sparse_step_moe
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, gqa_attention
 from kvplan.specs import LayerSpec
 
 
-# NOTE: Llama and the families that keep its layout: every layer caches K and V of GQA heads. The cache
-# rule answers for every type listed; a type whose weights differ from Llama's is counted in its own
-# family's module (deepseek.py: ``deepseek``; glm.py: ``glm4_moe``; minimax.py: ``minimax_m2``...).
+# NOTE: Llama and the types that keep its layout with no family module of their own: every layer caches K and
+# V of GQA heads. Families whose members keep Llama's cache but have a module of their own (cohere.py, glm.py,
+# granite.py, olmo.py, ...) subclass LlamaParser there, each with its types' rows of the tables below.
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LayerExtras:
     """Tensors a Llama-like layer holds beyond what its :class:`DecoderLayout` says, per layer."""
@@ -60,12 +63,9 @@ LLAMA_LIKES = ("apertus1p5_text", "bitnet", "cwm", "diffllama", "doge", "helium"
 class LlamaParser(DecoderParser):
 
     family = "llama"
-    model_types = ("llama", "internlm2", "internlm3", "baichuan", "stablelm", "olmo", "olmo2", "olmo3",
-                   "cohere", "glm", "glm4", "granite", "granitemoe", "exaone", "deepseek",
-                   "yi", "aquila", "mistral_nemo", "arcee", "smollm3", "ernie4_5", "ernie4_5_moe",
-                   "hunyuan_v1_dense", "hunyuan_v1_moe", "hunyuan", "seed_oss", "apertus", "minimax_m2", "dbrx_text", "nemotron",
-                   "olmoe", "arctic", "glm4_moe_lite", "ministral3", "phi3small", "granite_moe",
-                   "persimmon", "qwen", "orion", "xverse", *LLAMA_LIKES)
+    model_types: ClassVar[tuple[str, ...]] = (
+        "llama", "internlm2", "internlm3", "baichuan", "stablelm", "yi", "aquila", "arcee", "smollm3", "seed_oss",
+        "apertus", "arctic", "orion", "xverse", *LLAMA_LIKES)
     #: LlamaConfig's defaults; of the other members, only what weight counting needs.
     defaults_by_type: ClassVar[Mapping[str, Mapping[str, Any]]] = {
         "llama": {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
@@ -73,10 +73,6 @@ class LlamaParser(DecoderParser):
                   "tie_word_embeddings": False},
         "internlm2": {"tie_word_embeddings": False}, "baichuan": {"tie_word_embeddings": False},
         "stablelm": {"tie_word_embeddings": False, "qk_layernorm": False, "use_parallel_residual": False},
-        "cohere": {"tie_word_embeddings": True},
-        "granite": {"tie_word_embeddings": False}, "olmo2": {"tie_word_embeddings": False},
-        "flex_olmo": {"tie_word_embeddings": False, "num_experts": 7},
-        "granitemoe": {"tie_word_embeddings": False},
         # the 2025-2026 Llama-likes (their transformers 5.24 config classes): the keys their layout reads
         **{t: {"tie_word_embeddings": False} for t in ("apertus1p5_text", "bitnet", "cwm", "diffllama", "helium",
                                                       "iquestcoder", "jais2", "kolibri1", "flint", "beam")},
@@ -86,35 +82,19 @@ class LlamaParser(DecoderParser):
         "nanochat": {"tie_word_embeddings": False},
         "aria_text": {"tie_word_embeddings": False, "moe_num_experts": 8, "moe_topk": 2, "moe_num_shared_experts": 2},
     }
-    weight_types = ("llama", "internlm2", "internlm3", "baichuan", "cohere", "stablelm", "granite", "granitemoe",
-                    "olmo", "olmo2", "exaone", "yi", "mistral_nemo", "smollm3", "olmo3", "olmoe", "glm", "glm4",
-                    "arcee", "apertus", "ernie4_5", "ernie4_5_moe", "seed_oss", "hunyuan_v1_dense", "flex_olmo",
-                    *LLAMA_LIKES,
-                    # the language models of multimodal wrappers that keep a member's layout
-                    "paddleocr_vl_text", "granite_docling_text", "glm_ocr_text", "aria_text", "cosmos3_edge_text")
+    weight_types: ClassVar[tuple[str, ...]] = (
+        "llama", "internlm2", "internlm3", "baichuan", "stablelm", "yi", "arcee", "smollm3", "seed_oss", "apertus",
+        *LLAMA_LIKES,
+        # the language models of multimodal wrappers that keep a member's layout
+        "paddleocr_vl_text", "aria_text", "cosmos3_edge_text")
 
     #: How the Llama-like members' layers differ from Llama's (their transformers modeling files).
     LAYOUTS: ClassVar[Mapping[str, DecoderLayout]] = {
-        # OLMo 2/3 and OLMoE: q/k RMSNorms over all heads; OLMo 2/3 norm after attention and MLP instead of before
-        "olmo2": DecoderLayout(qk_norm_whole=True), "olmo3": DecoderLayout(qk_norm_whole=True),
-        "olmoe": DecoderLayout(qk_norm_whole=True),
-        # FlexOlmo: OLMoE's experts in every layer with OLMo 2's norms (its cache is read generically)
-        "flex_olmo": DecoderLayout(qk_norm_whole=True),
-        # GLM: q/k/v biases (no o_proj bias); GLM-4 adds norms after attention and after the MLP
-        "glm": DecoderLayout(o_bias=False), "glm4": DecoderLayout(o_bias=False, norms_per_layer=4),
         # non-gated MLPs: Arcee's ReLU^2, Apertus' xIELU with 4 learned scalars (alpha_p, alpha_n, beta, eps)
         "arcee": DecoderLayout(gated_mlp=False), "cosmos3_edge_text": DecoderLayout(gated_mlp=False),
         "apertus": DecoderLayout(gated_mlp=False, mlp_act_parameters=4, qk_norm=True),
-        # Hunyuan dense: per-head q/k RMSNorms (query_layernorm, key_layernorm)
-        "hunyuan_v1_dense": DecoderLayout(qk_norm=True),
-        # Command-R: one LayerNorm (weight only) per layer, attention and MLP in parallel
-        "cohere": DecoderLayout(norms_per_layer=1),
-        # OLMo 1: LayerNorms without learned weights (OlmoLayerNorm)
-        "olmo": DecoderLayout(norm_weights=False),
         # StableLM: LayerNorms with bias (qk_layernorm and use_parallel_residual are read per config)
         "stablelm": DecoderLayout(norm_bias=True),
-        # ERNIE 4.5 MoE: a router correction bias (``moe_statics``) per MoE layer
-        "ernie4_5_moe": DecoderLayout(router_bias=True),
         # Apertus 1.5: Apertus' layer; Jais 2: ReLU^2 MLP with biases, LayerNorms with bias
         "apertus1p5_text": DecoderLayout(gated_mlp=False, mlp_act_parameters=4, qk_norm=True),
         "jais2": DecoderLayout(gated_mlp=False, norm_bias=True),
@@ -125,8 +105,6 @@ class LlamaParser(DecoderParser):
         "kolibri1": DecoderLayout(qk_norm=True, norms_per_layer=4, router_bias=True),
         "beam": DecoderLayout(qk_norm=True, norms_per_layer=4, router_bias=True),
         "flint": DecoderLayout(qk_norm=True, attention_sinks=True),
-        # GLM-OCR's text model: GLM-4's four norms per layer (HyperCLOVA X's post norms: EXTRAS)
-        "glm_ocr_text": DecoderLayout(o_bias=False, norms_per_layer=4),
     }
     #: What the Llama-likes' layers hold beyond a :class:`DecoderLayout` (their transformers modeling files).
     EXTRAS: ClassVar[Mapping[str, LayerExtras]] = {
@@ -141,9 +119,8 @@ class LlamaParser(DecoderParser):
     #: Members whose transformers config class has no ``sliding_window`` (LlamaConfig and kin, transformers 5.24):
     #: their attention is full in every layer, so a stray ``sliding_window`` key in a config is not read.
     WINDOWLESS: ClassVar[frozenset[str]] = frozenset(
-        "llama internlm3 stablelm olmo olmo2 cohere glm glm4 granite granitemoe exaone arcee ernie4_5 ernie4_5_moe "
-        "hunyuan_v1_dense hunyuan_v1_moe seed_oss apertus minimax_m2 nemotron olmoe glm4_moe_lite persimmon "
-        "apertus1p5_text bitnet diffllama helium hyperclovax iquestcoder jais2 nanochat".split())
+        "llama internlm3 stablelm arcee seed_oss apertus apertus1p5_text bitnet diffllama helium hyperclovax "
+        "iquestcoder jais2 nanochat".split())
 
     def pattern_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
         if r.defaults_name in self.WINDOWLESS and r.has("sliding_window"):
@@ -174,12 +151,6 @@ class LlamaParser(DecoderParser):
         return counted
 
     def moe_layout(self, r: ConfigReader, model_type: str, layers: int, intermediate: int, top_k: int | None) -> MoeLayout:
-        # OLMoE, FlexOlmo, Granite-MoE: every layer holds ``num_experts`` / ``num_local_experts`` experts of
-        # ``intermediate_size``
-        if model_type in ("olmoe", "flex_olmo", "granitemoe"):
-            return every_layer_moe(r, layers, intermediate, top_k)
-        if model_type == "ernie4_5_moe":
-            return ernie_moe(r, layers)
         if model_type == "flint":  # Qwen-MoE's placement: decoder_sparse_step, mlp_only_layers, a shared expert
             return sparse_step_moe(r, layers, top_k)
         if model_type == "kolibri1":  # every layer: routed experts and a shared expert
@@ -271,22 +242,6 @@ def doge_cdmoe(r: ConfigReader, hidden: int, layers: int) -> list[WeightPart]:
     return [WeightPart(name="experts", matrices=(Matrix(in_features=hidden, out_features=experts, count=2 * layers),)),
             WeightPart(name="router", matrices=(Matrix(in_features=hidden, out_features=2 * keys, count=layers),),
                        tp_sharded=False)]
-
-
-def ernie_moe(r: ConfigReader, layers: int) -> MoeLayout:
-    """ERNIE 4.5: ``moe_num_experts`` experts of ``moe_intermediate_size`` in every ``moe_layer_interval``-th
-    layer from ``moe_layer_start_index`` to ``moe_layer_end_index`` (inclusive), plus
-    ``moe_num_shared_experts`` shared experts of the same size."""
-    experts = r.first_of("num_experts", ("moe_num_experts",))
-    size = r.first_of("moe_intermediate_size", ("moe_intermediate_size",))
-    interval = r.optional("moe_layer_interval", ("moe_layer_interval",)) or 1
-    start = r.first_of("moe_layer_start_index", ("moe_layer_start_index",), required=False, kind="count") or 0
-    end = r.optional("moe_layer_end_index", ("moe_layer_end_index",))
-    end = layers - 1 if end is None or end < 0 else end
-    moe = [i for i in range(layers) if (i + 1) % interval == 0 and start <= i <= end]
-    shared = r.first_of("moe_num_shared_experts", ("moe_num_shared_experts",), required=False, kind="count")
-    top_k = r.optional("num_experts_per_tok", ("moe_k",))
-    return MoeLayout(layers=moe, experts=experts, top_k=top_k, expert_size=size, shared_size=shared * size if shared else None)
 
 
 class Llama4Parser(DecoderParser):
@@ -481,62 +436,14 @@ class MllamaParser(ArchParser):
         return value
 
 
-class Ernie45VLMoeTextParser(ArchParser):
-    """ERNIE 4.5 VL MoE's language model (``ernie4_5_vl_moe_text``): GQA, and per ``mlp_layer_types`` a dense
-    MLP of ``intermediate_size`` or two expert groups (text experts of ``moe_intermediate_size[0]``, vision
-    experts of ``[1]``, each ``moe_num_experts`` with a router and a correction bias) beside
-    ``moe_num_shared_experts`` shared experts of the text size fused into one MLP."""
+#: Model types counted here whose cache no parser here reads, and why.
+CACHE_NOT_READ = {t: "a wrapper's language model, GQA in every layer: the generic rules read its cache"
+                  for t in ("aria_text", "cosmos3_edge_text", "paddleocr_vl_text")}
+#: Model types read here whose weights no parser here counts under that name, and why.
+WEIGHTS_NOT_COUNTED = {
+    **{t: "remote code: not counted" for t in ("aquila", "arctic", "orion", "xverse")},
+    "llama4": "a wrapper: its weights are counted under its text_config's llama4_text",
+    "mllama": "a wrapper: its weights are counted under its text_config's mllama_text_model",
+}
 
-    family = "llama"
-    weight_types = ("ernie4_5_vl_moe_text",)
-    #: Ernie4_5_VLMoeTextConfig's defaults (transformers 5.24) of the keys weight counting reads.
-    defaults_by_type = {"ernie4_5_vl_moe_text": {
-        "vocab_size": 103424, "hidden_size": 2560, "intermediate_size": 12288, "num_hidden_layers": 28,
-        "num_attention_heads": 20, "num_key_value_heads": 4, "tie_word_embeddings": True, "use_bias": False,
-        "moe_intermediate_size": [1536, 512], "moe_k": 6, "moe_num_experts": 64, "moe_num_shared_experts": 2}}
-
-    def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
-        from kvplan.models.tensors import embeddings, experts_parts
-
-        hidden = hidden_of(r)
-        layers = r.first_of("num_hidden_layers", ("num_hidden_layers",))
-        heads = r.first_of("num_attention_heads", ("num_attention_heads",))
-        if r.flag("use_bias", False):
-            raise ConfigError(f"{r.source_name}: {r.prefix}use_bias = true: kvplan counts ERNIE 4.5 VL without biases",
-                              "pass --weights-bytes SIZE (the checkpoint's size)")
-        types = r.first_of("mlp_layer_types", ("mlp_layer_types",), required=False, kind="list")
-        if types is None:
-            types = ["dense"] + ["sparse"] * (layers - 1)
-            r.note("mlp_layer_types is not in the config; the ernie4_5_vl_moe_text default: layer 0 dense, the rest MoE")
-        if len(types) != layers:
-            raise ConfigError(f"{r.source_name}: mlp_layer_types has {len(types)} entries for {layers} layers",
-                              "fix the config")
-        n_moe = types.count("sparse")
-        n_dense = layers - n_moe
-        sizes = r.first_of("moe_intermediate_size", ("moe_intermediate_size",), kind="list")
-        if len(sizes) != 2 or not all(isinstance(x, int) and x > 0 for x in sizes):
-            raise ConfigError(f"{r.source_name}: moe_intermediate_size must be [text, vision] sizes, got {sizes!r}",
-                              "fix the config")
-        experts = r.first_of("num_experts", ("moe_num_experts",))
-        top_k = r.first_of("num_experts_per_tok", ("moe_k",))
-        shared = r.first_of("moe_num_shared_experts", ("moe_num_shared_experts",), kind="count")
-        kv_heads = self.kv_heads(r, heads)
-        head_dim = self.head_dim(r, heads)
-        intermediate = r.first_of("intermediate_size", ("intermediate_size",))
-        parts = embeddings(r, hidden)
-        parts.append(WeightPart(name="attention", matrices=tuple(gqa_attention(hidden, heads, kv_heads, head_dim, layers))))
-        if n_dense:
-            parts.append(WeightPart(name="mlp", matrices=(
-                Matrix(in_features=hidden, out_features=intermediate, count=2 * n_dense),
-                Matrix(in_features=intermediate, out_features=hidden, count=n_dense))))
-        if n_moe:
-            for size, share in ((sizes[0], shared * sizes[0]), (sizes[1], 0)):
-                parts += experts_parts(hidden, size, experts, n_moe, shared_size=share or None, router_bias=True)
-        parts.append(WeightPart(name="norms", other_parameters=(2 * layers + 1) * hidden, tp_sharded=False))
-        r.note(f"ERNIE 4.5 VL: {n_moe} MoE layers of {experts} text and {experts} vision experts (all resident)")
-        shape = {"hidden_size": hidden, "mlp_width": max(top_k * sizes[0] + shared * sizes[0], intermediate),
-                 "qkv_width": (heads + 2 * kv_heads) * head_dim, "vocab_size": vocab_of(r)}
-        return count_of(parts, experts if n_moe else None, top_k if n_moe else None, shape)
-
-
-PARSERS: tuple[type[ArchParser], ...] = (LlamaParser, Llama4Parser, MllamaParser, Ernie45VLMoeTextParser)
+PARSERS: tuple[type[ArchParser], ...] = (LlamaParser, Llama4Parser, MllamaParser)

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvplan.errors import ConfigError
-from kvplan.models.base import _MISSING, STATE, ArchParser, ConfigReader
-from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, hidden_of, switch, vocab_of
+from kvplan.models.base import _MISSING, STATE, ArchParser, ConfigReader, embeddings, hidden_of, switch, vocab_of
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of
 from kvplan.specs import StateSpec
 
 

@@ -12,19 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan.errors import ConfigError
-from kvplan.models.base import FULL, SLIDING, ArchParser, ConfigReader
+from kvplan.models.base import FULL, SLIDING, ArchParser, ConfigReader, embeddings, hidden_of, switch, vocab_of
 from kvplan.models.decoder import DecoderParser, note_mtp
-from kvplan.models.tensors import (
-    Matrix,
-    WeightCount,
-    WeightPart,
-    count_of,
-    embeddings,
-    experts_parts,
-    hidden_of,
-    switch,
-    vocab_of,
-)
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, experts_parts
 from kvplan.specs import FullAttentionSpec, LayerSpec, SlidingWindowSpec
 
 

@@ -1,24 +1,16 @@
-"""MiniMax: MiniMax-01 / M1 (lightning attention with a softmax layer every eighth, MoE) and MiniMax-M2."""
+"""MiniMax: MiniMax-01 / M1 (lightning attention with a softmax layer every eighth, MoE), MiniMax-M2 (Llama's
+cache, MoE in every layer) and MiniMax-M3's language model (a sparse-attention indexer)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from kvplan.errors import ConfigError
-from kvplan.models.base import FULL, STATE, ArchParser, ConfigReader
+from kvplan.models.base import FULL, STATE, ArchParser, ConfigReader, embeddings, hidden_of, vocab_of
 from kvplan.models.decoder import DecoderLayout, MoeLayout, every_layer_moe
 from kvplan.models.llama import LlamaParser
-from kvplan.models.tensors import (
-    Matrix,
-    WeightCount,
-    WeightPart,
-    count_of,
-    embeddings,
-    experts_parts,
-    gqa_attention,
-    hidden_of,
-    vocab_of,
-)
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, experts_parts, gqa_attention
 from kvplan.specs import StateSpec
 
 
@@ -94,12 +86,13 @@ class MiniMaxParser(ArchParser):
 
 
 class MiniMaxM2Parser(LlamaParser):
-    """MiniMax-M2 (``minimax_m2``): Llama's cache (the Llama rules read it); every layer a MoE of
-    ``num_local_experts`` experts with a routing bias, q/k RMSNorms over all heads (``qk_norm_type`` per_layer)."""
+    """MiniMax-M2 (``minimax_m2``): Llama's cache; every layer a MoE of ``num_local_experts`` experts with a routing
+    bias, q/k RMSNorms over all heads (``qk_norm_type`` per_layer)."""
 
-    model_types = ()
-    defaults_by_type = {}
+    model_types = ("minimax_m2",)
+    defaults_by_type: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
     weight_types = ("minimax_m2",)
+    WINDOWLESS = frozenset({"minimax_m2"})
     MTP_KEY = "num_mtp_modules"
 
     def decoder_layout(self, model_type: str) -> DecoderLayout:
@@ -176,5 +169,8 @@ class MiniMaxM3TextParser(ArchParser):
                  "qkv_width": (heads + 2 * kv_heads) * head_dim, "vocab_size": vocab_of(r)}
         return count_of(parts, experts if n_moe else None, top_k if n_moe else None, shape)
 
+
+#: Model types counted here whose cache no parser here reads, and why.
+CACHE_NOT_READ = {"minimax_m3_vl_text": "GQA layers by layer_types: the generic rules read its cache"}
 
 PARSERS: tuple[type[ArchParser], ...] = (MiniMaxParser, MiniMaxM2Parser, MiniMaxM3TextParser)

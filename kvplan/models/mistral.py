@@ -1,4 +1,6 @@
-"""Mistral (sliding-window attention in its first releases) and Mixtral (every MLP a mixture of experts)."""
+"""Mistral (sliding-window attention in its first releases), Ministral 3 and Mistral-Nemo (read by the Llama
+rules), Mixtral (every MLP a mixture of experts), Mistral 4 (the DeepSeek-V3 layout) and Pixtral, the vision
+tower of Mistral 3. Mistral Large 4 (MLA with a sparse indexer) is read with DeepSeek's rules (deepseek.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,9 @@ from typing import Any
 
 from kvplan.models.base import ArchParser, ConfigReader
 from kvplan.models.decoder import DecoderParser, MoeLayout, every_layer_moe
-from kvplan.models.tensors import Matrix, WeightPart
+from kvplan.models.llama import LlamaParser
+from kvplan.models.mla import mla_decoder_weights
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart
 
 
 class MistralParser(DecoderParser):
@@ -19,12 +23,23 @@ class MistralParser(DecoderParser):
     }
     defaults_by_type = {"mistral": {"intermediate_size": 14336, "vocab_size": 32000, "tie_word_embeddings": False},
                         "ministral3": {"tie_word_embeddings": False}}
-    #: ``ministral3`` (Ministral 3, the text model of Mistral 3.x): Mistral's layout; llama.py reads its cache.
+    #: ``ministral3`` (Ministral 3, the text model of Mistral 3.x): Mistral's layout; the Llama rules read its
+    #: cache (:class:`Ministral3Parser`).
     weight_types = ("mistral", "ministral", "ministral3")
 
     def vision_weights(self, outer: Mapping[str, Any], r: ConfigReader, text_hidden: int) -> list[WeightPart] | None:
         vision = outer["vision_config"]
         return pixtral_weights(outer, r, text_hidden) if vision.get("model_type") == "pixtral" else None
+
+
+class Ministral3Parser(LlamaParser):
+    """Ministral 3 (``ministral3``) and Mistral-Nemo (``mistral_nemo``): their caches read by the Llama rules (a
+    ``sliding_window`` makes every layer sliding), without Mistral's defaults; Mistral-Nemo's weights Llama's
+    layout (Ministral 3's are counted by :class:`MistralParser`)."""
+
+    model_types = ("mistral_nemo", "ministral3")
+    weight_types = ("mistral_nemo",)
+    defaults_by_type = {}
 
 
 class MixtralParser(DecoderParser):
@@ -40,6 +55,19 @@ class MixtralParser(DecoderParser):
 
     def moe_layout(self, r: ConfigReader, model_type: str, layers: int, intermediate: int, top_k: int | None) -> MoeLayout:
         return every_layer_moe(r, layers, intermediate, top_k)
+
+
+class Mistral4Parser(DecoderParser):
+    """Mistral 4 (``mistral4``): the DeepSeek-V3 layout (MLA with a full q, dense then MoE layers with shared
+    experts, no router correction bias; :func:`~kvplan.models.mla.mla_decoder_weights`)."""
+
+    family = "mistral4"
+    weight_types = ("mistral4",)
+    #: Mistral4Config's defaults (transformers 5.24) of the keys the count reads.
+    defaults_by_type = {"mistral4": {"first_k_dense_replace": 0, "tie_word_embeddings": False}}
+
+    def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
+        return mla_decoder_weights(r, model_type, router_bias=False)
 
 
 def pixtral_weights(outer: Mapping[str, Any], text: ConfigReader, text_hidden: int) -> list[WeightPart]:
@@ -77,4 +105,7 @@ def pixtral_weights(outer: Mapping[str, Any], text: ConfigReader, text_hidden: i
     return [tower, projector]
 
 
-PARSERS: tuple[type[ArchParser], ...] = (MistralParser, MixtralParser)
+#: Model types counted here whose cache no parser here reads, and why.
+CACHE_NOT_READ = {"mistral4": "MLA in every layer (kv_lora_rank): the generic rules read its cache"}
+
+PARSERS: tuple[type[ArchParser], ...] = (MistralParser, Ministral3Parser, MixtralParser, Mistral4Parser)

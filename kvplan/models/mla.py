@@ -1,6 +1,6 @@
-"""Multi-head latent attention beyond DeepSeek's own checkpoints: the per-layer MLA weight toolkit the MLA families
-count with (deepseek.py: Mistral Large 4, HY-V4, A.X-K1/K2, dots3-note, LongCat-Flash), and the DeepSeek-V3
-layout under other names whose caches other modules read (llama.py: ``glm4_moe_lite``) or the generic rules do.
+"""Multi-head latent attention weights, generically: the per-layer MLA toolkit the MLA families count with
+(deepseek.py: Mistral Large 4, HY-V4, A.X-K1/K2, dots3-note, LongCat-Flash, MiniCPM3...; glm.py: GLM-5, GLM-4.7-Flash;
+mistral.py: Mistral 4), and :func:`mla_decoder_weights`, the DeepSeek-V3 layout those families share.
 """
 
 from __future__ import annotations
@@ -8,18 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan.errors import ConfigError
-from kvplan.models.base import ArchParser, ConfigReader
-from kvplan.models.decoder import DecoderParser, note_mtp
-from kvplan.models.tensors import (
-    Tensors,
-    WeightCount,
-    WeightPart,
-    count_of,
-    embeddings,
-    experts_parts,
-    hidden_of,
-    vocab_of,
-)
+from kvplan.models.base import ConfigReader, embeddings, hidden_of, vocab_of
+from kvplan.models.decoder import note_mtp
+from kvplan.models.tensors import Tensors, WeightCount, WeightPart, count_of, experts_parts
 
 
 def per_layer_list(r: ConfigReader, key: str, layers: int, allowed: set[Any], default: list[Any] | None) -> list[Any]:
@@ -117,53 +108,36 @@ def finish_mla_moe(r: ConfigReader, t: Tensors, hidden: int, layers: int, heads:
                      "qkv_width": q_width + dims["kv_lora_rank"] + dims["qk_rope_head_dim"], "vocab_size": vocab_of(r)})
 
 
-class MlaDecoderParser(DecoderParser):
+def mla_decoder_weights(r: ConfigReader, name: str, *, router_bias: bool, dense_first: str = "",
+                        v_head_dim_from_hidden: str = "") -> WeightCount:
     """The DeepSeek-V3 layout under other names: MLA (q LoRA or a full q) in every layer, dense MLPs and MoE
-    layers with shared experts per ``mlp_layer_types`` or ``first_k_dense_replace`` / ``moe_layer_freq``
-    (Mistral 4, Sarvam-MLA, GLM-4.7-Flash ``glm4_moe_lite``), or dense only (Youtu-LLM, MiniCPM3).
+    layers with shared experts per ``mlp_layer_types`` or ``first_k_dense_replace`` (``moe_layer_freq`` is not
+    read), or dense only when the config has no ``n_routed_experts``.
 
-    Their caches are read elsewhere (llama.py lists glm4_moe_lite) or generically; this class counts weights.
-    """
-
-    model_types = ()
-    weight_types = ("mistral4", "sarvam_mla", "glm4_moe_lite", "youtu", "minicpm3")
-    #: The config classes' defaults (transformers 5.24) of the keys the count reads.
-    defaults_by_type = {
-        "mistral4": {"first_k_dense_replace": 0, "tie_word_embeddings": False},
-        "sarvam_mla": {"first_k_dense_replace": 1, "tie_word_embeddings": False},
-        "glm4_moe_lite": {"tie_word_embeddings": False},
-        "youtu": {"tie_word_embeddings": True},
-        "minicpm3": {"tie_word_embeddings": True},
-    }
-    #: Routers with DeepSeek-V3's e_score_correction_bias (Mistral 4's has none).
-    ROUTER_BIAS = frozenset({"sarvam_mla", "glm4_moe_lite"})
-
-    def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
-        hidden = hidden_of(r)
-        layers = r.first_of("num_hidden_layers", ("num_hidden_layers",))
-        heads = r.first_of("num_attention_heads", ("num_attention_heads",))
-        if model_type == "minicpm3" and not r.has("v_head_dim"):
-            r.note(f"v_head_dim is not in the config: MiniCPM3Config derives hidden_size // num_attention_heads = "
-                   f"{hidden // heads}")
-            r.defaults["v_head_dim"] = hidden // heads
-        dims = mla_dims(r)
-        bias = r.flag("attention_bias", False)
-        if model_type == "glm4_moe_lite" and not r.has("mlp_layer_types"):
-            r.note("mlp_layer_types is not in the config: Glm4MoeLiteConfig's default, a dense first layer, MoE after")
-            kinds = ["dense"] * min(1, layers) + ["sparse"] * max(layers - 1, 0)
-        elif r.has("mlp_layer_types"):
-            kinds = mlp_layer_kinds(r, layers)
-        elif r.has("n_routed_experts"):  # MoE from first_k_dense_replace on (moe_layer_freq is not read)
-            first = r.first_of("first_k_dense_replace", ("first_k_dense_replace",), kind="count")
-            kinds = ["sparse" if i >= first else "dense" for i in range(layers)]
-        else:
-            kinds = ["dense"] * layers
-        t = Tensors()
-        for _ in range(layers):
-            add_mla_layer(t, hidden, heads, dims, bias=bias)
-        return finish_mla_moe(r, t, hidden, layers, heads, dims, kinds.count("sparse"),
-                              router_bias=model_type in self.ROUTER_BIAS, name=model_type)
-
-
-
-PARSERS: tuple[type[ArchParser], ...] = (MlaDecoderParser,)
+    ``router_bias``: the router has DeepSeek-V3's e_score_correction_bias. ``dense_first``: the config class whose
+    rule, without ``mlp_layer_types``, is a dense first layer and MoE after it. ``v_head_dim_from_hidden``: the
+    config class that derives a missing ``v_head_dim`` as ``hidden_size // num_attention_heads``."""
+    hidden = hidden_of(r)
+    layers = r.first_of("num_hidden_layers", ("num_hidden_layers",))
+    heads = r.first_of("num_attention_heads", ("num_attention_heads",))
+    if v_head_dim_from_hidden and not r.has("v_head_dim"):
+        r.note(f"v_head_dim is not in the config: {v_head_dim_from_hidden} derives hidden_size // "
+               f"num_attention_heads = {hidden // heads}")
+        r.defaults["v_head_dim"] = hidden // heads
+    dims = mla_dims(r)
+    bias = r.flag("attention_bias", False)
+    if dense_first and not r.has("mlp_layer_types"):
+        r.note(f"mlp_layer_types is not in the config: {dense_first}'s default, a dense first layer, MoE after")
+        kinds = ["dense"] * min(1, layers) + ["sparse"] * max(layers - 1, 0)
+    elif r.has("mlp_layer_types"):
+        kinds = mlp_layer_kinds(r, layers)
+    elif r.has("n_routed_experts"):  # MoE from first_k_dense_replace on (moe_layer_freq is not read)
+        first = r.first_of("first_k_dense_replace", ("first_k_dense_replace",), kind="count")
+        kinds = ["sparse" if i >= first else "dense" for i in range(layers)]
+    else:
+        kinds = ["dense"] * layers
+    t = Tensors()
+    for _ in range(layers):
+        add_mla_layer(t, hidden, heads, dims, bias=bias)
+    return finish_mla_moe(r, t, hidden, layers, heads, dims, kinds.count("sparse"), router_bias=router_bias,
+                          name=name)

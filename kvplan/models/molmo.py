@@ -1,6 +1,6 @@
 """AllenAI Molmo2's language model (``molmo2_text``): the pre-norm gated decoder with q/k RMSNorms per head
 (``qk_norm_type`` "qwen3") or over all heads ("olmo"), and an embedding of ``vocab_size +
-additional_vocab_size`` rows beside an lm_head of ``vocab_size``. Its vision tower is in vision.py."""
+additional_vocab_size`` rows beside an lm_head of ``vocab_size``. Its vision tower is in vision_towers.py."""
 
 from __future__ import annotations
 
@@ -41,5 +41,8 @@ class Molmo2TextParser(DecoderParser):
                            hidden_size=counted.hidden_size, mlp_width=counted.mlp_width, qkv_width=counted.qkv_width,
                            vocab_size=counted.vocab_size)
 
+
+#: Model types counted here whose cache no parser here reads, and why.
+CACHE_NOT_READ = {"molmo2_text": "GQA in every layer: the generic rules read its cache"}
 
 PARSERS: tuple[type[ArchParser], ...] = (Molmo2TextParser,)

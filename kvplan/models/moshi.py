@@ -5,8 +5,8 @@ generic rules (``sliding_window`` over every layer)."""
 
 from __future__ import annotations
 
-from kvplan.models.base import ArchParser, ConfigReader
-from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, gqa_attention, tied
+from kvplan.models.base import ArchParser, ConfigReader, tied
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, gqa_attention
 
 
 class MoshiParser(ArchParser):

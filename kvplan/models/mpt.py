@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kvplan.models.base import _MISSING, ArchParser, ConfigReader
-from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, hidden_of, switch, vocab_of
+from kvplan.models.base import _MISSING, ArchParser, ConfigReader, embeddings, hidden_of, switch, vocab_of
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of
 
 
 class MptParser(ArchParser):

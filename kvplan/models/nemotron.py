@@ -1,26 +1,27 @@
-"""NVIDIA Nemotron: Nemotron-H (Mamba-2, attention, MLP and MoE blocks by ``hybrid_override_pattern``) and the
-NAS-pruned Llama-3.x-Nemotron (DeciLM ``block_configs``). Nemotron-4 (``nemotron``) is read by the Llama rules."""
+"""NVIDIA Nemotron: Nemotron-H (Mamba-2, attention, MLP and MoE blocks by ``hybrid_override_pattern``), the
+NAS-pruned Llama-3.x-Nemotron (DeciLM ``block_configs``) and Nemotron-4 / Minitron (``nemotron``: Llama's cache)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 from kvplan.errors import ConfigError
-from kvplan.models.base import FULL, NONE, STATE, ArchParser, ConfigReader, with_config_ssm_dtype
-from kvplan.models.decoder import DecoderLayout, DecoderParser
-from kvplan.models.mamba import mamba2_state
-from kvplan.models.tensors import (
-    Matrix,
-    WeightCount,
-    WeightPart,
-    count_of,
+from kvplan.models.base import (
+    FULL,
+    NONE,
+    STATE,
+    ArchParser,
+    ConfigReader,
     embeddings,
-    experts_parts,
-    gqa_attention,
     hidden_of,
     switch,
     vocab_of,
+    with_config_ssm_dtype,
 )
+from kvplan.models.decoder import DecoderLayout
+from kvplan.models.llama import LlamaParser
+from kvplan.models.mamba import mamba2_state
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, experts_parts, gqa_attention
 from kvplan.specs import FullAttentionSpec, LayerSpec, NoCacheSpec, SlidingWindowSpec, StateSpec
 
 
@@ -221,18 +222,20 @@ class NemotronNasParser(ArchParser):
         return specs
 
 
+class NemotronParser(LlamaParser):
+    """Nemotron-4 / Minitron (``nemotron``, NemotronConfig): Llama's cache and attention (``attention_bias`` on
+    q/k/v/o), a non-gated squared-ReLU MLP (``mlp_bias``), LayerNorm1P with a bias."""
 
-class NemotronParser(DecoderParser):
-    """Nemotron-4 / Minitron (``nemotron``, NemotronConfig): Llama's attention (``attention_bias`` on q/k/v/o), a
-    non-gated squared-ReLU MLP (``mlp_bias``), LayerNorm1P with a bias. The cache is read with the Llama rules
-    (llama.py); this class counts weights."""
-
-    family = "nemotron"
-    model_types = ()
+    model_types = ("nemotron",)
     weight_types = ("nemotron",)
     defaults_by_type = {"nemotron": {"tie_word_embeddings": False}}
+    WINDOWLESS = frozenset({"nemotron"})
 
     def decoder_layout(self, model_type: str) -> DecoderLayout:
         return DecoderLayout(gated_mlp=False, norm_bias=True)
+
+
+#: Model types read here whose weights no parser here counts under that name, and why.
+WEIGHTS_NOT_COUNTED = {"nemotron-nas": "remote code (DeciLM block_configs): not counted"}
 
 PARSERS: tuple[type[ArchParser], ...] = (NemotronHParser, NemotronNasParser, NemotronParser)

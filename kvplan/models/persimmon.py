@@ -1,27 +1,28 @@
-"""Adept Persimmon (``persimmon``) and Fuyu (``fuyu``: Persimmon with a linear patch embedding), the weights.
+"""Adept Persimmon (``persimmon``) and Fuyu (``fuyu``: Persimmon with a linear patch embedding).
 
-Persimmon's cache (plain MHA) is read with the Llama rules (llama.py); this module counts its weights
-(transformers 5.24 modeling_persimmon.py, modeling_fuyu.py).
+Persimmon's cache (plain MHA) is read with the Llama rules; its weights are GPT-style blocks (transformers 5.24
+modeling_persimmon.py, modeling_fuyu.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from kvplan.models.base import ArchParser, ConfigReader
+from kvplan.models.base import ArchParser, ConfigReader, hidden_of, switch
 from kvplan.models.decoder import classic_decoder
-from kvplan.models.tensors import Matrix, WeightCount, WeightPart, hidden_of, switch
+from kvplan.models.llama import LlamaParser
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart
 
 
-class PersimmonParser(ArchParser):
+class PersimmonParser(LlamaParser):
     """Persimmon: a fused q/k/v and o with biases, a squared-ReLU MLP with biases, LayerNorms with biases and, with
     ``qk_layernorm`` (default true), a LayerNorm over each head's q and k. Under Fuyu (the outer config's model_type),
     the image patches enter through one linear layer (``patch_size``^2 x ``num_channels`` -> hidden, with a bias)."""
 
-    family = "persimmon"
-    model_types = ()
+    model_types = ("persimmon",)
     weight_types = ("persimmon",)
     defaults_by_type = {"persimmon": {"tie_word_embeddings": False, "qk_layernorm": True}}
+    WINDOWLESS = frozenset({"persimmon"})
 
     def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
         counted = classic_decoder(r, model_type, inner_aliases=("intermediate_size",))

@@ -1,9 +1,11 @@
-"""Microsoft Phi: Phi-1/2 (GPT-style parallel blocks), Phi-3/3.5/4 (Llama-style gated decoder)."""
+"""Microsoft Phi: Phi-1/2 (GPT-style parallel blocks), Phi-3/3.5/4 (Llama-style gated decoder), and Phi-3-small
+(``phi3small``, remote code read by the Llama rules)."""
 
 from __future__ import annotations
 
 from kvplan.models.base import ArchParser, ConfigReader
 from kvplan.models.decoder import NO_MOE, DecoderLayout, DecoderParser, MoeLayout, classic_decoder, every_layer_moe
+from kvplan.models.llama import LlamaParser
 from kvplan.models.tensors import WeightCount
 
 
@@ -30,4 +32,14 @@ class PhiParser(DecoderParser):
                                lm_head_bias=True)
 
 
-PARSERS: tuple[type[ArchParser], ...] = (PhiParser,)
+class Phi3SmallParser(LlamaParser):
+    """Phi-3-small (``phi3small``, remote code): its GQA cache read by the Llama rules."""
+
+    model_types = ("phi3small",)
+    weight_types = ()
+
+
+#: Model types read here whose weights no parser here counts under that name, and why.
+WEIGHTS_NOT_COUNTED = {"phi3small": "remote code: not counted", "phi4": "not a transformers model type: not counted"}
+
+PARSERS: tuple[type[ArchParser], ...] = (PhiParser, Phi3SmallParser)

@@ -1,24 +1,26 @@
-"""Qwen: Qwen2/2.5/3 (+MoE, +VL), and the hybrid Qwen3-Next and Qwen3.5 (gated delta net + gated attention)."""
+"""Qwen: Qwen (1, remote code, read by the Llama rules), Qwen2/2.5/3 (+MoE, +VL), and the hybrid Qwen3-Next and
+Qwen3.5 (gated delta net + gated attention)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
-from kvplan.models.base import FULL, SLIDING, STATE, ArchParser, ConfigReader, with_config_ssm_dtype
-from kvplan.models.decoder import NO_MOE, DecoderLayout, DecoderParser, MoeLayout, sparse_step_moe
-from kvplan.models.tensors import (
-    Matrix,
-    WeightCount,
-    WeightPart,
-    count_of,
+from kvplan.models.base import (
+    FULL,
+    SLIDING,
+    STATE,
+    ArchParser,
+    ConfigReader,
     embeddings,
-    experts_parts,
-    gqa_attention,
     hidden_of,
     vocab_of,
+    with_config_ssm_dtype,
 )
-from kvplan.models.vision import PROJECTORS as VISION_PROJECTORS
+from kvplan.models.decoder import NO_MOE, DecoderLayout, DecoderParser, MoeLayout, sparse_step_moe
+from kvplan.models.llama import LlamaParser
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, experts_parts, gqa_attention
+from kvplan.models.vision_projectors import PROJECTORS as VISION_PROJECTORS
 from kvplan.specs import StateSpec
 
 
@@ -76,16 +78,16 @@ class Qwen3NextParser(ArchParser):
     """Qwen3-Next: gated delta net layers, full attention every ``full_attention_interval``-th layer."""
 
     family = "qwen3_next"
-    model_types = ("qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text")
+    model_types: ClassVar[tuple[str, ...]] = ("qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text")
     defaults = {
         "head_dim": 256, "full_attention_interval": 4, "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128,
         "linear_value_head_dim": 128, "linear_num_key_heads": 16, "linear_num_value_heads": 32,
     }
     #: Qwen3NextConfig defaults of the keys weight counting reads.
-    defaults_by_type = {"qwen3_next": {"tie_word_embeddings": False, "shared_expert_intermediate_size": 512,
+    defaults_by_type: ClassVar[Mapping[str, Mapping[str, Any]]] = {"qwen3_next": {"tie_word_embeddings": False, "shared_expert_intermediate_size": 512,
                                        "num_experts": 512, "moe_intermediate_size": 512, "num_experts_per_tok": 10,
                                        "decoder_sparse_step": 1}}
-    weight_types = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
+    weight_types: ClassVar[tuple[str, ...]] = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
 
     def pattern_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
         interval = r.first_of("full_attention_interval", ["full_attention_interval"])
@@ -155,7 +157,7 @@ class Qwen3NextParser(ArchParser):
         return count_of(parts, experts if moe else None, top_k if moe else None, shape)
 
     def vision_weights(self, outer: Mapping[str, Any], r: ConfigReader, text_hidden: int) -> list[WeightPart] | None:
-        # MiniCPM-V 4.6 / 4.7 wrap a Qwen3.5 text model around their own tower (kvplan/models/vision.py)
+        # MiniCPM-V 4.6 / 4.7 wrap a Qwen3.5 text model around their own tower (kvplan/models/vision_towers.py)
         return None if outer.get("model_type") in VISION_PROJECTORS else qwen3_vl_vision(outer, r)
 
 
@@ -198,4 +200,18 @@ def qwen3_vl_vision(outer: Mapping[str, Any], text: ConfigReader) -> list[Weight
     return [tower, projector]
 
 
-PARSERS: tuple[type[ArchParser], ...] = (QwenParser, Qwen3NextParser)
+class QwenV1Parser(LlamaParser):
+    """Qwen (1) (``qwen``, remote code): its MHA cache read by the Llama rules."""
+
+    model_types = ("qwen",)
+    weight_types = ()
+
+
+#: Model types read here whose weights no parser here counts under that name, and why.
+WEIGHTS_NOT_COUNTED = {
+    "qwen": "remote code: not counted",
+    **{t: "a wrapper: its weights are counted under its text_config's model_type"
+       for t in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe")},
+}
+
+PARSERS: tuple[type[ArchParser], ...] = (QwenV1Parser, QwenParser, Qwen3NextParser)

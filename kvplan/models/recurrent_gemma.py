@@ -16,8 +16,8 @@ a temporal convolution with bias, the RG-LRU's recurrent parameter and block-dia
 from __future__ import annotations
 
 from kvplan.errors import ConfigError
-from kvplan.models.base import SLIDING, STATE, ArchParser, ConfigReader
-from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, hidden_of, vocab_of
+from kvplan.models.base import SLIDING, STATE, ArchParser, ConfigReader, embeddings, hidden_of, vocab_of
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of
 from kvplan.specs import StateSpec
 
 

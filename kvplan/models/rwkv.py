@@ -14,8 +14,8 @@ untied head.
 
 from __future__ import annotations
 
-from kvplan.models.base import STATE, ArchParser, ConfigReader
-from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, hidden_of, vocab_of
+from kvplan.models.base import STATE, ArchParser, ConfigReader, embeddings, hidden_of, vocab_of
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of
 from kvplan.specs import StateSpec
 
 

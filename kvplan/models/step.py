@@ -61,4 +61,7 @@ class Step3p7Parser(DecoderParser):
         return MoeLayout(layers=moe, experts=experts, top_k=top_k, expert_size=size, shared_size=shared_size)
 
 
+#: Model types read here whose weights no parser here counts under that name, and why.
+WEIGHTS_NOT_COUNTED = {"step3p7_text": "not counted under this name: a step3p7 config's weights are counted under step3p7"}
+
 PARSERS: tuple[type[ArchParser], ...] = (Step3p7Parser,)

@@ -66,9 +66,10 @@ def weights_from_safetensors(
     """
     if fetch is None:
         try:
-            from huggingface_hub import get_safetensors_metadata as fetch
+            from huggingface_hub import get_safetensors_metadata
         except ImportError:  # pragma: no cover - a dependency
             raise SourceError("huggingface_hub is not installed", "pip install huggingface-hub") from None
+        fetch = get_safetensors_metadata
     try:
         metadata = fetch(repo_id, revision=revision, token=token)
     except Exception as exc:

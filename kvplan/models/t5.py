@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from kvplan.models.bart import EncoderDecoderParser
-from kvplan.models.base import ArchParser, ConfigReader
-from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, hidden_of, switch, vocab_of
+from kvplan.models.base import ArchParser, ConfigReader, embeddings, hidden_of, switch, vocab_of
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of
 
 
 class T5Parser(EncoderDecoderParser):

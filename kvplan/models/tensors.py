@@ -1,18 +1,14 @@
 """Weight tensors, generically: the matrices and vectors a family's layout is made of, the estimate
-they add up to, and the building blocks every family counts with (embeddings, GQA attention,
-experts). Family-free: what a given architecture holds is said in its own module.
+they add up to, and the building blocks every family counts with (GQA attention, experts).
+Family-free: what a given architecture holds is said in its own module.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kvplan.units import cdiv
-
-if TYPE_CHECKING:
-    from kvplan.models.base import ConfigReader
-
 
 #: Roles whose matrices a weight-quantisation method converts (unless listed as not converted).
 QUANTISED_ROLES = frozenset({"attention", "mlp", "experts", "shared_experts"})
@@ -241,39 +237,6 @@ class Tensors:
 
 
 # ---- building blocks -----------------------------------------------------------------------
-def hidden_of(r: ConfigReader) -> int:
-    return r.first_of("hidden_size", ("hidden_size", "n_embd", "d_model", "dim"))
-
-
-def tied(r: ConfigReader) -> bool:
-    value = r.raw("tie_word_embeddings")
-    if isinstance(value, bool):
-        return value
-    if value is not _missing():
-        r.check("tie_word_embeddings", value, "bool")  # raises: 1, "true" are not booleans
-    if "tie_word_embeddings" in r.defaults:
-        tied = bool(r.defaults["tie_word_embeddings"])
-        r.note(f"tie_word_embeddings is not in the config; the {r.defaults_name} default is {str(tied).lower()}")
-        return tied
-    r.note("tie_word_embeddings is not in the config; transformers' default true (lm_head shares the embedding)")
-    return True
-
-
-def embeddings(r: ConfigReader, hidden: int, *, lm_head_bias: bool = False) -> list[WeightPart]:
-    vocab = vocab_of(r)
-    parts = [WeightPart(name="embed_tokens", matrices=(Matrix(in_features=hidden, out_features=vocab),))]
-    if not tied(r):
-        parts.append(
-            WeightPart(name="lm_head", matrices=(Matrix(in_features=hidden, out_features=vocab),),
-                       other_parameters=vocab if lm_head_bias else 0)
-        )
-    return parts
-
-
-def vocab_of(r: ConfigReader) -> int:
-    return r.first_of("vocab_size", ("vocab_size", "padded_vocab_size", "n_vocab"))
-
-
 def gqa_attention(hidden: int, heads: int, kv_heads: int, head_dim: int, layers: int, *,
                   q_factor: int = 1) -> list[Matrix]:
     """q (x q_factor for gated attention), k, v and o projections of ``layers`` attention layers."""
@@ -298,20 +261,3 @@ def experts_parts(hidden: int, expert_size: int, experts: int, n_moe: int, *, ga
     parts.append(WeightPart(name="router", matrices=(Matrix(in_features=hidden, out_features=experts, count=n_moe),),
                             other_parameters=experts * n_moe if router_bias else 0, tp_sharded=False))
     return parts
-
-
-def switch(r: ConfigReader, key: str, default: bool) -> bool:
-    value = r.raw(key)
-    if isinstance(value, bool):
-        return value
-    if value is not _missing():
-        r.check(key, value, "bool")  # raises: 1, "true" are not booleans
-    default = bool(r.defaults.get(key, default))
-    r.note(f"{r.prefix}{key} is not in the config; the {r.defaults_name} default is {str(default).lower()}")
-    return default
-
-
-def _missing() -> object:
-    from kvplan.models.base import _MISSING
-
-    return _MISSING

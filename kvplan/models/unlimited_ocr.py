@@ -25,4 +25,7 @@ class UnlimitedOcrTextParser(DecoderParser):
                              expert_size=size, shared_size=shared * size or None)
 
 
+#: Model types counted here whose cache no parser here reads, and why.
+CACHE_NOT_READ = {"unlimited_ocr_text": "reference-sliding layers by layer_types: the generic rules read its cache"}
+
 PARSERS: tuple[type[ArchParser], ...] = (UnlimitedOcrTextParser,)

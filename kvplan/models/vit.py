@@ -8,8 +8,8 @@ ViTModel (transformers, as ``AutoModel`` builds an encoder): a class token, lear
 
 from __future__ import annotations
 
-from kvplan.models.base import ArchParser, ConfigReader
-from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, switch
+from kvplan.models.base import ArchParser, ConfigReader, switch
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of
 
 
 class VitParser(ArchParser):
@@ -44,5 +44,8 @@ class VitParser(ArchParser):
         return count_of(parts, None, None, {"hidden_size": h, "mlp_width": inner, "qkv_width": 3 * h,
                                             "vocab_size": 0})
 
+
+#: Model types counted here whose cache no parser here reads, and why.
+CACHE_NOT_READ = {"vit": "an image encoder: it keeps no cache"}
 
 PARSERS: tuple[type[ArchParser], ...] = (VitParser,)

@@ -1,7 +1,7 @@
 """The BART lineage's decoders run alone, as their own models: TrOCR (the text decoder of a
 vision-encoder-decoder), XGLM and Kosmos-2's and Kosmos-2.5's text models (with Kosmos-2's vision tower and its
-perceiver-style projection). Their cache follows the BART rules (bart.py reads it: self-attention only);
-this module counts their weights, each with its config class's defaults (transformers 5.24).
+perceiver-style projection). Their cache follows the BART rules for a decoder alone (self-attention only, no
+cross-attention); each reads its config class's defaults (transformers 5.24).
 """
 
 from __future__ import annotations
@@ -9,17 +9,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from kvplan.models.bart import _BY_TYPE, EncoderDecoderParser
-from kvplan.models.base import ArchParser, ConfigReader
-from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, switch, vocab_of
+from kvplan.models.bart import EncoderDecoderParser
+from kvplan.models.base import ArchParser, ConfigReader, embeddings, switch, vocab_of
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of
 
-#: Each config class's defaults of the keys the weight count reads, beside the cache keys bart.py reads.
-_WEIGHT_DEFAULTS: dict[str, dict[str, Any]] = {
-    "trocr": {"d_model": 1024, "decoder_layers": 12, "decoder_ffn_dim": 4096, "vocab_size": 50265,
+#: Each config class's defaults of the keys the cache layout and the weight count read (over BartConfig's).
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "trocr": {"max_position_embeddings": 512, "is_encoder_decoder": False,
+              "d_model": 1024, "decoder_layers": 12, "decoder_ffn_dim": 4096, "vocab_size": 50265,
               "use_learned_position_embeddings": True, "layernorm_embedding": True, "tie_word_embeddings": True},
-    "xglm": {"vocab_size": 256008, "add_cross_attention": False, "tie_word_embeddings": True},
-    "kosmos_2_text_model": {"vocab_size": 65037, "add_cross_attention": False, "tie_word_embeddings": True},
-    "kosmos_2_5_text_model": {"vocab_size": 108481, "tie_word_embeddings": True},
+    "xglm": {"num_layers": 24, "attention_heads": 16, "d_model": 1024, "ffn_dim": 4096,
+             "max_position_embeddings": 2048, "is_encoder_decoder": False,
+             "vocab_size": 256008, "add_cross_attention": False, "tie_word_embeddings": True},
+    "kosmos_2_text_model": {"layers": 24, "attention_heads": 32, "embed_dim": 2048, "ffn_dim": 8192,
+                            "max_position_embeddings": 2048, "is_encoder_decoder": False,
+                            "vocab_size": 65037, "add_cross_attention": False, "tie_word_embeddings": True},
+    "kosmos_2_5_text_model": {"layers": 24, "attention_heads": 16, "embed_dim": 1536, "ffn_dim": 6144,
+                              "max_position_embeddings": 4096, "is_encoder_decoder": False,
+                              "vocab_size": 108481, "tie_word_embeddings": True},
 }
 #: Kosmos2VisionConfig's defaults.
 _KOSMOS2_VISION = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "num_channels": 3,
@@ -36,15 +43,17 @@ def _attention(d: int, kdim: int, count: int) -> tuple[tuple[Matrix, ...], int]:
 
 
 class DecoderLineageParser(EncoderDecoderParser):
-    """Weights of TrOCR, XGLM and the Kosmos-2 text model: learned or sinusoidal positions (sinusoidal ones
-    are buffers a checkpoint does not save), LayerNorms with bias, cross-attention blocks only where the
-    model builds them (TrOCRForCausalLM always; XGLM and Kosmos-2 with ``add_cross_attention``)."""
+    """TrOCR, XGLM and the Kosmos-2 / Kosmos-2.5 text models: the decoder alone caches self-attention only.
+    Weights: learned or sinusoidal positions (sinusoidal ones are buffers a checkpoint does not save), LayerNorms
+    with bias, cross-attention blocks only where the model builds them (TrOCRForCausalLM always; XGLM and
+    Kosmos-2 with ``add_cross_attention``)."""
 
-    family = "decoder_lineage"
-    model_types: ClassVar[tuple[str, ...]] = ()
-    defaults_by_type: ClassVar[Mapping[str, Mapping[str, Any]]] = {
-        t: {**_BY_TYPE[t], **_WEIGHT_DEFAULTS[t]} for t in _WEIGHT_DEFAULTS}
-    weight_types: ClassVar[tuple[str, ...]] = tuple(_WEIGHT_DEFAULTS)
+    model_types: ClassVar[tuple[str, ...]] = tuple(DEFAULTS)
+    defaults_by_type: ClassVar[Mapping[str, Mapping[str, Any]]] = DEFAULTS
+    weight_types: ClassVar[tuple[str, ...]] = tuple(DEFAULTS)
+
+    def has_encoder(self, r: ConfigReader) -> bool:
+        return False
 
     def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
         d = r.first_of("hidden_size", self.HIDDEN)

@@ -14,8 +14,8 @@ and an untied head; ``use_bias`` adds biases to every projection and to the thre
 
 from __future__ import annotations
 
-from kvplan.models.base import STATE, ArchParser, ConfigReader
-from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, switch, vocab_of
+from kvplan.models.base import STATE, ArchParser, ConfigReader, embeddings, switch, vocab_of
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of
 from kvplan.specs import StateSpec
 
 

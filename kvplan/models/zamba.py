@@ -20,9 +20,9 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from kvplan.errors import ConfigError
-from kvplan.models.base import ArchParser, ConfigReader
+from kvplan.models.base import ArchParser, ConfigReader, embeddings, hidden_of, switch, vocab_of
 from kvplan.models.mamba import mamba1_state, mamba2_state
-from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, hidden_of, switch, vocab_of
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of
 from kvplan.specs import FullAttentionSpec, LayerSpec, NoCacheSpec, StateSpec
 
 _MAMBA, _HYBRID = ("mamba", "linear_attention"), "hybrid"

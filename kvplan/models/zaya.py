@@ -13,8 +13,8 @@ around attention and the MLP.
 from __future__ import annotations
 
 from kvplan.errors import ConfigError
-from kvplan.models.base import ArchParser, ConfigReader
-from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, embeddings, hidden_of, vocab_of
+from kvplan.models.base import ArchParser, ConfigReader, embeddings, hidden_of, vocab_of
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of
 from kvplan.specs import FullAttentionSpec, LayerSpec, StateSpec
 
 

@@ -1,0 +1,69 @@
+"""Composite encoder-decoders: encoder-decoder, vision- and speech-encoder-decoder, T5Gemma (composite.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from transformers_meta import check_lm_count
+from zoo_generate import N, P, check_zoo, kv, kv_bytes
+
+from kvplan.models import count_weights
+
+BERT = {"model_type": "bert", "num_hidden_layers": 2, "num_attention_heads": 12, "hidden_size": 768,
+        "intermediate_size": 64, "vocab_size": 512, "max_position_embeddings": 512, "type_vocab_size": 2,
+        "is_decoder": False}
+
+
+def test_encoder_decoder_reads_the_nested_decoder(tmp_path: Path) -> None:
+    decoder = {**BERT, "is_decoder": True, "add_cross_attention": True}
+    config = {"model_type": "encoder-decoder", "encoder": BERT, "decoder": decoder,
+              "architectures": ["EncoderDecoderModel"], "is_encoder_decoder": True}
+    expected = kv(2, 12, 64, N) + kv(2, 12, 64, P)
+    assert kv_bytes(config, seq_len=N, encoder_len=P, tmp_path=tmp_path) == expected
+    check_zoo("encoder-decoder", expected)
+    counted = count_weights(config, model_id="bert2bert")
+    one = count_weights({**BERT, "architectures": ["BertLMHeadModel"]}, model_id="bert").parameters
+    h, vocab = 768, 512
+    head, pooler = h * h + h + 2 * h + vocab, h * h + h  # the encoder is BertModel: its pooler, no LM head
+    assert counted.parameters == one - head + pooler + count_weights(decoder, model_id="dec").parameters
+
+
+def test_t5gemma_sliding_and_cross(tmp_path: Path) -> None:
+    module = {"model_type": "t5_gemma_module", "num_hidden_layers": 2, "num_attention_heads": 8,
+              "num_key_value_heads": 4, "head_dim": 256, "hidden_size": 2304, "sliding_window": 4096,
+              "layer_types": ["sliding_attention", "full_attention"]}
+    config = {"model_type": "t5gemma", "encoder": {**module, "is_decoder": False},
+              "decoder": {**module, "is_decoder": True}, "is_encoder_decoder": True}
+    expected = kv(2, 4, 256, N) + kv(2, 4, 256, P)  # N < window: the sliding layer holds every token
+    assert kv_bytes(config, seq_len=N, encoder_len=P, tmp_path=tmp_path) == expected
+    check_zoo("t5gemma", expected)
+
+
+@pytest.mark.parametrize("encoder_type", ["bert", "roberta"])
+def test_encoder_decoder_counts_the_encoder_as_a_bare_model(encoder_type: str) -> None:
+    """BERT2BERT-style ``encoder-decoder``: the encoder is AutoModel's bare stack (pooler, no LM head), the
+    decoder the LM-head model with cross-attention."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    encoder = transformers.AutoConfig.for_model(encoder_type, num_hidden_layers=2)
+    decoder = transformers.AutoConfig.for_model("bert", num_hidden_layers=2, is_decoder=True, add_cross_attention=True)
+    config = transformers.EncoderDecoderConfig.from_encoder_decoder_configs(encoder, decoder)
+    with torch.device("meta"):
+        model = transformers.EncoderDecoderModel(config=config)
+    expected = sum(p.numel() for p in model.parameters())
+    assert count_weights(config.to_dict(), model_id="bert2bert").parameters == expected
+
+
+#: (model_type and the variant's name, overrides of its config class's defaults): kvplan's count equals
+#: transformers' causal LM (the whole model for an encoder-decoder) on the meta device.
+LM_CASES: list[tuple[str, dict[str, Any]]] = [
+    ("t5gemma", {}),
+    ("t5gemma untied", {"tie_word_embeddings": False}),
+]
+
+
+@pytest.mark.parametrize(("name", "overrides"), LM_CASES, ids=[n for n, _ in LM_CASES])
+def test_lm_weights_equal_transformers(name: str, overrides: dict[str, Any]) -> None:
+    check_lm_count(name, overrides)
