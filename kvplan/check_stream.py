@@ -20,14 +20,14 @@ from typing import IO, Any
 
 from kvplan.checks import check_header, iter_check_rows
 from kvplan.plan import Plan
-from kvplan.yamlio import dump
+from kvplan.report import to_yaml
 
 #: Characters copied from a spool file at a time.
 _CHUNK = 1 << 20
 
 
 def _yaml_row(row: dict[str, Any]) -> str:
-    return dump([row])
+    return to_yaml([row])
 
 
 def _json_row(row: dict[str, Any], first: bool) -> str:
@@ -67,7 +67,7 @@ class CheckRun:
         spool = self.spools[fmt]
         spool.seek(0)
         if fmt == "yaml":
-            yield dump(self.header) + "scenarios:\n"
+            yield to_yaml(self.header) + "scenarios:\n"
         else:
             yield json.dumps({**self.header, "scenarios": []}, indent=2)[: -len("[]\n}")] + "[\n"
         while piece := spool.read(_CHUNK):
