@@ -237,7 +237,7 @@ def iter_check_rows(plan: Plan) -> Iterator[dict[str, Any]]:
             row = run_scenario(scenario, model=location, models=models)
         except KvplanError as exc:
             key = _key_named_in(exc.message, scenario, location)
-            line = scenario.lines.get(key, scenario.line) if key else scenario.line
+            line = plan.line_of("scenarios", scenario.index, *([key] if key else []))
             where = f"{plan.path} line {line}" if line else plan.path
             field = f"{key!r}: " if key else ""
             raise InputError(f"{where}: scenario {scenario.name!r}: {field}{exc.message}", exc.hint) from None

@@ -48,7 +48,7 @@ def load_catalog() -> tuple[GpuSpec, ...]:
 
     import yaml  # NOTE: ~20 ms to import; only commands that name a GPU read the catalog
 
-    text = files("kvplan").joinpath("data", "gpus.yaml").read_text(encoding="utf-8")
+    text = (files("kvplan") / "data" / "gpus.yaml").read_text(encoding="utf-8")
     data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     entries = data.get("gpus") if isinstance(data, dict) else None
     if not isinstance(entries, list):

@@ -202,10 +202,20 @@ BAD_PLANS = {
         "line 3: scenario #1: 'model': the YAML tag 'tag:yaml.org,2002:python/object/apply:os.system' is not allowed", "plain data",
     ),
     "invalid yaml": ("scenarios: [\n", "not valid YAML", None),
+    "invalid yaml, worded by PyYAML": (
+        "scenarios:\n  - name: chat\n    model: [unclosed\n",
+        "line 4: not valid YAML: expected ',' or ']', but got '<stream end>'", "check the indentation",
+    ),
+    "undefined alias": ("scenarios:\n  - *nope\n", "line 2: not valid YAML: found undefined alias 'nope'", None),
+    "unknown key after a merge": (
+        "defaults: &d {batch: 2}\nscenarios:\n  - <<: *d\n    name: a\n    model: meta-llama/Llama-3.1-8B\n    btach: 3\n",
+        "line 6: scenario 'a': unknown key 'btach'", None,
+    ),
     "duplicate key": (
         "scenarios:\n  - name: chat\n    model: meta-llama/Llama-3.1-8B\n    model: Qwen/Qwen3-8B\n",
         "line 4: key 'model' appears twice", None,
     ),
+    "duplicate top-level key": ("scenarios: []\nscenarios: []\n", "line 2: key 'scenarios' appears twice", None),
     "duplicate scenario name": (
         "scenarios:\n  - {name: a, model: meta-llama/Llama-3.1-8B}\n  - {name: a, model: Qwen/Qwen3-8B}\n",
         "scenario name 'a' is used twice", None,
@@ -255,6 +265,17 @@ def test_bad_plan_exits_2_with_a_clear_message(runner, tmp_path, name):
     assert "Traceback" not in result.stderr
     if hint is not None:
         assert hint in result.stderr
+
+
+def test_a_merged_key_may_be_overridden(runner, tmp_path):
+    plan = tmp_path / "kvplan.yaml"
+    plan.write_text("defaults: {seq_len: 4096}\nscenarios:\n  - &base {name: a, model: meta-llama/Llama-3.1-8B, batch: 4}\n"
+                    "  - <<: *base\n    name: b\n    batch: 2\n")
+    result = run_check(runner, plan, "-f", "json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)["scenarios"]
+    assert [(row["name"], row["kv_cache_bytes"]) for row in rows] == [
+        ("a", LLAMA_PER_TOKEN * 4096 * 4), ("b", LLAMA_PER_TOKEN * 4096 * 2)]
 
 
 def test_python_tag_is_never_constructed(runner, tmp_path):

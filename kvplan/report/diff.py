@@ -64,7 +64,7 @@ def load_report(path: Path) -> dict[str, Any]:
     text = read_bounded_text(path, label=f"report {path}", what="report")
     try:
         data = load_json(text, label=str(path), hint=hint) if path.suffix.lower() == ".json" else load_yaml(
-            text, label=str(path))[0]
+            text, label=str(path))
     except yaml.YAMLError as exc:
         raise InputError(f"{path}: not a YAML/JSON report: {str(exc).splitlines()[0]}", hint) from None
     command = data.get("command") if isinstance(data, dict) else None
