@@ -31,6 +31,7 @@ CASES = {
     "capacity_llama70b_llamacpp": ["capacity", "-m", "meta-llama/Llama-3.1-70B", "--gpu", "H100", "--engine", "llama.cpp",
                                    "--max-model-len", "16384"],
     "check_example": ["check", "examples/kvplan.yaml"],
+    "check_example_full": ["check", "examples/kvplan.yaml", "--full"],
 }
 
 _VERSION = re.compile(r"^kvplan_version: .*$", re.MULTILINE)

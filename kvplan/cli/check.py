@@ -12,7 +12,7 @@ EPILOG = (
     "Examples:\n\n"
     "  kvplan check kvplan.yaml\n\n"
     "  kvplan check kvplan.yaml --output kvplan-report.yaml\n\n"
-    "  kvplan check examples/kvplan.yaml --format json\n\n"
+    "  kvplan check examples/kvplan.yaml --format json --full\n\n"
     "Exit codes: 0 every budget holds; 1 a budget is exceeded; 2 a bad plan file."
 )
 
@@ -23,6 +23,10 @@ def check(
     output: OutputOpt = None,
     timestamp: Annotated[
         bool, typer.Option("--timestamp", help="Record the UTC time in the report (off: reports are byte-identical).")
+    ] = False,
+    full: Annotated[
+        bool, typer.Option("--full", help="Write each scenario's whole estimate and capacity report (default: one "
+                           "compact row per scenario: its inputs, KV bytes, fit, concurrency and gates).")
     ] = False,
 ) -> None:
     """Check every scenario of a plan file against its KV-cache budgets."""
@@ -37,7 +41,7 @@ def check(
     to_stdout = output is not None and str(output) == "-"
     formats = {f for f in (output_format(fmt.value, output), "yaml" if to_stdout else fmt.value)
                if f in ("yaml", "json")}
-    run = run_check(load_plan(plan), formats=formats, table=fmt is Format.table and not to_stdout,
+    run = run_check(load_plan(plan), formats=formats, table=fmt is Format.table and not to_stdout, full=full,
                     generated_at=generated_at)
     try:
         with writing_stdout():

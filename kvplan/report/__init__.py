@@ -18,7 +18,7 @@ from kvplan import __version__
 from kvplan.calc import Estimate, LayerGroup
 from kvplan.geometry import ModelGeometry
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
