@@ -8,12 +8,16 @@ unknown keys and wrong types are never ignored.
 
 from __future__ import annotations
 
+import difflib
+import os.path
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from kvplan.errors import InputError, KvplanError
+from kvplan.hubref import validate_revision
+from kvplan.safeload import load_yaml, read_bounded_text
 from kvplan.units import parse_size, parse_tokens
 
 #: Top-level keys of a plan file.
@@ -59,8 +63,6 @@ def _str(value: Any, what: str) -> str:
 
 
 def _revision(value: Any, what: str) -> str:
-    from kvplan.hubref import validate_revision
-
     return validate_revision(value, what=what)
 
 
@@ -205,8 +207,6 @@ class Plan:
     def model_location(self, model: str) -> str:
         """``model`` as load_geometry takes it: a local path (``./x``, ``../x``, ``*.json``, ``*.gguf``) is joined
         to the plan's folder; a Hub id or alias is left alone."""
-        import os.path
-
         if os.path.isabs(model) or not (model.startswith(("./", "../")) or model.lower().endswith((".json", ".gguf"))):
             return model
         return os.path.normpath(os.path.join(self.base_dir, model))
@@ -274,8 +274,6 @@ def _key_on_line(text: str, line: int) -> Path_:
 def load_plan(path: Path) -> Plan:
     """Read and validate a plan file; raise InputError naming the line, scenario and field."""
     import yaml
-
-    from kvplan.safeload import load_yaml, read_bounded_text
 
     label = str(path)
     text = read_bounded_text(path, label=f"plan file {label}", what="plan file")
@@ -416,8 +414,6 @@ def _type_name(value: Any) -> str:
 
 
 def _did_you_mean(key: Any, known: Any) -> str:
-    import difflib
-
     close = difflib.get_close_matches(str(key), list(known), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
 

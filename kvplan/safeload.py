@@ -9,8 +9,10 @@ YAML is parsed by libyaml: its events are counted first, then the document is lo
 
 from __future__ import annotations
 
+import json
 import os
 import stat
+import sys
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -71,8 +73,6 @@ def _too_deep(label: str) -> InputError:
 
 def load_json(text: str, *, label: str, error: type[KvplanError] = InputError, hint: str = "") -> Any:
     """``json.loads`` with nesting and integer-length limits as one-line errors."""
-    import json
-
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -89,8 +89,6 @@ def load_json(text: str, *, label: str, error: type[KvplanError] = InputError, h
 
 def _number_problem(exc: BaseException) -> str:
     """What a ValueError from int()/float() conversion means, in a few words."""
-    import sys
-
     if "digits" in str(exc):
         return f"an integer with more than {sys.get_int_max_str_digits():,} digits"
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -1,12 +1,15 @@
 """`kvplan check PLAN`: every scenario of a plan file against its budgets (exit 1 when any fails)."""
 
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from kvplan.check_stream import output_format, run_check, write_check
 from kvplan.cli.options import Format, FormatOpt, OutputOpt, echo_wrapped, writing_stdout
 from kvplan.errors import EXIT_NOT_FIT
+from kvplan.plan import load_plan
 
 EPILOG = (
     "Examples:\n\n"
@@ -30,13 +33,8 @@ def check(
     ] = False,
 ) -> None:
     """Check every scenario of a plan file against its KV-cache budgets."""
-    from kvplan.check_stream import output_format, run_check, write_check
-    from kvplan.plan import load_plan
-
     generated_at = None
     if timestamp:
-        from datetime import datetime, timezone
-
         generated_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     to_stdout = output is not None and str(output) == "-"
     formats = {f for f in (output_format(fmt.value, output), "yaml" if to_stdout else fmt.value)
