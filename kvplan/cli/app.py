@@ -175,5 +175,5 @@ def main() -> None:
         sys.exit(EXIT_BUG)
     finally:
         # NOTE: the heap is about to be thrown away: frozen, the interpreter's collection at exit skips it. Worth
-        # 11-17 % of `kvplan estimate` and 11-14 % of a 1,000-scenario `kvplan check` (benchmarks/README.md).
+        # about 17 % of `kvplan estimate` and 13 % of a 1,000-scenario `kvplan check` (benchmarks/README.md).
         gc.freeze()
