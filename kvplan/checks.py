@@ -18,9 +18,9 @@ capacity reports too).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from kvplan import __version__
 from kvplan.api import CapacityResult, EstimateResult, Geometry, capacity, estimate, load_geometry
@@ -195,6 +195,23 @@ def fit_gate(fit_on: dict[str, Any], capacity: dict[str, Any]) -> Gate:
     return Gate(name="require_fit_on", limit=dict(fit_on), actual=needed, passed=fits, message=message)
 
 
+#: Answers a check run keeps of each kind (models, estimates, capacities); past it the oldest goes, so a plan of
+#: 10,000 distinct scenarios runs in the memory of about a thousand.
+MEMO_SIZE = 1024
+
+T = TypeVar("T")
+
+
+def _remember(memo: dict[Any, T], key: Any, make: Callable[[], T]) -> T:
+    """``memo[key]``, made by ``make()`` the first time it is asked (the oldest entry goes past :data:`MEMO_SIZE`)."""
+    value = memo.get(key)
+    if value is None:
+        if len(memo) >= MEMO_SIZE:
+            del memo[next(iter(memo))]
+        value = memo[key] = make()
+    return value
+
+
 @dataclass(kw_only=True, slots=True)
 class CheckRunner:
     """Runs the scenarios of one plan, remembering answers across them (the sweep's memo, local to the run):
@@ -226,33 +243,25 @@ class CheckRunner:
             require_config_geometry(geometry.model_geometry, what="strict: true")
         # NOTE: a scenario's inputs resolve everything both library calls read; the GPUs are the capacity's too.
         key = (location, *map(_hashable, inputs.values()))
-        est = self._estimates.get(key)
-        if est is None:
-            est = self._estimates[key] = estimate(
-                geometry, batch=inputs.get("batch") or 1, seq_len=inputs.get("seq_len"),
-                kv_dtype=inputs.get("kv_dtype") or "auto", encoder_len=inputs.get("encoder_len"),
-                **_given(inputs, DEPLOYMENT_KEYS),
-            )
+        est = _remember(self._estimates, key, lambda: estimate(
+            geometry, batch=inputs.get("batch") or 1, seq_len=inputs.get("seq_len"),
+            kv_dtype=inputs.get("kv_dtype") or "auto", encoder_len=inputs.get("encoder_len"),
+            **_given(inputs, DEPLOYMENT_KEYS),
+        ))
         cap: CapacityResult | None = None
         cap_report = None
         fit = scenario.budgets.get("require_fit_on")
         if fit is not None:
-            fit_key = key + (_hashable(fit),)
-            found = self._capacities.get(fit_key)
-            if found is None:
-                found = self._capacities[fit_key] = self._capacity(geometry, inputs, fit)
-            cap, cap_report = found
+            cap, cap_report = _remember(self._capacities, key + (_hashable(fit),),
+                                        lambda: self._capacity(geometry, inputs, fit))
         return ScenarioResult(scenario=scenario, estimate=est, capacity=cap, capacity_report=cap_report,
                               gates=tuple(scenario_gates(scenario, est, cap_report)))
 
     def _model(self, location: str, inputs: dict[str, Any]) -> Geometry:
         overrides = dict(inputs.get("set") or {})
         key = (location, inputs.get("revision"), inputs.get("gguf_file"), _hashable(overrides))
-        model = self._models.get(key)
-        if model is None:
-            model = self._models[key] = load_geometry(location, revision=inputs.get("revision"),
-                                                      gguf_file=inputs.get("gguf_file"), overrides=overrides)
-        return model
+        return _remember(self._models, key, lambda: load_geometry(
+            location, revision=inputs.get("revision"), gguf_file=inputs.get("gguf_file"), overrides=overrides))
 
     @staticmethod
     def _capacity(geometry: Geometry, inputs: dict[str, Any], fit: dict[str, Any]) -> tuple[CapacityResult, dict[str, Any]]:

@@ -119,7 +119,7 @@ def test_compact_report_is_small(runner) -> None:
     assert len(compact.encode()) * 5 < len(full.encode())
 
 
-def test_the_run_loads_each_model_once_and_computes_each_input_once(tmp_path: Path, monkeypatch) -> None:
+def _count_library_calls(monkeypatch) -> dict[str, int]:
     calls: dict[str, int] = {"load_geometry": 0, "estimate": 0, "capacity": 0}
     for name in calls:
         real = getattr(checks, name)
@@ -129,6 +129,11 @@ def test_the_run_loads_each_model_once_and_computes_each_input_once(tmp_path: Pa
             return _real(*args, **kwargs)
 
         monkeypatch.setattr(checks, name, counted)
+    return calls
+
+
+def test_the_run_loads_each_model_once_and_computes_each_input_once(tmp_path: Path, monkeypatch) -> None:
+    calls = _count_library_calls(monkeypatch)
     fit = {"gpu": "H100", "num_gpus": 1}
     scenarios = [
         {"name": "a", "model": "meta-llama/Llama-3.1-8B", "seq_len": 4096, "require_fit_on": fit},
@@ -145,3 +150,14 @@ def test_the_run_loads_each_model_once_and_computes_each_input_once(tmp_path: Pa
     assert [row["kv_cache_bytes"] for row in report["scenarios"]] == [per_token * 4096, per_token * 4096,
                                                                       per_token * 8192, per_token * 4096]
     assert [row["passed"] for row in report["scenarios"]] == [True, True, True, True]  # 512 MiB within 1 GiB
+
+
+def test_the_runs_memo_keeps_the_latest_answers(tmp_path: Path, monkeypatch) -> None:
+    calls = _count_library_calls(monkeypatch)
+    monkeypatch.setattr(checks, "MEMO_SIZE", 1)
+    scenarios = [{"name": name, "model": "meta-llama/Llama-3.1-8B", "seq_len": seq_len}
+                 for name, seq_len in (("a", 4096), ("b", 4096), ("c", 8192), ("d", 4096))]
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump({"scenarios": scenarios}, sort_keys=False))
+    check_report(load_plan(path))
+    assert calls["estimate"] == 3  # b is a's answer; d asks again, c's took the one place
