@@ -87,9 +87,11 @@ def _given(inputs: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
 
 
 def _hashable(value: Any) -> Any:
-    """``value`` as a memo key: a mapping (``set``, ``require_fit_on``) as its sorted items."""
+    """``value`` as a memo key: a mapping (``set``, ``require_fit_on``) as its items, a list as a tuple."""
     if isinstance(value, dict):
-        return tuple(sorted((key, _hashable(item)) for key, item in value.items()))
+        return ("{}", *sorted(((key, _hashable(item)) for key, item in value.items()), key=repr))
+    if isinstance(value, list):
+        return ("[]", *map(_hashable, value))
     return value
 
 

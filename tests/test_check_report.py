@@ -161,3 +161,15 @@ def test_the_runs_memo_keeps_the_latest_answers(tmp_path: Path, monkeypatch) -> 
     path.write_text(yaml.safe_dump({"scenarios": scenarios}, sort_keys=False))
     check_report(load_plan(path))
     assert calls["estimate"] == 3  # b is a's answer; d asks again, c's took the one place
+
+
+def test_overrides_of_any_shape_are_remembered(tmp_path: Path) -> None:
+    """``set`` values may be lists and mappings (a config's own shapes): the run's memo keys them too."""
+    scenarios = [{"name": name, "model": "meta-llama/Llama-3.1-8B", "seq_len": 4096,
+                  "set": {"architectures": ["LlamaForCausalLM"], "quantization_config": {"quant_method": "fp8"},
+                          "num_key_value_heads": heads}} for name, heads in (("a", 8), ("b", 4), ("c", 8))]
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump({"scenarios": scenarios}, sort_keys=False))
+    rows = check_report(load_plan(path))["scenarios"]
+    per_head = KV * 32 * 128 * BF16 * 4096  # K+V, layers, head dim, bf16, tokens
+    assert [row["kv_cache_bytes"] for row in rows] == [per_head * 8, per_head * 4, per_head * 8]
