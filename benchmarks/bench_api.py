@@ -1,5 +1,5 @@
-"""Python API throughput: `kvplan.estimate` calls per second on a loaded geometry, against one
-`kvplan estimate` process start-up measured in the same run.
+"""Python API throughput: 1,000 `kvplan.estimate` calls on a loaded geometry against one `kvplan estimate`
+process start-up, measured in the same run.
 
 Target: 1,000 API estimates take less time than one process start-up.
 
@@ -9,10 +9,12 @@ Target: 1,000 API estimates take less time than one process start-up.
 from __future__ import annotations
 
 import argparse
+import compileall
 import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 MODEL = "meta-llama/Llama-3.1-8B"
 CLI = [sys.executable, "-m", "kvplan", "estimate", "--model", MODEL, "--seq-len", "32k", "--batch", "4"]
@@ -29,8 +31,8 @@ def startup_seconds(runs: int) -> float:
 
 def api_seconds(calls: int) -> tuple[float, float]:
     """(seconds for ``calls`` estimates over a sweep of lengths, batches, engines and TP; and with
-    ``.to_dict()``, the report, for each). Every call asks a different length (``+ i``), so none is
-    answered by ``calc.estimate``'s memo of recent inputs."""
+    ``.to_dict()``, the report, for each). Every call asks a different length (``+ i``): no call repeats
+    an earlier one."""
     import kvplan
 
     geometry = kvplan.load_geometry(MODEL)
@@ -56,11 +58,7 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
-    # NOTE: an installed wheel has bytecode (pip compiles it); a source checkout run with
-    # PYTHONDONTWRITEBYTECODE=1 would recompile every changed module on every start, so compile once here.
-    import compileall
-    from pathlib import Path
-
+    # NOTE: an installed wheel has bytecode (pip compiles it); compile the checkout once so no run pays for it.
     compileall.compile_dir(str(Path(__file__).resolve().parents[1] / "kvplan"), quiet=1)
     startup_seconds(1)  # warm the file cache
     startup = startup_seconds(args.runs)

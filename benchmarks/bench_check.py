@@ -1,27 +1,30 @@
-"""`kvplan check` at 1, 100, 1,000 and 10,000 scenarios: wall time, CPU time (user + system, steadier on a
-loaded machine) and peak memory (RSS of the process, from os.wait4), each against the one-scenario run
-measured in the same session.
+"""`kvplan check` on 1,000 scenarios against one scenario, measured side by side in one run (interleaved), and
+the bytes a scenario takes in the default report (YAML, what a CI keeps).
 
-Scenarios mix bundled models (dense, sliding, MLA, hybrid Mamba, chunked), engines (vllm, sglang,
-trtllm, llama.cpp, ideal, hf-dynamic), TP 1/2/4, lengths, batches and GPUs; every one has
-``require_fit_on`` (a capacity run). Targets: 1,000 scenarios within 3x the wall time of one;
-memory growth from 1 to 10,000 under 50 MB.
+Scenarios mix bundled models (dense, sliding, MLA, hybrid Mamba, chunked), engines (vllm, sglang, trtllm,
+llama.cpp, ideal, hf-dynamic), TP 1/2/4, lengths, batches and GPUs; every one has ``require_fit_on`` (a
+capacity run). Targets: 1,000 scenarios in at most 12x the wall time of one; at most 3 KB a scenario.
 
-    python benchmarks/bench_check.py [--sizes 1,100,1000,10000] [--format yaml] [--base DIR]
+    python benchmarks/bench_check.py [--scenarios 1000] [--runs 5] [--distinct]
 
-``--base DIR`` also runs every plan with an older kvplan source tree (e.g. ``git archive <commit> | tar
--x -C DIR``) on ``PYTHONPATH``, interleaved with this one, and prints its time and memory beside.
+``--distinct`` gives every scenario its own length (no two scenarios ask the same), so nothing a check
+remembers across scenarios (each model, each distinct set of inputs) is reused but the models.
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+TARGET_RATIO = 12
+TARGET_BYTES = 3 * 1024
 
 MODELS = ["meta-llama/Llama-3.1-8B", "Qwen/Qwen3-8B", "google/gemma-2-9b", "openai/gpt-oss-20b",
           "deepseek-ai/DeepSeek-V2-Lite", "Qwen/Qwen3-Next-80B-A3B-Instruct", "mistralai/Mistral-7B-v0.1",
@@ -30,88 +33,80 @@ MODELS = ["meta-llama/Llama-3.1-8B", "Qwen/Qwen3-8B", "google/gemma-2-9b", "open
 ENGINES = [("vllm", 1), ("vllm", 2), ("sglang", 1), ("trtllm", 2), ("llama.cpp", 1), ("ideal", 1), ("vllm", 4),
            ("hf-dynamic", 1)]
 GPUS = ["H100", "H200", "A100-80GB"]
-LENGTHS = ["4k", "8k", "32k", "128k"]
+LENGTHS = [4096, 8192, 32768, 131072]
+
+#: This source tree (``python -m`` puts the working folder first on sys.path, so every run starts in the
+#: plan's folder and takes kvplan from PYTHONPATH).
+ROOT = Path(__file__).resolve().parents[1]
 
 
-def make_plan(num_scenarios: int) -> str:
+def make_plan(num_scenarios: int, *, distinct: bool = False) -> str:
     """A deterministic plan of ``num_scenarios`` mixed scenarios, each with require_fit_on."""
     lines = ["scenarios:"]
     for i in range(num_scenarios):
         engine, tp = ENGINES[(i // len(MODELS)) % len(ENGINES)]
+        seq_len = LENGTHS[(i // 7) % len(LENGTHS)] + (i if distinct else 0)
         lines += [f"  - name: s{i}", f"    model: {MODELS[i % len(MODELS)]}", f"    engine: {engine}", f"    tp: {tp}",
-                  f"    batch: {1 + (i // 3) % 8}", f"    seq_len: {LENGTHS[(i // 7) % len(LENGTHS)]}",
+                  f"    batch: {1 + (i // 3) % 8}", f"    seq_len: {seq_len}",
                   f"    require_fit_on: {{gpu: {GPUS[i % len(GPUS)]}, num_gpus: {tp}}}"]
     return "\n".join(lines) + "\n"
 
 
-#: This source tree (``python -m`` puts the working folder first on sys.path, so each run starts in the
-#: plan's folder and gets its tree from PYTHONPATH alone).
-ROOT = str(Path(__file__).resolve().parents[1])
+def distinct_inputs(plan: str) -> int:
+    """Scenarios whose inputs and GPUs no earlier scenario of ``plan`` had."""
+    return len({tuple(line for line in block.splitlines()[1:]) for block in plan.split("  - name: ")[1:]})
 
 
-def run(plan: Path, fmt: str, source: str | None = None) -> tuple[float, float, float]:
-    """(wall seconds, CPU seconds, peak RSS in MB) of one `kvplan check` process (kvplan from ``source``
-    when given, else this tree)."""
-    cmd = [sys.executable, "-m", "kvplan", "check", str(plan), "--format", fmt]
-    env = {**os.environ, "PYTHONPATH": source or ROOT}
+def run(plan: Path) -> tuple[float, float, float, int]:
+    """(wall seconds, CPU seconds, peak RSS in MB, bytes of the YAML report) of one `kvplan check`."""
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=plan.parent)
+    proc = subprocess.Popen([sys.executable, "-m", "kvplan", "check", str(plan), "--format", "yaml"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=plan.parent,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.stdout is not None
+    size = len(proc.stdout.read())
     _pid, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
-    code = os.waitstatus_to_exitcode(status)
-    if code not in (0, 1):
-        raise SystemExit(f"kvplan check {plan} exited {code}")
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024  # Linux: KiB
+    if os.waitstatus_to_exitcode(status) not in (0, 1):
+        raise SystemExit(f"kvplan check {plan} exited {os.waitstatus_to_exitcode(status)}")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, size  # Linux: ru_maxrss in KiB
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="1,100,1000,10000")
-    parser.add_argument("--format", default="yaml", choices=["yaml", "json", "table"])
-    parser.add_argument("--base", default=None, help="an older kvplan source tree to time beside this one")
+    parser.add_argument("--scenarios", type=int, default=1000)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--distinct", action="store_true", help="no two scenarios with the same inputs")
     args = parser.parse_args()
-    sizes = [int(n) for n in args.sizes.split(",")]
-    # NOTE: an installed wheel has bytecode (pip compiles it); a source checkout run with
-    # PYTHONDONTWRITEBYTECODE=1 would recompile every changed module on every start, so compile once here.
-    import compileall
-
-    for tree in (ROOT, args.base):
-        if tree:
-            compileall.compile_dir(os.path.join(tree, "kvplan"), quiet=1)
+    # NOTE: an installed wheel has bytecode (pip compiles it); compile the checkout once so no run pays for it.
+    compileall.compile_dir(str(ROOT / "kvplan"), quiet=1)
+    sizes = (1, args.scenarios)
     with tempfile.TemporaryDirectory() as folder:
-        plans = {}
-        for n in sizes:
-            plans[n] = Path(folder) / f"plan_{n}.yaml"
-            plans[n].write_text(make_plan(n))
-        run(plans[sizes[0]], args.format)  # warm the file cache and bytecode
-        results, before = {}, {}
-        for n in sizes:
-            results[n] = run(plans[n], args.format)
-            if args.base:
-                before[n] = run(plans[n], args.format, args.base)
-    base_wall, base_cpu, base_rss = results[sizes[0]]
-    print(f"kvplan check --format {args.format}, scenarios with require_fit_on (one run each, same session)")
-    print(f"{'scenarios':>10} {'wall s':>8} {'x one':>7} {'CPU s':>7} {'x one':>7} {'ms/scenario':>12} {'peak MB':>8} "
-          f"{'+MB':>6}")
+        plans = {n: Path(folder) / f"plan_{n}.yaml" for n in sizes}
+        for n, path in plans.items():
+            path.write_text(make_plan(n, distinct=args.distinct))
+        distinct = distinct_inputs(plans[args.scenarios].read_text())
+        run(plans[1])  # warm the file cache
+        results: dict[int, list[tuple[float, float, float, int]]] = {n: [] for n in sizes}
+        for _ in range(args.runs):
+            for n in sizes:
+                results[n].append(run(plans[n]))
+    print(f"kvplan check --format yaml, every scenario with require_fit_on ({distinct:,} of {args.scenarios:,} "
+          f"with inputs no other has; medians of {args.runs} runs)")
+    print(f"{'scenarios':>10} {'wall s':>8} {'CPU s':>7} {'peak MB':>8} {'report bytes':>13} {'bytes/scenario':>15}")
+    medians = {}
     for n in sizes:
-        wall, cpu, rss = results[n]
-        per = (cpu - base_cpu) / (n - sizes[0]) * 1000 if n > sizes[0] else float("nan")
-        print(f"{n:>10,} {wall:>8.2f} {wall / base_wall:>7.1f} {cpu:>7.2f} {cpu / base_cpu:>7.1f} {per:>12.2f} "
-              f"{rss:>8.1f} {rss - base_rss:>6.1f}")
-    if before:
-        print(f"--base {args.base} (same plans, interleaved):")
-        for n in sizes:
-            wall, cpu, rss = before[n]
-            print(f"{n:>10,} {wall:>8.2f} {wall / before[sizes[0]][0]:>7.1f} {cpu:>7.2f} {cpu / before[sizes[0]][1]:>7.1f} "
-                  f"{'':>12} {rss:>8.1f} {rss - before[sizes[0]][2]:>6.1f}   this tree: {results[n][0] / wall:.2f}x "
-                  f"its wall time, {results[n][1] / cpu:.2f}x its CPU time")
-    if 1000 in results:
-        ratio, cpu_ratio = results[1000][0] / base_wall, results[1000][1] / base_cpu
-        print(f"1,000 scenarios: {ratio:.1f}x one scenario's wall time, {cpu_ratio:.1f}x its CPU time (target <= 3x) "
-              f"{'OK' if ratio <= 3 else 'OVER'}")
-    if 10000 in results:
-        growth = results[10000][2] - base_rss
-        print(f"memory growth 1 -> 10,000: {growth:.1f} MB (target < 50 MB) {'OK' if growth < 50 else 'OVER'}")
+        wall, cpu, rss = (statistics.median(r[k] for r in results[n]) for k in range(3))
+        size = results[n][0][3]
+        medians[n] = (wall, cpu, size)
+        print(f"{n:>10,} {wall:>8.2f} {cpu:>7.2f} {rss:>8.1f} {size:>13,} {size / n:>15,.0f}")
+    (one_wall, one_cpu, _), (many_wall, many_cpu, many_size) = medians[1], medians[args.scenarios]
+    ratio = many_wall / one_wall
+    per_scenario = many_size / args.scenarios
+    print(f"{args.scenarios:,} scenarios / one: {ratio:.1f}x wall, {many_cpu / one_cpu:.1f}x CPU "
+          f"(target <= {TARGET_RATIO}x wall) {'OK' if ratio <= TARGET_RATIO else 'OVER'}")
+    print(f"default report: {per_scenario:,.0f} bytes a scenario (target <= {TARGET_BYTES:,}) "
+          f"{'OK' if per_scenario <= TARGET_BYTES else 'OVER'}")
     return 0
 
 

@@ -1,19 +1,17 @@
-"""Start-up benchmark: median wall time of `kvplan estimate` on a bundled model (table and yaml
-output), against the bare import of its CLI stack (`python -c "import typer, rich, yaml"`), all
-measured in the same run, interleaved; and the median CPU time (user + system, steadier on a loaded
-machine) of each, against the floor's.
+"""Start-up: `kvplan estimate` (a table) against the floor of its stack, a bare typer command that prints a
+three-row rich table, measured side by side in one run (interleaved, so load on the machine hits both alike).
 
-Target: ratio <= 1.2 for both. Two reference lines time a bare typer command (no kvplan) printing a rich
-table, and printing one plain line: what the CLI stack itself costs above the floor. Like kvplan's
-``main``, they freeze the heap (``gc.freeze()``) so the interpreter's collection at exit skips it; one
-more line times the floor doing the same, to show what that alone saves. Run: python benchmarks/bench_estimate.py [--runs 15] [--base DIR]
-(``--base DIR``: also time an older kvplan source tree, e.g. ``git archive <commit> | tar -x -C DIR``,
-interleaved with this one.)
+Target: kvplan's median wall time at most 1.15x the floor's. Both freeze the heap at exit (``gc.freeze()``)
+as kvplan's ``main`` does, so the interpreter's collection at exit skips it; the floor is timed without that
+too, to show what it is worth.
+
+    python benchmarks/bench_estimate.py [--runs 21]
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import statistics
 import subprocess
@@ -22,57 +20,50 @@ import tempfile
 import time
 from pathlib import Path
 
-BASELINE = [sys.executable, "-c", "import typer, rich, yaml"]
-#: A reference, not a target: the least a typer command that prints a rich table costs (the floor's imports,
-#: typer building and parsing one command with two options, rich's console and table), no kvplan at all.
-STACK = [sys.executable, "-c", """
-import typer, rich, yaml
+TARGET = 1.15
+
+FLOOR = """
+import typer
+from rich.console import Console
+from rich.table import Table
+
 app = typer.Typer()
+
+
 @app.command()
 def estimate(model: str = typer.Option(...), seq_len: str = typer.Option("4k")) -> None:
-    from rich.console import Console
-    from rich.table import Table
     table = Table(title=model)
-    for column in ("kind", "layers", "size"):
+    for column in ("kind", "layers", "bytes"):
         table.add_column(column)
-    table.add_row("full_attention", "32", "4.00 GiB")
+    table.add_row("full_attention", "16", "2.00 GiB")
+    table.add_row("sliding_window", "16", "256.00 MiB")
+    table.add_row("total", "32", "2.25 GiB")
     Console().print(table)
+
+
 @app.command()
 def other() -> None: ...
-import gc
-gc.freeze()  # as kvplan's main does: the interpreter's collection at exit skips what is alive
-try:
-    app(["estimate", "--model", "m", "--seq-len", "32k"])
-finally:
-    gc.freeze()
-"""]
-#: The floor with the exit-time collection skipped the same way (information: what that saving is worth).
-FLOOR_FROZEN = [sys.executable, "-c", "import typer, rich, yaml, gc; gc.freeze()"]
-#: The same command printing one plain line (what a YAML report needs of the stack: no rich console).
-STACK_PLAIN = [sys.executable, "-c", STACK[2].replace("""    from rich.console import Console
-    from rich.table import Table
-    table = Table(title=model)
-    for column in ("kind", "layers", "size"):
-        table.add_column(column)
-    table.add_row("full_attention", "32", "4.00 GiB")
-    Console().print(table)""", """    typer.echo(f"model: {model}")""")]
-assert STACK_PLAIN[2] != STACK[2]
-ESTIMATE = [sys.executable, "-m", "kvplan", "estimate", "--model", "meta-llama/Llama-3.1-8B", "--seq-len", "32k",
-            "--batch", "4"]
-TARGET = 1.2
+"""
+RUN = 'app(["estimate", "--model", "m", "--seq-len", "32k"])\n'
+FROZEN_RUN = f"import gc\n\ntry:\n    {RUN}finally:\n    gc.freeze()\n"
+
+COMMANDS = {
+    "typer command + rich table (floor)": [sys.executable, "-c", FLOOR + FROZEN_RUN],
+    "  the same without gc.freeze()": [sys.executable, "-c", FLOOR + RUN],
+    "kvplan estimate (table)": [sys.executable, "-m", "kvplan", "estimate", "--model", "meta-llama/Llama-3.1-8B",
+                                "--seq-len", "32k", "--batch", "4"],
+}
+
+#: This source tree (``python -m`` puts the working folder first on sys.path, so every run starts outside
+#: the tree and takes kvplan from PYTHONPATH).
+ROOT = Path(__file__).resolve().parents[1]
 
 
-#: This source tree (``python -m`` takes kvplan from PYTHONPATH).
-ROOT = str(Path(__file__).resolve().parents[1])
-
-
-def seconds(cmd: list[str], source: str | None = None) -> tuple[float, float]:
-    """(wall, CPU) seconds of one run of ``cmd`` (kvplan from ``source`` when given, else this tree)."""
-    env = {**os.environ, "PYTHONPATH": source or ROOT}
+def seconds(cmd: list[str]) -> tuple[float, float]:
+    """(wall, CPU) seconds of one run of ``cmd``."""
     start = time.perf_counter()
-    # NOTE: ``python -m`` puts the working folder first on sys.path: run outside any source tree, so the
-    # tree comes from PYTHONPATH alone
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=tempfile.gettempdir())
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tempfile.gettempdir(),
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
     _pid, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status):
@@ -80,46 +71,28 @@ def seconds(cmd: list[str], source: str | None = None) -> tuple[float, float]:
     return wall, usage.ru_utime + usage.ru_stime
 
 
-def median_seconds(commands: dict[str, tuple[list[str], str | None]], runs: int) -> dict[str, tuple[float, float]]:
-    """Median (wall, CPU) of ``runs`` runs of each command, run in turn (load on the machine hits them alike)."""
-    times: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
-    for _ in range(runs):
-        for name, (cmd, source) in commands.items():
-            times[name].append(seconds(cmd, source))
-    return {name: (statistics.median(w for w, _c in values), statistics.median(c for _w, c in values))
-            for name, values in times.items()}
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=15)
-    parser.add_argument("--base", default=None, help="an older kvplan source tree to time beside this one")
+    parser.add_argument("--runs", type=int, default=21)
     args = parser.parse_args()
-    # NOTE: an installed wheel has bytecode (pip compiles it); a source checkout run with
-    # PYTHONDONTWRITEBYTECODE=1 would recompile kvplan on every start, so compile it once here.
-    import compileall
-
-    for tree in (ROOT, args.base):
-        if tree:
-            compileall.compile_dir(os.path.join(tree, "kvplan"), quiet=1)
-    commands: dict[str, tuple[list[str], str | None]] = {
-        "import typer, rich, yaml": (BASELINE, None), "  ... then gc.freeze()": (FLOOR_FROZEN, None),
-        "typer command + rich table": (STACK, None),
-        "typer command, plain line": (STACK_PLAIN, None),
-        "kvplan estimate (table)": (ESTIMATE, None),
-        "kvplan estimate --format yaml": ([*ESTIMATE, "--format", "yaml"], None)}
-    if args.base:
-        commands["before: estimate (table)"] = (ESTIMATE, args.base)
-        commands["before: estimate --format yaml"] = ([*ESTIMATE, "--format", "yaml"], args.base)
-    median_seconds(commands, 1)  # warm the file cache
-    medians = median_seconds(commands, args.runs)
-    floor, floor_cpu = medians["import typer, rich, yaml"]
-    for name, (value, cpu) in medians.items():
-        ratio = value / floor
-        verdict = "" if name.startswith(("import", "before", "typer", " ")) else \
-            f" (target <= {TARGET}x) {'OK' if ratio <= TARGET else 'OVER'}"
-        print(f"{name:<31}: wall {value * 1000:7.1f} ms {ratio:5.2f}x, CPU {cpu * 1000:7.1f} ms {cpu / floor_cpu:5.2f}x "
-              f"(medians of {args.runs}){verdict}")
+    # NOTE: an installed wheel has bytecode (pip compiles it); compile the checkout once so no run pays for it.
+    compileall.compile_dir(str(ROOT / "kvplan"), quiet=1)
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in COMMANDS}
+    for cmd in COMMANDS.values():
+        seconds(cmd)  # warm the file cache
+    for _ in range(args.runs):
+        for name, cmd in COMMANDS.items():
+            times[name].append(seconds(cmd))
+    floor_wall = statistics.median(wall for wall, _cpu in times["typer command + rich table (floor)"])
+    floor_cpu = statistics.median(cpu for _wall, cpu in times["typer command + rich table (floor)"])
+    for name, values in times.items():
+        wall = statistics.median(w for w, _c in values)
+        cpu = statistics.median(c for _w, c in values)
+        print(f"{name:<36} wall {wall * 1000:6.1f} ms {wall / floor_wall:5.2f}x   CPU {cpu * 1000:6.1f} ms "
+              f"{cpu / floor_cpu:5.2f}x")
+    ratio = statistics.median(w for w, _c in times["kvplan estimate (table)"]) / floor_wall
+    print(f"kvplan estimate / floor: {ratio:.2f}x wall (medians of {args.runs}; target <= {TARGET}x) "
+          f"{'OK' if ratio <= TARGET else 'OVER'}")
     return 0
 
 

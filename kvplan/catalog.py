@@ -6,9 +6,10 @@ from typing import Any
 
 from kvplan import __version__
 from kvplan.calc import estimate
+from kvplan.errors import InputError
 from kvplan.models import parse_config
-from kvplan.report import SCHEMA_VERSION
-from kvplan.sources import bundled_ids, bundled_index, read_json_config
+from kvplan.report import SCHEMA_VERSION, layer_dict
+from kvplan.sources import bundled_ids, bundled_index, read_json_config, suggest_bundled
 
 SHORT_KIND = {
     "full_attention": "full", "sliding_window": "swa", "chunked_local": "chunked", "cross_attention": "cross",
@@ -27,8 +28,6 @@ def summarise_kinds(layers: list[dict[str, Any]]) -> str:
 
 
 def models_report() -> dict[str, Any]:
-    from kvplan.report import layer_dict
-
     rows = []
     index = bundled_index()
     for hub_id in bundled_ids():
@@ -61,9 +60,6 @@ def models_report() -> dict[str, Any]:
 
 def filter_models(report: dict[str, Any], query: str) -> dict[str, Any]:
     """The report with only the rows whose id, alias or model_type contains ``query`` (case-insensitive)."""
-    from kvplan.errors import InputError
-    from kvplan.sources import suggest_bundled
-
     needle = query.strip().lower()
     rows = [row for row in report["models"]
             if any(needle in str(row[key]).lower() for key in ("id", "alias", "model_type"))]

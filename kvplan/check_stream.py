@@ -3,10 +3,10 @@
 The report's ``passed`` and ``num_failed`` come before its ``scenarios``, so nothing can be printed
 before the last scenario has run (and a bad scenario must leave stdout and ``--output`` empty, exit 2).
 Each row is serialised as soon as it is computed, into a temporary file per format, and dropped; at
-the end the header is written and the rows copied after it. The bytes are those of
-``to_yaml(check_report(plan))`` / ``to_json(...)``: a block sequence in a block mapping is written
-indentless by PyYAML, so ``dump([row])`` is the row's text in the whole document, and JSON indents a
-row of ``scenarios`` by two levels.
+the end the header is written and the rows copied after it. The text is that of
+``to_yaml(check_report(plan))`` / ``to_json(...)``: PyYAML writes a block sequence in a block mapping
+indentless, so ``to_yaml([row])`` is the row's text in the whole document, and JSON indents a row of
+``scenarios`` by two levels.
 """
 
 from __future__ import annotations
@@ -18,16 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from kvplan.checks import check_header, iter_check_rows
+from kvplan.checks import CheckRunner, ScenarioResult, check_header
+from kvplan.outfile import refuse_inputs, write_atomic
 from kvplan.plan import Plan
-from kvplan.yamlio import dump
+from kvplan.report import to_yaml
 
 #: Characters copied from a spool file at a time.
 _CHUNK = 1 << 20
-
-
-def _yaml_row(row: dict[str, Any]) -> str:
-    return dump([row])
 
 
 def _json_row(row: dict[str, Any], first: bool) -> str:
@@ -35,13 +32,16 @@ def _json_row(row: dict[str, Any], first: bool) -> str:
     return ("" if first else ",\n") + "\n".join("    " + line for line in text.split("\n"))
 
 
-def compact_row(row: dict[str, Any]) -> dict[str, Any]:
-    """What the table reads of a row (``render.check_table``): no estimate or capacity report."""
-    inputs = row["estimate"]["inputs"]
+def table_row(result: ScenarioResult, row: dict[str, Any]) -> dict[str, Any]:
+    """What ``render.check_table`` reads of a row: the name, the KV bytes, the gates, and the model and
+    serving inputs as the estimate resolved them."""
+    est = result.estimate
+    dep = est.deployment
     return {
         "name": row["name"], "kv_cache_bytes": row["kv_cache_bytes"], "gates": row["gates"],
-        "estimate": {"model": {"id": row["estimate"]["model"]["id"]},
-                     "inputs": {k: inputs[k] for k in ("batch", "seq_len", "kv_dtype", "engine", "tp", "pp")}},
+        "estimate": {"model": {"id": est.geometry.model_id},
+                     "inputs": {"batch": est.batch, "seq_len": est.seq_len, "kv_dtype": est.kv_dtype.name,
+                                "engine": dep.engine, "tp": dep.tp, "pp": dep.pp}},
     }
 
 
@@ -55,7 +55,7 @@ class CheckRun:
     warnings: list[tuple[str, str]] = field(default_factory=list)
     """(scenario, warning) of every estimate note a reader must see (core geometry from architecture defaults)."""
     rows: list[dict[str, Any]] | None = None
-    """Compact rows (``compact_row``) when a table was asked for."""
+    """Table rows (``table_row``) when a table was asked for."""
     spools: dict[str, IO[str]] = field(default_factory=dict)
 
     @property
@@ -67,7 +67,7 @@ class CheckRun:
         spool = self.spools[fmt]
         spool.seek(0)
         if fmt == "yaml":
-            yield dump(self.header) + "scenarios:\n"
+            yield to_yaml(self.header) + "scenarios:\n"
         else:
             yield json.dumps({**self.header, "scenarios": []}, indent=2)[: -len("[]\n}")] + "[\n"
         while piece := spool.read(_CHUNK):
@@ -76,7 +76,7 @@ class CheckRun:
             yield "\n  ]\n}\n"
 
     def table_report(self) -> dict[str, Any]:
-        """The report as ``render.check_table`` reads it (compact rows)."""
+        """The report as ``render.check_table`` reads it (table rows)."""
         return {**self.header, "scenarios": self.rows or []}
 
     def close(self) -> None:
@@ -84,24 +84,27 @@ class CheckRun:
             spool.close()
 
 
-def run_check(plan: Plan, *, formats: set[str], table: bool = False, generated_at: str | None = None) -> CheckRun:
+def run_check(plan: Plan, *, formats: set[str], table: bool = False, full: bool = False,
+              generated_at: str | None = None) -> CheckRun:
     """Run every scenario of ``plan``, serialising each row in ``formats`` (``yaml``, ``json``) as it
-    comes; ``table`` keeps compact rows for the table. Raises what ``checks.iter_check_rows`` raises."""
+    comes: a compact row, or the whole row with ``full``; ``table`` keeps table rows. Raises what
+    ``CheckRunner.results`` raises."""
     run = CheckRun(header={}, rows=[] if table else None)
     run.spools = {fmt: tempfile.TemporaryFile("w+", encoding="utf-8") for fmt in sorted(formats)}
     failed = 0
     try:
-        for index, row in enumerate(iter_check_rows(plan)):
-            failed += not row["passed"]
-            run.failures.extend((row["name"], g["message"]) for g in row["gates"] if not g["passed"])
-            run.warnings.extend((row["name"], note[len("WARNING: "):]) for note in (row.get("estimate") or {}).get(
-                "notes", ()) if note.startswith("WARNING: "))
+        for index, result in enumerate(CheckRunner(plan=plan).results()):
+            name = result.scenario.name
+            failed += not result.passed
+            run.failures.extend((name, gate.message) for gate in result.gates if not gate.passed)
+            run.warnings.extend((name, warning) for warning in result.warnings)
+            row = result.full_row() if full else result.compact_row()
             if "yaml" in run.spools:
-                run.spools["yaml"].write(_yaml_row(row))
+                run.spools["yaml"].write(to_yaml([row]))
             if "json" in run.spools:
                 run.spools["json"].write(_json_row(row, index == 0))
             if run.rows is not None:
-                run.rows.append(compact_row(row))
+                run.rows.append(table_row(result, row))
     except BaseException:
         run.close()
         raise
@@ -121,8 +124,6 @@ def write_check(run: CheckRun, fmt: str, output: Path | None, echo: Callable[[st
                 inputs: tuple[Path, ...] = ()) -> None:
     """``--output`` first (whole or not at all, never over an input), then stdout (``table``, ``yaml``
     or ``json``; ``--output -`` puts YAML on stdout), as every command emits."""
-    from kvplan.outfile import refuse_inputs, write_atomic
-
     out_fmt = output_format(fmt, output)
     if output is not None and out_fmt is not None:
         refuse_inputs(output, inputs)
@@ -131,7 +132,7 @@ def write_check(run: CheckRun, fmt: str, output: Path | None, echo: Callable[[st
         fmt = "yaml"
     if fmt == "table":
         from kvplan.report.console import make_console
-        from kvplan.report.render import check_table
+        from kvplan.report.render import check_table  # NOTE: rich, imported only for a table
 
         make_console().print(check_table(run.table_report()))
     else:

@@ -8,12 +8,16 @@ unknown keys and wrong types are never ignored.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import difflib
+import os.path
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from kvplan.errors import InputError, KvplanError
+from kvplan.hubref import validate_revision
+from kvplan.safeload import load_yaml, read_bounded_text
 from kvplan.units import parse_size, parse_tokens
 
 #: Top-level keys of a plan file.
@@ -59,8 +63,6 @@ def _str(value: Any, what: str) -> str:
 
 
 def _revision(value: Any, what: str) -> str:
-    from kvplan.hubref import validate_revision
-
     return validate_revision(value, what=what)
 
 
@@ -183,13 +185,12 @@ REQUIRED = ("name", "model")
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Scenario:
     name: str
-    line: int | None
+    index: int
+    """Position in the plan's ``scenarios`` list (errors find its line from it)."""
     inputs: dict[str, Any]
     """Resolved inputs, keyed as in FIELDS; every input key present, None when not set."""
     budgets: dict[str, Any]
     """Resolved budgets; every budget key present, None when not set."""
-    lines: dict[str, int] = field(default_factory=dict)
-    """Line of each key, for errors raised while running the scenario."""
     strict: bool = False
     """Refuse a model whose core geometry comes from architecture defaults (``strict: true``, as --strict)."""
 
@@ -200,65 +201,85 @@ class Plan:
     scenarios: tuple[Scenario, ...]
     base_dir: str = "."
     """The plan file's folder: ``model: ./config.json`` paths are relative to it."""
+    text: str = field(default="", repr=False, compare=False)
+    """The plan's YAML, read again for the line of an error (:meth:`line_of`)."""
 
     def model_location(self, model: str) -> str:
         """``model`` as load_geometry takes it: a local path (``./x``, ``../x``, ``*.json``, ``*.gguf``) is joined
         to the plan's folder; a Hub id or alias is left alone."""
-        import os.path
-
         if os.path.isabs(model) or not (model.startswith(("./", "../")) or model.lower().endswith((".json", ".gguf"))):
             return model
         return os.path.normpath(os.path.join(self.base_dir, model))
 
+    def line_of(self, *path: Any) -> int | None:
+        """1-based line of the key or list item at ``path`` (``"scenarios", 2, "batch"``) in the plan file: that
+        of its nearest enclosing node the file has when the key is not written there (a default)."""
+        return line_of(self.text, path)
 
-def _line_map(text: str, root: Any = None) -> tuple[dict[Path_, int], list[tuple[Path_, int]]]:
-    """(path -> 1-based line, duplicate keys) from the YAML node tree (``root``, or composed from
-    ``text`` with kvplan.safeload's bounds; nothing is constructed)."""
+
+def _compose(text: str) -> Any:
+    """The YAML node tree of ``text`` (a plan already loaded within kvplan.safeload's bounds), None when
+    there is none. Errors only: loading a plan builds no node tree it keeps."""
     import yaml
 
-    from kvplan.safeload import bounded_yaml_loader
+    try:
+        return yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError:
+        return None
 
-    lines: dict[Path_, int] = {}
-    duplicates: list[tuple[Path_, int]] = []
 
-    def walk(node: Any, path: Path_) -> None:
-        lines.setdefault(path, node.start_mark.line + 1)
+def line_of(text: str, path: Path_) -> int | None:
+    """1-based line of the key (a string step) or list item (an int step) at ``path`` in the YAML ``text``,
+    or of the nearest enclosing node written there; None for no document."""
+    import yaml
+
+    node = _compose(text)
+    if node is None:
+        return None
+    line = node.start_mark.line + 1
+    for step in path:
         if isinstance(node, yaml.MappingNode):
-            seen: set[Any] = set()
-            for key_node, value_node in node.value:
-                key = key_node.value if isinstance(key_node, yaml.ScalarNode) else repr(key_node)
-                if key in seen:
-                    duplicates.append((path + (key,), key_node.start_mark.line + 1))
-                seen.add(key)
-                lines[path + (key,)] = key_node.start_mark.line + 1
-                walk(value_node, path + (key, "<value>"))
-        elif isinstance(node, yaml.SequenceNode):
-            for index, item in enumerate(node.value):
-                walk(item, path + (index,))
+            found = [(k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == str(step)]
+            if not found:
+                break
+            key_node, node = found[-1]
+            line = key_node.start_mark.line + 1
+        elif isinstance(node, yaml.SequenceNode) and isinstance(step, int) and 0 <= step < len(node.value):
+            node = node.value[step]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
 
-    if root is None:
-        root = yaml.compose(text, Loader=bounded_yaml_loader(label="plan file"))
-    if root is not None:
-        walk(root, ())
-    return lines, duplicates
+
+def _key_on_line(text: str, line: int) -> Path_:
+    """The path of the deepest key written on ``line`` (1-based), () when none is."""
+    import yaml
+
+    best: Path_ = ()
+    stack: list[tuple[Any, Path_]] = [(_compose(text), ())]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                key_path = path + (key_node.value if isinstance(key_node, yaml.ScalarNode) else "?",)
+                if key_node.start_mark.line + 1 == line and len(key_path) > len(best):
+                    best = key_path
+                stack.append((value_node, key_path))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, path + (index,)) for index, item in enumerate(node.value))
+    return best
 
 
 def load_plan(path: Path) -> Plan:
     """Read and validate a plan file; raise InputError naming the line, scenario and field."""
     import yaml
 
-    from kvplan.safeload import load_yaml, load_yaml_lines, read_bounded_text
-
     label = str(path)
     text = read_bounded_text(path, label=f"plan file {label}", what="plan file")
     try:
-        # NOTE: bounded (size, depth, aliases expanded, recursion) before anything walks the data.
-        fast = load_yaml_lines(text)  # libyaml's events: no node tree (None: the node-based loader words it)
-        if fast is not None:
-            data, lines, duplicates = fast
-        else:
-            data, root = load_yaml(text, label=label)
-            lines, duplicates = _line_map(text, root)
+        # NOTE: bounded (size, depth, aliases expanded, recursion) before anything is built.
+        data = load_yaml(text, label=label)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
@@ -270,36 +291,24 @@ def load_plan(path: Path) -> Plan:
                 "plan files hold plain data (strings, numbers, lists, mappings); remove the tag",
             ) from None
         raise InputError(f"{label}{where}: not valid YAML: {problem}", "check the indentation and quoting") from None
-    if duplicates:
-        dup_path, dup_line = duplicates[0]
-        raise InputError(f"{label} line {dup_line}: key {dup_path[-1]!r} appears twice", "keep one of them")
-    plan = parse_plan(data, label=label, lines=lines)
+    plan = parse_plan(data, label=label, text=text)
     return replace(plan, base_dir=str(path.parent))
 
 
 def _field_at(text: str, mark: Any) -> str:
     """``scenario #1: 'model': `` for the key on ``mark``'s line (empty when none is found)."""
-    if mark is None:
+    path = _key_on_line(text, mark.line + 1) if mark is not None else ()
+    if not path:
         return ""
-    try:
-        lines, _ = _line_map(text)
-    except Exception:
-        return ""
-    keys = [path for path, line in lines.items() if line == mark.line + 1 and path and path[-1] != "<value>"
-            and not isinstance(path[-1], int)]
-    if not keys:
-        return ""
-    path = max(keys, key=len)
-    scenario = f"scenario #{path[2] + 1}: " if len(path) > 3 and path[0] == "scenarios" else ""
+    scenario = f"scenario #{path[1] + 1}: " if len(path) > 2 and path[0] == "scenarios" else ""
     return f"{scenario}{path[-1]!r}: "
 
 
-def parse_plan(data: Any, *, label: str = "<plan>", lines: Mapping[Path_, int] | None = None) -> Plan:
-    """Validate already-loaded plan data (``lines`` maps key paths to line numbers for errors)."""
-    lines = lines or {}
+def parse_plan(data: Any, *, label: str = "<plan>", text: str = "") -> Plan:
+    """Validate already-loaded plan data; ``text``, the YAML it was read from, gives errors their line."""
 
     def at(path: Path_) -> str:
-        line = lines.get(path)
+        line = line_of(text, path) if text else None
         return f"{label} line {line}" if line else label
 
     if not isinstance(data, dict):
@@ -324,13 +333,12 @@ def parse_plan(data: Any, *, label: str = "<plan>", lines: Mapping[Path_, int] |
     defaults = data.get("defaults") or {}
     if not isinstance(defaults, dict):
         raise InputError(f"{at(('defaults',))}: 'defaults' must be a mapping, got {_type_name(defaults)}")
-    defaults_path: Path_ = ("defaults", "<value>")
-    default_values = _check_keys(defaults, "defaults", defaults_path, at, allow_name=False)
+    default_values = _check_keys(defaults, "defaults", ("defaults",), at, allow_name=False)
 
     result: list[Scenario] = []
     seen: dict[str, int] = {}
     for index, entry in enumerate(scenarios):
-        path: Path_ = ("scenarios", "<value>", index)
+        path: Path_ = ("scenarios", index)
         if not isinstance(entry, dict):
             raise InputError(
                 f"{at(path)}: scenario #{index + 1} must be a mapping, got {_type_name(entry)}",
@@ -353,18 +361,16 @@ def parse_plan(data: Any, *, label: str = "<plan>", lines: Mapping[Path_, int] |
         if name in seen:
             raise InputError(f"{at(path + ('name',))}: scenario name {name!r} is used twice", "scenario names must be unique")
         seen[name] = index
-        key_lines = {key: lines[path + (key,)] for key in entry if path + (key,) in lines}
         result.append(
             Scenario(
                 name=name,
-                line=lines.get(path),
+                index=index,
                 inputs={k: merged.get(k) for k, f in FIELDS.items() if f.kind in ("inputs", "capacity")},
                 budgets={k: merged.get(k) for k, f in FIELDS.items() if f.kind == "budget"},
-                lines=key_lines,
                 strict=merged.get("strict") is True,
             )
         )
-    return Plan(path=label, scenarios=tuple(result))
+    return Plan(path=label, scenarios=tuple(result), text=text)
 
 
 def _check_keys(
@@ -372,24 +378,23 @@ def _check_keys(
 ) -> dict[str, Any]:
     resolved: dict[str, Any] = {}
     for key, value in entry.items():
-        where = at(path + (key,))
         if key not in FIELDS or (key == "name" and not allow_name):
             known = [k for k in FIELDS if allow_name or k != "name"]
             raise InputError(
-                f"{where}: {who}: unknown key {key!r}",
+                f"{at(path + (key,))}: {who}: unknown key {key!r}",
                 _did_you_mean(key, known).strip(" ()").capitalize() or f"known keys: {', '.join(known)}",
             )
         spec = FIELDS[key]
         if isinstance(value, bool) is not (bool in spec.types) or not isinstance(value, spec.types):
             raise InputError(
-                f"{where}: {who}: {key!r} must be {spec.expects}, got {_type_name(value)}"
+                f"{at(path + (key,))}: {who}: {key!r} must be {spec.expects}, got {_type_name(value)}"
                 + ("" if value is None else f" {value!r}"),
                 _type_hint(spec),
             )
         try:
             resolved[key] = spec.resolve(value, key) if spec.resolve else value
         except KvplanError as exc:
-            raise InputError(f"{where}: {who}: {exc.message}", exc.hint) from None
+            raise InputError(f"{at(path + (key,))}: {who}: {exc.message}", exc.hint) from None
     return resolved
 
 
@@ -409,8 +414,6 @@ def _type_name(value: Any) -> str:
 
 
 def _did_you_mean(key: Any, known: Any) -> str:
-    import difflib
-
     close = difflib.get_close_matches(str(key), list(known), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
 

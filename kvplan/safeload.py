@@ -1,16 +1,19 @@
 """Read config, plan and report files with bounded time and memory.
 
-Every limit is checked before the data is walked: the file size (read at most one byte past the
+Every limit is checked before the data is built: the file size (read at most one byte past the
 limit, so ``/dev/zero`` or a 200 MB file costs nothing), the text encoding, JSON and YAML nesting,
 YAML alias expansion (a 342-byte alias bomb expands to 10**9 nodes), recursive aliases, and
 integers longer than Python converts (4,300 digits). Each failure is one error line, exit 2.
+YAML is parsed by libyaml: its events are counted first, then the document is loaded.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import stat
-from collections.abc import Iterator, Mapping
+import sys
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -70,8 +73,6 @@ def _too_deep(label: str) -> InputError:
 
 def load_json(text: str, *, label: str, error: type[KvplanError] = InputError, hint: str = "") -> Any:
     """``json.loads`` with nesting and integer-length limits as one-line errors."""
-    import json
-
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -88,265 +89,121 @@ def load_json(text: str, *, label: str, error: type[KvplanError] = InputError, h
 
 def _number_problem(exc: BaseException) -> str:
     """What a ValueError from int()/float() conversion means, in a few words."""
-    import sys
-
     if "digits" in str(exc):
         return f"an integer with more than {sys.get_int_max_str_digits():,} digits"
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return f"a value that cannot be read: {text[:200]}"
 
 
-def bounded_yaml_loader(*, label: str, max_nodes: int = MAX_YAML_NODES, max_depth: int = MAX_NESTING) -> type:
-    """A ``yaml.SafeLoader`` subclass that counts nodes (aliases expanded), depth and recursion while
-    it composes, so nothing is constructed or walked past the limits."""
+def _yaml_loader(*, pure: bool = False) -> Any:
+    """libyaml's ``CSafeLoader``; PyYAML's pure-Python ``SafeLoader`` where PyYAML was built without it or
+    when ``pure``."""
     import yaml
 
-    class BoundedLoader(yaml.SafeLoader):
-        def __init__(self, stream: str) -> None:
-            super().__init__(stream)
-            self._depth = 0
-            self._total = 0
-            self._weights: dict[int, int] = {}
+    return yaml.SafeLoader if pure else getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-        def _count(self, weight: int) -> None:
-            self._total += weight
-            if self._total > max_nodes:
+
+def check_yaml_bounds(text: str, *, label: str, max_nodes: int = MAX_YAML_NODES, max_depth: int = MAX_NESTING,
+                      pure: bool = False) -> None:
+    """InputError when one YAML document would build more than ``max_nodes`` nodes (each alias counted as
+    the nodes it stands for), nest deeper than ``max_depth`` collections, or hold an alias inside its own
+    anchor. Reads the parser's events only (no node is built), so a bomb costs what its text costs."""
+    import yaml
+
+    parser = _yaml_loader(pure=pure)(text)
+    weights: dict[str | None, int | None] = {}
+    """anchor -> nodes it stands for (its own and those inside it, aliases expanded); None while it is open."""
+    open_collections: list[tuple[str | None, int]] = []
+    """(anchor, node count before it) of each collection being read."""
+    total = 0
+    try:
+        while (event := parser.get_event()) is not None:
+            if isinstance(event, yaml.AliasEvent):
+                weight = weights.get(event.anchor, 1)  # an undefined alias: PyYAML's composer says so
+                if weight is None:
+                    where = f" line {event.start_mark.line + 1}" if event.start_mark is not None else ""
+                    raise InputError(f"{label}{where}: alias *{event.anchor} refers to itself",
+                                     "a recursive YAML alias has no value; write the data out")
+                total += weight
+            elif isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+                open_collections.append((event.anchor, total))
+                total += 1
+                if event.anchor is not None:
+                    weights[event.anchor] = None
+                if len(open_collections) > max_depth:
+                    raise _too_deep(label)
+            elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+                anchor, before = open_collections.pop()
+                if anchor is not None:
+                    weights[anchor] = total - before
+            elif isinstance(event, yaml.ScalarEvent):
+                total += 1
+                if event.anchor is not None:
+                    weights[event.anchor] = 1
+            if total > max_nodes:
                 raise InputError(
                     f"{label} expands to more than {max_nodes:,} YAML nodes (aliases counted where used)",
                     "a YAML alias bomb, or a file far larger than a plan or report; write the values out",
                 )
-
-        def compose_node(self, parent: Any, index: Any) -> Any:
-            if self.check_event(yaml.AliasEvent):
-                anchor = self.peek_event().anchor
-                target = self.anchors.get(anchor)
-                if target is not None:
-                    weight = self._weights.get(id(target))
-                    if weight is None:
-                        mark = self.peek_event().start_mark
-                        raise InputError(f"{label} line {mark.line + 1}: alias *{anchor} refers to itself",
-                                         "a recursive YAML alias has no value; write the data out")
-                    self._count(weight)
-                return super().compose_node(parent, index)
-            self._depth += 1
-            if self._depth > max_depth:
-                raise _too_deep(label)
-            before = self._total
-            try:
-                node = super().compose_node(parent, index)
-            finally:
-                self._depth -= 1
-            self._count(1)
-            self._weights[id(node)] = self._total - before
-            return node
-
-    return BoundedLoader
-
-
-def load_yaml(text: str, *, label: str) -> tuple[Any, Any]:
-    """(data, root node) of one YAML document, bounded; yaml.YAMLError passes through for the caller
-    to word (it knows the file's purpose). Integers too long to read are an InputError."""
-    loader = bounded_yaml_loader(label=label)(text)
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return None, None
-        try:
-            data = loader.construct_document(node)
-        except ValueError as exc:  # an int past sys.get_int_max_str_digits()
-            raise InputError(f"{label} holds {_number_problem(exc)}", "fix the file") from None
-        except RecursionError:
+    except yaml.scanner.ScannerError as exc:
+        if "maximum nesting depth" in str(exc.problem):  # libyaml's own limit (1,000), met while looking ahead
             raise _too_deep(label) from None
-        return data, node
+        raise
     finally:
-        loader.dispose()
+        parser.dispose()
 
 
-class _SlowPath(Exception):
-    """The document has something the event reader leaves to the node-based loader (an anchor, alias,
-    explicit tag, merge key, complex key, a value past a limit, or a syntax error), which words the
-    error or builds the value exactly as before."""
+class _DuplicateKey(Exception):
+    def __init__(self, key: str, line: int) -> None:
+        super().__init__(key, line)
+        self.key, self.line = key, line
 
 
-#: Where a plan's scenarios are: their lines are kept per item (``LineMap``).
-_ITEMS = ("scenarios", "<value>")
-
-_SAFE_SCALAR_TAGS = frozenset(
-    f"tag:yaml.org,2002:{name}" for name in ("null", "bool", "int", "float", "str", "timestamp", "binary")
-)
-
-class LineMap(Mapping):  # type: ignore[type-arg]
-    """path -> 1-based line, as ``plan._line_map`` maps them, stored compactly: the paths under each
-    item of the top-level ``scenarios`` list are kept as one shared tuple of suffixes (most items have
-    the same keys) and an array of lines, not one tuple-keyed entry each."""
-
-    __slots__ = ("_head", "_items", "_positions")
-
-    def __init__(self) -> None:
-        self._head: dict[tuple[Any, ...], int] = {}
-        self._items: list[tuple[dict[tuple[Any, ...], int], Any]] = []
-        self._positions: dict[tuple[tuple[Any, ...], ...], dict[tuple[Any, ...], int]] = {}
-
-    def _add_item(self, lines: dict[tuple[Any, ...], int]) -> None:
-        from array import array
-
-        shape = tuple(lines)
-        positions = self._positions.get(shape)
-        if positions is None:
-            positions = self._positions[shape] = {suffix: i for i, suffix in enumerate(shape)}
-        self._items.append((positions, array("I", lines.values())))
-
-    def _item(self, key: Any) -> tuple[int, tuple[Any, ...]] | None:
-        if (type(key) is tuple and len(key) >= 3 and key[0] == "scenarios" and key[1] == "<value>"
-                and type(key[2]) is int and 0 <= key[2] < len(self._items)):
-            return key[2], key[3:]
-        return None
-
-    def __getitem__(self, key: Any) -> int:
-        item = self._item(key)
-        if item is None:
-            return self._head[key]
-        positions, lines = self._items[item[0]]
-        return int(lines[positions[item[1]]])
-
-    def __iter__(self) -> Iterator[tuple[Any, ...]]:
-        yield from self._head
-        for index, (positions, _lines) in enumerate(self._items):
-            for suffix in positions:
-                yield ("scenarios", "<value>", index) + suffix
-
-    def __len__(self) -> int:
-        return len(self._head) + sum(len(positions) for positions, _ in self._items)
-
-
-def load_yaml_lines(
-    text: str, *, max_nodes: int = MAX_YAML_NODES, max_depth: int = MAX_NESTING
-) -> tuple[Any, dict[tuple[Any, ...], int], list[tuple[tuple[Any, ...], int]]] | None:
-    """(data, path -> 1-based line, duplicate keys) of one YAML document, read from libyaml's events
-    with no node tree; None when libyaml is absent or the document needs the node-based loader
-    (``load_yaml``: anchors, aliases, tags, merge keys, limits, errors), which then says the same as
-    before. Paths are those ``plan._line_map`` writes: a key at ``path + (key,)``, its value at
-    ``path + (key, "<value>")``, a list item at ``path + (index,)``."""
+@lru_cache(maxsize=2)
+def _unique_key_loader(*, pure: bool) -> type:
+    """The safe loader, refusing a key given twice in one mapping (PyYAML keeps the last silently); keys
+    brought in by a merge (``<<: *base``) may be overridden, as YAML means them to be."""
     import yaml
 
-    loader_class = getattr(yaml, "CSafeLoader", None)
-    if loader_class is None:
-        return None
-    from yaml.events import (
-        MappingEndEvent,
-        MappingStartEvent,
-        ScalarEvent,
-        SequenceEndEvent,
-        SequenceStartEvent,
-    )
-    from yaml.nodes import ScalarNode
+    class UniqueKeyLoader(_yaml_loader(pure=pure)):  # type: ignore[misc]
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: set[str] = set()
+            for key_node, _value in node.value:
+                if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+                    if key_node.value in seen:
+                        raise _DuplicateKey(key_node.value, key_node.start_mark.line + 1)
+                    seen.add(key_node.value)
+            return super().construct_mapping(node, deep=deep)
 
-    loader = loader_class(text)
-    constructors = loader.yaml_constructors
-    resolved: dict[tuple[str, Any], str] = {}
-    duplicates: list[tuple[tuple[Any, ...], int]] = []
+    return UniqueKeyLoader
 
-    def scalar(event: Any) -> Any:
-        if event.anchor is not None:
-            raise _SlowPath
-        tag = event.tag
-        if tag is None or tag == "!":
-            key = (event.value, event.implicit)
-            tag = resolved.get(key)
-            if tag is None:
-                tag = loader.resolve(ScalarNode, event.value, event.implicit)
-                if len(resolved) < 4096:
-                    resolved[key] = tag
-        if tag not in _SAFE_SCALAR_TAGS:
-            raise _SlowPath
-        if tag == "tag:yaml.org,2002:str":
-            return event.value
-        node = ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
-        try:
-            return constructors[tag](loader, node)
-        except (ValueError, yaml.YAMLError):
-            raise _SlowPath from None
+
+def load_yaml(text: str, *, label: str) -> Any:
+    """One YAML document as plain data (``yaml.safe_load``), bounded first (:func:`check_yaml_bounds`).
+    yaml.YAMLError passes through for the caller to word (it knows the file's purpose); a key given twice
+    and an integer too long to read are InputErrors."""
+    import yaml
 
     try:
-        loader.get_event()  # StreamStart
-        if loader.check_event(yaml.StreamEndEvent):
-            return None
-        loader.get_event()  # DocumentStart
-        count = 0
-        line_map = LineMap()
-        # Frames: [container, path, next index or pending key, line target, path prefix length left
-        # out of the target's keys, the current item's lines (the `scenarios` list only)].
-        root: list[Any] = []
-        stack: list[list[Any]] = [[root, (), None, line_map._head, 0, None]]
-        while True:
-            event = loader.get_event()
-            kind = type(event)
-            if kind is MappingEndEvent or kind is SequenceEndEvent:
-                ended = stack.pop()
-                if ended[5]:
-                    line_map._add_item(ended[5])
-                if len(stack) == 1:
-                    break
-                continue
-            frame = stack[-1]
-            container, path, pending, target, base, _item = frame
-            if type(container) is dict and pending is None:  # a key
-                if kind is not ScalarEvent:
-                    raise _SlowPath
-                key = scalar(event)  # a merge key (<<) resolves to a tag left to the node-based loader
-                line = event.start_mark.line + 1
-                key_path = path + (event.value,)
-                suffix = key_path[base:]
-                if suffix in target:
-                    duplicates.append((key_path, line))
-                target[suffix] = line
-                frame[2] = (key, event.value)
-                continue
-            count += 1
-            if count > max_nodes or len(stack) > max_depth:
-                raise _SlowPath
-            if type(container) is dict:
-                key, raw = pending
-                value_path = path + (raw, "<value>")
-                frame[2] = None
-            elif container is root:
-                value_path = ()
-            else:
-                value_path = path + (frame[2],)
-                frame[2] += 1
-            if _item is not None:  # an item of `scenarios`: its own lines
-                if _item:
-                    line_map._add_item(_item)
-                frame[5] = target = {}
-                base = len(value_path)
-            target.setdefault(value_path[base:], event.start_mark.line + 1)
-            if kind is ScalarEvent:
-                value = scalar(event)
-                child = None
-            elif kind is MappingStartEvent or kind is SequenceStartEvent:
-                if event.anchor is not None or event.tag not in (None, "!"):
-                    raise _SlowPath
-                value = {} if kind is MappingStartEvent else []
-                child = [value, value_path, None if kind is MappingStartEvent else 0, target, base, None]
-                if value_path == _ITEMS and kind is SequenceStartEvent:
-                    if line_map._items:
-                        raise _SlowPath  # a second `scenarios` list
-                    child[5] = {}  # marks the list whose items get their own lines
-            else:  # an alias
-                raise _SlowPath
-            if type(container) is dict:
-                container[key] = value
-            else:
-                container.append(value)
-            if child is not None:
-                stack.append(child)
-            elif container is root:
-                break
-        loader.get_event()  # DocumentEnd
-        if not loader.check_event(yaml.StreamEndEvent):
-            raise _SlowPath  # a second document: the node-based loader says so
-        return root[0], line_map, duplicates
-    except (_SlowPath, yaml.YAMLError, RecursionError):
-        return None
+        check_yaml_bounds(text, label=label)
+        return _construct(text, label=label, pure=False)
+    except yaml.YAMLError:
+        if _yaml_loader() is yaml.SafeLoader:
+            raise
+    # NOTE: libyaml rejected the text: PyYAML's own parser words the error (what it expected and found).
+    check_yaml_bounds(text, label=label, pure=True)
+    return _construct(text, label=label, pure=True)
+
+
+def _construct(text: str, *, label: str, pure: bool) -> Any:
+    loader = _unique_key_loader(pure=pure)(text)
+    try:
+        return loader.get_single_data()
+    except _DuplicateKey as exc:
+        raise InputError(f"{label} line {exc.line}: key {exc.key!r} appears twice", "keep one of them") from None
+    except ValueError as exc:  # an int past sys.get_int_max_str_digits()
+        raise InputError(f"{label} holds {_number_problem(exc)}", "fix the file") from None
+    except RecursionError:
+        raise _too_deep(label) from None
     finally:
         loader.dispose()

@@ -44,9 +44,10 @@ def test_max_kv_bytes_passes_exactly_at_budget(runner, tmp_path):
     assert report["passed"] is True
     (scenario,) = report["scenarios"]
     assert scenario["kv_cache_bytes"] == need
-    assert scenario["gates"] == [
-        {"name": "max_kv_bytes", "limit": need, "actual": need, "passed": True, "message": scenario["gates"][0]["message"]}
-    ]
+    assert scenario["gates"] == [{"name": "max_kv_bytes", "limit": need, "actual": need, "passed": True}]
+    full = json.loads(run_check(runner, write_plan(tmp_path, [llama(max_kv_bytes=need)]), "-f", "json", "--full").stdout)
+    assert full["scenarios"][0]["gates"][0]["message"] == (
+        "KV cache needs 2.00 GiB (2,147,483,648 bytes), within the max_kv_bytes budget 2.00 GiB (2,147,483,648 bytes)")
 
 
 def test_max_kv_bytes_fails_one_byte_over(runner, tmp_path):
@@ -111,15 +112,19 @@ def test_defaults_apply_under_each_scenario(runner, tmp_path):
     ]
 
 
-def test_inputs_are_resolved_and_always_present(runner, tmp_path):
+def test_inputs_are_resolved(runner, tmp_path):
     plan = write_plan(tmp_path, [{"name": "x", "model": LLAMA, "seq_len": "32k"}])
     scenario = json.loads(run_check(runner, plan, "-f", "json").stdout)["scenarios"][0]
+    assert scenario["inputs"] == {"model": LLAMA, "seq_len": 32 * 1024}  # only what the plan sets
+    assert scenario["budgets"] == {}
+    assert scenario["kv_cache_bytes"] == LLAMA_PER_TOKEN * 32 * 1024  # batch defaults to 1
+    assert (scenario["fits"], scenario["max_concurrent_requests"]) == (None, None)  # no require_fit_on
     from kvplan.plan import FIELDS
 
-    assert list(scenario["inputs"]) == [k for k, f in FIELDS.items() if f.kind in ("inputs", "capacity")]
-    assert {k: v for k, v in scenario["inputs"].items() if v is not None} == {"model": LLAMA, "seq_len": 32 * 1024}
-    assert scenario["budgets"]["max_kv_bytes"] is None
-    assert scenario["kv_cache_bytes"] == LLAMA_PER_TOKEN * 32 * 1024  # batch defaults to 1
+    full = json.loads(run_check(runner, plan, "-f", "json", "--full").stdout)["scenarios"][0]
+    assert list(full["inputs"]) == [k for k, f in FIELDS.items() if f.kind in ("inputs", "capacity")]  # every key
+    assert {k: v for k, v in full["inputs"].items() if v is not None} == scenario["inputs"]
+    assert full["budgets"]["max_kv_bytes"] is None
 
 
 def test_set_overrides_and_model_path_relative_to_plan(runner, tmp_path):
@@ -152,7 +157,7 @@ def test_timestamp_only_on_request(runner, tmp_path):
 
 
 def test_example_plan_passes(runner):
-    result = run_check(runner, REPO_ROOT / "examples" / "kvplan.yaml", "-f", "json")
+    result = run_check(runner, REPO_ROOT / "examples" / "kvplan.yaml", "-f", "json", "--full")
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     names = [s["name"] for s in report["scenarios"]]
@@ -202,10 +207,20 @@ BAD_PLANS = {
         "line 3: scenario #1: 'model': the YAML tag 'tag:yaml.org,2002:python/object/apply:os.system' is not allowed", "plain data",
     ),
     "invalid yaml": ("scenarios: [\n", "not valid YAML", None),
+    "invalid yaml, worded by PyYAML": (
+        "scenarios:\n  - name: chat\n    model: [unclosed\n",
+        "line 4: not valid YAML: expected ',' or ']', but got '<stream end>'", "check the indentation",
+    ),
+    "undefined alias": ("scenarios:\n  - *nope\n", "line 2: not valid YAML: found undefined alias 'nope'", None),
+    "unknown key after a merge": (
+        "defaults: &d {batch: 2}\nscenarios:\n  - <<: *d\n    name: a\n    model: meta-llama/Llama-3.1-8B\n    btach: 3\n",
+        "line 6: scenario 'a': unknown key 'btach'", None,
+    ),
     "duplicate key": (
         "scenarios:\n  - name: chat\n    model: meta-llama/Llama-3.1-8B\n    model: Qwen/Qwen3-8B\n",
         "line 4: key 'model' appears twice", None,
     ),
+    "duplicate top-level key": ("scenarios: []\nscenarios: []\n", "line 2: key 'scenarios' appears twice", None),
     "duplicate scenario name": (
         "scenarios:\n  - {name: a, model: meta-llama/Llama-3.1-8B}\n  - {name: a, model: Qwen/Qwen3-8B}\n",
         "scenario name 'a' is used twice", None,
@@ -257,6 +272,17 @@ def test_bad_plan_exits_2_with_a_clear_message(runner, tmp_path, name):
         assert hint in result.stderr
 
 
+def test_a_merged_key_may_be_overridden(runner, tmp_path):
+    plan = tmp_path / "kvplan.yaml"
+    plan.write_text("defaults: {seq_len: 4096}\nscenarios:\n  - &base {name: a, model: meta-llama/Llama-3.1-8B, batch: 4}\n"
+                    "  - <<: *base\n    name: b\n    batch: 2\n")
+    result = run_check(runner, plan, "-f", "json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)["scenarios"]
+    assert [(row["name"], row["kv_cache_bytes"]) for row in rows] == [
+        ("a", LLAMA_PER_TOKEN * 4096 * 4), ("b", LLAMA_PER_TOKEN * 4096 * 2)]
+
+
 def test_python_tag_is_never_constructed(runner, tmp_path):
     marker = tmp_path / "constructed"
     plan = tmp_path / "kvplan.yaml"
@@ -275,7 +301,7 @@ def test_missing_plan_file(runner, tmp_path):
 def test_deployment_keys_reach_the_estimate(runner, tmp_path):
     # Llama-3.1-8B on 4 tensor-parallel ranks: 8 KV heads / 4 = 2 per rank; vLLM blocks of 16 tokens.
     plan = write_plan(tmp_path, [llama(engine="vllm", tp=4, max_kv_bytes_per_gpu=KV * 32 * (8 // 4) * 128 * BF16 * 4096 * 4)])
-    result = run_check(runner, plan, "-f", "json")
+    result = run_check(runner, plan, "-f", "json", "--full")
     assert result.exit_code == 0, result.output
     scenario = json.loads(result.stdout)["scenarios"][0]
     assert (scenario["estimate"]["inputs"]["engine"], scenario["estimate"]["inputs"]["tp"]) == ("vllm", 4)
@@ -298,9 +324,11 @@ def test_require_fit_on_and_min_concurrency_boundary(runner, tmp_path, kv_budget
     assert result.exit_code == code, result.output
     scenario = json.loads(result.stdout)["scenarios"][0]
     gates = {gate["name"]: gate for gate in scenario["gates"]}
-    assert gates["require_fit_on"]["passed"] is (code == 0)
-    assert gates["min_concurrency"]["actual"] == (4 if code == 0 else 3)
-    assert scenario["capacity"]["command"] == "capacity"
+    assert gates["require_fit_on"]["passed"] is scenario["fits"] is (code == 0)
+    assert gates["min_concurrency"]["actual"] == scenario["max_concurrent_requests"] == (4 if code == 0 else 3)
+    full = json.loads(run_check(runner, plan, "-f", "json", "--full").stdout)["scenarios"][0]
+    assert full["capacity"]["command"] == "capacity"
+    assert full["capacity"]["capacity"]["max_concurrent_requests"] == scenario["max_concurrent_requests"]
     if code:
         assert "FAIL llama-chat: 4 × 4,096 tokens need 2.00 GiB (2,147,483,648 bytes) of KV cache per GPU" in result.stderr
         assert "fewer than the min_concurrency 4" in result.stderr

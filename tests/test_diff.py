@@ -135,6 +135,24 @@ def test_diff_of_estimate_reports(runner, tmp_path):
     assert [c["field"] for c in row["inputs_changed"]] == ["kv_dtype"]
 
 
+def test_compact_and_full_reports_diff_alike(runner, tmp_path, before_after):
+    """A compact report (the default), a --full one and one of schema version 1 (whose check rows are the
+    --full rows) of the same plan: nothing changed, whichever pair is diffed."""
+    old, new = before_after
+    plan = tmp_path / "new-plan.yaml"
+    full = tmp_path / "new-full.yaml"
+    assert runner.invoke(app, ["check", str(plan), "--full", "--output", str(full)]).exit_code == 0
+    version_1 = tmp_path / "new-v1.json"
+    version_1.write_text(json.dumps({**yaml.safe_load(full.read_text()), "schema_version": 1}))
+    for pair in ((new, full), (full, new), (version_1, new)):
+        report = json.loads(runner.invoke(app, ["diff", *map(str, pair), "-f", "json", "--max-increase", "0%"]).stdout)
+        assert {row["status"] for row in report["scenarios"]} == {"unchanged"}, pair
+        assert report["passed"] is True
+    compact = json.loads(runner.invoke(app, ["diff", str(old), str(new), "-f", "json"]).stdout)
+    mixed = json.loads(runner.invoke(app, ["diff", str(old), str(full), "-f", "json"]).stdout)
+    assert mixed["scenarios"] == compact["scenarios"]
+
+
 def test_identical_reports(runner, before_after):
     old, _ = before_after
     report = json.loads(runner.invoke(app, ["diff", str(old), str(old), "-f", "json"]).stdout)
@@ -144,7 +162,8 @@ def test_identical_reports(runner, before_after):
 @pytest.mark.parametrize(("content", "message"), [
     ("command: models\nschema_version: 1\n", "not a kvplan check or estimate report (command: 'models')"),
     ("- a list\n", "not a kvplan check or estimate report"),
-    ("command: check\nschema_version: 99\n", "report schema_version 99"),
+    ("command: check\nschema_version: 99\n", "report schema_version 99, this kvplan reads 1 and 2"),
+    ("command: check\nschema_version: true\n", "report schema_version True"),
     ("a: [\n", "not a YAML/JSON report"),
 ])
 def test_bad_report_is_exit_2(runner, tmp_path, before_after, content, message):

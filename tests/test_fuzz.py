@@ -173,13 +173,14 @@ def test_fuzz_plan_files(tmp_path: Path, text: str, encoding: str) -> None:
 
 
 # ---- reports for diff ---------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def base_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+@pytest.fixture(scope="module", params=[[], ["--full"]], ids=["compact", "full"])
+def base_report(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> dict[str, Any]:
     folder = tmp_path_factory.mktemp("diff")
     plan = folder / "plan.yaml"
     plan.write_text(yaml.safe_dump({"scenarios": [{"name": "chat", "model": MODEL, "seq_len": 1024},
-                                                  {"name": "rag", "model": MODEL, "seq_len": 4096}]}))
-    result = CliRunner().invoke(app, ["check", str(plan), "-f", "json"])
+                                                  {"name": "rag", "model": MODEL, "seq_len": 4096,
+                                                   "max_kv_bytes_per_gpu": "1GiB"}]}))
+    result = CliRunner().invoke(app, ["check", str(plan), "-f", "json", *request.param])
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
 

@@ -106,6 +106,7 @@ def test_diff_refuses_malformed_estimate_reports(runner, tmp_path, edit, phrase)
     [
         (ALIAS_BOMB, "expands to more than 500,000 YAML nodes"),
         ("scenarios: &a [*a]\n", "alias *a refers to itself"),
+        ("- a\n" * 600_000, "expands to more than 500,000 YAML nodes"),  # many plain nodes: counted, never built
         ("scenarios: " + "[" * 20000 + "]" * 20000 + "\n", "nested deeper than 100 levels"),
         ("scenarios:\n- name: x\n  model: llama-2-7b-hf\n  batch: " + "9" * 5000 + "\n",
          "integer with more than 4,300 digits"),

@@ -117,6 +117,11 @@ def test_check_and_diff_reports_validate(runner, validator, tmp_path):
     assert_valid(validator, check)
     as_json = runner.invoke(app, ["check", str(plan), "--format", "json"])
     assert_valid(validator, json.loads(as_json.stdout))
+    full = runner.invoke(app, ["check", str(plan), "--format", "json", "--full"])
+    assert_valid(validator, json.loads(full.stdout))
+    compact_row, full_row = json.loads(as_json.stdout)["scenarios"][0], json.loads(full.stdout)["scenarios"][0]
+    mixed = {**json.loads(as_json.stdout), "scenarios": [{**compact_row, "estimate": full_row["estimate"]}]}
+    assert not validator.is_valid(mixed)  # a row is compact or full, never a mix
     diff = runner.invoke(app, ["diff", str(out), str(out), "--max-increase", "10%", "--format", "yaml"])
     assert diff.exit_code == 0, diff.output
     assert_valid(validator, yaml.safe_load(diff.stdout))
@@ -125,9 +130,10 @@ def test_check_and_diff_reports_validate(runner, validator, tmp_path):
 def test_failing_check_report_validates(runner, validator, tmp_path):
     plan = tmp_path / "kvplan.yaml"
     plan.write_text("scenarios:\n  - {name: a, model: meta-llama/Llama-3.1-8B, seq_len: 4k, max_kv_bytes: 1, max_kv_bytes_per_gpu: 1}\n")
-    result = runner.invoke(app, ["check", str(plan), "-f", "json"])
-    assert result.exit_code == 1, result.output
-    assert_valid(validator, json.loads(result.stdout))
+    for full in ([], ["--full"]):
+        result = runner.invoke(app, ["check", str(plan), "-f", "json", *full])
+        assert result.exit_code == 1, result.output
+        assert_valid(validator, json.loads(result.stdout))
 
 
 # ---- the schema rejects what it should --------------------------------------------------------------

@@ -10,7 +10,7 @@ from kvplan.units import GiB, MiB, cdiv, format_bytes, parse_size, parse_tokens
 @pytest.mark.parametrize(
     ("text", "tokens"),
     [("4096", 4096), ("4k", 4 * 1024), ("4K", 4 * 1024), ("32k", 32 * 1024), ("128k", 128 * 1024),
-     ("1M", 1024 * 1024), ("1.5k", 1536), (8192, 8192)],
+     ("1M", 1024 * 1024), ("1.5k", 1536), (8192, 8192), ("0032", 32)],
 )
 def test_parse_tokens(text, tokens: int) -> None:
     assert parse_tokens(text) == tokens
@@ -24,7 +24,8 @@ def test_parse_tokens_rejects(text: str) -> None:
 
 @pytest.mark.parametrize(
     ("text", "size"),
-    [("80GiB", 80 * GiB), ("80G", 80 * GiB), ("80GB", 80 * 1000**3), ("512MiB", 512 * MiB), ("1024", 1024)],
+    [("80GiB", 80 * GiB), ("80G", 80 * GiB), ("80GB", 80 * 1000**3), ("512MiB", 512 * MiB), ("1024", 1024),
+     ("1.5GiB", 3 * GiB // 2)],
 )
 def test_parse_size(text: str, size: int) -> None:
     assert parse_size(text) == size

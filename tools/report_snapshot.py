@@ -4,7 +4,8 @@
     python tools/report_snapshot.py check DIR    # after: every report equal value for value, same exit code
 
 Reports are compared as JSON values (``kvplan_version`` aside), so a change of layout is not a difference
-and a change of any number is.
+and a change of any number is. ``schema_version`` is compared apart: a bump (a report's shape changed on
+purpose) is said once, and the values are compared without it.
 
 Runs in-process through typer's CliRunner: estimate and capacity (vllm and llama.cpp on an H200)
 per model, and `check` over a plan of mixed scenarios.
@@ -45,7 +46,8 @@ def _cases() -> list[tuple[str, list[str]]]:
         cases.append((f"capacity_llamacpp__{short}",
                       ["capacity", "--model", m, "--gpu", "H100", "--engine", "llama.cpp", "--max-model-len", "16k",
                        "--format", "json"]))
-    cases.append(("check__example", ["check", "examples/kvplan.yaml", "--format", "json"]))
+    # NOTE: --full: every scenario's whole estimate and capacity report (the default report is one compact row each)
+    cases.append(("check__example", ["check", "examples/kvplan.yaml", "--format", "json", "--full"]))
     return cases
 
 
@@ -69,20 +71,46 @@ def _value(out: str) -> object:
     return report
 
 
+def _schema_versions(value: object) -> set[object]:
+    """Every ``schema_version`` in a report (a check report's --full rows hold their own)."""
+    if isinstance(value, dict):
+        return set().union(*(_schema_versions(v) for k, v in value.items() if k != "schema_version"),
+                           {value["schema_version"]} if "schema_version" in value else set())
+    if isinstance(value, list):
+        return set().union(*map(_schema_versions, value))
+    return set()
+
+
+def _unversioned(value: object) -> object:
+    """``value`` without its ``schema_version`` keys."""
+    if isinstance(value, dict):
+        return {k: _unversioned(v) for k, v in value.items() if k != "schema_version"}
+    if isinstance(value, list):
+        return [_unversioned(v) for v in value]
+    return value
+
+
 def main() -> int:
     mode, folder = sys.argv[1], Path(sys.argv[2]).resolve()
     os.chdir(ROOT)
     folder.mkdir(parents=True, exist_ok=True)
     bad = 0
+    bumps: set[tuple[object, object]] = set()
     for name, args in _cases():
         code, out = _run(args)
         record = {"exit": code, "report": _value(out)}
         path = folder / f"{name}.json"
         if mode == "save":
             path.write_text(json.dumps(record, indent=1, sort_keys=True), encoding="utf-8")
-        elif not path.exists() or json.loads(path.read_text(encoding="utf-8")) != record:
+            continue
+        saved = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+        if saved is not None and _schema_versions(saved) != _schema_versions(record):
+            bumps.add((tuple(sorted(map(str, _schema_versions(saved)))), tuple(sorted(map(str, _schema_versions(record))))))
+        if saved is None or _unversioned(saved) != _unversioned(record):
             bad += 1
             print(f"DIFFERS: {name}")
+    for before, after in sorted(bumps):
+        print(f"note: schema_version {', '.join(before)} -> {', '.join(after)} (compared without it)")
     n = len(_cases())
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(folder.glob("*.json")))).hexdigest()[:12]
     print(f"{mode}: {n} reports, {bad} differ (snapshot {digest})")

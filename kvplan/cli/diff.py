@@ -7,6 +7,7 @@ import typer
 
 from kvplan.cli.options import Format, FormatOpt, echo_wrapped, emit
 from kvplan.errors import EXIT_NOT_FIT
+from kvplan.report.diff import diff_report, load_report, parse_threshold
 
 EPILOG = (
     "Examples:\n\n"
@@ -28,8 +29,6 @@ def diff(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Show what changed per scenario between two reports: KV bytes, ratio and the inputs that changed."""
-    from kvplan.report.diff import diff_report, load_report, parse_threshold
-
     threshold = parse_threshold(max_increase) if max_increase is not None else None
     report = diff_report(load_report(old), load_report(new), old_label=str(old), new_label=str(new),
                          max_increase=threshold)

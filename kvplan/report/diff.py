@@ -1,7 +1,9 @@
 """`kvplan diff`: what changed per scenario between two reports (check or estimate), and a gate.
 
 Pure: reports in (already loaded dicts), a diff report out. A `check` report contributes one
-entry per scenario; an `estimate` report one entry named after its model id.
+entry per scenario, from its compact rows or its ``--full`` rows alike (both carry the name, the
+inputs and budgets, and the KV bytes in all and per GPU); an `estimate` report one entry named
+after its model id.
 """
 
 from __future__ import annotations
@@ -14,9 +16,13 @@ from typing import Any
 from kvplan import __version__
 from kvplan.errors import InputError
 from kvplan.report import SCHEMA_VERSION
+from kvplan.safeload import load_json, load_yaml, read_bounded_text
 from kvplan.units import parse_size
 
 DIFFABLE = ("check", "estimate")
+#: Report schema versions diff reads: 1 is the one before compact check rows (its check rows are the
+#: ``--full`` rows of 2; its estimate reports are 2's), so a report kept from an older kvplan still diffs.
+READABLE_SCHEMA_VERSIONS = (1, SCHEMA_VERSION)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -56,15 +62,13 @@ def parse_threshold(text: str) -> Threshold:
 def load_report(path: Path) -> dict[str, Any]:
     """Read a YAML or JSON report written by `kvplan check` or `kvplan estimate` (bounded, then its
     shape checked: every field the diff reads is present and of the right type)."""
-    import yaml
-
-    from kvplan.safeload import load_json, load_yaml, read_bounded_text
+    import yaml  # NOTE: ~20 ms to import; only diff reads YAML reports
 
     hint = "pass files written by `kvplan check --output` or `kvplan estimate --format yaml`"
     text = read_bounded_text(path, label=f"report {path}", what="report")
     try:
         data = load_json(text, label=str(path), hint=hint) if path.suffix.lower() == ".json" else load_yaml(
-            text, label=str(path))[0]
+            text, label=str(path))
     except yaml.YAMLError as exc:
         raise InputError(f"{path}: not a YAML/JSON report: {str(exc).splitlines()[0]}", hint) from None
     command = data.get("command") if isinstance(data, dict) else None
@@ -73,9 +77,11 @@ def load_report(path: Path) -> dict[str, Any]:
             f"{path}: not a kvplan check or estimate report (command: {command!r})",
             "pass files written by `kvplan check --output FILE` or `kvplan estimate --format yaml`",
         )
-    if data.get("schema_version") != SCHEMA_VERSION:
+    version = data.get("schema_version")
+    if isinstance(version, bool) or version not in READABLE_SCHEMA_VERSIONS:
         raise InputError(
-            f"{path}: report schema_version {data.get('schema_version')!r}, this kvplan reads {SCHEMA_VERSION}",
+            f"{path}: report schema_version {version!r}, this kvplan reads "
+            f"{' and '.join(map(str, READABLE_SCHEMA_VERSIONS))}",
             "regenerate the report with this kvplan version",
         )
     _check_shape(data, str(path))
@@ -138,18 +144,15 @@ def _per_gpu_entries(report: dict[str, Any]) -> dict[str, int]:
     """name -> KV bytes on the most loaded GPU, for the scenarios that hold a per-GPU budget."""
     if report["command"] != "check":
         return {}
-    entries = {}
+    entries: dict[str, int] = {}
     for s in report["scenarios"]:
-        budgets = s.get("budgets") or {}
+        budgets = s["budgets"]
         if budgets.get("max_kv_bytes_per_gpu") is None and budgets.get("require_fit_on") is None:
             continue
-        estimate = s.get("estimate")
-        totals = estimate.get("totals") if isinstance(estimate, dict) else None
-        value = totals.get("kv_cache_bytes_per_gpu") if isinstance(totals, dict) else None
+        value = s.get("kv_cache_bytes_per_gpu")
         if not _kv_bytes_ok(value):
-            raise InputError(f"scenario {s['name']!r}: estimate.totals.kv_cache_bytes_per_gpu must be a non-negative "
-                             f"integer, got {value!r}",
-                             "regenerate the report with `kvplan check --output`")
+            raise InputError(f"scenario {s['name']!r}: kv_cache_bytes_per_gpu must be a non-negative integer, got "
+                             f"{value!r}", "regenerate the report with `kvplan check --output`")
         entries[s["name"]] = value
     return entries
 

@@ -188,25 +188,49 @@ def _defs() -> dict[str, Schema]:
         },
         description="`kvplan models`: the bundled models, one line of geometry each.",
     )
+    check_compact_scenario = _obj(
+        {
+            "name": STR,
+            "inputs": {"type": "object", "description": "the inputs the plan sets for the scenario (its own keys and "
+                       "the plan's defaults), resolved (sizes in bytes, tokens as ints); an input not set is not listed"},
+            "budgets": {"type": "object", "description": "the budgets the plan sets for the scenario, resolved"},
+            "kv_cache_bytes": {**NONNEG, "description": "the whole cache: every layer, sequence and GPU"},
+            "kv_cache_bytes_per_gpu": {**NONNEG, "description": "the most loaded GPU"},
+            "fits": {**nullable(BOOL), "description": "the batch fits on the require_fit_on GPUs; null without it"},
+            "max_concurrent_requests": {**nullable(NONNEG), "description": "requests of seq_len tokens that fit at once "
+                                        "on the require_fit_on GPUs; null without it"},
+            "passed": BOOL,
+            "gates": {"type": "array", "items": _obj({
+                "name": STR,
+                "limit": {"description": "the budget as written in the plan, resolved (bytes, a count, or {gpu, num_gpus})"},
+                "actual": {"description": "the computed value the budget is compared with"},
+                "passed": BOOL,
+            })},
+        },
+        description="one scenario in a row (the default report)",
+    )
     gate = _obj({
         "name": STR,
-        "limit": {"description": "the budget as written in the plan, resolved (bytes or a count)"},
+        "limit": {"description": "the budget as written in the plan, resolved (bytes, a count, or {gpu, num_gpus})"},
         "actual": {"description": "the computed value the budget is compared with"},
         "passed": BOOL,
         "message": STR,
     })
-    check_scenario = _obj({
-        "name": STR,
-        "inputs": {"type": "object", "description": "the scenario's inputs, resolved (sizes in bytes, tokens as ints)"},
-        "budgets": {"type": "object", "description": "the scenario's budgets, resolved; null when not set"},
-        "kv_cache_bytes": NONNEG,
-        "kv_cache_bytes_per_gpu": NONNEG,
-        "passed": BOOL,
-        "gates": {"type": "array", "items": gate},
-        "estimate": ref("estimate_report"),
-        "capacity": nullable({"type": "object"}) if "capacity_report" not in REPORT_DEFS.values()
-        else nullable(ref("capacity_report")),
-    })
+    check_full_scenario = _obj(
+        {
+            "name": STR,
+            "inputs": {"type": "object", "description": "every input of a scenario, resolved (sizes in bytes, tokens as "
+                       "ints); null when not set"},
+            "budgets": {"type": "object", "description": "every budget of a scenario, resolved; null when not set"},
+            "kv_cache_bytes": NONNEG,
+            "kv_cache_bytes_per_gpu": NONNEG,
+            "passed": BOOL,
+            "gates": {"type": "array", "items": gate},
+            "estimate": ref("estimate_report"),
+            "capacity": nullable(ref("capacity_report")),
+        },
+        description="one scenario with its whole estimate and capacity reports (kvplan check --full)",
+    )
     check_report = _obj(
         {
             **_header("check"),
@@ -214,9 +238,10 @@ def _defs() -> dict[str, Schema]:
             "generated_at": nullable(STR),
             "passed": BOOL,
             "num_failed": NONNEG,
-            "scenarios": {"type": "array", "items": check_scenario},
+            "scenarios": {"type": "array", "items": {"oneOf": [check_compact_scenario, check_full_scenario]}},
         },
-        description="`kvplan check`: every scenario of a plan file with its budgets.",
+        description="`kvplan check`: every scenario of a plan file with its budgets, one compact row each (--full: "
+        "with its estimate and capacity reports).",
     )
     diff_scenario = _obj({
         "name": STR,
