@@ -29,8 +29,7 @@ def startup_seconds(runs: int) -> float:
 
 def api_seconds(calls: int) -> tuple[float, float]:
     """(seconds for ``calls`` estimates over a sweep of lengths, batches, engines and TP; and with
-    ``.to_dict()``, the report, for each). Every call asks a different length (``+ i``), so none is
-    answered by ``calc.estimate``'s memo of recent inputs."""
+    ``.to_dict()``, the report, for each). Every call asks a different length (``+ i``)."""
     import kvplan
 
     geometry = kvplan.load_geometry(MODEL)

@@ -18,6 +18,7 @@ torch is imported here (the Hub client only when a model is fetched from the Hub
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
@@ -445,32 +446,9 @@ def model_weights(
     """The weights capacity counts, and notes on where they came from: a GGUF's tensor table (exact bytes,
     llama.cpp's layer split), else :func:`kvplan.models.resolve_weights` (config.json, safetensors, bytes); for
     llama.cpp, the counted shapes as a ``weights_quant`` GGUF (default Q4_K_M) by llama.cpp's per-tensor rule.
-    Counted once per loaded model and options (not for a Hub model, whose answer may depend on the network)."""
-    key = (id(loaded), engine, weights_bytes, weights_from, revision, token, required, tensor_split, weights_quant)
-    hit = _WEIGHTS.get(key)
-    if hit is not None and hit[0] is loaded:
-        return hit[1], list(hit[2])
-    weights, notes = _model_weights(loaded, engine=engine, weights_bytes=weights_bytes, weights_from=weights_from,
-                                    revision=revision, token=token, required=required, tensor_split=tensor_split,
-                                    weights_quant=weights_quant)
-    if loaded.source.kind != "hub":
-        if len(_WEIGHTS) >= GEOMETRY_CACHE_SIZE * 4:
-            _WEIGHTS.pop(next(iter(_WEIGHTS)))
-        _WEIGHTS[key] = (loaded, weights, tuple(notes))  # the model is kept, so its id is not reused
-    return weights, notes
-
-
-_WEIGHTS: dict[tuple[Any, ...], tuple[Geometry, Any, tuple[str, ...]]] = {}
-#: The config's count before any engine's rule, per loaded model and options (``_WEIGHTS`` is per engine too).
-_COUNTS: dict[tuple[Any, ...], tuple[Geometry, Any, tuple[str, ...]]] = {}
-
-
-def _model_weights(
-    loaded: Geometry, *, engine: str, weights_bytes: int | None, weights_from: str, revision: str | None,
-    token: str | None, required: bool, tensor_split: tuple[float, ...] | None, weights_quant: str | None,
-) -> tuple[Any, list[str]]:
+    A local model's count is remembered per config and options (:func:`_counted_weights`); a Hub model's is not,
+    its answer may depend on the network."""
     from kvplan.engines import get_engine
-    from kvplan.models import resolve_weights
 
     profile = get_engine(engine)
     if weights_quant is not None:
@@ -485,31 +463,46 @@ def _model_weights(
                                 tensor_split=tensor_split)
     quantise = profile.splits_layers and weights_bytes is None and weights_from != "safetensors"
     # NOTE: llama.cpp runs a quantised GGUF: the checkpoint's safetensors bytes are not what it loads.
-    source = "config" if quantise else weights_from
-    key = (id(loaded), weights_bytes, source, revision, token, required)
-    hit = _COUNTS.get(key)
-    if hit is not None and hit[0] is loaded:  # the same count for every engine of a local model
-        weights, notes = hit[1], list(hit[2])
-    else:
-        weights, notes = resolve_weights(
-            loaded.config, model_id=loaded.model_id, source_kind=loaded.source.kind, weights_bytes=weights_bytes,
-            weights_from=source, revision=revision, token=token, required=required,
-        )
-        if loaded.source.kind != "hub":
-            if len(_COUNTS) >= GEOMETRY_CACHE_SIZE * 4:
-                _COUNTS.pop(next(iter(_COUNTS)))
-            _COUNTS[key] = (loaded, weights, tuple(notes))
-    if weights is not None and weights.counted and quantise:
+    count = _count_weights if loaded.source.kind == "hub" else _counted_weights
+    weights, notes, quantised = count(
+        json.dumps(loaded.config, sort_keys=True, default=repr), model_id=loaded.model_id,
+        source_kind=loaded.source.kind, weights_bytes=weights_bytes, weights_from="config" if quantise else weights_from,
+        revision=revision, token=token, required=required, quantise=quantise, weights_quant=weights_quant,
+        num_layers=loaded.model_geometry.num_hidden_layers, model_type=loaded.model_geometry.model_type,
+    )
+    notes = list(notes)
+    if weights is not None and not quantised and weights.source != "--weights-bytes" and profile.splits_layers:
+        notes.append(f"llama.cpp: weights counted as the checkpoint stores them ({weights.dtype}) "
+                     "(--weights-from safetensors); a quantised GGUF (Q4_K_M, Q8_0 ...) is smaller")
+    return weights, notes
+
+
+def _count_weights(
+    config_json: str, *, model_id: str, source_kind: str, weights_bytes: int | None, weights_from: str,
+    revision: str | None, token: str | None, required: bool, quantise: bool, weights_quant: str | None,
+    num_layers: int, model_type: str,
+) -> tuple[Any, tuple[str, ...], bool]:
+    """:func:`kvplan.models.resolve_weights` over a config (as JSON text), its notes, and whether the counted
+    shapes were sized (``quantise``) as a llama.cpp GGUF of type ``weights_quant``
+    (:func:`kvplan.gguf.quantise.quantise_weights`)."""
+    from kvplan.models import resolve_weights
+
+    weights, notes = resolve_weights(
+        json.loads(config_json), model_id=model_id, source_kind=source_kind, weights_bytes=weights_bytes,
+        weights_from=weights_from, revision=revision, token=token, required=required,
+    )
+    quantised = weights is not None and weights.counted and quantise
+    if quantised:
         # NOTE: llama.cpp users run a llama-quantize GGUF, most often Q4_K_M: its bytes follow llama.cpp's
         # per-tensor rule over the counted shapes (kvplan.gguf.quantise); said in weights.quantization.
         from kvplan.gguf.quantise import quantise_weights
 
-        weights = quantise_weights(weights, num_layers=loaded.model_geometry.num_hidden_layers, ftype=weights_quant,
-                                   model_type=loaded.model_geometry.model_type)
-    elif weights is not None and weights.source != "--weights-bytes" and profile.splits_layers:
-        notes.append(f"llama.cpp: weights counted as the checkpoint stores them ({weights.dtype}) "
-                     "(--weights-from safetensors); a quantised GGUF (Q4_K_M, Q8_0 ...) is smaller")
-    return weights, notes
+        weights = quantise_weights(weights, num_layers=num_layers, ftype=weights_quant, model_type=model_type)
+    return weights, tuple(notes), quantised
+
+
+#: A sweep over engines, GPUs and lengths of one local model counts its weights once per options.
+_counted_weights = functools.lru_cache(maxsize=256)(_count_weights)
 
 
 def _check_weights_quant(loaded: Geometry, profile: Any, *, weights_bytes: int | None, weights_from: str) -> None:

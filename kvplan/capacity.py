@@ -18,15 +18,14 @@ from typing import Any
 
 from kvplan.adjust import Deployment, stage_of_layer
 from kvplan.budget import Budget, budget_uncertainty, compute_budget
-from kvplan.calc import Estimate, KvSizer, Priced, estimate
+from kvplan.calc import Estimate, KvSizer, Priced, estimate, served_geometry
 from kvplan.dp import attention_tp, dp_notes
 from kvplan.engine_log import attach_engine_log
-from kvplan.engines import EngineProfile, get_engine
+from kvplan.engines import get_engine
 from kvplan.errors import InputError
 from kvplan.geometry import ModelGeometry
 from kvplan.gpus import GpuSpec
-from kvplan.memo import OwnerMemo
-from kvplan.models import DTYPE_BYTES, WeightsEstimate, serve_weights, served_dtype
+from kvplan.models import WeightsEstimate, serve_weights
 from kvplan.units import format_bytes
 
 #: TP sizes tried for ``min_tp``.
@@ -303,10 +302,11 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
         weights, serve_note = serve_weights(weights, engine=engine, dtype=inputs.dtype)
         if serve_note:
             notes.append(serve_note)
-    geometry = _served_geometry(geometry, engine, inputs.dtype)
+    geometry = served_geometry(geometry, engine, inputs.dtype)
     dep = _deployment(inputs, attention_tp(inputs, tp))
     notes.extend(dp_notes(geometry, inputs, tp))
-    kv = _kv_view(geometry, dep, inputs.kv_dtype)
+    views: _Views = {}
+    kv = _kv_view(views, geometry, dep, inputs.kv_dtype)
     state_only = sized = False
     if not tokens:
         sized = True
@@ -353,7 +353,7 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
         notes.append(f"{inputs.batch} sequence(s) fit the whole searched context ({limit:,} tokens)")
 
     # the GPUs one request needs are decided by the weights against the GPU's memory: unknown without a GPU
-    min_tp, min_gpus = (None, None) if inputs.gpu is None else _min_parallel(geometry, weights, inputs, tokens)
+    min_tp, min_gpus = (None, None) if inputs.gpu is None else _min_parallel(geometry, weights, inputs, tokens, views)
     if inputs.gpu is not None and inputs.kv_budget_bytes is not None and inputs.kv_budget_bytes > inputs.gpu.memory_bytes:
         notes.append(f"WARNING: --kv-budget {format_bytes(inputs.kv_budget_bytes)} is more than the whole "
                      f"{_gpu_name(inputs)} ({format_bytes(inputs.gpu.memory_bytes)}): no engine can allocate it")
@@ -386,32 +386,16 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
     return attach_engine_log(cap, (kv.est(inputs.batch, tokens).groups, kv.sizer.kv_dtype))
 
 
-#: Per-process memos keyed by a geometry's id (the geometry is kept with the entry, so the id is not reused):
-#: the served geometry (one object per model, engine and dtype, so caches keyed on it hit) and the KV
-#: views (their layer layout and priced probes), shared by every scenario on the same deployment.
-_SERVED: OwnerMemo[ModelGeometry] = OwnerMemo(128)
-_KVS: OwnerMemo[_Kv] = OwnerMemo(128)
+#: The KV views one capacity call builds, per deployment and KV dtype: its searches (max context, max batch,
+#: minimum TP) probe the same few deployments many times.
+_Views = dict[tuple[Deployment, str], _Kv]
 
 
-def _kv_view(geometry: ModelGeometry, dep: Deployment, kv_dtype: str) -> _Kv:
-    return _KVS.get(geometry, (dep, kv_dtype), lambda: _Kv(geometry, dep, kv_dtype))
-
-
-def _served_geometry(geometry: ModelGeometry, engine: EngineProfile, dtype: str) -> ModelGeometry:
-    """The geometry with the dtype the engine serves the model in, which ``--kv-dtype auto`` follows
-    (vLLM's ``kv_cache_dtype auto`` = the model dtype: bfloat16 for a float32 checkpoint)."""
-    return _SERVED.get(geometry, (engine.name, dtype), lambda: _serve_geometry(geometry, engine, dtype))
-
-
-def _serve_geometry(geometry: ModelGeometry, engine: EngineProfile, dtype: str) -> ModelGeometry:
-    config = (geometry.config_dtype or "").lower().removeprefix("torch.")
-    explicit = dtype.strip().lower() != "auto"
-    if not config and not explicit:
-        return geometry
-    name, why = served_dtype(config or "float16", engine=engine, dtype=dtype)
-    if name == config or (not explicit and DTYPE_BYTES.get(config) == DTYPE_BYTES[name]):
-        return geometry
-    return replace(geometry, config_dtype=name, config_dtype_source=f"served dtype ({why})")
+def _kv_view(views: _Views, geometry: ModelGeometry, dep: Deployment, kv_dtype: str) -> _Kv:
+    view = views.get((dep, kv_dtype))
+    if view is None:
+        view = views[(dep, kv_dtype)] = _Kv(geometry, dep, kv_dtype)
+    return view
 
 
 def _deployment(inputs: CapacityInputs, tp: int) -> Deployment:
@@ -498,45 +482,20 @@ def _largest(ok: object, *, hi_start: int, cap: int | None = None) -> int:
     return lo
 
 
-_MIN_PARALLEL: dict[tuple[object, ...], tuple[ModelGeometry, WeightsEstimate | None, tuple[int | None, int | None]]] = {}
-#: A sweep over batches and TP asks the same few (model, GPU, engine, length) questions: a small entry each.
-_MIN_PARALLEL_SIZE = 1024
-
-
 def _min_parallel(
-    geometry: ModelGeometry, weights: WeightsEstimate | None, inputs: CapacityInputs, tokens: int
+    geometry: ModelGeometry, weights: WeightsEstimate | None, inputs: CapacityInputs, tokens: int, views: _Views
 ) -> tuple[int | None, int | None]:
-    """Smallest TP (and GPU count, tp x pp) on which one request at max_model_len fits; the same for every
-    batch and TP of one model, GPU, engine and length, so remembered per those."""
-    try:
-        # NOTE: the weights by identity (they are kept with the entry, so the id is not reused): hashing a
-        # WeightsEstimate hashes every part, a cost on every scenario
-        key = (id(geometry), id(weights), replace(inputs, tp=1, batch=1), tokens)
-        hit = _MIN_PARALLEL.get(key)
-    except TypeError:  # something unhashable: search every time
-        return _search_min_parallel(geometry, weights, inputs, tokens)
-    if hit is not None and hit[0] is geometry and hit[1] is weights:
-        return hit[2]
-    found = _search_min_parallel(geometry, weights, inputs, tokens)
-    if len(_MIN_PARALLEL) >= _MIN_PARALLEL_SIZE:
-        _MIN_PARALLEL.pop(next(iter(_MIN_PARALLEL)))
-    _MIN_PARALLEL[key] = (geometry, weights, found)
-    return found
-
-
-def _search_min_parallel(
-    geometry: ModelGeometry, weights: WeightsEstimate | None, inputs: CapacityInputs, tokens: int
-) -> tuple[int | None, int | None]:
+    """Smallest TP (and GPU count, tp x pp) on which one request at max_model_len fits."""
     if get_engine(inputs.engine).splits_layers:
         for pp in range(1, geometry.num_hidden_layers + 1):
-            if _fits_one(geometry, weights, inputs, tokens, tp=1, pp=pp):
+            if _fits_one(geometry, weights, inputs, tokens, views, tp=1, pp=pp):
                 return 1, pp
             if pp >= 64:
                 break
         return None, None
     for tp in TP_CANDIDATES:
         try:
-            if _fits_one(geometry, weights, inputs, tokens, tp=tp, pp=inputs.pp):
+            if _fits_one(geometry, weights, inputs, tokens, views, tp=tp, pp=inputs.pp):
                 return tp, tp * inputs.pp
         except InputError:
             continue
@@ -544,14 +503,14 @@ def _search_min_parallel(
 
 
 def _fits_one(geometry: ModelGeometry, weights: WeightsEstimate | None, inputs: CapacityInputs, tokens: int,
-              *, tp: int, pp: int) -> bool:
+              views: _Views, *, tp: int, pp: int) -> bool:
     trial = replace(inputs, tp=tp, pp=pp, batch=1)
     budget = compute_budget(trial, weights, tp=tp, pp=pp, tokens=tokens).kv_bytes_per_gpu
     if budget <= 0:
         return False
     dep = Deployment(engine=get_engine(inputs.engine).name, tp=tp, pp=pp, block_size=inputs.block_size,
                      max_num_batched_tokens=inputs.max_num_batched_tokens)
-    kv = _kv_view(geometry, dep, inputs.kv_dtype)
+    kv = _kv_view(views, geometry, dep, inputs.kv_dtype)
     if get_engine(dep.engine).block_pool:
         num_blocks, per_request, _bs, _n = kv.vllm_pool(budget, tokens)
         return per_request <= num_blocks

@@ -179,6 +179,18 @@ def test_the_adjustment_walk_on_demand_equals_the_eager_one(model: str) -> None:
     assert result.to_dict()["adjustments"][-1]["after_bytes"] == result.kv_cache_bytes
 
 
+def test_estimate_refuses_a_bool_batch() -> None:
+    """True == 1 in Python, but --batch True is a mistake, never one sequence."""
+    from kvplan.errors import InputError
+
+    geometry = kvplan.load_geometry("meta-llama/Llama-3.1-8B").model_geometry
+    for adjustments in (True, False):
+        with pytest.raises(InputError, match="--batch must be a positive integer"):
+            calc_estimate(geometry, batch=True, seq_len=4096, adjustments=adjustments)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="--batch must be a positive integer"):
+        KvSizer(geometry).price(True, 4096)  # type: ignore[arg-type]
+
+
 def test_import_kvplan_stays_light() -> None:
     code = ("import sys, kvplan; kvplan.estimate(kvplan.load_geometry('meta-llama/Llama-3.1-8B'), seq_len=8, "
             "engine='vllm').to_dict(); bad = [m for m in ('typer', 'rich', 'huggingface_hub', 'torch', 'click') "

@@ -379,3 +379,12 @@ def test_kv_budget_without_gpu_leaves_out_what_the_gpu_decides(runner) -> None:
     assert zero.exit_code == 0 and "but --kv-budget is 0" in zero.stdout  # exit 1 only with --require-fit
     over = json.loads(runner.invoke(app, [*base, "--kv-budget", "200GiB", "--gpu", "H100", "-f", "json"]).stdout)
     assert any(n.startswith("WARNING: --kv-budget 200.00 GiB is more than the whole H100") for n in over["notes"])
+
+
+def test_capacity_answers_do_not_depend_on_what_ran_before() -> None:
+    """No state is kept between calls: the same question after others gives the same report."""
+    from kvplan.api import capacity
+
+    runs = [capacity(LLAMA8B, gpu="H100", tp=tp, max_model_len="128k", batch=batch).to_dict()
+            for tp, batch in ((1, 8), (2, 4), (1, 8))]
+    assert runs[0] == runs[2] != runs[1]
