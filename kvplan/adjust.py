@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
-from kvplan.dtypes import DEFAULT_GROUP_SIZE
+from kvplan.dtypes import DEFAULT_GROUP_SIZE, lookup_dtype
 from kvplan.errors import InputError
+from kvplan.limits import MAX_BEAMS, MAX_PP, MAX_TP, check_limit
 from kvplan.specs import (
     AttentionSpec,
     ChunkedLocalSpec,
@@ -28,7 +29,7 @@ from kvplan.specs import (
     SlidingWindowSpec,
     StateSpec,
 )
-from kvplan.units import cdiv
+from kvplan.units import cdiv, parse_tokens
 
 #: Default ``--residual-length``: recent tokens the Hugging Face QuantizedCache keeps in full precision.
 DEFAULT_RESIDUAL_LENGTH = 128
@@ -336,12 +337,9 @@ def deployment_from_flags(
     cache_type_v: str | None = None,
 ) -> Deployment:
     """A validated Deployment from CLI-style values (token counts accept ``4k``)."""
-    from kvplan.limits import MAX_BEAMS, MAX_PP, MAX_TP, check_limit
-
     check_limit(tp, MAX_TP, "--tensor-parallel-size")
     check_limit(pp, MAX_PP, "--pipeline-parallel-size")
     check_limit(beams, MAX_BEAMS, "--beams")
-    from kvplan.units import parse_tokens
 
     def tokens(value: str | int | None, what: str) -> int | None:
         return None if value is None else parse_tokens(value, what=what)
@@ -365,7 +363,5 @@ def value_type_name(text: str | None) -> str | None:
     """llama.cpp ``--cache-type-v`` as kvplan's dtype name (``f16`` -> ``fp16``); None stays None."""
     if text is None:
         return None
-    from kvplan.dtypes import lookup_dtype
-
     return lookup_dtype(text, what="--cache-type-v").name
 

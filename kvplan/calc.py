@@ -555,7 +555,8 @@ def _placement(geometry: ModelGeometry, rank_bytes: list[int], dep: Deployment) 
             if dep.offload.layers is not None:
                 on_cpu = layer_bytes if decoder_layer < dep.offload.layers else 0
             else:
-                # NOTE: exact decimal arithmetic, so 0.1 of a layer is never off by one byte.
+                # NOTE: exact decimal arithmetic, so 0.1 of a layer is never off by one byte (fractions is
+                # imported here: only --offload needs it, and it costs `kvplan estimate` a few ms to start).
                 from fractions import Fraction
 
                 on_cpu = int(Fraction(repr(dep.offload.fraction or 0.0)) * layer_bytes)

@@ -8,12 +8,13 @@ import pytest
 
 from kvplan.api import load_geometry
 from kvplan.budget import model_shape
-from kvplan.capacity import CapacityInputs, plan_capacity
+from kvplan.capacity_types import CapacityInputs
 from kvplan.engines.vllm import (
     VLLM_NON_TORCH_BYTES,
     default_max_num_seqs,
     marlin_mxfp4_extra_bytes,
 )
+from kvplan.fit import plan_capacity
 from kvplan.gpus import custom_gpu, lookup
 from kvplan.models import count_weights
 from kvplan.sources import load_raw_config

@@ -9,8 +9,9 @@ import pytest
 from kvplan.api import load_geometry
 from kvplan.budget import VLLM_LOGIT_ROWS, VLLM_NON_TORCH_BYTES, activation_bytes
 from kvplan.calc import estimate
-from kvplan.capacity import CapacityInputs, plan_capacity
+from kvplan.capacity_types import CapacityInputs
 from kvplan.cli import app
+from kvplan.fit import plan_capacity
 from kvplan.gpus import custom_gpu, lookup
 from kvplan.models import count_weights
 from kvplan.sources import load_raw_config

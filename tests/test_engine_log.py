@@ -301,8 +301,9 @@ def test_engine_log_from_capacity_groups_equals_a_fresh_estimate(engine: str, tp
     """capacity builds engine_log from its own priced layer groups; the same block comes from a fresh estimate."""
     from kvplan import api
     from kvplan.calc import estimate
-    from kvplan.capacity import CapacityInputs, plan_capacity
+    from kvplan.capacity_types import CapacityInputs
     from kvplan.engine_log import engine_log, pool_facts
+    from kvplan.fit import plan_capacity
     from kvplan.gpus import lookup
 
     loaded = api.load_geometry("google/gemma-2-9b")

@@ -27,7 +27,7 @@ from kvplan.adjust import (
     shard_for_tp,
     shared_token_slots,
 )
-from kvplan.dtypes import KvDtype
+from kvplan.dtypes import KvDtype, lookup_dtype
 from kvplan.errors import InputError
 from kvplan.geometry import ModelGeometry
 from kvplan.specs import (
@@ -35,6 +35,7 @@ from kvplan.specs import (
     ChunkedLocalSpec,
     CompressedAttentionSpec,
     CrossAttentionSpec,
+    FullAttentionSpec,
     IndexerSpec,
     LayerSpec,
     MLASpec,
@@ -89,8 +90,6 @@ def value_dtype(dep: Deployment, kv_dtype: KvDtype) -> KvDtype:
     """The V cache type: ``--cache-type-v`` when given (llama.cpp), else the K type."""
     if dep.cache_type_v is None:
         return kv_dtype
-    from kvplan.dtypes import lookup_dtype
-
     return lookup_dtype(dep.cache_type_v, what="--cache-type-v")
 
 
@@ -463,8 +462,6 @@ def without_mla(geometry: ModelGeometry, engine: EngineProfile) -> ModelGeometry
     """``--no-mla``: every MLA layer as the per-head K/V ``engine`` caches with MLA off (``num_attention_heads`` KV
     heads, K of ``qk_nope_head_dim + qk_rope_head_dim``, V of ``v_head_dim``, or K's size where the engine pads V).
     Raises for models without MLA, sparse (DSA) and compressed (DeepSeek-V4) attention, and engines with no switch."""
-    from kvplan.specs import FullAttentionSpec
-
     if engine.mla_off is None:
         raise InputError(f"--no-mla: {engine.title} has no switch that turns MLA off",
                          "use --engine vllm (VLLM_MLA_DISABLE=1), llama.cpp, hf-dynamic or ideal")

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rich import box
-from rich.console import Group, RenderableType
+from rich.console import Console, Group, RenderableType
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
@@ -255,8 +255,6 @@ def models_table(report: dict[str, Any]) -> Group:
             if not hidden:
                 return table
             # NOTE: a narrow layout says what it left out and how to see it (the width the full table needs).
-            from rich.console import Console
-
             need = Console(width=1000).measure(layout(every)()).maximum
             return Group(table, Text(f"not shown at this width: {', '.join(hidden)} (COLUMNS={need} shows them, "
                                      "or --format yaml)", style="dim"))

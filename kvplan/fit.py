@@ -1,4 +1,5 @@
-"""Capacity: what fits on a GPU. Pure: a geometry, weights, a GPU and a deployment in; answers out.
+"""What fits on a GPU: the capacity search. Pure: a geometry, weights, a GPU and a deployment in
+(:class:`~kvplan.capacity_types.CapacityInputs`); a :class:`~kvplan.capacity_types.Capacity` out.
 
 The KV budget per GPU is :mod:`kvplan.budget`'s (each engine's own rule).
 
@@ -10,106 +11,24 @@ needs summed over groups, so windowed layers count their real need, not a full c
 
 from __future__ import annotations
 
-import sys
-import types
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import replace
 
 from kvplan.adjust import Deployment, stage_of_layer
 from kvplan.budget import Budget, budget_uncertainty, compute_budget
 from kvplan.calc import Estimate, KvSizer, Priced, estimate, served_geometry
+from kvplan.capacity_types import Capacity, CapacityInputs
 from kvplan.dp import attention_tp, dp_notes
 from kvplan.engine_log import attach_engine_log
 from kvplan.engines import get_engine
 from kvplan.errors import InputError
 from kvplan.geometry import ModelGeometry
-from kvplan.gpus import GpuSpec
+from kvplan.limits import MAX_BATCH, MAX_NUM_GPUS, MAX_PP, MAX_TP, check_limit
 from kvplan.models import WeightsEstimate, serve_weights
 from kvplan.units import format_bytes
 
 #: TP sizes tried for ``min_tp``.
 TP_CANDIDATES = (1, 2, 4, 8, 16, 32, 64)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class CapacityInputs:
-    gpu: GpuSpec | None
-    """None with ``kv_budget_bytes``: the answers that need a GPU (decode floor) are left out."""
-    engine: str = "vllm"
-    tp: int = 1
-    pp: int = 1
-    num_gpus: int | None = None
-    kv_dtype: str = "auto"
-    dtype: str = "auto"
-    """Weight dtype, as vLLM's ``--dtype`` (``auto`` = the engine's rule: 16 bits for float32 checkpoints)."""
-    max_model_len: int | None = None
-    """Tokens per request (vLLM ``--max-model-len``); None = the model's maximum context."""
-    batch: int = 1
-    block_size: int | None = None
-    gpu_memory_utilization: float | None = None
-    mem_fraction_static: float | None = None
-    free_gpu_memory_fraction: float | None = None
-    max_num_batched_tokens: int | None = None
-    reserve_bytes: int | None = None
-    """Replaces the activation/overhead estimate."""
-    kv_budget_bytes: int | None = None
-    """KV bytes per GPU, as an engine logs them: skips the budget rule."""
-    engine_version: str | None = None
-    """The engine release whose log lines ``engine_log`` follows (None: the engine's default in kvplan)."""
-    dp: int = 1
-    """Data-parallel size (vLLM ``--data-parallel-size``, SGLang ``--dp``)."""
-    enable_dp_attention: bool = False
-    """SGLang ``--enable-dp-attention`` / vLLM DP with ``--enable-expert-parallel``: attention (and the MLA
-    latent) is split over ``dp`` ranks instead of replicated over ``tp`` ranks."""
-    kv_unified: bool = False
-    """llama.cpp ``-kvu``: one cell pool shared by all slots."""
-    ubatch_size: int | None = None
-    """llama.cpp ``--ubatch-size``."""
-    tensor_split: tuple[float, ...] | None = None
-    """llama.cpp ``--tensor-split``: layer proportions per device (per-device KV buffers)."""
-    cache_type_v: str | None = None
-    """llama.cpp ``--cache-type-v``: the V cache type when it differs from K (``kv_dtype``)."""
-    no_window: bool = False
-    """``--no-window``/``--swa-full``: sliding and chunked layers hold every token (llama.cpp ``--swa-full``, vLLM
-    ``--disable-hybrid-kv-cache-manager``)."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Capacity:
-    geometry: ModelGeometry
-    inputs: CapacityInputs
-    deployment: Deployment
-    kv_dtype_name: str
-    kv_dtype_source: str
-    max_model_len: int
-    max_model_len_source: str
-    weights: WeightsEstimate | None
-    budget: Budget
-    fits: bool
-    block_size: int
-    num_blocks: int
-    max_tokens: int
-    max_concurrency: float
-    max_concurrent_requests: int
-    max_context_len: int
-    max_context_limit: str
-    """``memory`` or ``model maximum`` (the search stopped at the model's context)."""
-    min_tp: int | None
-    min_num_gpus: int | None
-    kv_bytes_per_request: int
-    """KV bytes one request at max_model_len needs on the busiest GPU (engine rounding)."""
-    kv_bytes_needed: int
-    """``batch`` requests at max_model_len."""
-    decode_bytes_per_step: int | None
-    decode_floor_seconds: float | None
-    decode_tokens_per_s: float | None
-    suggestions: tuple[str, ...]
-    checkpoint_dtype: str | None = None
-    """The checkpoint's own dtype when the engine holds the weights in another (``weights.dtype``)."""
-    notes: tuple[str, ...] = field(default=())
-    engine_log: dict[str, object] | None = None
-    """The engine's start-up log lines and their numbers (:mod:`kvplan.engine_log`)."""
 
 
 # ---- KV views per engine --------------------------------------------------------------------
@@ -416,8 +335,6 @@ def _validate(inputs: CapacityInputs) -> None:
             raise InputError(f"{name} must be a positive integer, got {value!r}", f"e.g. {name} 2")
     if inputs.num_gpus is not None and inputs.num_gpus < 1:
         raise InputError(f"--num-gpus must be a positive integer, got {inputs.num_gpus}", "e.g. --num-gpus 8")
-    from kvplan.limits import MAX_BATCH, MAX_NUM_GPUS, MAX_PP, MAX_TP, check_limit
-
     check_limit(inputs.num_gpus, MAX_NUM_GPUS, "--num-gpus")
     check_limit(inputs.tp, MAX_TP, "--tp")
     check_limit(inputs.pp, MAX_PP, "--pp")
@@ -562,23 +479,3 @@ def kv_per_gpu_curve(cap: Capacity, seq_lens: Sequence[int], *, batch: int) -> l
         num_blocks, per_request, _bs, _notes = kv.vllm_pool(avail, t)
         out.append(-(-avail * batch * per_request // num_blocks) if num_blocks else kv.need(batch, t))
     return out
-
-
-def capacity_report(cap: Capacity, source: object) -> dict[str, object]:
-    """The ``kvplan capacity`` report (:func:`kvplan.report.capacity.capacity_report`)."""
-    from kvplan.report.capacity import capacity_report as report
-
-    return report(cap, source)
-
-
-class _CallableModule(types.ModuleType):
-    """This module is also the public ``kvplan.capacity(...)`` (:func:`kvplan.api.capacity`): the package
-    attribute ``kvplan.capacity`` is this module once it is imported, so calling it must work too."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from kvplan.api import capacity
-
-        return capacity(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
