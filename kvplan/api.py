@@ -42,7 +42,7 @@ from kvplan.engine_flags import (
     typed_tokens,
     vllm_tokens,
 )
-from kvplan.engines import get_engine
+from kvplan.engines import EngineProfile, get_engine
 from kvplan.engines.base import without_mla
 from kvplan.errors import InputError
 from kvplan.fit import kv_per_gpu_curve, plan_capacity
@@ -54,6 +54,7 @@ from kvplan.layouts import Comparison, base_from_dims, base_from_model, parse_se
 from kvplan.layouts import compare as compare_layouts
 from kvplan.logparse import ParsedLog, read_log
 from kvplan.models import (
+    WeightsEstimate,
     overridden_config,
     parse_config,
     parse_override,
@@ -398,10 +399,13 @@ def capacity(
         # NOTE: kvplan's --seq-len reads k as 1024; max_model_len (vLLM's name) reads it as vLLM does.
         max_model_len = str(parse_tokens(text, what="--seq-len"))
     kv_dtype, cache_type_v = kv_types(kv_dtype, cache_type_k, cache_type_v, engine)
-    log, log_notes = None, []
+    log: ParsedLog | None = None
+    log_notes: list[str] = []
     if compare_log is not None:
+        named_gpu = gpu.name if isinstance(gpu, GpuSpec) else gpu
         log, budget_text, engine_version, log_notes = read_log(
-            compare_log, engine, gpu if gpu is not None else _text(gpu_mem), _text(kv_budget), engine_version)
+            compare_log, engine, named_gpu if named_gpu is not None else _text(gpu_mem), _text(kv_budget),
+            engine_version)
         kv_budget = budget_text
 
     # NOTE: with --kv-budget alone the GPU is irrelevant to blocks, tokens and concurrency.
@@ -569,7 +573,7 @@ def model_weights(
     loaded: Geometry, *, engine: str, weights_bytes: int | None = None, weights_from: str = "auto",
     revision: str | None = None, token: str | None = None, required: bool = True,
     tensor_split: tuple[float, ...] | None = None, weights_quant: str | None = None,
-) -> tuple[Any, list[str]]:
+) -> tuple[WeightsEstimate | None, list[str]]:
     """The weights capacity counts, and notes on where they came from: a GGUF's tensor table (exact bytes,
     llama.cpp's layer split), else :func:`kvplan.models.resolve_weights` (config.json, safetensors, bytes); for
     llama.cpp, the counted shapes as a ``weights_quant`` GGUF (default Q4_K_M) by llama.cpp's per-tensor rule.
@@ -587,13 +591,13 @@ def model_weights(
     quantise = profile.splits_layers and weights_bytes is None and weights_from != "safetensors"
     # NOTE: llama.cpp runs a quantised GGUF: the checkpoint's safetensors bytes are not what it loads.
     count = _count_weights if loaded.source.kind == "hub" else _counted_weights
-    weights, notes, quantised = count(
+    weights, counted_notes, quantised = count(
         json.dumps(loaded.config, sort_keys=True, default=repr), model_id=loaded.model_id,
         source_kind=loaded.source.kind, weights_bytes=weights_bytes, weights_from="config" if quantise else weights_from,
         revision=revision, token=token, required=required, quantise=quantise, weights_quant=weights_quant,
         num_layers=loaded.model_geometry.num_hidden_layers, model_type=loaded.model_geometry.model_type,
     )
-    notes = list(notes)
+    notes = list(counted_notes)
     if weights is not None and not quantised and weights.source != "--weights-bytes" and profile.splits_layers:
         notes.append(f"llama.cpp: weights counted as the checkpoint stores them ({weights.dtype}) "
                      "(--weights-from safetensors); a quantised GGUF (Q4_K_M, Q8_0 ...) is smaller")
@@ -604,7 +608,7 @@ def _count_weights(
     config_json: str, *, model_id: str, source_kind: str, weights_bytes: int | None, weights_from: str,
     revision: str | None, token: str | None, required: bool, quantise: bool, weights_quant: str | None,
     num_layers: int, model_type: str,
-) -> tuple[Any, tuple[str, ...], bool]:
+) -> tuple[WeightsEstimate | None, tuple[str, ...], bool]:
     """:func:`kvplan.models.resolve_weights` over a config (as JSON text), its notes, and whether the counted
     shapes were sized (``quantise``) as a llama.cpp GGUF of type ``weights_quant``
     (:func:`kvplan.gguf.quantise.quantise_weights`)."""
@@ -612,19 +616,19 @@ def _count_weights(
         json.loads(config_json), model_id=model_id, source_kind=source_kind, weights_bytes=weights_bytes,
         weights_from=weights_from, revision=revision, token=token, required=required,
     )
-    quantised = weights is not None and weights.counted and quantise
-    if quantised:
-        # NOTE: llama.cpp users run a llama-quantize GGUF, most often Q4_K_M: its bytes follow llama.cpp's
-        # per-tensor rule over the counted shapes (kvplan.gguf.quantise); said in weights.quantization.
-        weights = quantise_weights(weights, num_layers=num_layers, ftype=weights_quant, model_type=model_type)
-    return weights, tuple(notes), quantised
+    if weights is None or not weights.counted or not quantise:
+        return weights, tuple(notes), False
+    # NOTE: llama.cpp users run a llama-quantize GGUF, most often Q4_K_M: its bytes follow llama.cpp's
+    # per-tensor rule over the counted shapes (kvplan.gguf.quantise); said in weights.quantization.
+    weights = quantise_weights(weights, num_layers=num_layers, ftype=weights_quant, model_type=model_type)
+    return weights, tuple(notes), True
 
 
 #: A sweep over engines, GPUs and lengths of one local model counts its weights once per options.
 _counted_weights = functools.lru_cache(maxsize=256)(_count_weights)
 
 
-def _check_weights_quant(loaded: Geometry, profile: Any, *, weights_bytes: int | None, weights_from: str) -> None:
+def _check_weights_quant(loaded: Geometry, profile: EngineProfile, *, weights_bytes: int | None, weights_from: str) -> None:
     """--weights-quant sizes a llama.cpp GGUF from config.json: refuse it where it cannot apply."""
     if not profile.splits_layers:
         raise _input_error(f"--weights-quant picks a llama.cpp GGUF type, but --engine is {profile.name}",

@@ -11,12 +11,13 @@ needs summed over groups, so windowed layers count their real need, not a full c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from kvplan.adjust import Deployment, stage_of_layer
 from kvplan.budget import Budget, budget_uncertainty, compute_budget
-from kvplan.calc import Estimate, KvSizer, Priced, estimate, served_geometry
+from kvplan.calc import Estimate, KvSizer, LayerGroup, Priced, estimate, served_geometry
 from kvplan.capacity_types import Capacity, CapacityInputs
 from kvplan.dp import attention_tp, dp_notes
 from kvplan.engine_log import attach_engine_log
@@ -46,7 +47,7 @@ class _Kv:
         self._cache: dict[tuple[int, int], Priced] = {}
         self._stage_counts: list[list[tuple[int, int]]] | None = None
         self._block_size: int | None = None
-        self._pools: dict[tuple[int, int], tuple[int, float, int, list[str]]] = {}
+        self._pools: dict[tuple[int, int], tuple[int, int, int, list[str]]] = {}
 
     def full(self, batch: int, tokens: int) -> Estimate:
         """The estimate's notes, dtype and its source (its adjustments are not needed here)."""
@@ -72,7 +73,7 @@ class _Kv:
         return self.est(batch, tokens).per_gpu_bytes
 
     # stages ---------------------------------------------------------------------------------
-    def _stages(self, est: Priced) -> list[list[tuple[object, int]]]:
+    def _stages(self, est: Priced) -> list[list[tuple[LayerGroup, int]]]:
         """Per PP stage: (group, layers of the group on that stage)."""
         if self._stage_counts is None:  # which groups each stage holds does not change with tokens or batch
             num_layers = self.geometry.num_hidden_layers
@@ -86,8 +87,8 @@ class _Kv:
         return [[(est.groups[gi], n) for gi, n in s] for s in self._stage_counts]
 
     @staticmethod
-    def _per_token(group: object, tp: int) -> int:
-        return group.bytes_per_token // tp  # type: ignore[attr-defined]
+    def _per_token(group: LayerGroup, tp: int) -> int:
+        return group.bytes_per_token // tp
 
     # vLLM pool -----------------------------------------------------------------------------------
     def block_size(self) -> int:
@@ -109,7 +110,7 @@ class _Kv:
             return 1
         return self.engine.pool_block_size(sizes, self.dep)
 
-    def vllm_pool(self, budget: int, tokens: int) -> tuple[int, float, int, list[str]]:
+    def vllm_pool(self, budget: int, tokens: int) -> tuple[int, int, int, list[str]]:
         """(num_blocks, blocks one request needs, block size, notes), min over PP stages."""
         key = (budget, tokens)
         pool = self._pools.get(key)
@@ -119,11 +120,11 @@ class _Kv:
             pool = self._pools[key] = self._vllm_pool(budget, tokens)
         return pool[0], pool[1], pool[2], list(pool[3])
 
-    def _vllm_pool(self, budget: int, tokens: int) -> tuple[int, float, int, list[str]]:
+    def _vllm_pool(self, budget: int, tokens: int) -> tuple[int, int, int, list[str]]:
         one = self.est(1, tokens)
         base = self.est(1, 1)
         bs = self.block_size()
-        best: tuple[int, float, int] | None = None
+        best: tuple[int, int, int] | None = None
         notes: list[str] = []
         for stage, stage_base in zip(self._stages(one), self._stages(base)):
             pages: list[int] = []
@@ -215,8 +216,9 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
                 f"the answers are per replica; total concurrency is {replicas}x"
             )
     checkpoint_dtype = weights.dtype if weights is not None and weights.counted else None
-    if weights is not None and getattr(weights.quantisation, "checkpoint_dtype", None):  # llama.cpp's quant rule
-        checkpoint_dtype = weights.quantisation.checkpoint_dtype  # type: ignore[union-attr]
+    quantised_from = getattr(weights.quantisation, "checkpoint_dtype", None) if weights is not None else None
+    if isinstance(quantised_from, str) and quantised_from:  # llama.cpp's quant rule: a GGUF made from the checkpoint
+        checkpoint_dtype = quantised_from
     if weights is not None:
         weights, serve_note = serve_weights(weights, engine=engine, dtype=inputs.dtype)
         if serve_note:
@@ -362,7 +364,7 @@ def _size_without_max(
     for _ in range(3):  # the engine's budget may depend on the length: settle it
         budget = compute_budget(inputs, weights, tp=inputs.tp, pp=inputs.pp, tokens=tokens)
         avail = max(budget.kv_bytes_per_gpu, 0)
-        longest = _largest(lambda t, room=avail: kv.need(1, t) <= room, hi_start=4096)
+        longest = _largest(functools.partial(_fits_room, kv, avail), hi_start=4096)
         if not longest:
             return 1, "1 token: the config names no maximum context and no KV fits", False, (
                 "no length given (the config names no maximum context, no --max-model-len) and not one token of "
@@ -376,15 +378,20 @@ def _size_without_max(
                 f"single request whose KV fits, {tokens:,} tokens; pass --max-model-len to plan another length")
 
 
-def _largest(ok: object, *, hi_start: int, cap: int | None = None) -> int:
+def _fits_room(kv: _Kv, room: int, tokens: int) -> bool:
+    """One request of ``tokens`` tokens fits ``room`` KV bytes."""
+    return kv.need(1, tokens) <= room
+
+
+def _largest(ok: Callable[[int], bool], *, hi_start: int, cap: int | None = None) -> int:
     """Largest n >= 1 with ok(n) (0 if none): exponential search up from hi_start, then bisection.
 
     ``ok`` must be monotone (true up to some n, false after). With ``cap`` the answer is at most cap."""
-    check = ok  # type: ignore[assignment]
-    if not check(1):  # type: ignore[operator]
+    check = ok
+    if not check(1):
         return 0
     lo, hi = 1, max(2, hi_start)
-    while check(hi):  # type: ignore[operator]
+    while check(hi):
         if cap is not None and hi >= cap:
             return cap
         lo, hi = hi, hi * 2 if cap is None else min(hi * 2, cap)
@@ -392,7 +399,7 @@ def _largest(ok: object, *, hi_start: int, cap: int | None = None) -> int:
             return lo
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if check(mid):  # type: ignore[operator]
+        if check(mid):
             lo = mid
         else:
             hi = mid

@@ -48,7 +48,7 @@ def load_catalog() -> tuple[GpuSpec, ...]:
 
     from kvplan.yamlio import load
 
-    text = files("kvplan").joinpath("data", "gpus.yaml").read_text(encoding="utf-8")
+    text = files("kvplan").joinpath("data").joinpath("gpus.yaml").read_text(encoding="utf-8")
     data = load(text)
     entries = data.get("gpus") if isinstance(data, dict) else None
     if not isinstance(entries, list):

@@ -149,7 +149,7 @@ def _app_for(argv: list[str]) -> typer.Typer:
     the requested one keeps `kvplan estimate` start-up short. Help and errors are the same.
     """
     if not argv or argv[0] not in COMMANDS:
-        return __getattr__("app")  # type: ignore[no-any-return]
+        return __getattr__("app")
     return make_app([argv[0]])
 
 

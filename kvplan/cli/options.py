@@ -11,7 +11,7 @@ import sys
 import textwrap
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Literal, Optional
 
 import typer
 
@@ -169,7 +169,7 @@ class writing_stdout:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> Literal[False]:
         if exc is None:
             if sys.stdout is None:  # started with stdout closed (>&-): nothing was written
                 raise InputError("cannot write the report to stdout: it is closed", "use --output FILE")

@@ -279,7 +279,9 @@ class EngineProfile:
     # ---- sizing ----------------------------------------------------------------------------
     def window_tokens(self, spec: LayerSpec, ctx: SizingContext) -> int:
         """Tokens of one sequence a windowed layer holds before block rounding."""
-        return min(ctx.seq_len, spec.window)  # type: ignore[attr-defined, type-var]
+        window = spec.window
+        assert window is not None, spec  # asked of sliding and chunked layers only
+        return min(ctx.seq_len, window)
 
     def tokens_held(self, spec: LayerSpec, ctx: SizingContext) -> int:
         """Tokens one sequence keeps in this layer (block-rounded)."""
@@ -472,12 +474,13 @@ def without_mla(geometry: ModelGeometry, engine: EngineProfile) -> ModelGeometry
         raise InputError(f"--no-mla: {geometry.model_id} uses sparse or compressed attention over the MLA latent",
                          "drop --no-mla: its engines always cache the latent")
     values = {p.field: p.value for p in reversed(geometry.provenance)}  # the first record wins
-    dims = [values.get(k) for k in ("num_attention_heads", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")]
-    if not all(isinstance(x, int) and x > 0 for x in dims):
+    dims = [x for k in ("num_attention_heads", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+            if isinstance(x := values.get(k), int) and x > 0]
+    if len(dims) != 4:
         raise InputError(f"--no-mla: {geometry.model_id} does not name num_attention_heads, qk_nope_head_dim, "
                          "qk_rope_head_dim and v_head_dim, so the per-head K/V is unknown",
                          "add them with --set, e.g. --set qk_nope_head_dim=128")
-    heads, nope, rope, v_dim = (int(x) for x in dims)  # type: ignore[arg-type]
+    heads, nope, rope, v_dim = dims
     k_dim = nope + rope
     spec = FullAttentionSpec(num_kv_heads=heads, head_size=k_dim, head_size_v=k_dim if engine.mla_off_pads_v else v_dim)
     latent = next(s for s in layers if type(s) is MLASpec).head_size

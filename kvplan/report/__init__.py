@@ -38,19 +38,13 @@ class Source:
 
 def compress_indices(indices: tuple[int, ...]) -> str:
     """``(0, 1, 2, 5, 7, 9)`` -> ``"0-2,5,7,9"``."""
-    parts: list[str] = []
-    start = prev = None
+    runs: list[list[int]] = []  # [first, last] of each run of consecutive indices
     for index in indices:
-        if start is None:
-            start = prev = index
-        elif index == prev + 1:
-            prev = index
+        if runs and index == runs[-1][1] + 1:
+            runs[-1][1] = index
         else:
-            parts.append(f"{start}-{prev}" if prev != start else str(start))
-            start = prev = index
-    if start is not None:
-        parts.append(f"{start}-{prev}" if prev != start else str(start))
-    return ",".join(parts)
+            runs.append([index, index])
+    return ",".join(f"{first}-{last}" if last != first else str(first) for first, last in runs)
 
 
 def layer_detail(group: LayerGroup) -> str:

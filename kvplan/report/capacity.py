@@ -21,7 +21,7 @@ def capacity_report(
     read, after the answer's own; ``log``: an engine's start-up log (read from ``log_source``) whose KV
     figures ``log_comparison`` puts beside kvplan's."""
     g, i, b, w = cap.geometry, cap.inputs, cap.budget, cap.weights
-    counted = w is not None and w.counted
+    counted = w if w is not None and w.counted else None  # parameters counted, not only bytes given
     report: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "kvplan_version": __version__,
@@ -43,21 +43,21 @@ def capacity_report(
         },
         "weights": {
             "source": w.source if w else None,
-            "parameters": w.parameters if counted else None,
-            "language_parameters": w.language_parameters if counted else None,
-            "vision_parameters": w.vision_parameters if counted else None,
-            "active_parameters": w.active_parameters if counted else None,
+            "parameters": counted.parameters if counted else None,
+            "language_parameters": counted.language_parameters if counted else None,
+            "vision_parameters": counted.vision_parameters if counted else None,
+            "active_parameters": counted.active_parameters if counted else None,
             "bytes": w.bytes if w else None,
-            "vision_bytes": w.vision_bytes if counted else None,
+            "vision_bytes": counted.vision_bytes if counted else None,
             "bytes_per_gpu": b.weights_bytes_per_gpu,
-            "dtype": w.dtype if counted else None,
+            "dtype": counted.dtype if counted else None,
             "checkpoint_dtype": cap.checkpoint_dtype,
             "quantization": w.quantisation.describe() if w and w.quantisation else None,
             "num_experts": w.num_experts if w else None,
             "experts_per_token": w.experts_per_token if w else None,
             "parts": [
                 {"name": p.name, "parameters": p.parameters, "bytes": p.bytes, "storage": p.storage}
-                for p in (w.parts if counted else ())
+                for p in (counted.parts if counted else ())
             ],
         },
         "budget": {

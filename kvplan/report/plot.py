@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from kvplan.errors import InputError
 from kvplan.units import format_bytes
@@ -98,7 +98,7 @@ def write_plot(
     mark_tokens: int | None = None,
     room_bytes: int | None = None,
     room_label: str | None = None,
-    legend_loc: str = "upper left",
+    legend_loc: Literal["upper left", "lower right"] = "upper left",
 ) -> None:
     """One line per variant (bytes against tokens, log-log), labelled at its right end and listed in the
     legend top to bottom as the lines end; a dotted line at ``mark_tokens`` (the requested length);
