@@ -27,12 +27,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvplan.adjust import DEFAULT_RESIDUAL_LENGTH, Adjustment, deployment_from_flags, value_type_name
 from kvplan.calc import Estimate, with_adjustments
 from kvplan.calc import estimate as calc_estimate
-from kvplan.capacity_types import Capacity, CapacityInputs
 from kvplan.dtypes import DEFAULT_GROUP_SIZE
 from kvplan.engine_flags import (
     kv_types,
@@ -45,14 +44,7 @@ from kvplan.engine_flags import (
 from kvplan.engines import EngineProfile, get_engine
 from kvplan.engines.base import without_mla
 from kvplan.errors import InputError
-from kvplan.fit import kv_per_gpu_curve, plan_capacity
 from kvplan.geometry import ModelGeometry
-from kvplan.gguf.quantise import quantise_weights
-from kvplan.gguf.weights import weights_estimate
-from kvplan.gpus import GpuSpec, custom_gpu, lookup, parse_bandwidth
-from kvplan.layouts import Comparison, base_from_dims, base_from_model, parse_seq_list, plot_series
-from kvplan.layouts import compare as compare_layouts
-from kvplan.logparse import ParsedLog, read_log
 from kvplan.models import (
     WeightsEstimate,
     overridden_config,
@@ -62,9 +54,18 @@ from kvplan.models import (
     resolve_weights,
 )
 from kvplan.report import Source, estimate_report
-from kvplan.report.capacity import capacity_report
-from kvplan.report.compare import compare_report
 from kvplan.units import format_bytes, parse_size, parse_tokens
+
+if TYPE_CHECKING:
+    from kvplan.capacity_types import Capacity
+    from kvplan.gpus import GpuSpec
+    from kvplan.layouts import Comparison
+    from kvplan.logparse import ParsedLog
+
+# NOTE: `kvplan estimate` starts without the capacity search and the compare layouts: capacity(), compare(),
+# their results and the weights count import their own machinery (kvplan.fit, kvplan.layouts, their report
+# builders, the GPU catalog, log and GGUF readers) when called. Imported here, it cost `kvplan estimate` about
+# 20 ms of a 140 ms start-up (python benchmarks/bench_estimate.py).
 
 #: Parsed models kept per process (least recently used dropped first).
 GEOMETRY_CACHE_SIZE = 64
@@ -336,12 +337,16 @@ class CapacityResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The `kvplan capacity --format json` report."""
+        from kvplan.report.capacity import capacity_report
+
         return capacity_report(self.capacity, self.source, length_flag=self.length_flag, notes=self.weight_notes,
                                log=self.log, log_source=self.log_source)
 
     def kv_per_gpu_curve(self, seq_lens: Sequence[int], *, batch: int) -> list[int]:
         """KV bytes ``batch`` requests of each length need on the busiest GPU, by the plan's own engine rule
         (what `kvplan capacity --plot` draws against the KV budget)."""
+        from kvplan.fit import kv_per_gpu_curve
+
         return kv_per_gpu_curve(self.capacity, seq_lens, batch=batch)
 
 
@@ -394,6 +399,11 @@ def capacity(
     reads ``"32k"`` as vLLM does (32,000), ``seq_len`` as kvplan does (32,768); ``compare_log``: an engine's
     start-up log, whose KV figures the report puts beside kvplan's (and whose budget and version it reads
     when not given); ``strict`` refuses a config whose core geometry would come from architecture defaults."""
+    from kvplan.capacity_types import CapacityInputs
+    from kvplan.fit import plan_capacity
+    from kvplan.gpus import GpuSpec
+    from kvplan.logparse import read_log
+
     text, length_flag = typed_length(_text(seq_len), _text(max_model_len))
     if length_flag == "--seq-len" and text is not None:
         # NOTE: kvplan's --seq-len reads k as 1024; max_model_len (vLLM's name) reads it as vLLM does.
@@ -480,11 +490,15 @@ class CompareResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The `kvplan compare --format json` report."""
+        from kvplan.report.compare import compare_report
+
         return compare_report(self.comparison, self.source, gpu_mem_bytes=self.gpu_mem_bytes, plot=self.plot,
                               length_flag=self.length_flag, notes=self.flag_notes)
 
     def plot_series(self) -> tuple[list[int], dict[str, list[int]]]:
         """Context lengths and each variant's KV bytes per GPU at each (the lines `kvplan compare --plot` draws)."""
+        from kvplan.layouts import plot_series
+
         return plot_series(self.comparison)
 
     def kv_room(self) -> tuple[int | None, str | None]:
@@ -536,6 +550,9 @@ def compare(
     ``head_dim`` or ``hidden_size``; the 32-layer, 32-head, head-dim-128 example model by default); ``kv_dtype``
     may list several (``"bf16,fp8"``); ``sweep_seq`` sizes every variant at more lengths (``"1k,4k,32k"``);
     ``gpu_mem`` is the memory line of a plot (``kv_room``), ``plot`` the file the report names."""
+    from kvplan.layouts import base_from_dims, base_from_model, parse_seq_list
+    from kvplan.layouts import compare as compare_layouts
+
     dims = {"layers": layers, "heads": heads, "head_dim": head_dim, "hidden_size": hidden_size}
     if model is not None and any(v is not None for v in dims.values()):
         raise InputError("pass --model or --layers/--heads/--head-dim/--hidden-size, not both",
@@ -586,6 +603,8 @@ def model_weights(
         if weights_from == "safetensors":
             raise _input_error(f"--weights-from safetensors reads the Hub's safetensors, but --model {loaded.model_id} is a GGUF",
                                "drop --weights-from: the GGUF's tensor table gives the exact bytes")
+        from kvplan.gguf.weights import weights_estimate
+
         return weights_estimate(loaded.gguf, engine=profile.name, splits_layers=profile.splits_layers,
                                 tensor_split=tensor_split)
     quantise = profile.splits_layers and weights_bytes is None and weights_from != "safetensors"
@@ -620,6 +639,8 @@ def _count_weights(
         return weights, tuple(notes), False
     # NOTE: llama.cpp users run a llama-quantize GGUF, most often Q4_K_M: its bytes follow llama.cpp's
     # per-tensor rule over the counted shapes (kvplan.gguf.quantise); said in weights.quantization.
+    from kvplan.gguf.quantise import quantise_weights
+
     weights = quantise_weights(weights, num_layers=num_layers, ftype=weights_quant, model_type=model_type)
     return weights, tuple(notes), True
 
@@ -647,6 +668,8 @@ def resolve_gpu(gpu: str | GpuSpec | None, gpu_mem: int | str | None = None,
                 gpu_bandwidth: str | None = None) -> GpuSpec:
     """--gpu from the catalog (or a ``GpuSpec`` as is), with --gpu-mem / --gpu-bandwidth overriding
     its figures; --gpu-mem alone is a custom GPU."""
+    from kvplan.gpus import GpuSpec, custom_gpu, lookup, parse_bandwidth
+
     bandwidth = parse_bandwidth(gpu_bandwidth) if gpu_bandwidth is not None else None
     if gpu is not None:
         spec = gpu if isinstance(gpu, GpuSpec) else lookup(gpu)
