@@ -443,18 +443,14 @@ def _layout(geometry: ModelGeometry, dep: Deployment, kv_dtype: KvDtype, *, stat
 
 
 def _group_layers(geometry: ModelGeometry, engine: EngineProfile, dep: Deployment) -> _Grouping:
-    layers = [as_full_attention(s) for s in geometry.layers] if dep.no_window else list(geometry.layers)
+    given = [as_full_attention(s) for s in geometry.layers] if dep.no_window else list(geometry.layers)
     hf_heads = next((p.value for p in geometry.provenance if p.field == "hf_cached_kv_heads"), None)
-    layers, cached_notes = engine.cached_layers(layers, hf_cached_kv_heads=hf_heads if isinstance(hf_heads, int) else None,
+    layers, cached_notes = engine.cached_layers(given, hf_cached_kv_heads=hf_heads if isinstance(hf_heads, int) else None,
                                                 model_type=geometry.model_type)
     notes = list(cached_notes)
-    # NOTE: the geometry holds its grouping by value; only an engine or --no-window that recasts layers needs
-    # another.
-    if dep.no_window or len(layers) != len(geometry.layers) or any(
-            new is not old for new, old in zip(layers, geometry.layers)):
-        spec_groups = group_specs(layers)
-    else:
-        spec_groups = geometry.spec_groups
+    # NOTE: the geometry holds its grouping by value; only --no-window or an engine that recasts layers (it
+    # returns a new list) needs another.
+    spec_groups = geometry.spec_groups if layers is given and not dep.no_window else group_specs(layers)
     members = dict(spec_groups)
     rank_of: dict[LayerSpec, LayerSpec] = {}
     for spec in members:

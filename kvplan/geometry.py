@@ -48,11 +48,11 @@ class ModelGeometry:
 
     @property
     def grows_with_tokens(self) -> bool:
-        return any(spec.grows_with_tokens for spec in self.layers)
+        return any(spec.grows_with_tokens for spec, _indices in self.spec_groups)
 
     @property
     def has_cross_attention(self) -> bool:
-        return any(spec.kind == "cross_attention" for spec in self.layers)
+        return any(spec.kind == "cross_attention" for spec, _indices in self.spec_groups)
 
 
 def group_specs(layers: Sequence[LayerSpec]) -> tuple[tuple[LayerSpec, tuple[int, ...]], ...]:

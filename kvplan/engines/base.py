@@ -269,7 +269,8 @@ class EngineProfile:
 
     def cached_layers(self, layers: list[LayerSpec], *, hf_cached_kv_heads: int | None,
                       model_type: str | None = None) -> tuple[list[LayerSpec], list[str]]:
-        """The specs as this engine caches them, before sharding (default: as the config says).
+        """The specs as this engine caches them, before sharding (default: as the config says): ``layers``
+        itself when the engine changes nothing, else a new list.
 
         ``hf_cached_kv_heads``: heads Hugging Face transformers caches when its modeling code
         broadcasts K/V to every query head before caching (Falcon ``new_decoder_architecture``).
