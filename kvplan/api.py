@@ -13,9 +13,9 @@ process each. The commands are this module's functions, their flags parsed and t
     cap.to_dict() == the `kvplan capacity --format json` report
     kvplan.compare(["mha", "gqa", "mla"], model=geometry, seq_len="32k").to_dict()
 
-Every keyword is the command's flag with underscores; results carry the domain object
-(``Estimate``, ``Capacity``, ``Comparison``) and ``to_dict()``, the command's report. No typer, rich, Hub client or
-torch is imported here (the Hub client only when a model is fetched from the Hub).
+Every keyword is the command's flag with underscores; results carry the domain object (``Estimate``,
+``Capacity``, ``Comparison``) and ``to_dict()``, the command's report. No typer, rich, Hub client or torch is
+imported here (the Hub client only when a model is fetched from the Hub).
 """
 
 from __future__ import annotations
