@@ -13,13 +13,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvplan.calc import Estimate, LayerGroup
 from kvplan.geometry import ModelGeometry
-from kvplan.gpus import GpuSpec
 from kvplan.report.flags import spell_note, spell_source
 from kvplan.version import __version__
+
+if TYPE_CHECKING:
+    from kvplan.gpus import GpuSpec
 
 SCHEMA_VERSION = 1
 
