@@ -1,6 +1,6 @@
 """kvplan: a KV-cache memory planner for LLM inference.
 
-The pure API (no typer, rich, hub or torch imports; each name is imported on first use)::
+The public API (no typer, rich, Hub client or torch is imported with it)::
 
     >>> import kvplan
     >>> geometry = kvplan.load_geometry("meta-llama/Llama-3.1-8B")
@@ -10,28 +10,29 @@ The pure API (no typer, rich, hub or torch imports; each name is imported on fir
     17179869184
 """
 
-from __future__ import annotations
+# NOTE: first, so a module that reads kvplan.__version__ while the API loads finds it.
+from kvplan.version import __version__
 
-from typing import TYPE_CHECKING, Any
+# isort: split
+from kvplan.api import (
+    CapacityResult,
+    CompareResult,
+    EstimateResult,
+    Geometry,
+    capacity,
+    compare,
+    estimate,
+    load_geometry,
+)
 
-__version__ = "0.1.0"
-
-if TYPE_CHECKING:
-    from kvplan.api import CapacityResult, EstimateResult, Geometry, capacity, estimate, load_geometry
-
-#: The public API, imported from kvplan.api on first use (``import kvplan`` stays light).
-_API = ("CapacityResult", "EstimateResult", "Geometry", "capacity", "estimate", "load_geometry")
-
-__all__ = ["CapacityResult", "EstimateResult", "Geometry", "__version__", "capacity", "estimate", "load_geometry"]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "capacity":  # the module kvplan.capacity, callable as kvplan.api.capacity
-        import importlib
-
-        return importlib.import_module("kvplan.capacity")
-    if name in _API:
-        from kvplan import api
-
-        return getattr(api, name)
-    raise AttributeError(f"module 'kvplan' has no attribute {name!r}")
+__all__ = [
+    "CapacityResult",
+    "CompareResult",
+    "EstimateResult",
+    "Geometry",
+    "__version__",
+    "capacity",
+    "compare",
+    "estimate",
+    "load_geometry",
+]

@@ -16,10 +16,10 @@ Every effect is reported as an :class:`Adjustment` {name, reason, before_bytes, 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from typing import Any
 
-from kvplan.dtypes import DEFAULT_GROUP_SIZE
+from kvplan.dtypes import DEFAULT_GROUP_SIZE, lookup_dtype
 from kvplan.errors import InputError
+from kvplan.limits import MAX_BEAMS, MAX_PP, MAX_TP, check_limit
 from kvplan.specs import (
     AttentionSpec,
     ChunkedLocalSpec,
@@ -29,7 +29,7 @@ from kvplan.specs import (
     SlidingWindowSpec,
     StateSpec,
 )
-from kvplan.units import cdiv
+from kvplan.units import cdiv, parse_tokens
 
 #: Default ``--residual-length``: recent tokens the Hugging Face QuantizedCache keeps in full precision.
 DEFAULT_RESIDUAL_LENGTH = 128
@@ -336,42 +336,10 @@ def deployment_from_flags(
     max_cache_len: str | int | None = None,
     cache_type_v: str | None = None,
 ) -> Deployment:
-    """A validated Deployment from CLI-style values (token counts accept ``4k``); the same values give the
-    same (immutable) Deployment, remembered for the latest few hundred (a sweep asks a handful many times)."""
-    args = (engine, tp, pp, block_size, beams, prompt_len, share_prefix, shared_prefix_tokens, no_window,
-            quant_group_size, residual_length, offload, max_num_batched_tokens, max_num_seqs, ubatch_size,
-            kv_unified, swa_full_tokens_ratio, max_cache_len, cache_type_v)
-    key = (args, tuple(map(type, args)))  # NOTE: the types too, so True is never taken for 1
-    try:
-        hit = _FROM_FLAGS.get(key)
-    except TypeError:  # an unhashable value: the checks below word the error
-        hit, key = None, None
-    if hit is not None:
-        return hit
-    dep = _deployment_from_flags(*args)
-    if key is not None:
-        if len(_FROM_FLAGS) >= 512:
-            _FROM_FLAGS.pop(next(iter(_FROM_FLAGS)))
-        _FROM_FLAGS[key] = dep
-    return dep
-
-
-_FROM_FLAGS: dict[tuple[Any, ...], Deployment] = {}
-
-
-def _deployment_from_flags(
-    engine: str, tp: int, pp: int, block_size: int | None, beams: int, prompt_len: str | int | None,
-    share_prefix: bool, shared_prefix_tokens: str | int | None, no_window: bool, quant_group_size: int,
-    residual_length: int, offload: str | None, max_num_batched_tokens: str | int | None, max_num_seqs: int | None,
-    ubatch_size: int | None, kv_unified: bool, swa_full_tokens_ratio: float | None, max_cache_len: str | int | None,
-    cache_type_v: str | None,
-) -> Deployment:
-    from kvplan.limits import MAX_BEAMS, MAX_PP, MAX_TP, check_limit
-
+    """A validated Deployment from CLI-style values (token counts accept ``4k``)."""
     check_limit(tp, MAX_TP, "--tensor-parallel-size")
     check_limit(pp, MAX_PP, "--pipeline-parallel-size")
     check_limit(beams, MAX_BEAMS, "--beams")
-    from kvplan.units import parse_tokens
 
     def tokens(value: str | int | None, what: str) -> int | None:
         return None if value is None else parse_tokens(value, what=what)
@@ -395,7 +363,5 @@ def value_type_name(text: str | None) -> str | None:
     """llama.cpp ``--cache-type-v`` as kvplan's dtype name (``f16`` -> ``fp16``); None stays None."""
     if text is None:
         return None
-    from kvplan.dtypes import lookup_dtype
-
     return lookup_dtype(text, what="--cache-type-v").name
 

@@ -1,4 +1,5 @@
-"""The public Python API: the reach of `kvplan estimate` and `kvplan capacity`, without a process each.
+"""The public Python API: the reach of `kvplan estimate`, `kvplan capacity` and `kvplan compare`, without a
+process each. The commands are this module's functions, their flags parsed and their results rendered.
 
 ::
 
@@ -10,28 +11,59 @@
         print(tp, est.kv_cache_bytes_per_gpu)
     cap = kvplan.capacity(geometry, gpu="H100", max_model_len="32k")
     cap.to_dict() == the `kvplan capacity --format json` report
+    kvplan.compare(["mha", "gqa", "mla"], model=geometry, seq_len="32k").to_dict()
 
-Every keyword is the command's flag with underscores; results carry the domain object
-(``Estimate``, ``Capacity``) and ``to_dict()``, the command's report. No typer, rich, Hub client or
-torch is imported here (the Hub client only when a model is fetched from the Hub).
+Every keyword is the command's flag with underscores; results carry the domain object (``Estimate``,
+``Capacity``, ``Comparison``) and ``to_dict()``, the command's report. No typer, rich, Hub client or torch is
+imported here (the Hub client only when a model is fetched from the Hub).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from kvplan.adjust import DEFAULT_RESIDUAL_LENGTH, deployment_from_flags
-from kvplan.calc import Estimate
-from kvplan.calc import estimate as _estimate
+from kvplan.adjust import DEFAULT_RESIDUAL_LENGTH, Adjustment, deployment_from_flags, value_type_name
+from kvplan.calc import Estimate, with_adjustments
+from kvplan.calc import estimate as calc_estimate
 from kvplan.dtypes import DEFAULT_GROUP_SIZE
+from kvplan.engine_flags import (
+    kv_types,
+    llama_context,
+    tensor_split_shares,
+    typed_length,
+    typed_tokens,
+    vllm_tokens,
+)
+from kvplan.engines import EngineProfile, get_engine
+from kvplan.engines.base import without_mla
+from kvplan.errors import InputError
 from kvplan.geometry import ModelGeometry
 from kvplan.modelref import Geometry, load, normalise_overrides, resolve
+from kvplan.models import (
+    WeightsEstimate,
+    require_config_geometry,
+    resolve_weights,
+)
+from kvplan.report import estimate_report
 from kvplan.sources import Source
-from kvplan.units import parse_tokens
+from kvplan.units import format_bytes, parse_size, parse_tokens
+
+if TYPE_CHECKING:
+    from kvplan.capacity_types import Capacity
+    from kvplan.gpus import GpuSpec
+    from kvplan.layouts import Comparison
+    from kvplan.logparse import ParsedLog
+
+# NOTE: `kvplan estimate` starts without the capacity search and the compare layouts: capacity(), compare(),
+# their results and the weights count import their own machinery (kvplan.fit, kvplan.layouts, their report
+# builders, the GPU catalog, log and GGUF readers) when called. Imported here, it cost `kvplan estimate` about
+# 20 ms of a 140 ms start-up (python benchmarks/bench_estimate.py).
 
 #: Parsed models kept per process (least recently used dropped first).
 GEOMETRY_CACHE_SIZE = 64
@@ -83,8 +115,6 @@ def _geometry(
 
 
 def _input_error(message: str, hint: str) -> Exception:
-    from kvplan.errors import InputError
-
     return InputError(message, hint)
 
 
@@ -96,8 +126,8 @@ class EstimateResult:
     """``kvplan.estimate``'s answer: the :class:`~kvplan.calc.Estimate` (its attributes read through:
     ``kv_cache_bytes``, ``kv_cache_bytes_per_gpu``, ``groups``, ``adjustments`` ...) and ``to_dict()``, the
     `kvplan estimate` report. The bytes are priced when the result is made; the adjustment walk (each bend
-    of the formula, priced one knob at a time) the first time ``adjustments``, ``estimate`` or
-    ``to_dict()`` is read, so a sweep that reads bytes does not pay for it."""
+    of the formula, priced one knob at a time) when ``adjustments``, ``estimate`` or ``to_dict()`` is read,
+    so a sweep that reads bytes does not pay for it."""
 
     priced: Estimate
     """The estimate without its adjustment walk (``adjustments`` empty)."""
@@ -105,20 +135,18 @@ class EstimateResult:
     """Where the config came from; None for a bare ModelGeometry (the report's source fields are null)."""
     overrides: Mapping[str, Any] = field(default_factory=dict)
     length_flag: str | None = None
-    """``--max-model-len`` when the length was given as ``max_model_len`` (the report names it)."""
+    """The length flag the user typed (``--seq-len`` or ``--max-model-len``): the report names it."""
     flag_notes: tuple[str, ...] = ()
     """Notes on how vLLM-named token counts were read (``"8k"`` = 8,000)."""
 
     @property
     def estimate(self) -> Estimate:
         """The whole :class:`~kvplan.calc.Estimate`, its adjustments listed."""
-        from kvplan.calc import with_adjustments
-
         return with_adjustments(self.priced)
 
     @property
-    def adjustments(self) -> tuple[Any, ...]:
-        """Each bend of the formula, in the order applied (walked on first read)."""
+    def adjustments(self) -> tuple[Adjustment, ...]:
+        """Each bend of the formula, in the order applied."""
         return self.estimate.adjustments
 
     def __getattr__(self, name: str) -> Any:
@@ -128,25 +156,8 @@ class EstimateResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The `kvplan estimate --format json` report."""
-        from kvplan.engine_flags import respell_length
-        from kvplan.report import estimate_report
-
-        source = self.source if self.source is not None else _NO_SOURCE
-        report = estimate_report(self.estimate, source, overrides=dict(self.overrides))  # type: ignore[arg-type]
-        respell_length(report, self.length_flag)
-        if self.flag_notes:
-            report["notes"] = [*report["notes"], *self.flag_notes]
-        return report
-
-
-@dataclass(frozen=True, slots=True)
-class _NoSource:
-    kind: None = None
-    location: None = None
-    revision: None = None
-
-
-_NO_SOURCE = _NoSource()
+        return estimate_report(self.estimate, self.source, overrides=dict(self.overrides),
+                               length_flag=self.length_flag, notes=self.flag_notes)
 
 
 def estimate(
@@ -188,19 +199,17 @@ def estimate(
     ``max_model_len`` read as vLLM reads it (``"32k"`` = 32,000), with every sizing flag of the command (engine,
     tp, pp, block_size, beams, kv_dtype, llama.cpp's cache_type_k/cache_type_v ...); ``strict`` refuses a
     config whose core geometry would come from architecture defaults."""
-    from kvplan.engine_flags import kv_types, typed_tokens, vllm_tokens
-
     kv_dtype, cache_type_v = kv_types(kv_dtype, cache_type_k, cache_type_v, engine)
     if "," in kv_dtype:
-        raise _input_error(f"estimate sizes one KV dtype, got kv_dtype {kv_dtype}", "compare them with kvplan compare")
-    tokens, length_flag, len_note = typed_tokens(seq_len, max_model_len)  # type: ignore[arg-type]
+        named = model if isinstance(model, str) else model.model_id
+        raise InputError(f"estimate sizes one KV dtype, got --kv-dtype {kv_dtype}",
+                         f"compare them in one run: kvplan compare model --model {named} --kv-dtype {kv_dtype}")
+    tokens, length_flag, len_note = typed_tokens(seq_len, max_model_len)
     batched, batched_note = vllm_tokens(max_num_batched_tokens, "--max-num-batched-tokens")
     enc = parse_tokens(encoder_len, what="--encoder-len") if encoder_len is not None else None
     geometry, source, resolved = _geometry(model, revision=revision, token=token, overrides=overrides,
                                            gguf_file=gguf_file)
     if strict:
-        from kvplan.models import require_config_geometry
-
         require_config_geometry(geometry)
     deployment = deployment_from_flags(
         engine=engine, tp=tp, pp=pp, block_size=block_size, beams=beams, prompt_len=prompt_len,
@@ -212,10 +221,14 @@ def estimate(
     )
     if no_mla:
         geometry = mla_off(geometry, source, deployment.engine)
-    est = _estimate(geometry, batch=batch, seq_len=tokens, kv_dtype=kv_dtype, encoder_len=enc, deployment=deployment,
-                    adjustments=False)
+    est = calc_estimate(geometry, batch=batch, seq_len=tokens, kv_dtype=kv_dtype, encoder_len=enc,
+                        deployment=deployment, adjustments=False)
     return EstimateResult(priced=est, source=source, overrides=resolved, length_flag=length_flag,
                           flag_notes=tuple(note for note in (len_note, batched_note) if note))
+
+
+def _text(value: int | str | None) -> str | None:
+    return None if value is None else str(value)
 
 
 # ---- capacity ------------------------------------------------------------------------------------
@@ -223,15 +236,19 @@ def estimate(
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class CapacityResult:
-    """``kvplan.capacity``'s answer: the :class:`~kvplan.capacity.Capacity` (its attributes read through:
+    """``kvplan.capacity``'s answer: the :class:`~kvplan.capacity_types.Capacity` (its attributes read through:
     ``fits``, ``max_context_len``, ``max_concurrent_requests``, ``min_tp`` ...) and ``to_dict()``, the
     `kvplan capacity` report."""
 
-    capacity: Any
+    capacity: Capacity
     source: Source
     weight_notes: tuple[str, ...] = ()
+    """Where the weights came from, how the flags were read, what a --compare-log supplied."""
     length_flag: str | None = None
-    """``--seq-len`` when the length was given as ``seq_len`` (the report names it)."""
+    """The length flag the user typed (``--seq-len`` or ``--max-model-len``): the report names it."""
+    log: ParsedLog | None = None
+    """The engine start-up log of ``compare_log``, whose KV figures the report puts beside kvplan's."""
+    log_source: str | None = None
 
     def __getattr__(self, name: str) -> Any:
         if name == "capacity":
@@ -240,19 +257,23 @@ class CapacityResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The `kvplan capacity --format json` report."""
-        from kvplan.capacity import capacity_report
-        from kvplan.engine_flags import respell_length
+        from kvplan.report.capacity import capacity_report
 
-        report = capacity_report(self.capacity, self.source)
-        report["notes"] = list(report["notes"]) + list(self.weight_notes)  # type: ignore[call-overload]
-        respell_length(report, self.length_flag)
-        return report
+        return capacity_report(self.capacity, self.source, length_flag=self.length_flag, notes=self.weight_notes,
+                               log=self.log, log_source=self.log_source)
+
+    def kv_per_gpu_curve(self, seq_lens: Sequence[int], *, batch: int) -> list[int]:
+        """KV bytes ``batch`` requests of each length need on the busiest GPU, by the plan's own engine rule
+        (what `kvplan capacity --plot` draws against the KV budget)."""
+        from kvplan.fit import kv_per_gpu_curve
+
+        return kv_per_gpu_curve(self.capacity, seq_lens, batch=batch)
 
 
 def capacity(
     model: str | Geometry,
     *,
-    gpu: Any = None,
+    gpu: str | GpuSpec | None = None,
     gpu_mem: int | str | None = None,
     gpu_bandwidth: str | None = None,
     num_gpus: int | None = None,
@@ -282,6 +303,7 @@ def capacity(
     tensor_split: str | None = None,
     ctx_size: int | str | None = None,
     parallel: int | None = None,
+    compare_log: str | Path | None = None,
     revision: str | None = None,
     token: str | None = None,
     overrides: Mapping[str, Any] | Iterable[str] | None = None,
@@ -294,40 +316,43 @@ def capacity(
 ) -> CapacityResult:
     """`kvplan capacity`: what fits on ``gpu`` (a catalog name or a ``GpuSpec``; ``gpu_mem`` for any
     other): KV blocks and tokens, max concurrency and context, minimum TP, decode floor. ``max_model_len``
-    reads ``"32k"`` as vLLM does (32,000), ``seq_len`` as kvplan does (32,768); ``strict`` refuses a config
-    whose core geometry would come from architecture defaults."""
-    from kvplan.adjust import value_type_name
-    from kvplan.capacity import CapacityInputs, plan_capacity
-    from kvplan.engine_flags import kv_types, llama_context, tensor_split_shares, typed_length, vllm_tokens
-    from kvplan.units import parse_size
+    reads ``"32k"`` as vLLM does (32,000), ``seq_len`` as kvplan does (32,768); ``compare_log``: an engine's
+    start-up log, whose KV figures the report puts beside kvplan's (and whose budget and version it reads
+    when not given); ``strict`` refuses a config whose core geometry would come from architecture defaults."""
+    from kvplan.capacity_types import CapacityInputs
+    from kvplan.fit import plan_capacity
+    from kvplan.gpus import GpuSpec
+    from kvplan.logparse import read_log
 
-    text, length_flag = typed_length(None if seq_len is None else str(seq_len),
-                                     None if max_model_len is None else str(max_model_len))
+    text, length_flag = typed_length(_text(seq_len), _text(max_model_len))
     if length_flag == "--seq-len" and text is not None:
         # NOTE: kvplan's --seq-len reads k as 1024; max_model_len (vLLM's name) reads it as vLLM does.
         max_model_len = str(parse_tokens(text, what="--seq-len"))
-    else:
-        length_flag = None  # the report's own spelling
     kv_dtype, cache_type_v = kv_types(kv_dtype, cache_type_k, cache_type_v, engine)
+    log: ParsedLog | None = None
+    log_notes: list[str] = []
+    if compare_log is not None:
+        named_gpu = gpu.name if isinstance(gpu, GpuSpec) else gpu
+        log, budget_text, engine_version, log_notes = read_log(
+            compare_log, engine, named_gpu if named_gpu is not None else _text(gpu_mem), _text(kv_budget),
+            engine_version)
+        kv_budget = budget_text
 
     # NOTE: with --kv-budget alone the GPU is irrelevant to blocks, tokens and concurrency.
     no_gpu = gpu is None and gpu_mem is None and kv_budget is not None
     gpu_spec = None if no_gpu else resolve_gpu(gpu, gpu_mem, gpu_bandwidth)
-    max_model_len, batch = llama_context(None if ctx_size is None else str(ctx_size), parallel,
-                                         None if max_model_len is None else str(max_model_len), batch, engine)
+    max_model_len, batch = llama_context(_text(ctx_size), parallel, _text(max_model_len), batch, engine)
 
     def size(value: int | str | None, what: str) -> int | None:
         return parse_size(value, what=what) if value is not None else None
 
     if isinstance(model, Geometry):
         if overrides:
-            raise _input_error("overrides apply when a model is loaded", "pass overrides to kvplan.load_geometry")
+            raise InputError("overrides apply when a model is loaded", "pass overrides to kvplan.load_geometry")
         loaded = model
     else:
         loaded = load_geometry(model, revision=revision, token=token, overrides=overrides, gguf_file=gguf_file)
     if strict:
-        from kvplan.models import require_config_geometry
-
         require_config_geometry(loaded.model_geometry)
     if no_mla:
         loaded = replace(loaded, model_geometry=mla_off(loaded.model_geometry, loaded.source, engine))
@@ -335,10 +360,11 @@ def capacity(
     # NOTE: vLLM-named flags read token counts as vLLM does (32k = 32,000, 32K = 32,768), with a note.
     model_len, len_note = vllm_tokens(max_model_len or None, "--max-model-len")
     batched_tokens, batched_note = vllm_tokens(max_num_batched_tokens or None, "--max-num-batched-tokens")
+    split = tensor_split_shares(tensor_split)
     weights, weight_notes = model_weights(
         loaded, engine=engine, weights_bytes=size(weights_bytes, "--weights-bytes"), weights_from=weights_from,
         revision=revision if revision is not None else loaded.revision, token=token, required=kv_budget_bytes is None,
-        tensor_split=tensor_split_shares(tensor_split), weights_quant=weights_quant,
+        tensor_split=split, weights_quant=weights_quant,
     )
     inputs = CapacityInputs(
         gpu=gpu_spec, engine=engine, tp=tp if tp is not None else max(1, (num_gpus or 1) // pp),
@@ -349,49 +375,147 @@ def capacity(
         max_num_batched_tokens=batched_tokens,
         reserve_bytes=size(reserve, "--reserve"), kv_budget_bytes=kv_budget_bytes, engine_version=engine_version,
         dp=dp, enable_dp_attention=enable_dp_attention, kv_unified=kv_unified, ubatch_size=ubatch_size,
-        tensor_split=tensor_split_shares(tensor_split), cache_type_v=value_type_name(cache_type_v),
-        no_window=no_window,
+        tensor_split=split, cache_type_v=value_type_name(cache_type_v), no_window=no_window,
     )
     cap = plan_capacity(loaded.model_geometry, weights, inputs)
-    weight_notes = [*weight_notes, *(note for note in (len_note, batched_note) if note)]
-    return CapacityResult(capacity=cap, source=loaded.source, weight_notes=tuple(weight_notes), length_flag=length_flag)
+    notes = (*weight_notes, *(note for note in (len_note, batched_note) if note), *log_notes)
+    return CapacityResult(capacity=cap, source=loaded.source, weight_notes=notes, length_flag=length_flag, log=log,
+                          log_source=None if compare_log is None else str(compare_log))
+
+
+# ---- compare -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CompareResult:
+    """``kvplan.compare``'s answer: the :class:`~kvplan.layouts.Comparison` (its attributes read through:
+    ``variants``, ``mha``, ``seq_len`` ...) and ``to_dict()``, the `kvplan compare` report."""
+
+    comparison: Comparison
+    source: Source | None
+    """Where the base model came from; None for bare dims."""
+    loaded: Geometry | None = None
+    """The base model as loaded (its weights give ``kv_room``); None for bare dims or a bare ModelGeometry."""
+    gpu_mem_bytes: int | None = None
+    plot: str | None = None
+    """The --plot file the report names (the command draws it)."""
+    length_flag: str | None = None
+    """The length flag the user typed (``--seq-len`` or ``--max-model-len``): the report names it."""
+    flag_notes: tuple[str, ...] = ()
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "comparison":
+            raise AttributeError(name)
+        return getattr(self.comparison, name)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `kvplan compare --format json` report."""
+        from kvplan.report.compare import compare_report
+
+        return compare_report(self.comparison, self.source, gpu_mem_bytes=self.gpu_mem_bytes, plot=self.plot,
+                              length_flag=self.length_flag, notes=self.flag_notes)
+
+    def plot_series(self) -> tuple[list[int], dict[str, list[int]]]:
+        """Context lengths and each variant's KV bytes per GPU at each (the lines `kvplan compare --plot` draws)."""
+        from kvplan.layouts import plot_series
+
+        return plot_series(self.comparison)
+
+    def kv_room(self) -> tuple[int | None, str | None]:
+        """(bytes, label): ``gpu_mem`` less the base model's weights per GPU (counted from config.json, or a
+        GGUF's tensor table), the room the KV cache has; (None, None) without a model or ``gpu_mem``."""
+        if self.gpu_mem_bytes is None or self.loaded is None:
+            return None, None
+        dep = self.comparison.mha.deployment
+        weights, _notes = model_weights(self.loaded, engine=dep.engine, weights_from="config",
+                                        revision=self.loaded.revision, required=False)
+        if weights is None or not weights.counted:
+            return None, None
+        per_gpu = weights.bytes_per_gpu(tp=dep.tp, pp=dep.pp)
+        room = self.gpu_mem_bytes - per_gpu
+        if room <= 0:
+            # NOTE: no room to draw (log axis): the line stays at the card, and its label says so.
+            return room, (f"GPU {format_bytes(self.gpu_mem_bytes)}: no KV room, weights {format_bytes(per_gpu)} "
+                          f"per GPU exceed it")
+        return room, (f"KV room {format_bytes(room)} = GPU {format_bytes(self.gpu_mem_bytes)} "
+                      f"- weights {format_bytes(per_gpu)} per GPU")
+
+
+def compare(
+    variants: Sequence[str] = (),
+    *,
+    model: str | Geometry | ModelGeometry | None = None,
+    layers: int | None = None,
+    heads: int | None = None,
+    head_dim: int | None = None,
+    hidden_size: int | None = None,
+    batch: int = 1,
+    seq_len: int | str | None = None,
+    max_model_len: int | str | None = None,
+    kv_dtype: str = "auto",
+    engine: str = "ideal",
+    tp: int = 1,
+    pp: int = 1,
+    block_size: int | None = None,
+    sweep_seq: str | Sequence[int | str] | None = None,
+    gpu_mem: int | str | None = None,
+    plot: str | Path | None = None,
+    revision: str | None = None,
+    token: str | None = None,
+    gguf_file: str | None = None,
+    strict: bool = False,
+) -> CompareResult:
+    """`kvplan compare`: attention layouts (``variants``: mha, gqa, gqa:N, mqa, mla, mla:RANK+ROPE, swa:W,
+    hybrid:W:R, model) side by side at one model size, the ``model``'s or bare dims (``layers``, ``heads``,
+    ``head_dim`` or ``hidden_size``; the 32-layer, 32-head, head-dim-128 example model by default); ``kv_dtype``
+    may list several (``"bf16,fp8"``); ``sweep_seq`` sizes every variant at more lengths (``"1k,4k,32k"``);
+    ``gpu_mem`` is the memory line of a plot (``kv_room``), ``plot`` the file the report names."""
+    from kvplan.layouts import base_from_dims, base_from_model, parse_seq_list
+    from kvplan.layouts import compare as compare_layouts
+
+    dims = {"layers": layers, "heads": heads, "head_dim": head_dim, "hidden_size": hidden_size}
+    if model is not None and any(v is not None for v in dims.values()):
+        raise InputError("pass --model or --layers/--heads/--head-dim/--hidden-size, not both",
+                         "drop --model to size bare dims, or drop the dims to use the model's own")
+    gpu_mem_bytes = parse_size(gpu_mem, what="--gpu-mem") if gpu_mem is not None else None
+    if sweep_seq is None:
+        sweep: tuple[int, ...] = ()
+    elif isinstance(sweep_seq, str):
+        sweep = parse_seq_list(sweep_seq)
+    else:
+        sweep = parse_seq_list(",".join(str(length) for length in sweep_seq))
+    tokens, length_flag, len_note = typed_tokens(_text(seq_len), _text(max_model_len))
+    source, loaded = None, None
+    if model is None:
+        base = base_from_dims(**dims)
+    else:
+        if isinstance(model, str):
+            loaded = load_geometry(model, revision=revision, token=token, gguf_file=gguf_file)
+        elif isinstance(model, Geometry):
+            loaded = model
+        geometry = model if isinstance(model, ModelGeometry) else loaded.model_geometry  # type: ignore[union-attr]
+        source = None if loaded is None else loaded.source
+        if strict:
+            require_config_geometry(geometry)
+        base = base_from_model(geometry)
+    deployment = deployment_from_flags(engine=engine, tp=tp, pp=pp, block_size=block_size)
+    comparison = compare_layouts(base, variants or (), batch=batch, seq_len=tokens, kv_dtype=kv_dtype,
+                                 sweep_seq_lens=sweep, deployment=deployment)
+    return CompareResult(comparison=comparison, source=source, loaded=loaded, gpu_mem_bytes=gpu_mem_bytes,
+                         plot=None if plot is None else str(plot), length_flag=length_flag,
+                         flag_notes=(len_note,) if len_note else ())
 
 
 def model_weights(
     loaded: Geometry, *, engine: str, weights_bytes: int | None = None, weights_from: str = "auto",
     revision: str | None = None, token: str | None = None, required: bool = True,
     tensor_split: tuple[float, ...] | None = None, weights_quant: str | None = None,
-) -> tuple[Any, list[str]]:
+) -> tuple[WeightsEstimate | None, list[str]]:
     """The weights capacity counts, and notes on where they came from: a GGUF's tensor table (exact bytes,
     llama.cpp's layer split), else :func:`kvplan.models.resolve_weights` (config.json, safetensors, bytes); for
     llama.cpp, the counted shapes as a ``weights_quant`` GGUF (default Q4_K_M) by llama.cpp's per-tensor rule.
-    Counted once per loaded model and options (not for a Hub model, whose answer may depend on the network)."""
-    key = (id(loaded), engine, weights_bytes, weights_from, revision, token, required, tensor_split, weights_quant)
-    hit = _WEIGHTS.get(key)
-    if hit is not None and hit[0] is loaded:
-        return hit[1], list(hit[2])
-    weights, notes = _model_weights(loaded, engine=engine, weights_bytes=weights_bytes, weights_from=weights_from,
-                                    revision=revision, token=token, required=required, tensor_split=tensor_split,
-                                    weights_quant=weights_quant)
-    if loaded.source.kind != "hub":
-        if len(_WEIGHTS) >= GEOMETRY_CACHE_SIZE * 4:
-            _WEIGHTS.pop(next(iter(_WEIGHTS)))
-        _WEIGHTS[key] = (loaded, weights, tuple(notes))  # the model is kept, so its id is not reused
-    return weights, notes
-
-
-_WEIGHTS: dict[tuple[Any, ...], tuple[Geometry, Any, tuple[str, ...]]] = {}
-#: The config's count before any engine's rule, per loaded model and options (``_WEIGHTS`` is per engine too).
-_COUNTS: dict[tuple[Any, ...], tuple[Geometry, Any, tuple[str, ...]]] = {}
-
-
-def _model_weights(
-    loaded: Geometry, *, engine: str, weights_bytes: int | None, weights_from: str, revision: str | None,
-    token: str | None, required: bool, tensor_split: tuple[float, ...] | None, weights_quant: str | None,
-) -> tuple[Any, list[str]]:
-    from kvplan.engines import get_engine
-    from kvplan.models import resolve_weights
-
+    A local model's count is remembered per config and options (:func:`_counted_weights`); a Hub model's is not,
+    its answer may depend on the network."""
     profile = get_engine(engine)
     if weights_quant is not None:
         _check_weights_quant(loaded, profile, weights_bytes=weights_bytes, weights_from=weights_from)
@@ -405,34 +529,47 @@ def _model_weights(
                                 tensor_split=tensor_split)
     quantise = profile.splits_layers and weights_bytes is None and weights_from != "safetensors"
     # NOTE: llama.cpp runs a quantised GGUF: the checkpoint's safetensors bytes are not what it loads.
-    source = "config" if quantise else weights_from
-    key = (id(loaded), weights_bytes, source, revision, token, required)
-    hit = _COUNTS.get(key)
-    if hit is not None and hit[0] is loaded:  # the same count for every engine of a local model
-        weights, notes = hit[1], list(hit[2])
-    else:
-        weights, notes = resolve_weights(
-            loaded.config, model_id=loaded.model_id, source_kind=loaded.source.kind, weights_bytes=weights_bytes,
-            weights_from=source, revision=revision, token=token, required=required,
-        )
-        if loaded.source.kind != "hub":
-            if len(_COUNTS) >= GEOMETRY_CACHE_SIZE * 4:
-                _COUNTS.pop(next(iter(_COUNTS)))
-            _COUNTS[key] = (loaded, weights, tuple(notes))
-    if weights is not None and weights.counted and quantise:
-        # NOTE: llama.cpp users run a llama-quantize GGUF, most often Q4_K_M: its bytes follow llama.cpp's
-        # per-tensor rule over the counted shapes (kvplan.gguf.quantise); said in weights.quantization.
-        from kvplan.gguf.quantise import quantise_weights
-
-        weights = quantise_weights(weights, num_layers=loaded.model_geometry.num_hidden_layers, ftype=weights_quant,
-                                   model_type=loaded.model_geometry.model_type)
-    elif weights is not None and weights.source != "--weights-bytes" and profile.splits_layers:
+    count = _count_weights if loaded.source.kind == "hub" else _counted_weights
+    weights, counted_notes, quantised = count(
+        json.dumps(loaded.config, sort_keys=True, default=repr), model_id=loaded.model_id,
+        source_kind=loaded.source.kind, weights_bytes=weights_bytes, weights_from="config" if quantise else weights_from,
+        revision=revision, token=token, required=required, quantise=quantise, weights_quant=weights_quant,
+        num_layers=loaded.model_geometry.num_hidden_layers, model_type=loaded.model_geometry.model_type,
+    )
+    notes = list(counted_notes)
+    if weights is not None and not quantised and weights.source != "--weights-bytes" and profile.splits_layers:
         notes.append(f"llama.cpp: weights counted as the checkpoint stores them ({weights.dtype}) "
                      "(--weights-from safetensors); a quantised GGUF (Q4_K_M, Q8_0 ...) is smaller")
     return weights, notes
 
 
-def _check_weights_quant(loaded: Geometry, profile: Any, *, weights_bytes: int | None, weights_from: str) -> None:
+def _count_weights(
+    config_json: str, *, model_id: str, source_kind: str, weights_bytes: int | None, weights_from: str,
+    revision: str | None, token: str | None, required: bool, quantise: bool, weights_quant: str | None,
+    num_layers: int, model_type: str,
+) -> tuple[WeightsEstimate | None, tuple[str, ...], bool]:
+    """:func:`kvplan.models.resolve_weights` over a config (as JSON text), its notes, and whether the counted
+    shapes were sized (``quantise``) as a llama.cpp GGUF of type ``weights_quant``
+    (:func:`kvplan.gguf.quantise.quantise_weights`)."""
+    weights, notes = resolve_weights(
+        json.loads(config_json), model_id=model_id, source_kind=source_kind, weights_bytes=weights_bytes,
+        weights_from=weights_from, revision=revision, token=token, required=required,
+    )
+    if weights is None or not weights.counted or not quantise:
+        return weights, tuple(notes), False
+    # NOTE: llama.cpp users run a llama-quantize GGUF, most often Q4_K_M: its bytes follow llama.cpp's
+    # per-tensor rule over the counted shapes (kvplan.gguf.quantise); said in weights.quantization.
+    from kvplan.gguf.quantise import quantise_weights
+
+    weights = quantise_weights(weights, num_layers=num_layers, ftype=weights_quant, model_type=model_type)
+    return weights, tuple(notes), True
+
+
+#: A sweep over engines, GPUs and lengths of one local model counts its weights once per options.
+_counted_weights = functools.lru_cache(maxsize=256)(_count_weights)
+
+
+def _check_weights_quant(loaded: Geometry, profile: EngineProfile, *, weights_bytes: int | None, weights_from: str) -> None:
     """--weights-quant sizes a llama.cpp GGUF from config.json: refuse it where it cannot apply."""
     if not profile.splits_layers:
         raise _input_error(f"--weights-quant picks a llama.cpp GGUF type, but --engine is {profile.name}",
@@ -447,11 +584,11 @@ def _check_weights_quant(loaded: Geometry, profile: Any, *, weights_bytes: int |
                            "pass one of them")
 
 
-def resolve_gpu(gpu: Any, gpu_mem: int | str | None = None, gpu_bandwidth: str | None = None) -> Any:
+def resolve_gpu(gpu: str | GpuSpec | None, gpu_mem: int | str | None = None,
+                gpu_bandwidth: str | None = None) -> GpuSpec:
     """--gpu from the catalog (or a ``GpuSpec`` as is), with --gpu-mem / --gpu-bandwidth overriding
     its figures; --gpu-mem alone is a custom GPU."""
     from kvplan.gpus import GpuSpec, custom_gpu, lookup, parse_bandwidth
-    from kvplan.units import parse_size
 
     bandwidth = parse_bandwidth(gpu_bandwidth) if gpu_bandwidth is not None else None
     if gpu is not None:
@@ -467,12 +604,9 @@ def resolve_gpu(gpu: Any, gpu_mem: int | str | None = None, gpu_bandwidth: str |
     return custom_gpu(parse_size(gpu_mem, what="--gpu-mem"), bandwidth, name=f"custom {gpu_mem}")
 
 
-def mla_off(geometry: ModelGeometry, source: Any, engine: str) -> ModelGeometry:
-    """``--no-mla``: the MLA layers as the per-head K/V an engine with MLA off caches (:func:`kvplan.adjust.without_mla`);
-    a GGUF says itself whether it was converted with MLA."""
-    from kvplan.engines import get_engine
-    from kvplan.engines.base import without_mla
-
+def mla_off(geometry: ModelGeometry, source: Source | None, engine: str) -> ModelGeometry:
+    """``--no-mla``: the MLA layers as the per-head K/V an engine with MLA off caches
+    (:func:`kvplan.engines.base.without_mla`); a GGUF says itself whether it was converted with MLA."""
     if getattr(source, "kind", None) in ("gguf", "hub-gguf"):
         raise _input_error("--no-mla reads a config.json: a GGUF says itself whether llama.cpp caches the MLA latent "
                            "(attention.key_length_mla) or per-head K/V", "drop --no-mla for a GGUF")

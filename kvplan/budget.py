@@ -20,8 +20,7 @@ The activation estimate (``engines.base.activation_estimate``) is explicit, not 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from kvplan.capacity_types import CapacityInputs
 from kvplan.dp import weights_per_gpu
 from kvplan.engines import get_engine
 from kvplan.engines.base import Budget, BudgetRequest, BudgetTerm, ModelShape, activation_estimate
@@ -29,10 +28,7 @@ from kvplan.engines.sglang import sglang_mem_fraction_static
 from kvplan.engines.trtllm import TRTLLM_FREE_FRACTION
 from kvplan.engines.vllm import VLLM_GPU_MEMORY_UTILIZATION, VLLM_LOGIT_ROWS, VLLM_NON_TORCH_BYTES
 from kvplan.errors import InputError
-
-if TYPE_CHECKING:
-    from kvplan.capacity import CapacityInputs
-    from kvplan.models import WeightsEstimate
+from kvplan.models import WeightsEstimate
 
 __all__ = [
     "TRTLLM_FREE_FRACTION", "VLLM_GPU_MEMORY_UTILIZATION", "VLLM_LOGIT_ROWS", "VLLM_NON_TORCH_BYTES", "Budget",

@@ -16,8 +16,8 @@ from kvplan.dtypes import DEFAULT_GROUP_SIZE, KvDtype, lookup_dtype
 from kvplan.engines import EngineProfile, SizingContext, get_engine
 from kvplan.engines.base import value_dtype
 from kvplan.errors import ConfigError, InputError
-from kvplan.geometry import ModelGeometry
-from kvplan.memo import OwnerMemo
+from kvplan.geometry import ModelGeometry, group_specs
+from kvplan.models import DTYPE_BYTES, served_dtype
 from kvplan.specs import (
     LayerSpec,
 )
@@ -124,27 +124,24 @@ class Estimate:
         return sum(g.total_bytes for g in self.groups if g.spec.kind == "cross_attention")
 
 
-def served_geometry(geometry: ModelGeometry, engine: str) -> ModelGeometry:
-    """The geometry in the dtype ``engine`` serves it in: vLLM, SGLang and TensorRT-LLM load a float32
-    checkpoint in 16 bits, and their ``--kv-cache-dtype auto`` follows the served model dtype; the
-    ideal formula and transformers keep the checkpoint's dtype."""
-    from kvplan.models import served_dtype
-
+def served_geometry(geometry: ModelGeometry, engine: EngineProfile, dtype: str = "auto") -> ModelGeometry:
+    """The geometry in the dtype ``engine`` holds the model in, which ``--kv-dtype auto`` follows (vLLM's
+    ``kv_cache_dtype auto`` is the model dtype). ``dtype`` is ``--dtype`` (:func:`kvplan.models.served_dtype`):
+    ``auto`` is the engine's rule (vLLM, SGLang and TensorRT-LLM load a float32 checkpoint in 16 bits,
+    transformers keeps it), any other value is the dtype the weights are held in."""
     config = (geometry.config_dtype or "").lower().removeprefix("torch.")
-    if config not in ("float32", "float", "fp32", "float64"):
+    config = _FLOAT32_NAMES.get(config, config)
+    explicit = dtype.strip().lower() != "auto"
+    if not config and not explicit:
         return geometry
-
-    def serve() -> ModelGeometry:
-        name, why = served_dtype("float32", engine=get_engine(engine))
-        if name == "float32":
-            return geometry
-        return replace(geometry, config_dtype=name, config_dtype_source=f"served dtype ({why})")
-
-    # the same object each time, so later caches keyed on it hit
-    return _SERVED.get(geometry, (engine,), serve)
+    name, why = served_dtype(config or "float16", engine=engine, dtype=dtype)
+    if name == config or (not explicit and DTYPE_BYTES.get(config) == DTYPE_BYTES[name]):
+        return geometry
+    return replace(geometry, config_dtype=name, config_dtype_source=f"served dtype ({why})")
 
 
-_SERVED: OwnerMemo[ModelGeometry] = OwnerMemo(256)
+#: Spellings of float32 a config may use (the served-dtype rule reads them as float32).
+_FLOAT32_NAMES = {"float": "float32", "fp32": "float32"}
 
 
 def resolve_kv_dtype(
@@ -176,58 +173,34 @@ def resolve_kv_dtype(
     return chosen, "--kv-dtype", model_dtype, notes
 
 
-#: Estimates of the latest inputs (an Estimate is frozen): a check prices the same scenario for its
-#: estimate, its capacity and its engine log, and sweeps repeat deployments.
-_ESTIMATES: OwnerMemo[Estimate] = OwnerMemo(1024)
-
-
-def estimate(
-    geometry: ModelGeometry,
-    *,
-    batch: int = 1,
-    seq_len: int | None = None,
-    kv_dtype: str = "auto",
-    encoder_len: int | None = None,
-    deployment: Deployment | None = None,
-    adjustments: bool = True,
-) -> Estimate:
-    """The KV cache of ``batch`` sequences of ``seq_len`` tokens (:func:`_estimate`), memoised per inputs;
-    ``adjustments=False`` leaves ``Estimate.adjustments`` empty (capacity reads only notes and dtypes)."""
-    # NOTE: the types are in the key, so True is never taken for 1 (the checks below refuse a bool).
-    key = (batch, type(batch), seq_len, type(seq_len), kv_dtype, encoder_len, type(encoder_len), deployment, adjustments)
-    args = {"batch": batch, "seq_len": seq_len, "kv_dtype": kv_dtype, "encoder_len": encoder_len,
-            "deployment": deployment, "adjustments": adjustments}
-    return _ESTIMATES.get(geometry, key, lambda: _estimate(geometry, **args))  # type: ignore[arg-type]
-
-
-#: A model's distinct layer specs, in order of their first layer, per layers tuple (kept with its entry).
-_DISTINCT: OwnerMemo[tuple[LayerSpec, ...]] = OwnerMemo(256)
-
-
 def _distinct(layers: tuple[LayerSpec, ...]) -> tuple[LayerSpec, ...]:
     """The distinct specs of ``layers`` in order of first use: what an engine's model-wide checks read (the
     checks ask which kinds, heads and sizes occur, and name the first offender)."""
-    return _DISTINCT.get(layers, (), lambda: tuple(dict.fromkeys(layers)))
+    return tuple(dict.fromkeys(layers))
 
 
-#: Estimates with their adjustment walk, per estimate made without it (:func:`with_adjustments`).
-_WALKED: OwnerMemo[Estimate] = OwnerMemo(1024)
+def _distinct_specs(geometry: ModelGeometry, dep: Deployment) -> tuple[LayerSpec, ...]:
+    """The distinct specs the deployment caches, before the engine's own recasting (``--no-window`` makes
+    windowed layers full)."""
+    if dep.no_window:
+        return _distinct(tuple(as_full_attention(s) for s in geometry.layers))
+    return tuple(spec for spec, _indices in geometry.spec_groups)
 
 
 def with_adjustments(est: Estimate) -> Estimate:
     """``est``, made with ``adjustments=False``, with its adjustment walk: the numbers are the same, each bend
-    of the formula is listed as ``estimate(..., adjustments=True)`` lists it (walked once per estimate)."""
-    return _WALKED.get(est, (), lambda: replace(est, adjustments=tuple(_adjustments(
-        _Sizing(geometry=est.geometry, seq_len=est.seq_len or 0, encoder_len=est.encoder_len or 0, batch=est.batch,
-                model_dtype=est.state_dtype, state_dtype=est.state_dtype),
-        est.deployment, est.kv_dtype, get_engine(est.deployment.engine),
-        # NOTE: the walk ends on the whole deployment's steady bytes, which the estimate holds.
-        Priced(groups=est.groups, total_bytes=est.kv_cache_bytes, per_gpu_bytes=est.kv_cache_bytes_per_gpu,
-               cpu_bytes=est.cpu_bytes, peak_bytes=est.peak_bytes, peak_per_gpu_bytes=est.peak_bytes_per_gpu, notes=()),
-    ))))
+    of the formula is listed as ``estimate(..., adjustments=True)`` lists it."""
+    sizing = _Sizing(geometry=est.geometry, seq_len=est.seq_len or 0, encoder_len=est.encoder_len or 0,
+                     batch=est.batch, model_dtype=est.state_dtype, state_dtype=est.state_dtype)
+    # NOTE: the walk ends on the whole deployment's steady bytes, which the estimate holds.
+    final = Priced(groups=est.groups, total_bytes=est.kv_cache_bytes, per_gpu_bytes=est.kv_cache_bytes_per_gpu,
+                   cpu_bytes=est.cpu_bytes, peak_bytes=est.peak_bytes, peak_per_gpu_bytes=est.peak_bytes_per_gpu,
+                   notes=())
+    walk = _adjustments(sizing, est.deployment, est.kv_dtype, get_engine(est.deployment.engine), final)
+    return replace(est, adjustments=tuple(walk))
 
 
-def _estimate(
+def estimate(
     geometry: ModelGeometry,
     *,
     batch: int = 1,
@@ -295,10 +268,10 @@ def _estimate(
         notes.append("--encoder-len is ignored: the model has no cross-attention layers")
         encoder_len = None
 
-    layers = tuple(as_full_attention(s) for s in geometry.layers) if dep.no_window else geometry.layers
-    if dep.no_window and layers == geometry.layers:
+    distinct = _distinct_specs(geometry, dep)
+    if dep.no_window and all(as_full_attention(spec) is spec for spec, _indices in geometry.spec_groups):
         notes.append("--no-window changes nothing: the model has no sliding-window or chunked layers")
-    notes.extend(engine.check(_distinct(layers), dep, dtype))
+    notes.extend(engine.check(distinct, dep, dtype))
     if dep.max_num_seqs is not None and batch * dep.beams > dep.max_num_seqs:
         notes.append(
             f"{batch * dep.beams} sequences exceed --max-num-seqs {dep.max_num_seqs}: vLLM runs at most "
@@ -342,7 +315,7 @@ def _resolve(
     with the notes they add; raises what the engine and the lengths refuse."""
     engine = get_engine(dep.engine)
     if not engine.plain_formula:
-        geometry = served_geometry(geometry, dep.engine)
+        geometry = served_geometry(geometry, engine)
     dtype, dtype_source, state_dtype, notes = resolve_kv_dtype(geometry, kv_dtype, group_size=dep.quant_group_size)
     if dep.engine != engine.name:  # an alias (hf -> hf-dynamic): the profile's own name
         dep = dep.with_(engine=engine.name)
@@ -372,8 +345,7 @@ class KvSizer:
         dep = deployment or Deployment()
         validate_deployment(dep)
         geometry, dtype, _source, state_dtype, engine, dep, _notes = _resolve(geometry, kv_dtype, dep, None)
-        layers = tuple(as_full_attention(s) for s in geometry.layers) if dep.no_window else geometry.layers
-        engine.check(_distinct(layers), dep, dtype)
+        engine.check(_distinct_specs(geometry, dep), dep, dtype)
         self.geometry, self.kv_dtype, self.deployment, self.engine = geometry, dtype, dep, engine
         self.encoder_len = encoder_len
         self.layout = _layout(geometry, dep, dtype, state_dtype=state_dtype, model_dtype=state_dtype)
@@ -410,7 +382,9 @@ class Priced:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class _Sizing:
-    """The fixed inputs; ``price`` sizes them for one deployment and one KV dtype."""
+    """The fixed inputs; ``price`` sizes them for one deployment and one KV dtype. The deployments an
+    adjustment walk prices share their layer grouping where engine, windows, TP and PP agree: it is made
+    once per sizing (``groupings``)."""
 
     geometry: ModelGeometry
     seq_len: int
@@ -418,25 +392,27 @@ class _Sizing:
     batch: int
     model_dtype: KvDtype
     state_dtype: KvDtype
+    groupings: dict[tuple[str, bool, int, int], _Grouping] = field(default_factory=dict, compare=False, repr=False)
 
     def price(self, dep: Deployment, kv_dtype: KvDtype, *, peaks: bool = True) -> Priced:
-        layout = _layout(self.geometry, dep, kv_dtype, state_dtype=self.state_dtype, model_dtype=self.model_dtype)
+        engine = get_engine(dep.engine)
+        key = (engine.name, dep.no_window, dep.tp, dep.pp)
+        grouping = self.groupings.get(key)
+        if grouping is None:
+            grouping = self.groupings[key] = _group_layers(self.geometry, engine, dep)
+        layout = _Layout(grouping=grouping, engine=engine, dep=dep, kv_dtype=kv_dtype, state_dtype=self.state_dtype,
+                         model_dtype=self.model_dtype)
         return _price(layout, seq_len=self.seq_len, encoder_len=self.encoder_len, batch=self.batch, peaks=peaks)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class _Layout:
-    """What pricing needs that tokens and batch do not change: one deployment's cached specs, sharded
-    once per distinct spec, grouped, and counted per pipeline stage."""
+class _Grouping:
+    """One engine's cached specs for a model, sharded once per distinct spec, grouped, and counted per
+    pipeline stage: what an engine, ``--no-window``, TP and PP decide, whatever the tokens, batch and dtype."""
 
     geometry: ModelGeometry
-    engine: EngineProfile
-    dep: Deployment
-    kv_dtype: KvDtype
-    state_dtype: KvDtype
-    model_dtype: KvDtype
-    local: tuple[LayerSpec, ...]
-    """Per layer, the spec one tensor-parallel rank holds."""
+    num_layers: int
+    """Cached layer entries (a parallel hybrid or encoder-decoder has more than ``num_hidden_layers``)."""
     groups: tuple[tuple[LayerSpec, LayerSpec, tuple[int, ...]], ...]
     """(spec, rank spec, layer indices) per distinct spec, in order of first layer."""
     stage_counts: tuple[tuple[int, ...], ...]
@@ -447,48 +423,58 @@ class _Layout:
     notes: tuple[str, ...]
 
 
-#: Layouts of the latest (geometry, deployment, dtypes): a sweep re-prices the same few many times.
-_LAYOUTS: OwnerMemo[_Layout] = OwnerMemo(256)
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Layout:
+    """What pricing needs that tokens and batch do not change: the grouping, the deployment and the dtypes."""
+
+    grouping: _Grouping
+    engine: EngineProfile
+    dep: Deployment
+    kv_dtype: KvDtype
+    state_dtype: KvDtype
+    model_dtype: KvDtype
 
 
 def _layout(geometry: ModelGeometry, dep: Deployment, kv_dtype: KvDtype, *, state_dtype: KvDtype,
             model_dtype: KvDtype) -> _Layout:
-    return _LAYOUTS.get(geometry, (dep, kv_dtype, state_dtype, model_dtype),
-                        lambda: _make_layout(geometry, dep, kv_dtype, state_dtype=state_dtype, model_dtype=model_dtype))
-
-
-def _make_layout(geometry: ModelGeometry, dep: Deployment, kv_dtype: KvDtype, *, state_dtype: KvDtype,
-                 model_dtype: KvDtype) -> _Layout:
     engine = get_engine(dep.engine)
-    layers = [as_full_attention(s) if dep.no_window else s for s in geometry.layers]
+    return _Layout(grouping=_group_layers(geometry, engine, dep), engine=engine, dep=dep, kv_dtype=kv_dtype,
+                   state_dtype=state_dtype, model_dtype=model_dtype)
+
+
+def _group_layers(geometry: ModelGeometry, engine: EngineProfile, dep: Deployment) -> _Grouping:
+    given = [as_full_attention(s) for s in geometry.layers] if dep.no_window else list(geometry.layers)
     hf_heads = next((p.value for p in geometry.provenance if p.field == "hf_cached_kv_heads"), None)
-    layers, cached_notes = engine.cached_layers(layers, hf_cached_kv_heads=hf_heads if isinstance(hf_heads, int) else None,
+    layers, cached_notes = engine.cached_layers(given, hf_cached_kv_heads=hf_heads if isinstance(hf_heads, int) else None,
                                                 model_type=geometry.model_type)
     notes = list(cached_notes)
-    members: dict[LayerSpec, list[int]] = {}
-    for index, spec in enumerate(layers):
-        members.setdefault(spec, []).append(index)
+    # NOTE: the geometry holds its grouping by value; only --no-window or an engine that recasts layers (it
+    # returns a new list) needs another.
+    spec_groups = geometry.spec_groups if layers is given and not dep.no_window else group_specs(layers)
+    members = dict(spec_groups)
     rank_of: dict[LayerSpec, LayerSpec] = {}
     for spec in members:
         # NOTE: sharding is a function of the spec: once per distinct spec gives every layer's rank spec
         # (and, de-duplicated, the same notes in the same order as sharding layer by layer).
         rank_of[spec], shard_notes = engine.shard(spec, dep.tp)
         notes.extend(shard_notes)
-    local = tuple(rank_of[spec] for spec in layers)
-    windows = [s.window for s in rank_of.values() if s.window is not None]
+    windows = [w for s in rank_of.values() if (w := s.window) is not None]
     num_layers = geometry.num_hidden_layers
-    stage_of = stage_of_layer(num_layers, dep.pp)
-    counts = [[0] * len(members) for _ in range(dep.pp)]
-    for gi, indices in enumerate(members.values()):
-        for index in indices:
-            decoder_layer = index % num_layers if len(layers) > num_layers else index
-            counts[stage_of[decoder_layer]][gi] += 1
-    return _Layout(
-        geometry=geometry, engine=engine, dep=dep, kv_dtype=kv_dtype, state_dtype=state_dtype, model_dtype=model_dtype,
-        local=local, groups=tuple((spec, rank_of[spec], tuple(indices)) for spec, indices in members.items()),
+    if dep.pp == 1:
+        counts = [[len(indices) for indices in members.values()]]
+    else:
+        stage_of = stage_of_layer(num_layers, dep.pp)
+        counts = [[0] * len(members) for _ in range(dep.pp)]
+        wrap = len(layers) > num_layers
+        for gi, indices in enumerate(members.values()):
+            for index in indices:
+                counts[stage_of[index % num_layers if wrap else index]][gi] += 1
+    return _Grouping(
+        geometry=geometry, num_layers=len(layers),
+        groups=tuple((spec, rank_of[spec], tuple(indices)) for spec, indices in members.items()),
         stage_counts=tuple(tuple(c) for c in counts),
         has_full=any(s.grows_with_tokens and s.window is None for s in rank_of.values()),
-        has_windowed=bool(windows), swa_window=max(windows) if windows else None,  # type: ignore[type-var]
+        has_windowed=bool(windows), swa_window=max(windows) if windows else None,
         notes=tuple(notes),
     )
 
@@ -496,17 +482,17 @@ def _make_layout(geometry: ModelGeometry, dep: Deployment, kv_dtype: KvDtype, *,
 def _price(layout: _Layout, *, seq_len: int, encoder_len: int, batch: int, peaks: bool = True) -> Priced:
     """Bytes of every group at ``seq_len`` tokens and ``batch`` sequences; ``peaks=False`` skips the
     transient peak (capacity asks only for the steady cache)."""
-    engine, dep = layout.engine, layout.dep
+    engine, dep, grouping = layout.engine, layout.dep, layout.grouping
     ctx = SizingContext(
         seq_len=seq_len, encoder_len=encoder_len, batch=batch, dep=dep, kv_dtype=layout.kv_dtype,
-        state_dtype=layout.state_dtype, model_dtype=layout.model_dtype, has_full=layout.has_full,
-        has_windowed=layout.has_windowed, swa_window=layout.swa_window,
+        state_dtype=layout.state_dtype, model_dtype=layout.model_dtype, has_full=grouping.has_full,
+        has_windowed=grouping.has_windowed, swa_window=grouping.swa_window,
     )
-    ctx, prep_notes = engine.prepare([rank for _spec, rank, _indices in layout.groups], ctx)
+    ctx, prep_notes = engine.prepare([rank for _spec, rank, _indices in grouping.groups], ctx)
     seqs = batch * dep.beams
     groups: list[LayerGroup] = []
     group_bytes: list[int] = []
-    for spec, rank_spec, indices in layout.groups:
+    for spec, rank_spec, indices in grouping.groups:
         layer_bytes = engine.layer_bytes(rank_spec, ctx)
         per_token = engine.bytes_per_token(rank_spec, ctx)
         total = layer_bytes * len(indices) * dep.tp
@@ -526,18 +512,18 @@ def _price(layout: _Layout, *, seq_len: int, encoder_len: int, batch: int, peaks
             )
         )
     if dep.offload is None:
-        per_gpu = max(sum(c * b for c, b in zip(counts, group_bytes)) for counts in layout.stage_counts)
+        per_gpu = max(sum(c * b for c, b in zip(counts, group_bytes)) for counts in grouping.stage_counts)
         cpu_rank = 0
     else:
-        rank_bytes = [0] * len(layout.local)
-        for (_spec, _rank, indices), layer_bytes in zip(layout.groups, group_bytes):
+        rank_bytes = [0] * grouping.num_layers
+        for (_spec, _rank, indices), layer_bytes in zip(grouping.groups, group_bytes):
             for index in indices:
                 rank_bytes[index] = layer_bytes
-        per_gpu, cpu_rank = _placement(layout.geometry, rank_bytes, dep)
-    steady_rank = sum(len(indices) * b for (_s, _r, indices), b in zip(layout.groups, group_bytes))
+        per_gpu, cpu_rank = _placement(grouping.geometry, rank_bytes, dep)
+    steady_rank = sum(len(indices) * b for (_s, _r, indices), b in zip(grouping.groups, group_bytes))
     peak_rank = steady_rank
     if peaks and engine.transient_peaks:  # NOTE: the base rule has no transient: the peak is the steady cache
-        costs = [(rank, b) for (_s, rank, indices), b in zip(layout.groups, group_bytes) for _ in indices]
+        costs = [(rank, b) for (_s, rank, indices), b in zip(grouping.groups, group_bytes) for _ in indices]
         prefill_rank = engine.prefill_bytes(costs, ctx) or 0
         peak_rank = max(steady_rank, prefill_rank) + engine.peak_extra_bytes(costs, ctx)
     return Priced(
@@ -548,7 +534,7 @@ def _price(layout: _Layout, *, seq_len: int, encoder_len: int, batch: int, peaks
         peak_bytes=peak_rank * dep.tp,
         # NOTE: the transient (one layer's copy, a prefill view) sits on the most loaded GPU in the worst case.
         peak_per_gpu_bytes=per_gpu + (peak_rank - steady_rank),
-        notes=layout.notes + tuple(prep_notes),
+        notes=grouping.notes + tuple(prep_notes),
     )
 
 
@@ -565,7 +551,8 @@ def _placement(geometry: ModelGeometry, rank_bytes: list[int], dep: Deployment) 
             if dep.offload.layers is not None:
                 on_cpu = layer_bytes if decoder_layer < dep.offload.layers else 0
             else:
-                # NOTE: exact decimal arithmetic, so 0.1 of a layer is never off by one byte.
+                # NOTE: exact decimal arithmetic, so 0.1 of a layer is never off by one byte (fractions is
+                # imported here: only --offload needs it, and it costs `kvplan estimate` a few ms to start).
                 from fractions import Fraction
 
                 on_cpu = int(Fraction(repr(dep.offload.fraction or 0.0)) * layer_bytes)

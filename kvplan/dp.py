@@ -14,17 +14,13 @@ every request (``get_num_kv_heads`` is 1 for MLA), so ``tp`` GPUs hold ``tp`` co
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from kvplan.capacity_types import CapacityInputs
 from kvplan.engines import get_engine
 from kvplan.errors import InputError
 from kvplan.geometry import ModelGeometry
+from kvplan.models import WeightsEstimate
 from kvplan.specs import MLASpec
 from kvplan.units import cdiv
-
-if TYPE_CHECKING:
-    from kvplan.capacity import CapacityInputs
-    from kvplan.models import WeightsEstimate
 
 
 def attention_tp(inputs: CapacityInputs, tp: int) -> int:

@@ -5,8 +5,8 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
+from kvplan.engines import get_engine
 from kvplan.errors import InputError
 from kvplan.units import parse_tokens
 
@@ -99,10 +99,7 @@ def tensor_split_shares(text: str | None) -> tuple[float, ...] | None:
     return shares
 
 
-SEQ_FLAGS = ("--seq-len", "--max-model-len")
-
-
-def typed_length(seq_len: str | None, max_model_len: str | None) -> tuple[str | None, str | None]:
+def typed_length(seq_len: str | int | None, max_model_len: str | int | None) -> tuple[str | int | None, str | None]:
     """The tokens per sequence and the flag that gave them (None: neither); both flags naming different token
     counts (--seq-len reads k as 1024, --max-model-len as vLLM does: 16k = 16,000): InputError."""
     if seq_len is not None and max_model_len is not None:
@@ -116,7 +113,7 @@ def typed_length(seq_len: str | None, max_model_len: str | None) -> tuple[str | 
     return seq_len, None if seq_len is None else "--seq-len"
 
 
-def typed_tokens(seq_len: str | None, max_model_len: str | None) -> tuple[int | None, str | None, str | None]:
+def typed_tokens(seq_len: str | int | None, max_model_len: str | int | None) -> tuple[int | None, str | None, str | None]:
     """(tokens, the flag that gave them, a note): --seq-len reads k as 1024, --max-model-len (vLLM's name) reads
     the text as vLLM does, and says so when it has a suffix."""
     text, flag = typed_length(seq_len, max_model_len)
@@ -126,20 +123,6 @@ def typed_tokens(seq_len: str | None, max_model_len: str | None) -> tuple[int | 
     return (parse_tokens(text, what="--seq-len") if text is not None else None), flag, None
 
 
-def respell_length(report: dict[str, Any], flag: str | None) -> None:
-    """Name ``flag`` (what the user typed) where the report's sources and notes name the other spelling."""
-    if flag is None:
-        return
-    other = SEQ_FLAGS[1 - SEQ_FLAGS.index(flag)]
-    inputs = report.get("inputs")
-    if isinstance(inputs, dict):
-        for key in ("seq_len_source", "max_model_len_source"):
-            if inputs.get(key) == other:
-                inputs[key] = flag
-    notes = report.get("notes")
-    if isinstance(notes, list):
-        report["notes"] = [note.replace(other + " ", flag + " ", 1) if isinstance(note, str)
-                           and note.startswith(other + " ") else note for note in notes]
 def kv_types(kv_dtype: str, cache_type_k: str | None, cache_type_v: str | None, engine: str) -> tuple[str, str | None]:
     """(K type, V type) from --kv-dtype (both) or llama.cpp's -ctk (K alone: V keeps llama.cpp's f16 unless -ctv)."""
     if cache_type_k is None:
@@ -147,8 +130,6 @@ def kv_types(kv_dtype: str, cache_type_k: str | None, cache_type_v: str | None, 
     if kv_dtype != "auto":
         raise InputError(f"--kv-dtype {kv_dtype} and --cache-type-k {cache_type_k} both set the K type",
                          "give one: -ctk (and -ctv) in llama.cpp's spelling, or --kv-dtype for K and V alike")
-    from kvplan.engines import get_engine
-
     if cache_type_v is None and "cache_type_v" in get_engine(engine).knobs:
         cache_type_v = "f16"  # llama.cpp: -ctk sets K only; V keeps its own default type
     return cache_type_k, cache_type_v

@@ -2,7 +2,7 @@
 start-up, filled with kvplan's numbers, and those numbers as integers and floats.
 
 Each engine module owns its line formats (``EngineProfile.log_figures``); this module only gathers
-what they need from a :class:`~kvplan.capacity.Capacity` into a
+what they need from a :class:`~kvplan.capacity_types.Capacity` into a
 :class:`~kvplan.engines.base.PoolFacts`. Keys are always present (null when the engine does not log
 that figure), so the report's shape does not depend on the engine.
 """
@@ -10,18 +10,15 @@ that figure), so the report's shape does not depend on the engine.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from kvplan.adjust import stage_of_layer
 from kvplan.calc import LayerGroup, estimate
+from kvplan.capacity_types import Capacity
+from kvplan.dtypes import KvDtype
 from kvplan.engines import get_engine
 from kvplan.engines.base import LogCache, PoolFacts, value_dtype
 from kvplan.engines.vllm import kv_cache_group_count
 from kvplan.specs import AttentionSpec, MLASpec
-
-if TYPE_CHECKING:
-    from kvplan.capacity import Capacity
-    from kvplan.dtypes import KvDtype
 
 #: Every key of ``capacity.engine_log`` (the report schema lists the same).
 ENGINE_LOG_KEYS: dict[str, object] = {

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from kvplan.specs import LayerSpec
 
@@ -38,11 +39,25 @@ class ModelGeometry:
     config_dtype_source: str | None
     provenance: tuple[Provenance, ...] = ()
     notes: tuple[str, ...] = ()
+    spec_groups: tuple[tuple[LayerSpec, tuple[int, ...]], ...] = field(init=False, repr=False, compare=False)
+    """Each distinct spec of ``layers`` with the indices of its layers, in order of its first layer (the
+    grouping every sizing starts from, made once with the geometry)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "spec_groups", group_specs(self.layers))
 
     @property
     def grows_with_tokens(self) -> bool:
-        return any(spec.grows_with_tokens for spec in self.layers)
+        return any(spec.grows_with_tokens for spec, _indices in self.spec_groups)
 
     @property
     def has_cross_attention(self) -> bool:
-        return any(spec.kind == "cross_attention" for spec in self.layers)
+        return any(spec.kind == "cross_attention" for spec, _indices in self.spec_groups)
+
+
+def group_specs(layers: Sequence[LayerSpec]) -> tuple[tuple[LayerSpec, tuple[int, ...]], ...]:
+    """Each distinct spec of ``layers`` (equal by value) with the indices of its layers, in order of first use."""
+    members: dict[LayerSpec, list[int]] = {}
+    for index, spec in enumerate(layers):
+        members.setdefault(spec, []).append(index)
+    return tuple((spec, tuple(indices)) for spec, indices in members.items())

@@ -359,14 +359,14 @@ def test_encoder_len_beyond_the_configs_encoder_is_noted() -> None:
     assert any("--encoder-len 1,501 is beyond the encoder length of the config" in note for note in beyond.notes)
 
 
-def test_deployments_from_the_same_flags_are_one_value_and_bools_stay_refused() -> None:
-    """deployment_from_flags remembers its answers per values and their types: the same flags give the same
-    Deployment; tp=True is refused every time, not taken for tp=1."""
+def test_deployments_from_flags_read_token_counts_and_refuse_bools() -> None:
+    """deployment_from_flags reads token counts as kvplan does (1k = 1,024); tp=True is refused, never taken
+    for tp=1."""
     from kvplan.adjust import deployment_from_flags
     from kvplan.errors import InputError
 
     first = deployment_from_flags(engine="vllm", tp=2, prompt_len="1k")
-    assert deployment_from_flags(engine="vllm", tp=2, prompt_len="1k") is first and first.prompt_len == 1024
+    assert first == deployment_from_flags(engine="vllm", tp=2, prompt_len=1024) and first.prompt_len == 1024
     assert deployment_from_flags(engine="vllm", tp=1).tp == 1
     for _ in range(2):
         with pytest.raises(InputError, match="--tensor-parallel-size must be an integer >= 1, got True"):

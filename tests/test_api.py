@@ -89,6 +89,46 @@ def test_capacity_to_dict_is_the_cli_report(runner, flags: list[str], kwargs: di
     assert to_json(kvplan.capacity(kvplan.load_geometry(model), **kwargs).to_dict()) == result.stdout
 
 
+#: (CLI arguments, API keywords) for `kvplan compare`.
+COMPARES = [
+    (["mha", "gqa", "mqa", "--batch", "8"], {"variants": ["mha", "gqa", "mqa"], "batch": 8}),
+    (["model", "mha", "gqa", "mla", "--model", "deepseek-ai/DeepSeek-V2-Lite", "--max-model-len", "32k",
+      "--kv-dtype", "bf16,fp8", "--sweep-seq", "1k,4k"],
+     {"variants": ["model", "mha", "gqa", "mla"], "model": "deepseek-ai/DeepSeek-V2-Lite", "max_model_len": "32k",
+      "kv_dtype": "bf16,fp8", "sweep_seq": "1k,4k"}),
+    (["mha", "gqa:4", "swa:4k", "--layers", "40", "--heads", "40", "--head-dim", "128", "-s", "16k", "--engine", "vllm",
+      "--tp", "2", "--gpu-mem", "80GiB"],
+     {"variants": ["mha", "gqa:4", "swa:4k"], "layers": 40, "heads": 40, "head_dim": 128, "seq_len": "16k",
+      "engine": "vllm", "tp": 2, "gpu_mem": "80GiB"}),
+]
+
+
+@pytest.mark.parametrize(("args", "kwargs"), COMPARES)
+def test_compare_to_dict_is_the_cli_report(runner, args: list[str], kwargs: dict) -> None:
+    result = runner.invoke(app, ["compare", *args, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert to_json(kvplan.compare(**kwargs).to_dict()) == result.stdout
+    if "model" in kwargs:  # and on a loaded geometry
+        kwargs["model"] = kvplan.load_geometry(kwargs["model"])
+        assert to_json(kvplan.compare(**kwargs).to_dict()) == result.stdout
+
+
+def test_capacity_with_an_engine_log_is_the_cli_report(runner, tmp_path: Path) -> None:
+    """--compare-log reads the budget the log states (no --gpu) and puts the log's figures beside kvplan's."""
+    log = tmp_path / "vllm.log"
+    log.write_text("INFO [gpu_worker.py:298] Available KV cache memory: 3.81 GiB\n"
+                   "INFO [kv_cache_utils.py:864] GPU KV cache size: 31,216 tokens\n")
+    result = runner.invoke(app, ["capacity", "-m", "meta-llama/Llama-3.1-8B", "--max-model-len", "20000",
+                                 "--compare-log", str(log), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    report = kvplan.capacity("meta-llama/Llama-3.1-8B", max_model_len=20000, compare_log=log).to_dict()
+    assert to_json(report) == result.stdout
+    # the log's 3.81 GiB is the budget: 3.81 GiB // (16-token blocks of 32 layers x 8 KV heads x 128 x 2 (K+V) x bf16)
+    block_bytes = 16 * 32 * 8 * 128 * 2 * 2
+    assert report["capacity"]["num_blocks"] == int(3.81 * 2**30) // block_bytes
+    assert report["log_comparison"]["rows"] and any(note.startswith("KV budget read from the log") for note in report["notes"])
+
+
 def test_estimate_numbers_and_attributes_read_through() -> None:
     geometry = kvplan.load_geometry("meta-llama/Llama-3.1-8B")
     est = kvplan.estimate(geometry, seq_len="32k", batch=8, engine="vllm", tp=2)
@@ -177,6 +217,18 @@ def test_the_adjustment_walk_on_demand_equals_the_eager_one(model: str) -> None:
     assert result.priced.adjustments == () and [a.name for a in result.adjustments] == [
         "engine:vllm", "kv_dtype", "tensor_parallel"]
     assert result.to_dict()["adjustments"][-1]["after_bytes"] == result.kv_cache_bytes
+
+
+def test_estimate_refuses_a_bool_batch() -> None:
+    """True == 1 in Python, but --batch True is a mistake, never one sequence."""
+    from kvplan.errors import InputError
+
+    geometry = kvplan.load_geometry("meta-llama/Llama-3.1-8B").model_geometry
+    for adjustments in (True, False):
+        with pytest.raises(InputError, match="--batch must be a positive integer"):
+            calc_estimate(geometry, batch=True, seq_len=4096, adjustments=adjustments)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="--batch must be a positive integer"):
+        KvSizer(geometry).price(True, 4096)  # type: ignore[arg-type]
 
 
 def test_import_kvplan_stays_light() -> None:

@@ -1,4 +1,5 @@
-"""kvplan capacity: budgets per engine, blocks/tokens/concurrency/context, TP, windows, exit codes."""
+"""kvplan capacity: budgets per engine (vLLM's profiled budget against published logs), blocks/tokens/
+concurrency/context, TP, windows, a config without a maximum context, exit codes."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import json
 import pytest
 
 from kvplan.api import load_geometry
-from kvplan.budget import VLLM_LOGIT_ROWS, VLLM_NON_TORCH_BYTES, activation_bytes
+from kvplan.budget import VLLM_LOGIT_ROWS, VLLM_NON_TORCH_BYTES, activation_bytes, model_shape
 from kvplan.calc import estimate
-from kvplan.capacity import CapacityInputs, plan_capacity
+from kvplan.capacity_types import CapacityInputs
 from kvplan.cli import app
+from kvplan.engines.vllm import default_max_num_seqs, marlin_mxfp4_extra_bytes
+from kvplan.fit import plan_capacity
 from kvplan.gpus import custom_gpu, lookup
 from kvplan.modelref import load_raw_config
 from kvplan.models import count_weights
@@ -379,3 +382,135 @@ def test_kv_budget_without_gpu_leaves_out_what_the_gpu_decides(runner) -> None:
     assert zero.exit_code == 0 and "but --kv-budget is 0" in zero.stdout  # exit 1 only with --require-fit
     over = json.loads(runner.invoke(app, [*base, "--kv-budget", "200GiB", "--gpu", "H100", "-f", "json"]).stdout)
     assert any(n.startswith("WARNING: --kv-budget 200.00 GiB is more than the whole H100") for n in over["notes"])
+
+
+def test_capacity_answers_do_not_depend_on_what_ran_before() -> None:
+    """No state is kept between calls: the same question after others gives the same report."""
+    from kvplan.api import capacity
+
+    runs = [capacity(LLAMA8B, gpu="H100", tp=tp, max_model_len="128k", batch=batch).to_dict()
+            for tp, batch in ((1, 8), (2, 4), (1, 8))]
+    assert runs[0] == runs[2] != runs[1]
+
+
+# ---- vLLM's profiled KV budget: weights as loaded, the profile run's peak (dummy forward vs dummy sampler),
+# non-torch memory and CUDA graphs, per --engine-version; checked against published start-up logs --------
+GPT_OSS = "openai/gpt-oss-120b"
+# gpt-oss-120b: 36 layers x 128 experts, expert intermediate 2880, hidden 2880, vocab 201,088
+OSS_EXPERTS, OSS_I, OSS_H, OSS_VOCAB = 36 * 128, 2880, 2880, 201_088
+
+
+def test_marlin_mxfp4_padding_is_the_loaded_size_of_vllm_23278() -> None:
+    config, _s, model_id = load_raw_config(GPT_OSS)
+    w = count_weights(config, model_id=model_id)
+    # gate+up (2I x H) and down (H x I): 4-bit values + one e8m0 scale per 32 (17/32 B per value), bf16 biases
+    assert w.expert_bytes == OSS_EXPERTS * (3 * OSS_I * OSS_H * 17 // 32 + (2 * OSS_I + OSS_H) * 2)
+    padded = 2944 * 3072  # Mxfp4MoEMethod (Marlin): intermediate to a multiple of 128, hidden to 256
+    extra = marlin_mxfp4_extra_bytes(model_shape(w))
+    assert extra == w.expert_bytes * padded // (OSS_I * OSS_H) - w.expert_bytes
+    # vllm#23278 (vLLM 0.10.1, H100, Marlin): "Model loading took 65.9651 GiB"
+    assert abs((w.bytes + extra) / GiB - 65.9651) < 0.1
+    config, _s, model_id = load_raw_config(LLAMA8B)
+    assert marlin_mxfp4_extra_bytes(model_shape(count_weights(config, model_id=model_id))) == 0  # bf16: unpadded
+
+
+def test_max_num_seqs_default_follows_get_batch_defaults() -> None:
+    assert default_max_num_seqs(int(79.11 * GiB), "H100-SXM-80GB") == 1024
+    assert default_max_num_seqs(int(79.15 * GiB), "A100-SXM-80GB") == 256  # A100s keep the small defaults
+    assert default_max_num_seqs(int(23.58 * GiB), "RTX-3090") == 256
+
+
+def test_gpt_oss_120b_on_h100_vllm_27508() -> None:
+    """https://github.com/vllm-project/vllm/issues/27508: `vllm serve openai/gpt-oss-120b
+    --gpu-memory-utilization 0.95 --max-num-batched-tokens 1024`, one H100, vLLM 0.11.0:
+    `Available KV cache memory: 1.71 GiB` (kvplan used to derive 13.86 GiB)."""
+    cap = plan(GPT_OSS, engine="vllm", gpu_memory_utilization=0.95, max_num_batched_tokens=1024,
+               engine_version="0.11")
+    b = cap.budget
+    sampler = 19 * 1024 * OSS_VOCAB * 4 // 2  # 9.5 fp32 copies of min(max_num_seqs 1024, 1024) x vocab
+    assert b.activation_bytes == sampler  # the sampler's sort is the peak, not the 1,024-token forward
+    terms = {t.name: t.bytes for t in b.terms}
+    assert terms["dummy sampler"] == sampler and terms["non-torch memory"] == VLLM_NON_TORCH_BYTES == 256 * MiB
+    assert b.kv_bytes_per_gpu == (int(lookup("H100").memory_bytes * 0.95) - b.weights_bytes_per_gpu
+                                  - terms["weights load padding"] - sampler - VLLM_NON_TORCH_BYTES)
+    assert abs(b.kv_bytes_per_gpu / GiB - 1.71) < 0.02
+    assert cap.engine_log["lines"][0] == "Available KV cache memory: 1.72 GiB"
+    assert any("derived, not measured (up to" in n for n in cap.notes)
+
+
+def test_gpt_oss_120b_on_h100_vllm_23278_defaults() -> None:
+    """https://github.com/vllm-project/vllm/issues/23278 (vLLM 0.10.1, H100, default flags:
+    utilization 0.9, max_num_batched_tokens 8192): `Available KV cache memory: -2.14 GiB`."""
+    cap = plan(GPT_OSS, engine="vllm", engine_version="0.10.1")
+    assert abs(cap.budget.kv_bytes_per_gpu / GiB - -2.14) < 0.15
+    assert cap.engine_log["lines"][1].startswith("No available memory for the cache blocks")
+
+
+@pytest.mark.parametrize(("tokens", "logged"), [(20000, 1952), (29000, 1478)])
+def test_llama_8b_rtx_3090_vllm_10517_keeps_its_accuracy(tokens: int, logged: int) -> None:
+    """https://github.com/vllm-project/vllm/issues/10517 (V0, RTX 3090 23.58 GiB): 1952 and 1478 blocks.
+    The V0 rule is unchanged (within 4 %, as before); the V1 profile run (max_num_seqs 256 on a 3090,
+    peak = the 20,000/29,000-token forward, not the sampler) lands within 2 %."""
+    for version, tolerance in (("0.6", 0.04), ("0.17", 0.02)):
+        cap = plan(LLAMA8B, engine="vllm", gpu=custom_gpu(int(23.58 * GiB), None), max_model_len=tokens,
+                   max_num_batched_tokens=tokens, engine_version=version)
+        assert abs(cap.num_blocks - logged) / logged < tolerance, (version, cap.num_blocks)
+    # From 0.20 vLLM also subtracts its CUDA graph estimate (V0 captured graphs after allocating the KV cache): the
+    # default (0.33) budget is lower by exactly kvplan's graph term, 256 x 2 = 512-token forward + 1 MiB per graph
+    now = plan(LLAMA8B, engine="vllm", gpu=custom_gpu(int(23.58 * GiB), None), max_model_len=tokens,
+               max_num_batched_tokens=tokens)
+    graphs = next(t.bytes for t in now.budget.terms if t.name == "CUDA graphs")
+    width = 3 * 14336 + (4096 + 2 * 1024) + 2 * 4096  # gate/up/act + q,k,v + residual
+    assert graphs == 512 * width * 2 + (51 - 1 + 35 - 1) * 2**20  # PIECEWISE 51 (to 512), FULL 35 (to max_num_seqs 256)
+
+
+def test_reserve_replaces_every_derived_term() -> None:
+    cap = plan(GPT_OSS, engine="vllm", reserve_bytes=GiB, gpu_memory_utilization=0.95)
+    assert cap.budget.terms == () and cap.budget.reserve_bytes == GiB
+    assert cap.budget.kv_bytes_per_gpu == int(lookup("H100").memory_bytes * 0.95) - cap.budget.weights_bytes_per_gpu - GiB
+
+
+# ---- no maximum context in the config and no --max-model-len: a fixed-state model is answered at any
+# length; an attention model at the longest request that fits ------------------------------------------
+def _capacity_json(runner, *args: str) -> dict:
+    result = runner.invoke(app, ["capacity", "--gpu", "H200", "--format", "json", *args])
+    assert result.exit_code in (0, 1), result.output
+    return json.loads(result.stdout)
+
+
+def test_attention_model_is_sized_at_the_longest_request_that_fits(runner) -> None:
+    report = _capacity_json(runner, "--model", "bigscience/bloom-560m")
+    cap, inputs = report["capacity"], report["inputs"]
+    per_token = 2 * 24 * 16 * 64 * 2  # K+V, layers, heads (MHA), head dim, fp16
+    tokens = inputs["max_model_len"]
+    assert cap["kv_bytes_per_request"] == tokens * per_token
+    # the longest: one more vLLM block (16 tokens) would not fit the KV room
+    assert tokens * per_token <= cap["kv_bytes_available"] < (tokens + cap["block_size"]) * per_token
+    assert cap["max_context_len"] == tokens and cap["max_context_limit"] == "memory"
+    assert "no maximum context" in inputs["max_model_len_source"]
+    assert any("no length given" in n for n in report["notes"])
+
+
+def test_state_only_model_answers_at_any_length(runner) -> None:
+    plain = _capacity_json(runner, "--model", "state-spaces/mamba-2.8b-hf")
+    long = _capacity_json(runner, "--model", "state-spaces/mamba-2.8b-hf", "--max-model-len", "1m")
+    # the per-request state does not grow: the same bytes and concurrency as at a million tokens
+    assert plain["capacity"]["kv_bytes_per_request"] == long["capacity"]["kv_bytes_per_request"] > 0
+    assert plain["capacity"]["max_concurrent_requests"] == long["capacity"]["max_concurrent_requests"] > 1
+    assert plain["capacity"]["max_context_limit"] == "any length"
+    assert any("fixed state per request" in n for n in plain["notes"])
+    assert plain["weights"]["source"] == "config"
+
+
+def test_model_too_big_for_one_gpu_still_answers(runner) -> None:
+    report = _capacity_json(runner, "--model", "zai-org/GLM-4.5")
+    assert report["capacity"]["fits"] is False and report["capacity"]["min_num_gpus"] > 1
+    assert any("not one token of KV fits" in n for n in report["notes"])
+    tp8 = _capacity_json(runner, "--model", "zai-org/GLM-4.5", "--tp", "8")
+    assert tp8["capacity"]["fits"] is True and tp8["inputs"]["max_model_len"] > 4096
+
+
+def test_a_named_maximum_is_unchanged(runner) -> None:
+    report = _capacity_json(runner, "--model", "meta-llama/Llama-3.1-8B")
+    assert report["inputs"]["max_model_len"] == 131072
+    assert report["inputs"]["max_model_len_source"].startswith("model maximum context")

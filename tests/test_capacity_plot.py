@@ -9,8 +9,8 @@ import sys
 import pytest
 
 import kvplan
-from kvplan.capacity import kv_per_gpu_curve
 from kvplan.cli import app
+from kvplan.fit import kv_per_gpu_curve
 from kvplan.report.plot import context_axis
 
 GiB = 1024**3

@@ -17,7 +17,7 @@ from conftest import BF16, FP8, KV, REPO_ROOT, make_config
 # NOTE: meta-llama/Llama-3.1-8B (bundled): 32 layers, 8 KV heads, head_size 128, bf16.
 LLAMA = "meta-llama/Llama-3.1-8B"
 LLAMA_PER_TOKEN = KV * 32 * 8 * 128 * BF16  # K+V * layers * kv_heads * head_size * bf16 = 131072
-HAS_CAPACITY = importlib.util.find_spec("kvplan.capacity") is not None
+HAS_CAPACITY = importlib.util.find_spec("kvplan.fit") is not None
 
 
 def write_plan(tmp_path: Path, scenarios: list[dict[str, Any]] | Any, name: str = "kvplan.yaml", **top: Any) -> Path:
@@ -311,7 +311,7 @@ def test_deployment_keys_reach_the_estimate(runner, tmp_path):
     assert run_check(runner, over).exit_code == 1
 
 
-@pytest.mark.skipif(not HAS_CAPACITY, reason="needs kvplan.capacity")
+@pytest.mark.skipif(not HAS_CAPACITY, reason="needs kvplan.fit")
 @pytest.mark.parametrize(("kv_budget", "code"), [
     (LLAMA_PER_TOKEN * 4096 * 4, 0),      # exactly 4 requests of 4096 tokens (256 blocks of 16 each)
     (LLAMA_PER_TOKEN * 4096 * 4 - 1, 1),  # one byte short: the last block of the 4th request is missing
@@ -334,7 +334,7 @@ def test_require_fit_on_and_min_concurrency_boundary(runner, tmp_path, kv_budget
         assert "fewer than the min_concurrency 4" in result.stderr
 
 
-@pytest.mark.skipif(not HAS_CAPACITY, reason="needs kvplan.capacity")
+@pytest.mark.skipif(not HAS_CAPACITY, reason="needs kvplan.fit")
 def test_require_fit_on_unknown_gpu_is_exit_2(runner, tmp_path):
     result = run_check(runner, write_plan(tmp_path, [llama(require_fit_on={"gpu": "H1000", "num_gpus": 1})]))
     assert result.exit_code == 2, result.output

@@ -157,12 +157,12 @@ def test_no_max_context_needs_seq_len(runner) -> None:
 
 
 def test_unexpected_exception_is_exit_101(runner, monkeypatch) -> None:
-    import kvplan.calc
+    import kvplan.api
 
     def boom(*args, **kwargs):
         raise RuntimeError("simulated bug")
 
-    monkeypatch.setattr(kvplan.calc, "estimate", boom)
+    monkeypatch.setattr(kvplan.api, "calc_estimate", boom)
     result = run(runner, "estimate", "-m", "llama-2-7b-hf")
     assert result.exit_code == 101
     assert "internal error" in result.stderr and "KVPLAN_DEBUG" in result.stderr

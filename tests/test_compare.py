@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from kvplan.cli import app
-from kvplan.compare import base_from_dims, base_from_model, compare, parse_variant, variant_geometry
 from kvplan.errors import ConfigError, InputError
+from kvplan.layouts import base_from_dims, base_from_model, compare, parse_variant, variant_geometry
 
 from conftest import BF16, FP8, FP16, KV
 
@@ -373,7 +373,7 @@ def test_deployment_error_names_the_variant(runner) -> None:
 
 def test_plot_series_is_per_gpu_under_tp() -> None:
     from kvplan.adjust import deployment_from_flags
-    from kvplan.compare import plot_series
+    from kvplan.layouts import plot_series
 
     base = base_from_dims()
     comparison = compare(base, ["mha", "mqa"], deployment=deployment_from_flags(engine="vllm", tp=8))

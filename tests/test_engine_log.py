@@ -294,3 +294,22 @@ def test_sglang_hybrid_swa_logs_the_full_and_the_swa_pool(runner) -> None:
         f"K size: {12 * (swa + 1) * row / GiB:.2f} GB, V size: {12 * (swa + 1) * row / GiB:.2f} GB",
     ]
     assert log["k_size_bytes"] == 12 * (full + 1) * row + 12 * (swa + 1) * row
+
+
+@pytest.mark.parametrize(("engine", "tp"), [("vllm", 2), ("sglang", 2), ("llama.cpp", 1), ("trtllm", 2)])
+def test_engine_log_from_capacity_groups_equals_a_fresh_estimate(engine: str, tp: int) -> None:
+    """capacity builds engine_log from its own priced layer groups; the same block comes from a fresh estimate."""
+    from kvplan import api
+    from kvplan.calc import estimate
+    from kvplan.capacity_types import CapacityInputs
+    from kvplan.engine_log import engine_log, pool_facts
+    from kvplan.fit import plan_capacity
+    from kvplan.gpus import lookup
+
+    loaded = api.load_geometry("google/gemma-2-9b")
+    weights, _notes = api.model_weights(loaded, engine=engine)
+    inputs = CapacityInputs(gpu=lookup("H100"), engine=engine, tp=tp, max_model_len=32768, batch=3)
+    cap = plan_capacity(loaded.model_geometry, weights, inputs)
+    assert engine_log(cap)[0] == cap.engine_log
+    est = estimate(cap.geometry, batch=3, seq_len=32768, kv_dtype="auto", deployment=cap.deployment)
+    assert pool_facts(cap, (est.groups, est.kv_dtype)) == pool_facts(cap)

@@ -18,7 +18,8 @@ from kvplan.models import served_dtype
 
 ROOT = Path(__file__).resolve().parents[1] / "kvplan"
 #: Modules that compute (not render or parse logs): no engine name may be compared in them.
-CALCULATOR = ("calc.py", "capacity.py", "budget.py", "engine_log.py", "dp.py", "models/storage.py")
+CALCULATOR = ("calc.py", "fit.py", "capacity_types.py", "budget.py", "engine_log.py", "dp.py", "layouts.py",
+              "models/storage.py")
 NAMES = "|".join(re.escape(n) for n in ENGINES)
 NAME_TEST = re.compile(r"""(==|!=|\bin\b)\s*\(?["'](""" + NAMES + r""")["']""")
 

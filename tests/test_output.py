@@ -363,7 +363,7 @@ def test_plot_is_legible_in_a_readme(runner, tmp_path) -> None:
     width, height = struct.unpack(">II", path.read_bytes()[16:24])  # the PNG IHDR chunk
     assert (width, height) == (1280, 720)
     from kvplan.api import load_geometry
-    from kvplan.compare import base_from_model, compare, plot_label, plot_series
+    from kvplan.layouts import base_from_model, compare, plot_label, plot_series
 
     geometry, _source = load_geometry("openai/gpt-oss-20b")
     comparison = compare(base_from_model(geometry), ["model"], seq_len=32768)
@@ -375,14 +375,14 @@ def test_plot_is_legible_in_a_readme(runner, tmp_path) -> None:
 def test_plot_room_line_says_when_weights_leave_no_room() -> None:
     """Llama-3.1-70B's bf16 weights exceed an 80 GiB card: the dashed line stays at the card and its label
     says there is no KV room (not "KV room 0 B"); a card with room gets "KV room" = card - weights."""
-    from kvplan.cli.compare import _kv_room
+    import kvplan
     from kvplan.units import format_bytes
 
-    small, label = _kv_room("meta-llama/Llama-3.1-70B", 80 * GiB, tp=1, pp=1, revision=None, token=None)
+    small, label = kvplan.compare(model="meta-llama/Llama-3.1-70B", gpu_mem=80 * GiB).kv_room()
     weights = 80 * GiB - small
     assert small < 0 and label == (f"GPU {format_bytes(80 * GiB)}: no KV room, weights {format_bytes(weights)} "
                                    "per GPU exceed it")
-    big, big_label = _kv_room("meta-llama/Llama-3.1-70B", 200 * GiB, tp=1, pp=1, revision=None, token=None)
+    big, big_label = kvplan.compare(model="meta-llama/Llama-3.1-70B", gpu_mem=200 * GiB).kv_room()
     assert big == 200 * GiB - weights and big_label.startswith(f"KV room {format_bytes(big)} = GPU ")
 
 

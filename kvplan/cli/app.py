@@ -10,7 +10,9 @@ import functools
 import gc
 import importlib
 import os
+import shutil
 import sys
+import textwrap
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Annotated, Any
@@ -18,6 +20,8 @@ from typing import Annotated, Any
 import typer
 
 from kvplan.errors import EXIT_BUG, EXIT_USAGE, KvplanError
+from kvplan.textsafe import printable
+from kvplan.version import __version__
 
 APP_SETTINGS: dict[str, Any] = {
     "name": "kvplan",
@@ -71,9 +75,6 @@ def _quiet_broken_pipe() -> None:
 
 
 def _error(message: str, hint: str | None) -> None:
-    import shutil
-    import sys
-
     # NOTE: wrapped only on a terminal: in a pipe or CI log each stays one greppable line.
     tty = getattr(sys.stderr, "isatty", None)
     width = max(shutil.get_terminal_size((80, 24)).columns, 20) if tty is not None and tty() else None
@@ -83,10 +84,6 @@ def _error(message: str, hint: str | None) -> None:
 def error_text(message: str, hint: str | None, width: int | None = None) -> str:
     """``Error: ...`` and ``Hint: ...``, each wrapped on word boundaries at ``width`` (None: not wrapped)
     with its continuation lines indented under its text."""
-    import textwrap
-
-    from kvplan.textsafe import printable
-
     lines = []
     for prefix, text in (("Error: ", message), ("Hint: ", hint)):
         if not text:
@@ -120,8 +117,6 @@ def make_app(names: Sequence[str] = COMMANDS) -> typer.Typer:
 
 def _print_version(value: bool) -> None:
     if value:
-        from kvplan import __version__
-
         typer.echo(f"kvplan {__version__}")
         raise typer.Exit()
 
@@ -155,7 +150,7 @@ def _app_for(argv: list[str]) -> typer.Typer:
     the requested one keeps `kvplan estimate` start-up short. Help and errors are the same.
     """
     if not argv or argv[0] not in COMMANDS:
-        return __getattr__("app")  # type: ignore[no-any-return]
+        return __getattr__("app")
     return make_app([argv[0]])
 
 

@@ -5,6 +5,7 @@ from typing import Annotated
 
 import typer
 
+import kvplan
 from kvplan.cli.options import (
     BatchOpt,
     BlockSizeOpt,
@@ -25,9 +26,10 @@ from kvplan.cli.options import (
     StrictOpt,
     TokenOpt,
     emit,
-    kv_types,
     lazy_table,
 )
+from kvplan.errors import EXIT_NOT_FIT
+from kvplan.report.plot import check_plot_path, write_capacity_plot
 
 GpuOpt = Annotated[str | None, typer.Option("--gpu", "-g", help="A catalog GPU, case-insensitive: H100, H100-80GB, "
                    "h100-sxm, H200, B200, A100-40GB, L40S, RTX4090, MI300X, M2-Ultra ... (kvplan gpus lists them).")]
@@ -149,89 +151,27 @@ def capacity(
     strict: StrictOpt = False,
 ) -> None:
     """What fits on a GPU: KV blocks and tokens, max concurrency and context, GPUs needed, decode floor."""
-    from kvplan.api import capacity as plan
-    from kvplan.cli.options import respell_length, typed_length
-    from kvplan.errors import EXIT_NOT_FIT
-
-    max_model_len, length_flag = typed_length(seq_len, max_model_len)
-    if length_flag == "--seq-len" and max_model_len is not None:
-        from kvplan.units import parse_tokens
-
-        # NOTE: kvplan's --seq-len reads k as 1024; the API's max_model_len (vLLM's name) reads it as vLLM does.
-        max_model_len = str(parse_tokens(max_model_len, what="--seq-len"))
     if plot is not None:
-        from kvplan.report.plot import check_plot_path
-
         check_plot_path(plot)  # before any work
-
-    if strict:
-        from kvplan.api import load_geometry
-        from kvplan.models import require_config_geometry
-
-        require_config_geometry(load_geometry(model, revision=revision, token=token))
-    kv_dtype, cache_type_v = kv_types(kv_dtype, cache_type_k, cache_type_v, engine)
-    parsed, log_notes = None, []
-    if compare_log is not None:
-        from kvplan.logparse import read_log
-
-        parsed, kv_budget, engine_version, log_notes = read_log(compare_log, engine, gpu or gpu_mem, kv_budget,
-                                                                engine_version)
-    result = plan(
+    result = kvplan.capacity(
         model, gpu=gpu, gpu_mem=gpu_mem, gpu_bandwidth=gpu_bandwidth, num_gpus=num_gpus, tp=tp, pp=pp, engine=engine,
-        kv_dtype=kv_dtype, dtype=dtype, max_model_len=max_model_len, batch=batch,
+        kv_dtype=kv_dtype, dtype=dtype, max_model_len=max_model_len, seq_len=seq_len, batch=batch,
         gpu_memory_utilization=gpu_memory_utilization, mem_fraction_static=mem_fraction_static,
         free_gpu_memory_fraction=free_gpu_memory_fraction, max_num_batched_tokens=max_num_batched_tokens,
         reserve=reserve, kv_budget=kv_budget, weights_bytes=weights_bytes, weights_from=weights_from,
-        weights_quant=weights_quant, block_size=block_size, engine_version=engine_version, dp=dp, enable_dp_attention=enable_dp_attention,
-        kv_unified=kv_unified, ubatch_size=ubatch_size, tensor_split=tensor_split, ctx_size=ctx_size,
-        parallel=parallel, revision=revision, token=token, gguf_file=gguf_file, cache_type_v=cache_type_v,
-        no_window=no_window, no_mla=no_mla,
+        weights_quant=weights_quant, block_size=block_size, engine_version=engine_version, dp=dp,
+        enable_dp_attention=enable_dp_attention, kv_unified=kv_unified, ubatch_size=ubatch_size,
+        tensor_split=tensor_split, ctx_size=ctx_size, parallel=parallel, compare_log=compare_log, revision=revision,
+        token=token, gguf_file=gguf_file, cache_type_k=cache_type_k, cache_type_v=cache_type_v, no_window=no_window,
+        no_mla=no_mla, strict=strict,
     )
     report = result.to_dict()
-    respell_length(report, length_flag)
-    report["notes"] = report["notes"] + log_notes  # type: ignore[operator]
-    if parsed is not None:
-        from kvplan.logparse import compare_log as compare
-
-        report["log_comparison"] = compare(parsed, report, source=str(compare_log))
     if plot is not None:
-        _plot(plot, result.capacity, report)
+        write_capacity_plot(plot, result, report)
     emit(report, fmt, output, lazy_table("capacity_table", report) if fmt is Format.table else None,
          inputs=(model, compare_log))
     if plot is not None:
         typer.echo(f"wrote {plot}", err=True)
-    if require_fit and not report["capacity"]["fits"]:  # type: ignore[index]
-        typer.echo("Does not fit: " + "; ".join(report["suggestions"]), err=True)  # type: ignore[arg-type]
+    if require_fit and not report["capacity"]["fits"]:
+        typer.echo("Does not fit: " + "; ".join(report["suggestions"]), err=True)
         raise typer.Exit(EXIT_NOT_FIT)
-
-
-def _plot(path: Path, cap: object, report: dict[str, object]) -> None:
-    """KV per GPU of 1 and of --batch requests against context, up to the model's maximum, with the KV budget
-    per GPU (memory less weights and reserve) as the line they must stay under and the requested length marked."""
-    from kvplan.capacity import kv_per_gpu_curve
-    from kvplan.report.plot import context_axis, write_plot
-    from kvplan.units import format_bytes
-
-    inputs, capacity, budget = report["inputs"], report["capacity"], report["budget"]
-    requested, batch = inputs["max_model_len"], inputs["batch"]  # type: ignore[index]
-    model_max = cap.geometry.max_context_tokens  # type: ignore[attr-defined]
-    xs = context_axis(requested, model_max)
-    series = {f"KV of {batch} requests": kv_per_gpu_curve(cap, xs, batch=batch)} if batch > 1 else {}  # type: ignore[arg-type]
-    series["KV of 1 request"] = kv_per_gpu_curve(cap, xs, batch=1)  # type: ignore[arg-type]
-    room = budget["kv_bytes_per_gpu"]  # type: ignore[index]
-    longest = capacity["max_context_len"]  # type: ignore[index]
-    room_label = (f"KV budget per GPU after weights and reserve: {format_bytes(room)} "
-                  f"(max context at batch {batch}: {longest:,})") if room and room > 0 else None
-    gpu = inputs["gpu"] or "a --kv-budget"  # type: ignore[index]
-    title = (f"{report['model']['id']} on {gpu}, {inputs['engine']}, tp {inputs['tp']} × pp {inputs['pp']}, "  # type: ignore[index]
-             f"KV {inputs['kv_dtype']}, batch {batch}")  # type: ignore[index]
-    second = []
-    if budget["weights_bytes_per_gpu"] is not None:  # type: ignore[index]
-        second.append(f"weights {format_bytes(budget['weights_bytes_per_gpu'])} per GPU")  # type: ignore[index]
-    if room is not None and room <= 0:
-        second.append(f"weights and reserve exceed the memory by {format_bytes(-room)}: no KV room")
-    if second:
-        title += "\n" + ", ".join(second)
-    write_plot(path, xs, series, title=title, ylabel="KV cache per GPU (the most loaded one)",
-               mark_tokens=requested, room_bytes=room if room and room > 0 else None, room_label=room_label,
-               legend_loc="lower right")  # NOTE: the curves rise to the upper right; the lower right is empty

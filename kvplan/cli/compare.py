@@ -5,6 +5,7 @@ from typing import Annotated, Optional
 
 import typer
 
+import kvplan
 from kvplan.cli.options import (
     BatchOpt,
     BlockSizeOpt,
@@ -23,9 +24,9 @@ from kvplan.cli.options import (
     TokenOpt,
     TpOpt,
     emit,
-    respell_length,
-    typed_tokens,
+    lazy_table,
 )
+from kvplan.report.plot import check_plot_path, write_compare_plot
 
 DIMS = "Base dims (instead of --model)"
 
@@ -87,87 +88,17 @@ def compare(
     strict: StrictOpt = False,
 ) -> None:
     """Compare attention layouts (MHA, GQA, MQA, MLA, sliding windows) at one model size: KV bytes and decode reads."""
-    from kvplan.compare import base_from_dims, base_from_model, compare_report, parse_seq_list, plot_series
-    from kvplan.compare import compare as run_compare
-    from kvplan.errors import InputError
-    from kvplan.units import parse_size
-
-    dims = {"layers": layers, "heads": heads, "head_dim": head_dim, "hidden_size": hidden_size}
-    if model is not None and any(v is not None for v in dims.values()):
-        raise InputError("pass --model or --layers/--heads/--head-dim/--hidden-size, not both",
-                         "drop --model to size bare dims, or drop the dims to use the model's own")
     if plot is not None:
-        from kvplan.report.plot import check_plot_path
-
         check_plot_path(plot)
-    gpu_mem_bytes = parse_size(gpu_mem, what="--gpu-mem") if gpu_mem is not None else None
-    sweep = parse_seq_list(sweep_seq) if sweep_seq is not None else ()
-    tokens, length_flag, len_note = typed_tokens(seq_len, max_model_len)
-    source = None
-    if model is not None:
-        from kvplan.api import load_geometry
-
-        geometry, source = load_geometry(model, revision=revision, token=token, gguf_file=gguf_file)
-        if strict:
-            from kvplan.models import require_config_geometry
-
-            require_config_geometry(geometry)
-        base = base_from_model(geometry)
-    else:
-        base = base_from_dims(**dims)
-    from kvplan.adjust import deployment_from_flags
-
-    deployment = deployment_from_flags(engine=engine, tp=tp, pp=pp, block_size=block_size)
-    comparison = run_compare(base, variants or (), batch=batch, seq_len=tokens, kv_dtype=kv_dtype,
-                             sweep_seq_lens=sweep, deployment=deployment)
-    report = compare_report(comparison, source, gpu_mem_bytes=gpu_mem_bytes, plot=str(plot) if plot else None)
-    respell_length(report, length_flag)
-    if len_note:
-        report["notes"].append(len_note)
-    if gpu_mem_bytes is not None and plot is None:
-        report["notes"].append("--gpu-mem only draws a line on --plot; it does not change the sizes")
+    result = kvplan.compare(
+        variants or (), model=model, layers=layers, heads=heads, head_dim=head_dim, hidden_size=hidden_size,
+        batch=batch, seq_len=seq_len, max_model_len=max_model_len, kv_dtype=kv_dtype, engine=engine, tp=tp, pp=pp,
+        block_size=block_size, sweep_seq=sweep_seq, gpu_mem=gpu_mem, plot=plot, revision=revision, token=token,
+        gguf_file=gguf_file, strict=strict,
+    )
+    report = result.to_dict()
     if plot is not None:
-        from kvplan.report.plot import write_plot
-
-        xs, series = plot_series(comparison)
-        title = f"KV cache of {report['model']['id']}, batch {batch}, {report['inputs']['kv_dtype']}"
-        per_gpu = tp * pp > 1
-        if per_gpu:
-            title += f", {engine} tp {tp} × pp {pp}"
-        room_bytes, room_label = None, None
-        if gpu_mem_bytes is not None and model is not None:
-            room_bytes, room_label = _kv_room(model, gpu_mem_bytes, tp=tp, pp=pp, revision=revision, token=token,
-                                              gguf_file=gguf_file, engine=engine)
-        write_plot(plot, xs, series, title=title, gpu_mem_bytes=gpu_mem_bytes,
-                   ylabel="KV cache per GPU (the most loaded one)" if per_gpu else "KV cache (batch total)",
-                   mark_tokens=comparison.seq_len, room_bytes=room_bytes, room_label=room_label)
-    table = None
-    if fmt is Format.table:
-        from kvplan.report.render import compare_table
-
-        table = compare_table(report)
-    emit(report, fmt, output, table, inputs=(model,))
+        write_compare_plot(plot, result, report)
+    emit(report, fmt, output, lazy_table("compare_table", report) if fmt is Format.table else None, inputs=(model,))
     if plot is not None:
         typer.echo(f"wrote {plot}", err=True)
-
-
-def _kv_room(model: str, gpu_mem_bytes: int, *, tp: int, pp: int, revision: str | None,
-             token: str | None, gguf_file: str | None = None, engine: str = "ideal") -> tuple[int | None, str | None]:
-    """--gpu-mem less the model's weights per GPU (counted from config.json, or a GGUF's tensor table):
-    the room the KV cache has."""
-    from kvplan.api import load_geometry, model_weights
-    from kvplan.units import format_bytes
-
-    loaded = load_geometry(model, revision=revision, token=token, gguf_file=gguf_file)
-    weights, _notes = model_weights(loaded, engine=engine, weights_from="config", revision=revision, token=token,
-                                    required=False)
-    if weights is None or not weights.counted:
-        return None, None
-    per_gpu = weights.bytes_per_gpu(tp=tp, pp=pp)
-    room = gpu_mem_bytes - per_gpu
-    if room <= 0:
-        # NOTE: no room to draw (log axis): the line stays at the card, and its label says so.
-        return room, (f"GPU {format_bytes(gpu_mem_bytes)}: no KV room, weights {format_bytes(per_gpu)} "
-                      f"per GPU exceed it")
-    return room, (f"KV room {format_bytes(room)} = GPU {format_bytes(gpu_mem_bytes)} "
-                  f"- weights {format_bytes(per_gpu)} per GPU")

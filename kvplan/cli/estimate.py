@@ -4,6 +4,7 @@ from typing import Any
 
 import typer
 
+import kvplan
 from kvplan.cli.options import (
     BatchOpt,
     BeamsOpt,
@@ -43,11 +44,10 @@ from kvplan.cli.options import (
     TpOpt,
     UbatchSizeOpt,
     emit,
-    kv_types,
     lazy_table,
-    respell_length,
-    typed_tokens,
 )
+from kvplan.errors import EXIT_NOT_FIT
+from kvplan.units import parse_size
 
 EPILOG = (
     "Examples:\n\n"
@@ -98,53 +98,21 @@ def estimate(
     strict: StrictOpt = False,
 ) -> None:
     """Size the KV cache of a model, layer group by layer group."""
-    from kvplan.errors import InputError
-    from kvplan.units import parse_size
-
-    kv_dtype, cache_type_v = kv_types(kv_dtype, cache_type_k, cache_type_v, engine)
-    if "," in kv_dtype:
-        raise InputError(f"estimate sizes one KV dtype, got --kv-dtype {kv_dtype}",
-                         f"compare them in one run: kvplan compare model --model {model} --kv-dtype {kv_dtype}")
     budget_bytes = parse_size(max_kv_bytes, what="--max-kv-bytes") if max_kv_bytes is not None else None
     gpu_budget_bytes = (
         parse_size(max_kv_bytes_per_gpu, what="--max-kv-bytes-per-gpu") if max_kv_bytes_per_gpu is not None else None
     )
-    from kvplan.api import load_geometry, normalise_overrides
-    from kvplan.calc import estimate as run_estimate
-    from kvplan.report import estimate_report
-    from kvplan.units import parse_tokens
-
-    overrides = normalise_overrides(set_)
-    tokens, length_flag, len_note = typed_tokens(seq_len, max_model_len)
-    from kvplan.engine_flags import vllm_tokens
-
-    batched, batched_note = vllm_tokens(max_num_batched_tokens, "--max-num-batched-tokens")
-    enc = parse_tokens(encoder_len, what="--encoder-len") if encoder_len is not None else None
-    geometry, source = load_geometry(model, revision=revision, token=token, overrides=overrides, gguf_file=gguf_file)
-    if strict:
-        from kvplan.models import require_config_geometry
-
-        require_config_geometry(geometry)
-    from kvplan.adjust import deployment_from_flags
-
-    deployment = deployment_from_flags(
-        engine=engine, tp=tp, pp=pp, block_size=block_size, beams=beams, prompt_len=prompt_len,
-        share_prefix=share_prefix, shared_prefix_tokens=shared_prefix_tokens, no_window=no_window,
-        quant_group_size=quant_group_size, residual_length=residual_length, offload=offload,
-        max_num_batched_tokens=batched, max_num_seqs=max_num_seqs, ubatch_size=ubatch_size,
-        kv_unified=kv_unified, swa_full_tokens_ratio=swa_full_tokens_ratio, max_cache_len=max_cache_len,
-        cache_type_v=cache_type_v,
+    result = kvplan.estimate(
+        model, gguf_file=gguf_file, batch=batch, seq_len=seq_len, max_model_len=max_model_len, kv_dtype=kv_dtype,
+        encoder_len=encoder_len, overrides=set_, revision=revision, token=token, engine=engine, tp=tp, pp=pp,
+        block_size=block_size, beams=beams, prompt_len=prompt_len, share_prefix=share_prefix,
+        shared_prefix_tokens=shared_prefix_tokens, no_window=no_window, quant_group_size=quant_group_size,
+        residual_length=residual_length, offload=offload, max_num_batched_tokens=max_num_batched_tokens,
+        max_num_seqs=max_num_seqs, ubatch_size=ubatch_size, kv_unified=kv_unified, cache_type_k=cache_type_k,
+        cache_type_v=cache_type_v, no_mla=no_mla, swa_full_tokens_ratio=swa_full_tokens_ratio,
+        max_cache_len=max_cache_len, strict=strict,
     )
-    if no_mla:
-        from kvplan.api import mla_off
-
-        geometry = mla_off(geometry, source, deployment.engine)
-    est = run_estimate(
-        geometry, batch=batch, seq_len=tokens, kv_dtype=kv_dtype, encoder_len=enc, deployment=deployment
-    )
-    report = estimate_report(est, source, overrides=overrides)
-    respell_length(report, length_flag)
-    report["notes"] = [*report["notes"], *(note for note in (len_note, batched_note) if note)]
+    report = result.to_dict()
     emit(report, fmt, output, lazy_table("estimate_table", report) if fmt is Format.table else None,
          inputs=(model,))
     _budget_gate(report, budget_bytes, gpu_budget_bytes)
@@ -154,8 +122,8 @@ def _budget_gate(report: dict[str, Any], budget_bytes: int | None, gpu_budget_by
     """--max-kv-bytes / --max-kv-bytes-per-gpu: needed vs budget on stderr, exit 1 when over either."""
     if budget_bytes is None and gpu_budget_bytes is None:
         return
+    # NOTE: the check runner's gates, imported only for a budget (its plan model costs `kvplan estimate` 3 ms).
     from kvplan.checks import bytes_gate, kv_bytes_per_gpu
-    from kvplan.errors import EXIT_NOT_FIT
 
     gates = []
     if budget_bytes is not None:

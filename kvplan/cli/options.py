@@ -6,14 +6,19 @@ Command modules import this module and the pure core, never each other or :mod:`
 
 from __future__ import annotations
 
+import shutil
+import sys
+import textwrap
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Literal, Optional
 
 import typer
 
-from kvplan.engine_flags import SEQ_FLAGS, kv_types, respell_length, typed_length, typed_tokens  # noqa: F401 (the commands read them here)
 from kvplan.errors import InputError
+from kvplan.outfile import refuse_inputs, write_atomic
+from kvplan.report import to_json, to_yaml
+from kvplan.textsafe import printable
 
 
 class Format(str, Enum):
@@ -164,9 +169,7 @@ class writing_stdout:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind: Any, exc: Any, tb: Any) -> bool:
-        import sys
-
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> Literal[False]:
         if exc is None:
             if sys.stdout is None:  # started with stdout closed (>&-): nothing was written
                 raise InputError("cannot write the report to stdout: it is closed", "use --output FILE")
@@ -183,13 +186,8 @@ def emit(
     """Data on stdout (table, yaml or json); notes on stderr; optional file copy (``-``: stdout).
 
     ``inputs`` are the command's input files: --output may not name one of them."""
-
-    from kvplan.report import to_json, to_yaml
-
     to_stdout = output is not None and str(output) == "-"
     if output is not None and not to_stdout:
-        from kvplan.outfile import refuse_inputs, write_atomic
-
         refuse_inputs(output, inputs)
         as_json = fmt is Format.json or output.suffix.lower() == ".json"
         write_atomic(output, to_json(report) if as_json else to_yaml(report))
@@ -199,6 +197,7 @@ def emit(
         elif fmt is Format.yaml or to_stdout:
             typer.echo(to_yaml(report), nl=False)
         else:
+            # NOTE: rich is imported for a table only (a YAML or JSON report does not need it).
             from kvplan.report.console import make_console
             from kvplan.report.render import notes_text
 
@@ -209,11 +208,6 @@ def emit(
 
 def echo_wrapped(text: str, *, prefix: str = "") -> None:
     """``prefix + text`` on stderr, wrapped on word boundaries at the terminal width (COLUMNS, else 80)."""
-    import shutil
-    import textwrap
-
-    from kvplan.textsafe import printable
-
     width = max(shutil.get_terminal_size((80, 24)).columns, 20)
     typer.echo(textwrap.fill(prefix + printable(text), width=width, subsequent_indent=" " * min(len(prefix), 8),
                              break_long_words=False, break_on_hyphens=False), err=True)

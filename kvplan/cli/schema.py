@@ -2,6 +2,9 @@
 
 import typer
 
+from kvplan.cli.options import writing_stdout
+from kvplan.report.schema import schema_json
+
 EPILOG = (
     "Examples:\n\n"
     "  kvplan schema > kvplan-report.schema.json\n\n"
@@ -12,8 +15,5 @@ EPILOG = (
 
 def schema() -> None:
     """Print the JSON Schema (draft 2020-12) that every kvplan report validates against."""
-    from kvplan.cli.options import writing_stdout
-    from kvplan.report.schema import schema_json
-
     with writing_stdout():
         typer.echo(schema_json(), nl=False)

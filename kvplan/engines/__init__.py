@@ -10,6 +10,7 @@ Adding an engine: one module with an ``EngineProfile`` subclass, and its class i
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -68,24 +69,17 @@ def __getattr__(name: str) -> Any:
 def get_engine(name: str) -> EngineProfile:
     """The profile for ``name`` (``ideal``, ``vllm``, ``sglang``, ``trtllm``, ``llama.cpp``,
     ``hf-dynamic``, ``hf-static``)."""
-    # NOTE: profiles hold no state (class attributes and methods only): one instance per spelling serves
-    # every call (a capacity run asks a dozen times per scenario).
-    found = _BY_NAME.get(name) if type(name) is str else None
-    if found is not None:
-        return found
     key = str(name).strip().lower()
     key = ENGINE_ALIASES.get(key, key)
     if key not in ENGINES:
         raise InputError(f"--engine {name!r} is not a known engine profile", f"use one of: {', '.join(ENGINES)}")
-    found = ENGINES[key]()
-    if type(name) is str and len(_BY_NAME) < 64:
-        _BY_NAME[name] = found
-    return found
+    return _profile(key)
 
 
-_BY_NAME: dict[str, EngineProfile] = {}
-
-
+@functools.cache
+def _profile(name: str) -> EngineProfile:
+    """One instance per engine: profiles hold no state (class attributes and methods only)."""
+    return ENGINES[name]()
 
 
 __all__ = [

@@ -27,7 +27,7 @@ from kvplan.adjust import (
     shard_for_tp,
     shared_token_slots,
 )
-from kvplan.dtypes import KvDtype
+from kvplan.dtypes import KvDtype, lookup_dtype
 from kvplan.errors import InputError
 from kvplan.geometry import ModelGeometry
 from kvplan.specs import (
@@ -35,6 +35,7 @@ from kvplan.specs import (
     ChunkedLocalSpec,
     CompressedAttentionSpec,
     CrossAttentionSpec,
+    FullAttentionSpec,
     IndexerSpec,
     LayerSpec,
     MLASpec,
@@ -89,8 +90,6 @@ def value_dtype(dep: Deployment, kv_dtype: KvDtype) -> KvDtype:
     """The V cache type: ``--cache-type-v`` when given (llama.cpp), else the K type."""
     if dep.cache_type_v is None:
         return kv_dtype
-    from kvplan.dtypes import lookup_dtype
-
     return lookup_dtype(dep.cache_type_v, what="--cache-type-v")
 
 
@@ -270,7 +269,8 @@ class EngineProfile:
 
     def cached_layers(self, layers: list[LayerSpec], *, hf_cached_kv_heads: int | None,
                       model_type: str | None = None) -> tuple[list[LayerSpec], list[str]]:
-        """The specs as this engine caches them, before sharding (default: as the config says).
+        """The specs as this engine caches them, before sharding (default: as the config says): ``layers``
+        itself when the engine changes nothing, else a new list.
 
         ``hf_cached_kv_heads``: heads Hugging Face transformers caches when its modeling code
         broadcasts K/V to every query head before caching (Falcon ``new_decoder_architecture``).
@@ -280,7 +280,9 @@ class EngineProfile:
     # ---- sizing ----------------------------------------------------------------------------
     def window_tokens(self, spec: LayerSpec, ctx: SizingContext) -> int:
         """Tokens of one sequence a windowed layer holds before block rounding."""
-        return min(ctx.seq_len, spec.window)  # type: ignore[attr-defined, type-var]
+        window = spec.window
+        assert window is not None, spec  # asked of sliding and chunked layers only
+        return min(ctx.seq_len, window)
 
     def tokens_held(self, spec: LayerSpec, ctx: SizingContext) -> int:
         """Tokens one sequence keeps in this layer (block-rounded)."""
@@ -463,8 +465,6 @@ def without_mla(geometry: ModelGeometry, engine: EngineProfile) -> ModelGeometry
     """``--no-mla``: every MLA layer as the per-head K/V ``engine`` caches with MLA off (``num_attention_heads`` KV
     heads, K of ``qk_nope_head_dim + qk_rope_head_dim``, V of ``v_head_dim``, or K's size where the engine pads V).
     Raises for models without MLA, sparse (DSA) and compressed (DeepSeek-V4) attention, and engines with no switch."""
-    from kvplan.specs import FullAttentionSpec
-
     if engine.mla_off is None:
         raise InputError(f"--no-mla: {engine.title} has no switch that turns MLA off",
                          "use --engine vllm (VLLM_MLA_DISABLE=1), llama.cpp, hf-dynamic or ideal")
@@ -475,12 +475,13 @@ def without_mla(geometry: ModelGeometry, engine: EngineProfile) -> ModelGeometry
         raise InputError(f"--no-mla: {geometry.model_id} uses sparse or compressed attention over the MLA latent",
                          "drop --no-mla: its engines always cache the latent")
     values = {p.field: p.value for p in reversed(geometry.provenance)}  # the first record wins
-    dims = [values.get(k) for k in ("num_attention_heads", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")]
-    if not all(isinstance(x, int) and x > 0 for x in dims):
+    dims = [x for k in ("num_attention_heads", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+            if isinstance(x := values.get(k), int) and x > 0]
+    if len(dims) != 4:
         raise InputError(f"--no-mla: {geometry.model_id} does not name num_attention_heads, qk_nope_head_dim, "
                          "qk_rope_head_dim and v_head_dim, so the per-head K/V is unknown",
                          "add them with --set, e.g. --set qk_nope_head_dim=128")
-    heads, nope, rope, v_dim = (int(x) for x in dims)  # type: ignore[arg-type]
+    heads, nope, rope, v_dim = dims
     k_dim = nope + rope
     spec = FullAttentionSpec(num_kv_heads=heads, head_size=k_dim, head_size_v=k_dim if engine.mla_off_pads_v else v_dim)
     latent = next(s for s in layers if type(s) is MLASpec).head_size

@@ -135,7 +135,8 @@ class LlamaCppProfile(EngineProfile):
 
     def swa_cells(self, spec: LayerSpec, ctx: SizingContext) -> int:
         size_base, _streams = self.cells(ctx)
-        n_swa = spec.window  # type: ignore[attr-defined]
+        n_swa = spec.window
+        assert n_swa is not None, spec  # asked of sliding layers only
         ubatch = ctx.dep.ubatch_size or LLAMA_CPP_UBATCH
         seqs = ctx.batch if ctx.dep.kv_unified else 1
         return round_to_blocks(min(size_base, n_swa * seqs + ubatch), LLAMA_CPP_PAD)

@@ -127,7 +127,8 @@ class HfDynamicProfile(EngineProfile):
         return min(ctx.seq_len - 1, r - 1)
 
     def window_tokens(self, spec: LayerSpec, ctx: SizingContext) -> int:
-        window = spec.window  # type: ignore[attr-defined]
+        window = spec.window
+        assert window is not None, spec  # asked of sliding and chunked layers only
         # NOTE: logical W - 1 tokens; the kept tensor is a view of the W-token torch.cat result, so
         # storage is min(T, W). Beam reordering (index_select) compacts it to W - 1.
         return min(ctx.seq_len, window - 1 if ctx.dep.beams > 1 else window)

@@ -204,6 +204,7 @@ class VllmProfile(EngineProfile):
         v = version_tuple(version, engine="vllm")[:2]
         mnbt = req.max_num_batched_tokens or VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
         shape = req.shape
+        terms: tuple[BudgetTerm, ...]
         if v < (0, 8):
             act = activation_estimate(shape, tokens=mnbt, logit_rows=VLLM_LOGIT_ROWS, tp=req.tp)
             terms = (BudgetTerm(name="activation peak", bytes=act, source=(
@@ -310,9 +311,9 @@ class VllmProfile(EngineProfile):
             tokens = pool.num_blocks // pool.num_kv_cache_groups * pool.block_size
         else:
             tokens = int(pool.max_concurrency * pool.max_model_len)
-        size = f"GPU KV cache size: {tokens:,} tokens"
-        conc = f"Maximum concurrency for {pool.max_model_len:,} tokens per request: {pool.max_concurrency:.2f}x"
-        lines += [f"{size}, {conc}"] if v >= (0, 28) else [size, conc]
+        size_line = f"GPU KV cache size: {tokens:,} tokens"
+        conc_line = f"Maximum concurrency for {pool.max_model_len:,} tokens per request: {pool.max_concurrency:.2f}x"
+        lines += [f"{size_line}, {conc_line}"] if v >= (0, 28) else [size_line, conc_line]
         return {**out, "lines": lines, "gpu_kv_cache_tokens": tokens, "max_concurrency": round(pool.max_concurrency, 4)}
 
 

@@ -268,10 +268,13 @@ SERVE_DTYPES: dict[str, str] = {
 class ServingEngine(Protocol):
     """What :func:`served_dtype` reads of an engine profile (``kvplan.engines``)."""
 
-    name: str
-    keeps_checkpoint_dtype: bool
-    """Loads a checkpoint in its own dtype (transformers 5 ``from_pretrained(dtype="auto")``); every other
-    engine's ``--dtype auto`` serves float32 checkpoints in 16 bits."""
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def keeps_checkpoint_dtype(self) -> bool:
+        """Loads a checkpoint in its own dtype (transformers 5 ``from_pretrained(dtype="auto")``); every other
+        engine's ``--dtype auto`` serves float32 checkpoints in 16 bits."""
 
 
 def served_dtype(weights_dtype: str, *, engine: ServingEngine, dtype: str = "auto") -> tuple[str, str]:

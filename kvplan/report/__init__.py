@@ -11,31 +11,30 @@ The package around it turns reports into what people and machines read, and neve
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from kvplan import __version__
 from kvplan.calc import Estimate, LayerGroup
 from kvplan.geometry import ModelGeometry
+from kvplan.report.flags import spell_note, spell_source
 from kvplan.sources import Source
+from kvplan.version import __version__
+
+if TYPE_CHECKING:
+    from kvplan.gpus import GpuSpec
 
 SCHEMA_VERSION = 2
 
 
 def compress_indices(indices: tuple[int, ...]) -> str:
     """``(0, 1, 2, 5, 7, 9)`` -> ``"0-2,5,7,9"``."""
-    parts: list[str] = []
-    start = prev = None
+    runs: list[list[int]] = []  # [first, last] of each run of consecutive indices
     for index in indices:
-        if start is None:
-            start = prev = index
-        elif index == prev + 1:
-            prev = index
+        if runs and index == runs[-1][1] + 1:
+            runs[-1][1] = index
         else:
-            parts.append(f"{start}-{prev}" if prev != start else str(start))
-            start = prev = index
-    if start is not None:
-        parts.append(f"{start}-{prev}" if prev != start else str(start))
-    return ",".join(parts)
+            runs.append([index, index])
+    return ",".join(f"{first}-{last}" if last != first else str(first) for first, last in runs)
 
 
 def layer_detail(group: LayerGroup) -> str:
@@ -102,17 +101,25 @@ def model_dict(
     }
 
 
-def estimate_report(est: Estimate, source: Source, *, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+def estimate_report(
+    est: Estimate, source: Source | None, *, overrides: dict[str, Any] | None = None, length_flag: str | None = None,
+    notes: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The `kvplan estimate` report. ``source``: where the config came from (None for a bare geometry: the
+    report's source fields are null); ``length_flag``: the length flag the user typed (the report names it);
+    ``notes``: notes on how the flags were read, after the estimate's own."""
     geometry = est.geometry
     return {
         "schema_version": SCHEMA_VERSION,
         "kvplan_version": __version__,
         "command": "estimate",
-        "model": model_dict(geometry, source=source.kind, location=source.location, revision=source.revision),
+        "model": model_dict(geometry, source=source.kind if source is not None else None,
+                            location=source.location if source is not None else None,
+                            revision=source.revision if source is not None else None),
         "inputs": {
             "batch": est.batch,
             "seq_len": est.seq_len,
-            "seq_len_source": est.seq_len_source,
+            "seq_len_source": spell_source(est.seq_len_source, length_flag),
             "kv_dtype": est.kv_dtype.name,
             "kv_dtype_source": est.kv_dtype_source,
             "state_dtype": est.state_dtype.name,
@@ -138,7 +145,20 @@ def estimate_report(est: Estimate, source: Source, *, overrides: dict[str, Any] 
             {"field": p.field, "value": p.value if isinstance(p.value, (int, str, bool)) else str(p.value), "source": p.source}
             for p in geometry.provenance
         ],
-        "notes": list(est.notes),
+        "notes": [spell_note(note, length_flag) for note in (*est.notes, *notes)],
+    }
+
+
+def gpus_report(catalog: Iterable[GpuSpec]) -> dict[str, Any]:
+    """The `kvplan gpus` report: every GPU of ``catalog`` with its memory, bandwidth and where they come from."""
+    return {
+        "schema_version": SCHEMA_VERSION, "kvplan_version": __version__, "command": "gpus",
+        "gpus": [
+            {"name": g.name, "vendor": g.vendor, "memory_bytes": g.memory_bytes,
+             "bandwidth_bytes_per_s": g.bandwidth_bytes_per_s, "aliases": list(g.aliases), "source": g.source,
+             "memory_source": g.memory_source}
+            for g in catalog
+        ],
     }
 
 

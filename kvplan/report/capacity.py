@@ -1,33 +1,41 @@
-"""The ``kvplan capacity`` report: a :class:`kvplan.capacity.Capacity` as the stable schema's dict."""
+"""The ``kvplan capacity`` report: a :class:`kvplan.capacity_types.Capacity` as the stable schema's dict."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Any
 
-if TYPE_CHECKING:
-    from kvplan.capacity import Capacity
+from kvplan.capacity_types import Capacity
+from kvplan.logparse import ParsedLog, compare_log
+from kvplan.report import SCHEMA_VERSION, model_dict
+from kvplan.report.flags import spell_note, spell_source
+from kvplan.sources import Source
+from kvplan.version import __version__
 
 
-def capacity_report(cap: Capacity, source: object) -> dict[str, object]:
-    """The ``kvplan capacity`` report: keys always present, sizes in integer bytes."""
-    from kvplan import __version__
-    from kvplan.report import SCHEMA_VERSION, model_dict
-
+def capacity_report(
+    cap: Capacity, source: Source, *, length_flag: str | None = None, notes: Sequence[str] = (),
+    log: ParsedLog | None = None, log_source: str | None = None,
+) -> dict[str, Any]:
+    """The ``kvplan capacity`` report: keys always present, sizes in integer bytes. ``length_flag``: the length
+    flag the user typed (the report names it); ``notes``: where the weights came from and how the flags were
+    read, after the answer's own; ``log``: an engine's start-up log (read from ``log_source``) whose KV
+    figures ``log_comparison`` puts beside kvplan's."""
     g, i, b, w = cap.geometry, cap.inputs, cap.budget, cap.weights
-    counted = w is not None and w.counted
-    return {
+    counted = w if w is not None and w.counted else None  # parameters counted, not only bytes given
+    report: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "kvplan_version": __version__,
         "command": "capacity",
-        "model": model_dict(g, source=getattr(source, "kind", None), location=getattr(source, "location", None),
-                            revision=getattr(source, "revision", None)),
+        "model": model_dict(g, source=source.kind, location=source.location, revision=source.revision),
         "inputs": {
             "gpu": i.gpu.name if i.gpu else None, "gpu_memory_bytes": i.gpu.memory_bytes if i.gpu else None,
             "gpu_memory_source": (i.gpu.memory_source or None) if i.gpu else None,
             "gpu_bandwidth_bytes_per_s": (i.gpu.bandwidth_bytes_per_s or None) if i.gpu else None,
             "num_gpus": i.num_gpus, "tp": i.tp, "pp": i.pp, "engine": cap.deployment.engine,
             "kv_dtype": cap.kv_dtype_name, "kv_dtype_source": cap.kv_dtype_source, "dtype": i.dtype,
-            "max_model_len": cap.max_model_len, "max_model_len_source": cap.max_model_len_source,
+            "max_model_len": cap.max_model_len,
+            "max_model_len_source": spell_source(cap.max_model_len_source, length_flag),
             "batch": i.batch, "block_size": i.block_size, "gpu_memory_utilization": i.gpu_memory_utilization,
             "mem_fraction_static": i.mem_fraction_static, "free_gpu_memory_fraction": i.free_gpu_memory_fraction,
             "max_num_batched_tokens": i.max_num_batched_tokens, "reserve_bytes": i.reserve_bytes,
@@ -36,21 +44,21 @@ def capacity_report(cap: Capacity, source: object) -> dict[str, object]:
         },
         "weights": {
             "source": w.source if w else None,
-            "parameters": w.parameters if counted else None,
-            "language_parameters": w.language_parameters if counted else None,
-            "vision_parameters": w.vision_parameters if counted else None,
-            "active_parameters": w.active_parameters if counted else None,
+            "parameters": counted.parameters if counted else None,
+            "language_parameters": counted.language_parameters if counted else None,
+            "vision_parameters": counted.vision_parameters if counted else None,
+            "active_parameters": counted.active_parameters if counted else None,
             "bytes": w.bytes if w else None,
-            "vision_bytes": w.vision_bytes if counted else None,
+            "vision_bytes": counted.vision_bytes if counted else None,
             "bytes_per_gpu": b.weights_bytes_per_gpu,
-            "dtype": w.dtype if counted else None,
+            "dtype": counted.dtype if counted else None,
             "checkpoint_dtype": cap.checkpoint_dtype,
             "quantization": w.quantisation.describe() if w and w.quantisation else None,
             "num_experts": w.num_experts if w else None,
             "experts_per_token": w.experts_per_token if w else None,
             "parts": [
                 {"name": p.name, "parameters": p.parameters, "bytes": p.bytes, "storage": p.storage}
-                for p in (w.parts if counted else ())
+                for p in (counted.parts if counted else ())
             ],
         },
         "budget": {
@@ -82,8 +90,9 @@ def capacity_report(cap: Capacity, source: object) -> dict[str, object]:
         },
         "log_comparison": None,
         "suggestions": list(cap.suggestions),
-        "notes": list(cap.notes) + ([n for n in w.notes if n not in cap.notes] if w else []),
+        "notes": [spell_note(note, length_flag) for note in
+                  (*cap.notes, *(n for n in (w.notes if w else ()) if n not in cap.notes), *notes)],
     }
-
-
-# ---- `kvplan.capacity(...)` ----------------------------------------------------------------------------
+    if log is not None:
+        report["log_comparison"] = compare_log(log, report, source=log_source or "")
+    return report

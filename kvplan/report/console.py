@@ -26,7 +26,7 @@ class _EscapeControls(RenderHook):
     ``ESC [2J`` prints as ``\\x1b]0;...``, never reaching the terminal raw."""
 
     def process_renderables(self, renderables: list[ConsoleRenderable]) -> list[ConsoleRenderable]:
-        return [_Escaped(item) for item in renderables]  # type: ignore[misc]
+        return [_Escaped(item) for item in renderables]
 
 
 class _Escaped:

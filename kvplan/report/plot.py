@@ -1,4 +1,5 @@
-"""`kvplan compare --plot` and `kvplan capacity --plot`: KV memory against context length, drawn with matplotlib.
+"""`kvplan compare --plot` and `kvplan capacity --plot`: KV memory against context length, drawn with matplotlib
+from a command's result (``kvplan.compare``'s or ``kvplan.capacity``'s) and its report.
 
 matplotlib is the optional extra ``kvplan[plot]`` and is imported only inside :func:`write_plot`,
 through its object API (``Figure``), so no pyplot backend or global state is touched.
@@ -9,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any, Literal, Protocol
 
 from kvplan.errors import InputError
 from kvplan.units import format_bytes
@@ -23,6 +25,68 @@ def check_plot_path(path: Path) -> None:
         raise InputError(f"--plot {path} must end in .png or .svg", "e.g. --plot kv.png or --plot kv.svg")
 
 
+class CapacityCurves(Protocol):
+    """What a capacity plot reads of ``kvplan.capacity``'s result."""
+
+    @property
+    def geometry(self) -> Any: ...
+
+    def kv_per_gpu_curve(self, seq_lens: Sequence[int], *, batch: int) -> list[int]: ...
+
+
+class CompareLines(Protocol):
+    """What a compare plot reads of ``kvplan.compare``'s result."""
+
+    @property
+    def seq_len(self) -> int: ...
+
+    def plot_series(self) -> tuple[list[int], dict[str, list[int]]]: ...
+
+    def kv_room(self) -> tuple[int | None, str | None]: ...
+
+
+def write_capacity_plot(path: Path, result: CapacityCurves, report: dict[str, Any]) -> None:
+    """KV per GPU of 1 and of --batch requests against context, up to the model's maximum, with the KV budget
+    per GPU (memory less weights and reserve) as the line they must stay under and the requested length marked."""
+    inputs, capacity, budget = report["inputs"], report["capacity"], report["budget"]
+    requested, batch = inputs["max_model_len"], inputs["batch"]
+    xs = context_axis(requested, result.geometry.max_context_tokens)
+    series = {f"KV of {batch} requests": result.kv_per_gpu_curve(xs, batch=batch)} if batch > 1 else {}
+    series["KV of 1 request"] = result.kv_per_gpu_curve(xs, batch=1)
+    room = budget["kv_bytes_per_gpu"]
+    longest = capacity["max_context_len"]
+    room_label = (f"KV budget per GPU after weights and reserve: {format_bytes(room)} "
+                  f"(max context at batch {batch}: {longest:,})") if room and room > 0 else None
+    gpu = inputs["gpu"] or "a --kv-budget"
+    title = (f"{report['model']['id']} on {gpu}, {inputs['engine']}, tp {inputs['tp']} × pp {inputs['pp']}, "
+             f"KV {inputs['kv_dtype']}, batch {batch}")
+    second = []
+    if budget["weights_bytes_per_gpu"] is not None:
+        second.append(f"weights {format_bytes(budget['weights_bytes_per_gpu'])} per GPU")
+    if room is not None and room <= 0:
+        second.append(f"weights and reserve exceed the memory by {format_bytes(-room)}: no KV room")
+    if second:
+        title += "\n" + ", ".join(second)
+    write_plot(path, xs, series, title=title, ylabel="KV cache per GPU (the most loaded one)",
+               mark_tokens=requested, room_bytes=room if room and room > 0 else None, room_label=room_label,
+               legend_loc="lower right")  # NOTE: the curves rise to the upper right; the lower right is empty
+
+
+def write_compare_plot(path: Path, result: CompareLines, report: dict[str, Any]) -> None:
+    """Each variant's KV against context; with --gpu-mem, the GPU's memory and (for a model) the room its
+    weights leave."""
+    inputs = report["inputs"]
+    xs, series = result.plot_series()
+    title = f"KV cache of {report['model']['id']}, batch {inputs['batch']}, {inputs['kv_dtype']}"
+    per_gpu = inputs["tp"] * inputs["pp"] > 1
+    if per_gpu:
+        title += f", {inputs['engine']} tp {inputs['tp']} × pp {inputs['pp']}"
+    room_bytes, room_label = result.kv_room()
+    write_plot(path, xs, series, title=title, gpu_mem_bytes=inputs["gpu_mem_bytes"],
+               ylabel="KV cache per GPU (the most loaded one)" if per_gpu else "KV cache (batch total)",
+               mark_tokens=result.seq_len, room_bytes=room_bytes, room_label=room_label)
+
+
 def write_plot(
     path: Path,
     seq_lens: Sequence[int],
@@ -34,7 +98,7 @@ def write_plot(
     mark_tokens: int | None = None,
     room_bytes: int | None = None,
     room_label: str | None = None,
-    legend_loc: str = "upper left",
+    legend_loc: Literal["upper left", "lower right"] = "upper left",
 ) -> None:
     """One line per variant (bytes against tokens, log-log), labelled at its right end and listed in the
     legend top to bottom as the lines end; a dotted line at ``mark_tokens`` (the requested length);

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rich import box
-from rich.console import Group, RenderableType
+from rich.console import Console, Group, RenderableType
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
@@ -150,7 +150,7 @@ def _estimate_grid(report: dict[str, Any], *, compact: bool) -> Table:
     table = grid(*columns)
     for layer in layers:
         heads, dim = _heads_cell(layer, tp), head_dim_label(layer)
-        row = [KIND_LABEL.get(layer["kind"], layer["kind"]), _n(layer["count"])]
+        row: list[RenderableType] = [KIND_LABEL.get(layer["kind"], layer["kind"]), _n(layer["count"])]
         if compact:
             row.append("-" if layer["num_kv_heads"] is None else f"{heads} × {dim}")
         else:
@@ -162,7 +162,7 @@ def _estimate_grid(report: dict[str, Any], *, compact: bool) -> Table:
         row += [_per_token_cell(layer), format_bytes(layer["bytes"])]
         table.add_row(*row)
     table.add_section()
-    total = [Text("total", style="bold"), _n(sum(layer["count"] for layer in layers))]
+    total: list[RenderableType] = [Text("total", style="bold"), _n(sum(layer["count"] for layer in layers))]
     table.add_row(*total, *[""] * (len(columns) - 3),
                   Text(format_bytes(report["totals"]["kv_cache_bytes"]), style="bold"))
     return table
@@ -255,15 +255,13 @@ def models_table(report: dict[str, Any]) -> Group:
             if not hidden:
                 return table
             # NOTE: a narrow layout says what it left out and how to see it (the width the full table needs).
-            from rich.console import Console
-
             need = Console(width=1000).measure(layout(every)()).maximum
             return Group(table, Text(f"not shown at this width: {', '.join(hidden)} (COLUMNS={need} shows them, "
                                      "or --format yaml)", style="dim"))
         return make
 
     def vertical() -> Group:
-        lines = []
+        lines: list[RenderableType] = []
         for row in rows:
             lines.append(Text(row["id"], style="bold"))
             ctx = "-" if row["max_context_len"] is None else f"{row['max_context_len']:,}"
@@ -496,6 +494,7 @@ def compare_table(report: dict[str, Any]) -> Group:
             lines.append(Text("  " + "; ".join(parts)))
         return Group(*lines)
 
+    layouts: list[Callable[[], RenderableType]]
     if sweep:
         layouts = [table(bar=12, layout=False), table(bar=0, layout=False), vertical]
     else:

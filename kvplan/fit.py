@@ -1,4 +1,5 @@
-"""Capacity: what fits on a GPU. Pure: a geometry, weights, a GPU and a deployment in; answers out.
+"""What fits on a GPU: the capacity search. Pure: a geometry, weights, a GPU and a deployment in
+(:class:`~kvplan.capacity_types.CapacityInputs`); a :class:`~kvplan.capacity_types.Capacity` out.
 
 The KV budget per GPU is :mod:`kvplan.budget`'s (each engine's own rule).
 
@@ -10,107 +11,25 @@ needs summed over groups, so windowed layers count their real need, not a full c
 
 from __future__ import annotations
 
-import sys
-import types
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from kvplan.adjust import Deployment, stage_of_layer
 from kvplan.budget import Budget, budget_uncertainty, compute_budget
-from kvplan.calc import Estimate, KvSizer, Priced, estimate
+from kvplan.calc import Estimate, KvSizer, LayerGroup, Priced, estimate, served_geometry
+from kvplan.capacity_types import Capacity, CapacityInputs
 from kvplan.dp import attention_tp, dp_notes
 from kvplan.engine_log import attach_engine_log
-from kvplan.engines import EngineProfile, get_engine
+from kvplan.engines import get_engine
 from kvplan.errors import InputError
 from kvplan.geometry import ModelGeometry
-from kvplan.gpus import GpuSpec
-from kvplan.memo import OwnerMemo
-from kvplan.models import DTYPE_BYTES, WeightsEstimate, serve_weights, served_dtype
+from kvplan.limits import MAX_BATCH, MAX_NUM_GPUS, MAX_PP, MAX_TP, check_limit
+from kvplan.models import WeightsEstimate, serve_weights
 from kvplan.units import format_bytes
 
 #: TP sizes tried for ``min_tp``.
 TP_CANDIDATES = (1, 2, 4, 8, 16, 32, 64)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class CapacityInputs:
-    gpu: GpuSpec | None
-    """None with ``kv_budget_bytes``: the answers that need a GPU (decode floor) are left out."""
-    engine: str = "vllm"
-    tp: int = 1
-    pp: int = 1
-    num_gpus: int | None = None
-    kv_dtype: str = "auto"
-    dtype: str = "auto"
-    """Weight dtype, as vLLM's ``--dtype`` (``auto`` = the engine's rule: 16 bits for float32 checkpoints)."""
-    max_model_len: int | None = None
-    """Tokens per request (vLLM ``--max-model-len``); None = the model's maximum context."""
-    batch: int = 1
-    block_size: int | None = None
-    gpu_memory_utilization: float | None = None
-    mem_fraction_static: float | None = None
-    free_gpu_memory_fraction: float | None = None
-    max_num_batched_tokens: int | None = None
-    reserve_bytes: int | None = None
-    """Replaces the activation/overhead estimate."""
-    kv_budget_bytes: int | None = None
-    """KV bytes per GPU, as an engine logs them: skips the budget rule."""
-    engine_version: str | None = None
-    """The engine release whose log lines ``engine_log`` follows (None: the engine's default in kvplan)."""
-    dp: int = 1
-    """Data-parallel size (vLLM ``--data-parallel-size``, SGLang ``--dp``)."""
-    enable_dp_attention: bool = False
-    """SGLang ``--enable-dp-attention`` / vLLM DP with ``--enable-expert-parallel``: attention (and the MLA
-    latent) is split over ``dp`` ranks instead of replicated over ``tp`` ranks."""
-    kv_unified: bool = False
-    """llama.cpp ``-kvu``: one cell pool shared by all slots."""
-    ubatch_size: int | None = None
-    """llama.cpp ``--ubatch-size``."""
-    tensor_split: tuple[float, ...] | None = None
-    """llama.cpp ``--tensor-split``: layer proportions per device (per-device KV buffers)."""
-    cache_type_v: str | None = None
-    """llama.cpp ``--cache-type-v``: the V cache type when it differs from K (``kv_dtype``)."""
-    no_window: bool = False
-    """``--no-window``/``--swa-full``: sliding and chunked layers hold every token (llama.cpp ``--swa-full``, vLLM
-    ``--disable-hybrid-kv-cache-manager``)."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Capacity:
-    geometry: ModelGeometry
-    inputs: CapacityInputs
-    deployment: Deployment
-    kv_dtype_name: str
-    kv_dtype_source: str
-    max_model_len: int
-    max_model_len_source: str
-    weights: WeightsEstimate | None
-    budget: Budget
-    fits: bool
-    block_size: int
-    num_blocks: int
-    max_tokens: int
-    max_concurrency: float
-    max_concurrent_requests: int
-    max_context_len: int
-    max_context_limit: str
-    """``memory`` or ``model maximum`` (the search stopped at the model's context)."""
-    min_tp: int | None
-    min_num_gpus: int | None
-    kv_bytes_per_request: int
-    """KV bytes one request at max_model_len needs on the busiest GPU (engine rounding)."""
-    kv_bytes_needed: int
-    """``batch`` requests at max_model_len."""
-    decode_bytes_per_step: int | None
-    decode_floor_seconds: float | None
-    decode_tokens_per_s: float | None
-    suggestions: tuple[str, ...]
-    checkpoint_dtype: str | None = None
-    """The checkpoint's own dtype when the engine holds the weights in another (``weights.dtype``)."""
-    notes: tuple[str, ...] = field(default=())
-    engine_log: dict[str, object] | None = None
-    """The engine's start-up log lines and their numbers (:mod:`kvplan.engine_log`)."""
 
 
 # ---- KV views per engine --------------------------------------------------------------------
@@ -128,7 +47,7 @@ class _Kv:
         self._cache: dict[tuple[int, int], Priced] = {}
         self._stage_counts: list[list[tuple[int, int]]] | None = None
         self._block_size: int | None = None
-        self._pools: dict[tuple[int, int], tuple[int, float, int, list[str]]] = {}
+        self._pools: dict[tuple[int, int], tuple[int, int, int, list[str]]] = {}
 
     def full(self, batch: int, tokens: int) -> Estimate:
         """The estimate's notes, dtype and its source (its adjustments are not needed here)."""
@@ -154,7 +73,7 @@ class _Kv:
         return self.est(batch, tokens).per_gpu_bytes
 
     # stages ---------------------------------------------------------------------------------
-    def _stages(self, est: Priced) -> list[list[tuple[object, int]]]:
+    def _stages(self, est: Priced) -> list[list[tuple[LayerGroup, int]]]:
         """Per PP stage: (group, layers of the group on that stage)."""
         if self._stage_counts is None:  # which groups each stage holds does not change with tokens or batch
             num_layers = self.geometry.num_hidden_layers
@@ -168,8 +87,8 @@ class _Kv:
         return [[(est.groups[gi], n) for gi, n in s] for s in self._stage_counts]
 
     @staticmethod
-    def _per_token(group: object, tp: int) -> int:
-        return group.bytes_per_token // tp  # type: ignore[attr-defined]
+    def _per_token(group: LayerGroup, tp: int) -> int:
+        return group.bytes_per_token // tp
 
     # vLLM pool -----------------------------------------------------------------------------------
     def block_size(self) -> int:
@@ -191,7 +110,7 @@ class _Kv:
             return 1
         return self.engine.pool_block_size(sizes, self.dep)
 
-    def vllm_pool(self, budget: int, tokens: int) -> tuple[int, float, int, list[str]]:
+    def vllm_pool(self, budget: int, tokens: int) -> tuple[int, int, int, list[str]]:
         """(num_blocks, blocks one request needs, block size, notes), min over PP stages."""
         key = (budget, tokens)
         pool = self._pools.get(key)
@@ -201,11 +120,11 @@ class _Kv:
             pool = self._pools[key] = self._vllm_pool(budget, tokens)
         return pool[0], pool[1], pool[2], list(pool[3])
 
-    def _vllm_pool(self, budget: int, tokens: int) -> tuple[int, float, int, list[str]]:
+    def _vllm_pool(self, budget: int, tokens: int) -> tuple[int, int, int, list[str]]:
         one = self.est(1, tokens)
         base = self.est(1, 1)
         bs = self.block_size()
-        best: tuple[int, float, int] | None = None
+        best: tuple[int, int, int] | None = None
         notes: list[str] = []
         for stage, stage_base in zip(self._stages(one), self._stages(base)):
             pages: list[int] = []
@@ -297,16 +216,18 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
                 f"the answers are per replica; total concurrency is {replicas}x"
             )
     checkpoint_dtype = weights.dtype if weights is not None and weights.counted else None
-    if weights is not None and getattr(weights.quantisation, "checkpoint_dtype", None):  # llama.cpp's quant rule
-        checkpoint_dtype = weights.quantisation.checkpoint_dtype  # type: ignore[union-attr]
+    quantised_from = getattr(weights.quantisation, "checkpoint_dtype", None) if weights is not None else None
+    if isinstance(quantised_from, str) and quantised_from:  # llama.cpp's quant rule: a GGUF made from the checkpoint
+        checkpoint_dtype = quantised_from
     if weights is not None:
         weights, serve_note = serve_weights(weights, engine=engine, dtype=inputs.dtype)
         if serve_note:
             notes.append(serve_note)
-    geometry = _served_geometry(geometry, engine, inputs.dtype)
+    geometry = served_geometry(geometry, engine, inputs.dtype)
     dep = _deployment(inputs, attention_tp(inputs, tp))
     notes.extend(dp_notes(geometry, inputs, tp))
-    kv = _kv_view(geometry, dep, inputs.kv_dtype)
+    views: _Views = {}
+    kv = _kv_view(views, geometry, dep, inputs.kv_dtype)
     state_only = sized = False
     if not tokens:
         sized = True
@@ -353,7 +274,7 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
         notes.append(f"{inputs.batch} sequence(s) fit the whole searched context ({limit:,} tokens)")
 
     # the GPUs one request needs are decided by the weights against the GPU's memory: unknown without a GPU
-    min_tp, min_gpus = (None, None) if inputs.gpu is None else _min_parallel(geometry, weights, inputs, tokens)
+    min_tp, min_gpus = (None, None) if inputs.gpu is None else _min_parallel(geometry, weights, inputs, tokens, views)
     if inputs.gpu is not None and inputs.kv_budget_bytes is not None and inputs.kv_budget_bytes > inputs.gpu.memory_bytes:
         notes.append(f"WARNING: --kv-budget {format_bytes(inputs.kv_budget_bytes)} is more than the whole "
                      f"{_gpu_name(inputs)} ({format_bytes(inputs.gpu.memory_bytes)}): no engine can allocate it")
@@ -386,32 +307,16 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
     return attach_engine_log(cap, (kv.est(inputs.batch, tokens).groups, kv.sizer.kv_dtype))
 
 
-#: Per-process memos keyed by a geometry's id (the geometry is kept with the entry, so the id is not reused):
-#: the served geometry (one object per model, engine and dtype, so caches keyed on it hit) and the KV
-#: views (their layer layout and priced probes), shared by every scenario on the same deployment.
-_SERVED: OwnerMemo[ModelGeometry] = OwnerMemo(128)
-_KVS: OwnerMemo[_Kv] = OwnerMemo(128)
+#: The KV views one capacity call builds, per deployment and KV dtype: its searches (max context, max batch,
+#: minimum TP) probe the same few deployments many times.
+_Views = dict[tuple[Deployment, str], _Kv]
 
 
-def _kv_view(geometry: ModelGeometry, dep: Deployment, kv_dtype: str) -> _Kv:
-    return _KVS.get(geometry, (dep, kv_dtype), lambda: _Kv(geometry, dep, kv_dtype))
-
-
-def _served_geometry(geometry: ModelGeometry, engine: EngineProfile, dtype: str) -> ModelGeometry:
-    """The geometry with the dtype the engine serves the model in, which ``--kv-dtype auto`` follows
-    (vLLM's ``kv_cache_dtype auto`` = the model dtype: bfloat16 for a float32 checkpoint)."""
-    return _SERVED.get(geometry, (engine.name, dtype), lambda: _serve_geometry(geometry, engine, dtype))
-
-
-def _serve_geometry(geometry: ModelGeometry, engine: EngineProfile, dtype: str) -> ModelGeometry:
-    config = (geometry.config_dtype or "").lower().removeprefix("torch.")
-    explicit = dtype.strip().lower() != "auto"
-    if not config and not explicit:
-        return geometry
-    name, why = served_dtype(config or "float16", engine=engine, dtype=dtype)
-    if name == config or (not explicit and DTYPE_BYTES.get(config) == DTYPE_BYTES[name]):
-        return geometry
-    return replace(geometry, config_dtype=name, config_dtype_source=f"served dtype ({why})")
+def _kv_view(views: _Views, geometry: ModelGeometry, dep: Deployment, kv_dtype: str) -> _Kv:
+    view = views.get((dep, kv_dtype))
+    if view is None:
+        view = views[(dep, kv_dtype)] = _Kv(geometry, dep, kv_dtype)
+    return view
 
 
 def _deployment(inputs: CapacityInputs, tp: int) -> Deployment:
@@ -432,8 +337,6 @@ def _validate(inputs: CapacityInputs) -> None:
             raise InputError(f"{name} must be a positive integer, got {value!r}", f"e.g. {name} 2")
     if inputs.num_gpus is not None and inputs.num_gpus < 1:
         raise InputError(f"--num-gpus must be a positive integer, got {inputs.num_gpus}", "e.g. --num-gpus 8")
-    from kvplan.limits import MAX_BATCH, MAX_NUM_GPUS, MAX_PP, MAX_TP, check_limit
-
     check_limit(inputs.num_gpus, MAX_NUM_GPUS, "--num-gpus")
     check_limit(inputs.tp, MAX_TP, "--tp")
     check_limit(inputs.pp, MAX_PP, "--pp")
@@ -461,7 +364,7 @@ def _size_without_max(
     for _ in range(3):  # the engine's budget may depend on the length: settle it
         budget = compute_budget(inputs, weights, tp=inputs.tp, pp=inputs.pp, tokens=tokens)
         avail = max(budget.kv_bytes_per_gpu, 0)
-        longest = _largest(lambda t, room=avail: kv.need(1, t) <= room, hi_start=4096)
+        longest = _largest(functools.partial(_fits_room, kv, avail), hi_start=4096)
         if not longest:
             return 1, "1 token: the config names no maximum context and no KV fits", False, (
                 "no length given (the config names no maximum context, no --max-model-len) and not one token of "
@@ -475,15 +378,20 @@ def _size_without_max(
                 f"single request whose KV fits, {tokens:,} tokens; pass --max-model-len to plan another length")
 
 
-def _largest(ok: object, *, hi_start: int, cap: int | None = None) -> int:
+def _fits_room(kv: _Kv, room: int, tokens: int) -> bool:
+    """One request of ``tokens`` tokens fits ``room`` KV bytes."""
+    return kv.need(1, tokens) <= room
+
+
+def _largest(ok: Callable[[int], bool], *, hi_start: int, cap: int | None = None) -> int:
     """Largest n >= 1 with ok(n) (0 if none): exponential search up from hi_start, then bisection.
 
     ``ok`` must be monotone (true up to some n, false after). With ``cap`` the answer is at most cap."""
-    check = ok  # type: ignore[assignment]
-    if not check(1):  # type: ignore[operator]
+    check = ok
+    if not check(1):
         return 0
     lo, hi = 1, max(2, hi_start)
-    while check(hi):  # type: ignore[operator]
+    while check(hi):
         if cap is not None and hi >= cap:
             return cap
         lo, hi = hi, hi * 2 if cap is None else min(hi * 2, cap)
@@ -491,52 +399,27 @@ def _largest(ok: object, *, hi_start: int, cap: int | None = None) -> int:
             return lo
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if check(mid):  # type: ignore[operator]
+        if check(mid):
             lo = mid
         else:
             hi = mid
     return lo
 
 
-_MIN_PARALLEL: dict[tuple[object, ...], tuple[ModelGeometry, WeightsEstimate | None, tuple[int | None, int | None]]] = {}
-#: A sweep over batches and TP asks the same few (model, GPU, engine, length) questions: a small entry each.
-_MIN_PARALLEL_SIZE = 1024
-
-
 def _min_parallel(
-    geometry: ModelGeometry, weights: WeightsEstimate | None, inputs: CapacityInputs, tokens: int
+    geometry: ModelGeometry, weights: WeightsEstimate | None, inputs: CapacityInputs, tokens: int, views: _Views
 ) -> tuple[int | None, int | None]:
-    """Smallest TP (and GPU count, tp x pp) on which one request at max_model_len fits; the same for every
-    batch and TP of one model, GPU, engine and length, so remembered per those."""
-    try:
-        # NOTE: the weights by identity (they are kept with the entry, so the id is not reused): hashing a
-        # WeightsEstimate hashes every part, a cost on every scenario
-        key = (id(geometry), id(weights), replace(inputs, tp=1, batch=1), tokens)
-        hit = _MIN_PARALLEL.get(key)
-    except TypeError:  # something unhashable: search every time
-        return _search_min_parallel(geometry, weights, inputs, tokens)
-    if hit is not None and hit[0] is geometry and hit[1] is weights:
-        return hit[2]
-    found = _search_min_parallel(geometry, weights, inputs, tokens)
-    if len(_MIN_PARALLEL) >= _MIN_PARALLEL_SIZE:
-        _MIN_PARALLEL.pop(next(iter(_MIN_PARALLEL)))
-    _MIN_PARALLEL[key] = (geometry, weights, found)
-    return found
-
-
-def _search_min_parallel(
-    geometry: ModelGeometry, weights: WeightsEstimate | None, inputs: CapacityInputs, tokens: int
-) -> tuple[int | None, int | None]:
+    """Smallest TP (and GPU count, tp x pp) on which one request at max_model_len fits."""
     if get_engine(inputs.engine).splits_layers:
         for pp in range(1, geometry.num_hidden_layers + 1):
-            if _fits_one(geometry, weights, inputs, tokens, tp=1, pp=pp):
+            if _fits_one(geometry, weights, inputs, tokens, views, tp=1, pp=pp):
                 return 1, pp
             if pp >= 64:
                 break
         return None, None
     for tp in TP_CANDIDATES:
         try:
-            if _fits_one(geometry, weights, inputs, tokens, tp=tp, pp=inputs.pp):
+            if _fits_one(geometry, weights, inputs, tokens, views, tp=tp, pp=inputs.pp):
                 return tp, tp * inputs.pp
         except InputError:
             continue
@@ -544,14 +427,14 @@ def _search_min_parallel(
 
 
 def _fits_one(geometry: ModelGeometry, weights: WeightsEstimate | None, inputs: CapacityInputs, tokens: int,
-              *, tp: int, pp: int) -> bool:
+              views: _Views, *, tp: int, pp: int) -> bool:
     trial = replace(inputs, tp=tp, pp=pp, batch=1)
     budget = compute_budget(trial, weights, tp=tp, pp=pp, tokens=tokens).kv_bytes_per_gpu
     if budget <= 0:
         return False
     dep = Deployment(engine=get_engine(inputs.engine).name, tp=tp, pp=pp, block_size=inputs.block_size,
                      max_num_batched_tokens=inputs.max_num_batched_tokens)
-    kv = _kv_view(geometry, dep, inputs.kv_dtype)
+    kv = _kv_view(views, geometry, dep, inputs.kv_dtype)
     if get_engine(dep.engine).block_pool:
         num_blocks, per_request, _bs, _n = kv.vllm_pool(budget, tokens)
         return per_request <= num_blocks
@@ -603,23 +486,3 @@ def kv_per_gpu_curve(cap: Capacity, seq_lens: Sequence[int], *, batch: int) -> l
         num_blocks, per_request, _bs, _notes = kv.vllm_pool(avail, t)
         out.append(-(-avail * batch * per_request // num_blocks) if num_blocks else kv.need(batch, t))
     return out
-
-
-def capacity_report(cap: Capacity, source: object) -> dict[str, object]:
-    """The ``kvplan capacity`` report (:func:`kvplan.report.capacity.capacity_report`)."""
-    from kvplan.report.capacity import capacity_report as report
-
-    return report(cap, source)
-
-
-class _CallableModule(types.ModuleType):
-    """This module is also the public ``kvplan.capacity(...)`` (:func:`kvplan.api.capacity`): the package
-    attribute ``kvplan.capacity`` is this module once it is imported, so calling it must work too."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from kvplan.api import capacity
-
-        return capacity(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -1,5 +1,6 @@
-"""Engine flags as users type them (issue 12, the rest): vLLM's token-count suffixes, llama.cpp's -ctk/-ctv,
---swa-full and -kvu, DeepSeek without MLA, and vLLM's CUDA-graph term in the derived budget.
+"""Engine flags as users type them (kvplan/engine_flags.py and the flags it reads): vLLM's token-count suffixes,
+llama.cpp's -c/-np, -ctk/-ctv, --swa-full and -kvu, DeepSeek without MLA, and vLLM's CUDA-graph term in the
+derived budget.
 
 Sources are cited at each test; line numbers drift between versions, so functions are named."""
 

@@ -20,15 +20,12 @@ from __future__ import annotations
 import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
-from kvplan import __version__
 from kvplan.adjust import Deployment
 from kvplan.calc import Estimate, estimate
 from kvplan.errors import ConfigError, InputError, KvplanError
 from kvplan.geometry import ModelGeometry, Provenance
-from kvplan.report import SCHEMA_VERSION, layer_dict, model_dict
-from kvplan.sources import Source
+from kvplan.limits import MAX_DIM, MAX_LAYERS, check_limit
 from kvplan.specs import (
     AttentionSpec,
     ChunkedLocalSpec,
@@ -61,7 +58,7 @@ DECODE_NOTE = (
 VARIANT_HINT = "variants: mha, gqa, gqa:N, mqa, mla, mla:RANK+ROPE, swa:W, hybrid:W:R, model"
 
 #: Self-attention layers a variant replaces; state, no-cache and cross-attention layers stay.
-_SELF_ATTENTION = (FullAttentionSpec, SlidingWindowSpec, ChunkedLocalSpec, MLASpec)
+SELF_ATTENTION = (FullAttentionSpec, SlidingWindowSpec, ChunkedLocalSpec, MLASpec)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -83,7 +80,7 @@ class Base:
 
     @property
     def num_attention_layers(self) -> int:
-        return sum(isinstance(spec, _SELF_ATTENTION) for spec in self.geometry.layers)
+        return sum(isinstance(spec, SELF_ATTENTION) for spec in self.geometry.layers)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -166,8 +163,6 @@ def base_from_dims(
     for flag, value in (("--layers", layers), ("--heads", heads), ("--head-dim", head_dim), ("--hidden-size", hidden_size)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise InputError(f"{flag} must be a positive integer, got {value!r}", f"e.g. {flag} 32")
-    from kvplan.limits import MAX_DIM, MAX_LAYERS, check_limit
-
     check_limit(layers, MAX_LAYERS, "--layers")
     for flag, value in (("--heads", heads), ("--head-dim", head_dim), ("--hidden-size", hidden_size)):
         check_limit(value, MAX_DIM, flag)
@@ -239,7 +234,7 @@ def _head_dim_source(head_dim: int | None, hidden_size: int | None) -> str:
 
 def base_from_model(geometry: ModelGeometry) -> Base:
     """The base of a parsed model: its query heads and the head dims its MHA form would have."""
-    attention = [spec for spec in geometry.layers if isinstance(spec, _SELF_ATTENTION)]
+    attention = [spec for spec in geometry.layers if isinstance(spec, SELF_ATTENTION)]
     if not attention:
         raise ConfigError(
             f"{geometry.model_id} has no attention layers (only {_kinds_text(geometry.layers)}), "
@@ -282,7 +277,7 @@ def kept_layers_note(base: Base) -> str | None:
     """Which layers every variant keeps as configured (cross-attention, recurrent state, no-cache)."""
     kept: dict[str, int] = {}
     for spec in base.geometry.layers:
-        if not isinstance(spec, _SELF_ATTENTION):
+        if not isinstance(spec, SELF_ATTENTION):
             kept[spec.kind] = kept.get(spec.kind, 0) + 1
     kept.pop("no_cache", None)
     if not kept:
@@ -388,7 +383,7 @@ def variant_geometry(base: Base, variant: Variant) -> ModelGeometry:
     layers: list[LayerSpec] = []
     position = 0  # index among attention layers: hybrid's pattern counts only them
     for spec in base.geometry.layers:
-        if not isinstance(spec, _SELF_ATTENTION):
+        if not isinstance(spec, SELF_ATTENTION):
             layers.append(spec)
             continue
         layers.append(_replace_layer(base, variant, spec, position))
@@ -490,32 +485,40 @@ def compare(
         seq_len, seq_source = SEED_SEQ_LEN, f"default: the example model's {SEED_SEQ_LEN} tokens"
     else:
         seq_source = ""  # the model's maximum context, as estimate resolves it
+    sweep_lens = tuple(sorted(set(sweep_seq_lens)))
+    # NOTE: the sweep sizes a few layouts at a few lengths, some more than once (MHA is the reference and
+    # usually a variant too): each is sized once per call; ratios and sweeps need bytes only, no walk.
+    sized: dict[tuple[str, str, int | None], Estimate] = {}
+
+    def size(variant: Variant, dtype: str, length: int | None) -> Estimate:
+        key = (variant.layout_name, dtype, length)
+        est = sized.get(key)
+        if est is None:
+            est = sized[key] = estimate(variant_geometry(base, variant), batch=batch, seq_len=length, kv_dtype=dtype,
+                                        deployment=dep, adjustments=False)
+        return est
+
+    def sweep_of(variant: Variant, dtype: str = kv_dtype) -> tuple[tuple[int, int], ...]:
+        return tuple((length, size(variant, dtype, length).kv_cache_bytes) for length in sweep_lens)
+
     mha_variant = Variant(kind="mha", num_kv_heads=base.num_attention_heads)
-    mha = estimate(variant_geometry(base, mha_variant), batch=batch, seq_len=seq_len, kv_dtype=kv_dtype, deployment=dep)
+    mha = size(mha_variant, kv_dtype, seq_len)
     if not seq_source:
         seq_source = mha.seq_len_source
     assert mha.seq_len is not None
     resolved_len = mha.seq_len
     notes.extend(mha.notes)
-    sweep_lens = tuple(sorted(set(sweep_seq_lens)))
-
-    def sweep_of(geometry: ModelGeometry, dtype: str = kv_dtype) -> tuple[tuple[int, int], ...]:
-        return tuple(
-            (length, estimate(geometry, batch=batch, seq_len=length, kv_dtype=dtype, deployment=dep).kv_cache_bytes)
-            for length in sweep_lens
-        )
 
     results = []
     for variant in parsed:
         geometry = variant_geometry(base, variant)
         try:
-            est = estimate(geometry, batch=batch, seq_len=resolved_len, kv_dtype=variant.kv_dtype or kv_dtype,
-                           deployment=dep)
+            est = size(variant, variant.kv_dtype or kv_dtype, resolved_len)
         except KvplanError as exc:  # name the variant: the user may not have typed it (plain gqa, the defaults)
             raise type(exc)(f"variant {variant.name}: {exc.message}", exc.hint) from None
         notes.extend(est.notes)
         if variant.kind == "hybrid" and not any(isinstance(spec, FullAttentionSpec) for spec in geometry.layers
-                                                if isinstance(spec, _SELF_ATTENTION)):
+                                                if isinstance(spec, SELF_ATTENTION)):
             notes.append(
                 f"{variant.name}: {base.num_attention_layers} attention layers hold no complete group of "
                 f"{variant.local_per_global} local + 1 global, so every attention layer is local"
@@ -531,14 +534,14 @@ def compare(
                 description=describe(base, variant, geometry),
                 estimate=est,
                 ratio_to_mha=est.kv_cache_bytes / mha.kv_cache_bytes,
-                sweep=sweep_of(geometry, variant.kv_dtype or kv_dtype),
+                sweep=sweep_of(variant, variant.kv_dtype or kv_dtype),
             )
         )
     notes.extend([MEMORY_ONLY_NOTE, DECODE_NOTE])
     return Comparison(
         base=base,
         mha=mha,
-        mha_sweep=sweep_of(variant_geometry(base, mha_variant)),
+        mha_sweep=sweep_of(mha_variant),
         variants=tuple(results),
         seq_len=resolved_len,
         seq_len_source=seq_source,
@@ -569,7 +572,8 @@ def plot_series(comparison: Comparison, *, num_points: int = 48) -> tuple[list[i
     series = {
         plot_label(result): [
             estimate(result.estimate.geometry, batch=result.estimate.batch, seq_len=x,
-                     kv_dtype=result.estimate.kv_dtype.name, deployment=result.estimate.deployment).kv_cache_bytes_per_gpu
+                     kv_dtype=result.estimate.kv_dtype.name, deployment=result.estimate.deployment,
+                     adjustments=False).kv_cache_bytes_per_gpu
             for x in xs
         ]
         for result in comparison.variants
@@ -585,85 +589,3 @@ def plot_label(result: VariantResult) -> str:
     if windows and not any(str(w) in name for w in windows):
         name += f" (window {', '.join(f'{w:,}' for w in windows)})"
     return name
-
-
-# ---- the report ----------------------------------------------------------------------------------
-def _uniform(values: Sequence[Any]) -> Any:
-    """The single value all entries share, else None."""
-    distinct = set(values)
-    return distinct.pop() if len(distinct) == 1 else None
-
-
-def variant_dict(result: VariantResult, comparison: Comparison) -> dict[str, Any]:
-    est, variant = result.estimate, result.variant
-    attention = [s for s in est.geometry.layers if isinstance(s, _SELF_ATTENTION)]
-    mla = [s for s in attention if isinstance(s, MLASpec)]
-    mha_at = dict(comparison.mha_sweep)
-    return {
-        "name": variant.name,
-        "kind": variant.kind,
-        "description": result.description,
-        "num_kv_heads": _uniform([s.num_kv_heads for s in attention]),
-        "head_dim_k": _uniform([s.head_size for s in attention if not isinstance(s, MLASpec)]),
-        "head_dim_v": _uniform([s.head_size_v for s in attention if not isinstance(s, MLASpec)]),
-        "kv_lora_rank": _uniform([s.kv_lora_rank for s in mla]),
-        "qk_rope_head_dim": _uniform([s.qk_rope_head_dim for s in mla]),
-        "window": _uniform([s.window for s in attention if s.window is not None]),
-        "local_layers_per_global": variant.local_per_global,
-        "num_attention_layers": len(attention),
-        "kv_dtype": est.kv_dtype.name,
-        "bytes_per_token": est.bytes_per_token,
-        "kv_cache_bytes": est.kv_cache_bytes,
-        "kv_cache_bytes_per_gpu": result.kv_cache_bytes_per_gpu,
-        "ratio_to_mha": result.ratio_to_mha,
-        "decode_read_bytes_per_step": result.decode_read_bytes_per_step,
-        "sweep": [
-            {"seq_len": length, "kv_cache_bytes": size, "ratio_to_mha": size / mha_at[length]}
-            for length, size in result.sweep
-        ],
-        "layers": [layer_dict(group) for group in est.groups],
-    }
-
-
-def compare_report(
-    comparison: Comparison,
-    source: Source | None,
-    *,
-    gpu_mem_bytes: int | None = None,
-    plot: str | None = None,
-) -> dict[str, Any]:
-    base, mha = comparison.base, comparison.mha
-    geometry = base.geometry
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "kvplan_version": __version__,
-        "command": "compare",
-        "model": model_dict(
-            geometry,
-            source=source.kind if source else ("dims" if base.source_label.startswith("--") else "example"),
-            location=source.location if source else base.source_label,
-            revision=source.revision if source else None,
-        ),
-        "inputs": {
-            "base": base.source_label,
-            "num_attention_layers": base.num_attention_layers,
-            "num_attention_heads": base.num_attention_heads,
-            "head_dim_k": base.head_size,
-            "head_dim_v": base.head_size_v,
-            "batch": mha.batch,
-            "seq_len": comparison.seq_len,
-            "seq_len_source": comparison.seq_len_source,
-            "kv_dtype": mha.kv_dtype.name,
-            "kv_dtype_source": mha.kv_dtype_source,
-            "engine": mha.deployment.engine,
-            "tp": mha.deployment.tp,
-            "pp": mha.deployment.pp,
-            "block_size": mha.deployment.block_size,
-            "sweep_seq_lens": list(comparison.sweep_seq_lens),
-            "gpu_mem_bytes": gpu_mem_bytes,
-            "plot": plot,
-        },
-        "mha_kv_cache_bytes": mha.kv_cache_bytes,
-        "variants": [variant_dict(result, comparison) for result in comparison.variants],
-        "notes": list(comparison.notes),
-    }
