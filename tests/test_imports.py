@@ -184,15 +184,6 @@ def test_only_the_cli_imports_the_cli_and_nothing_loads_verify_at_import() -> No
     assert not bad, bad
 
 
-#: Import cycles in areas issue 21 reworks in other branches, each with what breaks it; the test below fails
-#: on any other cycle, and lists these as expected failures until their rework lands.
-CYCLES_PENDING = {
-    "kvplan.models": "models/ gets one file per model type (issue 21 item 5): models.base <-> models.tensors, "
-                     "models.vision <-> models.vision_more",
-    "kvplan.gguf": "the input side resolves a model once (issue 21 item 2): gguf <-> gguf.weights",
-}
-
-
 def import_cycles() -> list[list[str]]:
     """The strongly connected groups of two or more kvplan modules, counting every import anywhere in a module."""
     graph = {m: sorted(n for n in imports_of(m, module_level=False) if n in MODULES) for m in MODULES}
@@ -226,18 +217,8 @@ def import_cycles() -> list[list[str]]:
     return groups
 
 
-def _area(group: list[str]) -> str:
-    """The pending area all of ``group`` lives in, else ``kvplan`` (the rest of the package)."""
-    for area in CYCLES_PENDING:
-        if all(m == area or m.startswith(area + ".") for m in group):
-            return area
-    return "kvplan"
-
-
-@pytest.mark.parametrize("area", ["kvplan", *(pytest.param(area, marks=pytest.mark.xfail(reason=why, strict=False))
-                                              for area, why in CYCLES_PENDING.items())])
-def test_no_import_cycles_among_kvplan_modules(area: str) -> None:
-    cycles = [" <-> ".join(group) for group in import_cycles() if _area(group) == area]
+def test_no_import_cycles_among_kvplan_modules() -> None:
+    cycles = [" <-> ".join(group) for group in import_cycles()]
     assert not cycles, cycles
 
 
