@@ -1,5 +1,6 @@
 """Startup hygiene and the house rules: estimate never imports torch or huggingface_hub for bundled or
-local models; torch only under kvplan/verify/; modules under 700 lines; one-way floors, no cycles."""
+local models; torch only under kvplan/verify/; one-way floors, no import cycles;
+commands call the library, never the calculator."""
 
 from __future__ import annotations
 
