@@ -1,0 +1,732 @@
+"""``kvplan verify --engine llama.cpp``: the real llama.cpp makes its caches, kvplan compares.
+
+llama.cpp (through llama-cpp-python, the ``kvplan[llamacpp]`` extra) creates a context for the GGUF with
+the user's flags (``-c``, ``-np``, ``-ctk``, ``-ctv``, ``-fa``, ``-kvu``, ``-ub``, ``-ngl``, ``--swa-full``)
+in a child process (:mod:`kvplan.verify.llamacpp_run`; a ``GGML_ASSERT`` there cannot take kvplan down).
+Its own accounting is read from the lines it logs for every cache it makes (``llama_kv_cache`` for the
+base and the SWA cache, ``llama_memory_recurrent`` for recurrent states) and, with ``--measure
+tensors``, from the cache tensors themselves. kvplan's prediction is the llama.cpp engine profile's
+(``kvplan capacity --engine llama.cpp``: its ``engine_log`` lines and bytes; recurrent states from
+``kvplan estimate --engine llama.cpp``). Each cache passes or fails on its own.
+
+What is compared, by ``--measure``:
+
+- ``log`` (default): llama.cpp's dry run (its ``no_alloc`` mode, the one its memory-fit pass uses): the
+  model is created from the GGUF header, no weight is read and no cache is allocated, and every cache
+  is logged as it would be made. Compared: cells, layers, sequences and streams (integers), the cache
+  types, and the K, V and total sizes as llama.cpp prints them (MiB with two decimals).
+- ``buffers``: the model is loaded (mmap) and the caches are allocated in memory: the log's
+  ``KV buffer size`` lines are compared too.
+- ``tensors``: ``buffers`` and a one-token decode, during which every cache tensor's bytes and every
+  cache buffer's size are read from ggml: K, V (R, S) and buffer bytes compared to the byte.
+
+Nothing here imports llama_cpp; :func:`llama_cpp_missing` says whether it is installed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import kvplan
+from kvplan import __version__
+from kvplan.errors import InputError, KvplanError
+from kvplan.report import SCHEMA_VERSION, model_dict
+from kvplan.units import MiB
+
+#: llama-cpp-python release the extra pins (its wheel vendors llama.cpp itself).
+LLAMA_CPP_PYTHON = "0.3.36"
+INSTALL_HINT = (
+    "pip install '.[llamacpp]' from the kvplan checkout (llama-cpp-python==0.3.36: from the package index it builds "
+    "llama.cpp from source, 10-35 minutes on 2 cores; a prebuilt wheel installs with pip install --no-index "
+    "--find-links DIR llama-cpp-python==0.3.36)"
+)
+MEASURES = ("log", "buffers", "tensors")
+#: llama.cpp's -ctk/-ctv types (common/arg.cpp kv_cache_types) and kvplan's spelling of the 16-bit ones.
+GGML_CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+KVPLAN_NAMES = {"fp32": "f32", "fp16": "f16", "float16": "f16", "half": "f16", "float32": "f32", "bfloat16": "bf16"}
+QUANTISED = frozenset({"q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"})
+#: common/common.h defaults of llama.cpp's tools (llama-server, llama-cli): n_batch, n_ubatch.
+LLAMA_BATCH, LLAMA_UBATCH = 2048, 512
+#: Largest float32 model llama.cpp may create to name the weights of a GGUF kvplan writes (1 GiB).
+MAX_WEIGHT_BYTES = 1 << 30
+#: Seconds one child process may take (a dry run takes about a second for any model).
+ENGINE_TIMEOUT_S = 900
+
+
+def llama_cpp_missing() -> bool:
+    return importlib.util.find_spec("llama_cpp") is None
+
+
+# ---- the user's llama.cpp flags ---------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LlamaCppFlags:
+    """llama.cpp's context flags, with its tools' defaults (common/common.h)."""
+
+    ctx_size: int = 0
+    """``-c``: cells over all sequences; 0 = the model's training context (``context_length``)."""
+    parallel: int = 1
+    """``-np``: sequences (``n_seq_max``)."""
+    cache_type_k: str = "f16"
+    cache_type_v: str = "f16"
+    flash_attn: str = "auto"
+    """``-fa on|off|auto``."""
+    kv_unified: bool = False
+    ubatch_size: int = LLAMA_UBATCH
+    batch_size: int = LLAMA_BATCH
+    n_gpu_layers: int = 0
+    """``-ngl``: 0 keeps every layer (and its cache) on the CPU; llama.cpp's own default is ``auto``."""
+    swa_full: bool = False
+
+    def context(self, n_ctx: int) -> dict[str, Any]:
+        """The ``llama_context_params`` the child sets (``n_ctx`` resolved)."""
+        return {"n_ctx": n_ctx, "n_seq_max": self.parallel, "n_batch": self.batch_size, "n_ubatch": self.ubatch_size,
+                "type_k": self.cache_type_k, "type_v": self.cache_type_v, "flash_attn": self.flash_attn,
+                "kv_unified": self.kv_unified, "swa_full": self.swa_full, "n_gpu_layers": self.n_gpu_layers}
+
+    def spelled(self) -> str:
+        parts = [f"-c {self.ctx_size}", f"-np {self.parallel}", f"-ctk {self.cache_type_k}",
+                 f"-ctv {self.cache_type_v}", f"-fa {self.flash_attn}", f"-ub {self.ubatch_size}"]
+        parts += ["-kvu"] * self.kv_unified + ["--swa-full"] * self.swa_full
+        return " ".join(parts)
+
+
+def cache_type(text: str, flag: str) -> str:
+    """llama.cpp's name of a -ctk/-ctv type (kvplan's fp16/bf16/fp32 spellings accepted)."""
+    name = KVPLAN_NAMES.get(text.strip().lower(), text.strip().lower())
+    if name not in GGML_CACHE_TYPES:
+        raise InputError(f"{flag} {text}: llama.cpp's cache types are {', '.join(GGML_CACHE_TYPES)}",
+                         f"e.g. {flag} q8_0")
+    return name
+
+
+def make_flags(*, ctx_size: int = 0, parallel: int = 1, cache_type_k: str = "f16", cache_type_v: str | None = None,
+               flash_attn: str = "auto", kv_unified: bool = False, ubatch_size: int = LLAMA_UBATCH,
+               n_gpu_layers: int = 0, swa_full: bool = False) -> LlamaCppFlags:
+    """The flags as the user typed them, checked as llama.cpp's argument parser checks them."""
+    if ctx_size < 0:
+        raise InputError(f"-c {ctx_size} is negative", "-c 0 takes the model's context length")
+    if parallel < 1:
+        raise InputError(f"-np {parallel}: llama.cpp needs at least one sequence", "e.g. -np 4")
+    if flash_attn not in ("on", "off", "auto"):
+        raise InputError(f"-fa {flash_attn}: llama.cpp takes on, off or auto", "e.g. -fa on")
+    if ubatch_size < 1:
+        raise InputError(f"-ub {ubatch_size} must be positive", f"llama.cpp's default is -ub {LLAMA_UBATCH}")
+    k = cache_type(cache_type_k, "-ctk")
+    v = cache_type(cache_type_v, "-ctv") if cache_type_v is not None else "f16"
+    return LlamaCppFlags(ctx_size=ctx_size, parallel=parallel, cache_type_k=k, cache_type_v=v, flash_attn=flash_attn,
+                         kv_unified=kv_unified, ubatch_size=ubatch_size, batch_size=max(LLAMA_BATCH, ubatch_size),
+                         n_gpu_layers=n_gpu_layers, swa_full=swa_full)
+
+
+# ---- the caches, as llama.cpp logs them and as kvplan predicts them ---------------------------------
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CacheFigures:
+    """One cache: llama.cpp's ``size = ...`` line in numbers (logged) or kvplan's (predicted)."""
+
+    name: str
+    """``base`` (the non-SWA or only KV cache), ``swa`` or ``recurrent``."""
+    cells: int
+    layers: int
+    seqs: int
+    streams: int
+    """KV caches: streams (1 unified, else one per sequence); recurrent: ``rs_seq`` snapshots (0)."""
+    k_type: str
+    v_type: str
+    k_bytes: int | None = None
+    """K (recurrent: R) bytes; None where only the log's MiB are known."""
+    v_bytes: int | None = None
+    """V (recurrent: S) bytes."""
+    k_mib: str = ""
+    """As llama.cpp prints them: ``%.2f`` MiB of K, V, their sum, and the cache's buffers."""
+    v_mib: str = ""
+    size_mib: str = ""
+    buffer_mib: str | None = None
+    buffer_bytes: int | None = None
+    layer_indices: tuple[int, ...] = ()
+    line: str = ""
+
+    @property
+    def kind(self) -> str:
+        return "recurrent" if self.name == "recurrent" else "kv"
+
+
+_KV_SIZE = re.compile(
+    r"^llama_kv_cache: size = *(?P<size>[\d.]+) MiB \( *(?P<cells>\d+) cells, *(?P<layers>\d+) layers, "
+    r"*(?P<seqs>\d+)/(?P<streams>\d+) seqs\), K \((?P<kt>\w+)\): *(?P<k>[\d.]+) MiB, V \((?P<vt>\w+)\): *(?P<v>[\d.]+) MiB")
+_RS_SIZE = re.compile(
+    r"^llama_memory_recurrent: size = *(?P<size>[\d.]+) MiB \( *(?P<cells>\d+) cells, *(?P<layers>\d+) layers, "
+    r"*(?P<seqs>\d+) seqs *(?P<rs>\d+) rs_seq\), R \((?P<kt>\w+)\): *(?P<k>[\d.]+) MiB, S \((?P<vt>\w+)\): "
+    r"*(?P<v>[\d.]+) MiB(?:, P \((?P<pt>\w+)\): *(?P<p>[\d.]+) MiB)?")
+_BUFFER = re.compile(r"^(?P<who>llama_kv_cache|llama_memory_recurrent): *(?P<dev>\S+) (?:KV|RS) buffer size = "
+                     r"*(?P<mib>[\d.]+) MiB")
+_ISWA = re.compile(r"^llama_kv_cache_iswa: creating +(?P<which>non-SWA|SWA) KV cache")
+_LAYER = re.compile(r"^(?:llama_kv_cache|llama_memory_recurrent)[:,] layer +(?P<il>\d+): dev = ")
+
+
+def parse_log(lines: Sequence[str]) -> list[CacheFigures]:
+    """Every cache llama.cpp logged, in the order it made them."""
+    caches: list[CacheFigures] = []
+    which = "base"
+    buffers: list[str] = []
+    layers: list[int] = []
+    for line in lines:
+        if match := _ISWA.match(line):
+            which = "swa" if match["which"] == "SWA" else "base"
+        elif match := _LAYER.match(line):
+            layers.append(int(match["il"]))
+        elif match := _BUFFER.match(line):
+            buffers.append(match["mib"])
+        elif (match := _KV_SIZE.match(line)) or (match := _RS_SIZE.match(line)):
+            recurrent = line.startswith("llama_memory_recurrent")
+            buffer_mib = f"{sum(float(b) for b in buffers):.2f}" if buffers else None
+            caches.append(CacheFigures(
+                name="recurrent" if recurrent else which, cells=int(match["cells"]), layers=int(match["layers"]),
+                seqs=int(match["seqs"]), streams=int(match["rs"] if recurrent else match["streams"]),
+                k_type=match["kt"], v_type=match["vt"], k_mib=match["k"], v_mib=match["v"], size_mib=match["size"],
+                buffer_mib=buffer_mib, layer_indices=tuple(layers), line=line.strip()))
+            buffers, layers, which = [], [], "base"
+    return caches
+
+
+def _mib_f32(num_bytes: int) -> str:
+    """``%.2f`` of ``(float) bytes / (1024.0f * 1024.0f)``, as llama.cpp prints a cache's K, V and size."""
+    return f"{ctypes.c_float(num_bytes).value / MiB:.2f}"
+
+
+def _mib(num_bytes: int) -> str:
+    """``%.2f`` of ``bytes / 1024.0 / 1024.0`` (double), as llama.cpp prints a buffer's size."""
+    return f"{num_bytes / MiB:.2f}"
+
+
+def predicted_figures(name: str, *, cells: int, layers: int, seqs: int, streams: int, k_type: str, v_type: str,
+                      k_bytes: int, v_bytes: int, layer_indices: tuple[int, ...] = (), buffer_bytes: int | None = None,
+                      logged_layers: int | None = None) -> CacheFigures:
+    """kvplan's numbers for one cache, with the line llama.cpp would print for them."""
+    size = k_bytes + v_bytes
+    shown = logged_layers if logged_layers is not None else layers
+    if name == "recurrent":
+        line = (f"llama_memory_recurrent: size = {_mib_f32(size):>7} MiB ({cells:6d} cells, {shown:3d} layers, "
+                f"{seqs:2d} seqs {streams:2d} rs_seq), R ({k_type}): {_mib_f32(k_bytes):>7} MiB, S ({v_type}): "
+                f"{_mib_f32(v_bytes):>7} MiB, P ({k_type}): {_mib_f32(0):>7} MiB")
+    else:
+        line = (f"llama_kv_cache: size = {_mib_f32(size):>7} MiB ({cells:6d} cells, {shown:3d} layers, "
+                f"{seqs:2d}/{streams} seqs), K ({k_type}): {_mib_f32(k_bytes):>7} MiB, V ({v_type}): "
+                f"{_mib_f32(v_bytes):>7} MiB")
+    buffer = size if buffer_bytes is None else buffer_bytes
+    return CacheFigures(name=name, cells=cells, layers=shown, seqs=seqs, streams=streams, k_type=k_type, v_type=v_type,
+                        k_bytes=k_bytes, v_bytes=v_bytes, k_mib=_mib_f32(k_bytes), v_mib=_mib_f32(v_bytes),
+                        size_mib=_mib_f32(size), buffer_mib=_mib(buffer), buffer_bytes=buffer,
+                        layer_indices=layer_indices, line=line)
+
+
+# ---- kvplan's prediction ------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Prediction:
+    caches: tuple[CacheFigures, ...]
+    lines: tuple[str, ...]
+    """kvplan's engine_log lines for the same flags (``kvplan capacity --engine llama.cpp``)."""
+    n_ctx: int
+    refusal: str | None = None
+    """What llama.cpp should refuse, and why (then no cache is compared)."""
+    notes: tuple[str, ...] = ()
+
+
+def resolve_ctx(flags: LlamaCppFlags, model_context: int | None) -> int:
+    """``-c 0`` is the model's training context (``n_ctx_train``)."""
+    if flags.ctx_size:
+        return flags.ctx_size
+    if not model_context:
+        raise InputError("-c 0 takes the model's context length, and this model does not say it",
+                         "pass the context, e.g. -c 4096")
+    return model_context
+
+
+def predict(geometry: Any, flags: LlamaCppFlags) -> Prediction:
+    """kvplan's llama.cpp profile for ``geometry`` (a :class:`kvplan.Geometry`) under ``flags``."""
+    n_ctx = resolve_ctx(flags, geometry.max_context_tokens)
+    notes: list[str] = []
+    if flags.flash_attn == "off" and flags.cache_type_v in QUANTISED:
+        # NOTE: src/llama-context.cpp llama_init_from_model: "quantized V cache requires flash_attn to be enabled".
+        return Prediction(caches=(), lines=(), n_ctx=n_ctx, refusal=(
+            f"-ctv {flags.cache_type_v} with -fa off: llama.cpp refuses a quantised V cache without flash attention"))
+    n_seq = flags.parallel
+    n_ctx_used = n_ctx // n_seq * n_seq  # llama.cpp rounds n_ctx down to a multiple of n_seq_max
+    if n_ctx_used != n_ctx:
+        notes.append(f"-c {n_ctx} is not a multiple of -np {n_seq}: llama.cpp rounds n_ctx down to {n_ctx_used}")
+    ubatch = min(flags.ubatch_size, flags.batch_size)
+    common = {"engine": "llama.cpp", "kv_unified": flags.kv_unified, "ubatch_size": ubatch,
+              "cache_type_k": flags.cache_type_k, "cache_type_v": flags.cache_type_v}
+    try:
+        est = kvplan.estimate(geometry, seq_len=n_ctx_used // n_seq, batch=n_seq, no_window=flags.swa_full, **common)
+        budget = max(int(est.kv_cache_bytes), 1)
+        cap = kvplan.capacity(geometry, kv_budget=budget, ctx_size=str(n_ctx_used), parallel=n_seq,
+                              no_window=flags.swa_full, **common)
+    except InputError as exc:
+        if "llama.cpp" not in exc.message:  # not a rule of llama.cpp's: the user's input is wrong
+            raise
+        return Prediction(caches=(), lines=(), n_ctx=n_ctx, refusal=exc.message, notes=tuple(notes))
+    log = cap.to_dict()["capacity"]["engine_log"]
+    swa_members, base_members = _members(est, swa_full=flags.swa_full)
+    caches: list[CacheFigures] = []
+    for entry in log["llama_caches"]:
+        members = swa_members if entry["name"] == "swa" else base_members
+        caches.append(predicted_figures(
+            entry["name"], cells=entry["cells"], layers=entry["layers"], seqs=entry["seqs"], streams=entry["streams"],
+            k_type=entry["k_type"], v_type=entry["v_type"], k_bytes=entry["k_bytes"], v_bytes=entry["v_bytes"],
+            layer_indices=members))
+    recurrent = _recurrent(est, geometry, n_seq)
+    if recurrent is not None:
+        caches.append(recurrent)
+        notes.append("kvplan's engine_log has no llama_memory_recurrent line: the recurrent cache is predicted from "
+                     "kvplan estimate --engine llama.cpp (float32 states, one per sequence)")
+    lines = tuple(line for line in log["lines"] if "buffer size" not in line)
+    return Prediction(caches=tuple(caches), lines=lines, n_ctx=n_ctx, notes=tuple(notes))
+
+
+WINDOWED = ("sliding_window", "chunked_local")
+NOT_KV = ("state", "no_cache", "cross_attention")
+
+
+def _members(est: Any, *, swa_full: bool) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(SWA cache layers, base cache layers) of the estimate's groups (``--swa-full`` keeps the split)."""
+    swa: list[int] = []
+    base: list[int] = []
+    for group in est.groups:
+        kind = group.spec.kind
+        if kind in NOT_KV:
+            continue
+        (swa if kind in WINDOWED else base).extend(group.layer_indices)
+    del swa_full  # NOTE: with --swa-full llama.cpp keeps the SWA layers in their own (full-size) cache
+    return tuple(sorted(swa)), tuple(sorted(base))
+
+
+def _recurrent(est: Any, geometry: Any, n_seq: int) -> CacheFigures | None:
+    """llama.cpp's ``llama_memory_recurrent``: float32 R (conv) and S (the rest) rows, ``max(1, n_seq_max)``
+    cells; it logs ``n_layer`` (every layer of the model) although only recurrent layers get tensors."""
+    groups = [g for g in est.groups if g.spec.kind == "state"]
+    if not groups:
+        return None
+    mem_size = max(1, n_seq)
+    r_bytes = s_bytes = 0
+    indices: list[int] = []
+    for group in groups:
+        for name, shape in group.spec.shapes:
+            count = 1
+            for dim in shape:
+                count *= dim
+            row = 4 * count * mem_size * group.count
+            if name == "conv":
+                r_bytes += row
+            else:
+                s_bytes += row
+        indices.extend(group.layer_indices)
+    total = sum(int(g.total_bytes) for g in groups)
+    if total != r_bytes + s_bytes:  # kvplan prices the states otherwise: keep its total, split unknown
+        r_bytes, s_bytes = total, 0
+    return predicted_figures("recurrent", cells=mem_size, layers=len(indices), seqs=n_seq, streams=0,
+                             k_type="f32", v_type="f32", k_bytes=r_bytes, v_bytes=s_bytes,
+                             layer_indices=tuple(sorted(indices)), logged_layers=geometry.num_hidden_layers)
+
+
+# ---- the engine's answer --------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EngineRun:
+    ok: bool
+    error: str | None
+    lines: tuple[str, ...]
+    caches: tuple[CacheFigures, ...]
+    """The caches llama.cpp logged; with tensors measured, their exact K/V (R/S) and buffer bytes."""
+    tensors: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EngineAnswer:
+    runs: tuple[EngineRun, ...]
+    llama_cpp_python: str | None
+    system_info: str | None = None
+
+
+def run_engine(gguf: Path, contexts: Sequence[dict[str, Any]], *, measure: str,
+               timeout_s: float = ENGINE_TIMEOUT_S) -> EngineAnswer:
+    """Create each context with the real llama.cpp in a child process; a run that aborts llama.cpp is
+    answered with its assert and the rest run in a new child."""
+    answers: dict[int, dict[str, Any]] = {}
+    remaining = list(range(len(contexts)))
+    version = info = None
+    while remaining:
+        request = {"job": "contexts", "gguf": str(gguf), "measure": measure,
+                   "runs": [contexts[i] for i in remaining]}
+        header, got, stderr = _child(request, timeout_s)
+        version, info = header.get("llama_cpp_python"), header.get("system_info")
+        for answer in got:
+            answers[remaining[answer["index"]]] = answer
+        if len(got) >= len(remaining):
+            break
+        crashed = remaining[len(got)]
+        answers[crashed] = {"ok": False, "error": "llama.cpp aborted: " + _abort_reason(stderr), "lines": [],
+                            "tensors": [], "buffers": []}
+        remaining = remaining[len(got) + 1:]
+    runs = tuple(_engine_run(answers[i]) for i in range(len(contexts)))
+    return EngineAnswer(runs=runs, llama_cpp_python=version, system_info=info)
+
+
+def engine_tensor_table(meta_gguf: Path, *, max_bytes: int = MAX_WEIGHT_BYTES,
+                        timeout_s: float = ENGINE_TIMEOUT_S) -> list[tuple[str, tuple[int, ...]]]:
+    """The tensors (name, ggml shape) llama.cpp creates for the metadata in ``meta_gguf``."""
+    _header, got, stderr = _child({"job": "tensor_table", "gguf": str(meta_gguf), "max_bytes": max_bytes}, timeout_s)
+    if not got:
+        raise KvplanError("llama.cpp aborted while creating the model: " + _abort_reason(stderr),
+                          "the metadata kvplan wrote is not a model llama.cpp accepts: report it to kvplan")
+    answer = got[0]
+    if not answer["ok"] and answer["error"].startswith("the weights"):
+        raise InputError(f"a GGUF with this cache geometry is too large to write: {answer['error']}",
+                         "use --measure log (llama.cpp's dry run needs no weights)")
+    if not answer["ok"]:
+        reason = next((line for line in reversed(answer["lines"]) if "error" in line.lower()), answer["error"])
+        raise KvplanError(f"llama.cpp refused the metadata kvplan wrote: {reason.strip()}",
+                          "report the model to kvplan")
+    return [(name, tuple(shape)) for name, shape in answer["tensors"]]
+
+
+def _child(request: dict[str, Any], timeout_s: float) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
+    package_root = str(Path(kvplan.__file__).resolve().parent.parent)
+    env = {**os.environ, "GGML_NO_BACKTRACE": "1",
+           "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
+    try:
+        proc = subprocess.run([sys.executable, "-m", "kvplan.verify.llamacpp_run"], input=json.dumps(request),
+                              capture_output=True, text=True, timeout=timeout_s, env=env, check=False)
+    except subprocess.TimeoutExpired:
+        raise KvplanError(f"llama.cpp took more than {timeout_s:.0f} s", "try --measure log (a dry run)") from None
+    out = proc.stdout.splitlines()
+    if not out:
+        raise KvplanError("llama.cpp could not be started: " + _abort_reason(proc.stderr),
+                          "check the llama-cpp-python install: " + INSTALL_HINT)
+    return json.loads(out[0]), [json.loads(line) for line in out[1:] if line.strip()], proc.stderr
+
+
+def _abort_reason(stderr: str) -> str:
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    failed = [line for line in lines if "GGML_ASSERT" in line or "error" in line.lower() or "abort" in line.lower()]
+    picked = failed[-1] if failed else (lines[-1] if lines else "no output")
+    return re.sub(r"^\S*/(src|ggml)/", r"\1/", picked)
+
+
+def _engine_run(answer: dict[str, Any]) -> EngineRun:
+    lines = tuple(answer.get("lines", ()))
+    caches = parse_log(lines)
+    tensors = tuple(answer.get("tensors", ()))
+    if tensors:
+        caches = [_with_tensors(cache, tensors, answer.get("buffers", [])) for cache in caches]
+    error = answer.get("error")
+    if error and not answer.get("ok"):
+        said = [line.split(": ", 1)[-1] for line in lines if line.startswith("llama_init_from_model:")
+                or (("error" in line.lower() or "failed" in line) and "size =" not in line)]
+        if said:
+            error = f"{error}: {said[-1].strip()}"
+    return EngineRun(ok=bool(answer.get("ok")), error=error, lines=lines, caches=tuple(caches), tensors=tensors)
+
+
+_TENSOR = re.compile(r"^cache_(?P<part>[a-z_]+?)_l(?P<il>\d+)$")
+
+
+def _with_tensors(cache: CacheFigures, tensors: Sequence[dict[str, Any]],
+                  buffers: Sequence[dict[str, Any]]) -> CacheFigures:
+    """The cache's exact bytes: its layers' tensors (``cache_k_l3``, ``cache_r_l0`` ...) and their buffers."""
+    first, second = ("r", "s") if cache.kind == "recurrent" else ("k", "v")
+    members = set(cache.layer_indices)
+    k = v = 0
+    used: set[int] = set()
+    for tensor in tensors:
+        match = _TENSOR.match(tensor["name"])
+        if not match or int(match["il"]) not in members:
+            continue
+        part = match["part"]
+        if part not in (first, second, "ple_r"):
+            continue
+        if part == second:
+            v += int(tensor["bytes"])
+        else:
+            k += int(tensor["bytes"])
+        if tensor.get("buffer") is not None:
+            used.add(int(tensor["buffer"]))
+    buffer_bytes = sum(int(b["bytes"]) for b in buffers if int(b["id"]) in used) if used else None
+    return replace(cache, k_bytes=k, v_bytes=v, buffer_bytes=buffer_bytes)
+
+
+# ---- the comparison ----------------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CacheVerdict:
+    name: str
+    logged: CacheFigures | None
+    predicted: CacheFigures | None
+    differences: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def match(self) -> bool:
+        return self.logged is not None and self.predicted is not None and not self.differences
+
+
+def compare_caches(logged: Sequence[CacheFigures], predicted: Sequence[CacheFigures], *,
+                   measure: str) -> list[CacheVerdict]:
+    """Each cache llama.cpp made against kvplan's cache of the same name (base, swa, recurrent)."""
+    verdicts: list[CacheVerdict] = []
+    by_name = {c.name: c for c in predicted}
+    seen: set[str] = set()
+    for cache in logged:
+        seen.add(cache.name)
+        guess = by_name.get(cache.name)
+        if guess is None:
+            verdicts.append(CacheVerdict(name=cache.name, logged=cache, predicted=None,
+                                         differences=(f"llama.cpp made a {cache.name} cache kvplan does not predict",)))
+            continue
+        verdicts.append(CacheVerdict(name=cache.name, logged=cache, predicted=guess,
+                                     differences=tuple(_differences(cache, guess, measure=measure))))
+    for guess in predicted:
+        if guess.name not in seen:
+            verdicts.append(CacheVerdict(name=guess.name, logged=None, predicted=guess,
+                                         differences=(f"kvplan predicts a {guess.name} cache llama.cpp did not make",)))
+    return verdicts
+
+
+def _differences(got: CacheFigures, want: CacheFigures, *, measure: str) -> list[str]:
+    out: list[str] = []
+    k, v = ("R", "S") if got.kind == "recurrent" else ("K", "V")
+    for label, a, b in (("cells", got.cells, want.cells), ("layers", got.layers, want.layers),
+                        ("seqs", got.seqs, want.seqs), ("streams" if got.kind == "kv" else "rs_seq", got.streams,
+                                                        want.streams),
+                        (f"{k} type", got.k_type, want.k_type), (f"{v} type", got.v_type, want.v_type),
+                        (f"{k} MiB", got.k_mib, want.k_mib), (f"{v} MiB", got.v_mib, want.v_mib),
+                        ("size MiB", got.size_mib, want.size_mib)):
+        if a != b:
+            out.append(f"{label}: llama.cpp {a}, kvplan {b}")
+    if measure in ("buffers", "tensors") and got.buffer_mib is not None and got.buffer_mib != want.buffer_mib:
+        out.append(f"buffer MiB: llama.cpp {got.buffer_mib}, kvplan {want.buffer_mib}")
+    if measure == "tensors":
+        for label, a, b in ((f"{k} bytes", got.k_bytes, want.k_bytes), (f"{v} bytes", got.v_bytes, want.v_bytes),
+                            ("buffer bytes", got.buffer_bytes, want.buffer_bytes)):
+            if a is not None and a != b:
+                out.append(f"{label}: llama.cpp {a:,}, kvplan {b if b is None else format(b, ',')}")
+    return out
+
+
+# ---- the report ----------------------------------------------------------------------------------------
+def cache_row(verdict: CacheVerdict, *, measure: str) -> dict[str, Any]:
+    got, want = verdict.logged, verdict.predicted
+    exact = measure == "tensors"
+
+    def pick(obj: CacheFigures | None, attr: str) -> Any:
+        return getattr(obj, attr) if obj is not None else None
+
+    def total(obj: CacheFigures | None) -> int | None:
+        if obj is None or obj.k_bytes is None or obj.v_bytes is None:
+            return None
+        return obj.k_bytes + obj.v_bytes
+
+    return {
+        "name": verdict.name,
+        "kind": (got or want).kind if (got or want) else "kv",  # type: ignore[union-attr]
+        "match": verdict.match,
+        "differences": list(verdict.differences),
+        "measured_cells": pick(got, "cells"), "predicted_cells": pick(want, "cells"),
+        "measured_layers": pick(got, "layers"), "predicted_layers": pick(want, "layers"),
+        "measured_seqs": pick(got, "seqs"), "predicted_seqs": pick(want, "seqs"),
+        "measured_streams": pick(got, "streams"), "predicted_streams": pick(want, "streams"),
+        "k_type": pick(got, "k_type") or pick(want, "k_type"), "v_type": pick(got, "v_type") or pick(want, "v_type"),
+        "measured_k_bytes": pick(got, "k_bytes") if exact else None, "predicted_k_bytes": pick(want, "k_bytes"),
+        "measured_v_bytes": pick(got, "v_bytes") if exact else None, "predicted_v_bytes": pick(want, "v_bytes"),
+        "measured_bytes": total(got) if exact else None, "predicted_bytes": total(want),
+        "measured_buffer_bytes": pick(got, "buffer_bytes") if exact else None,
+        "predicted_buffer_bytes": pick(want, "buffer_bytes"),
+        "logged_k_mib": pick(got, "k_mib"), "logged_v_mib": pick(got, "v_mib"), "logged_mib": pick(got, "size_mib"),
+        "logged_buffer_mib": pick(got, "buffer_mib") if measure != "log" else None,
+        "layer_indices": list(pick(got, "layer_indices") or pick(want, "layer_indices") or []),
+        "logged_line": pick(got, "line"), "predicted_line": pick(want, "line"),
+    }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Outcome:
+    """One context: what llama.cpp did, what kvplan said, and the verdict."""
+
+    flags: LlamaCppFlags
+    measure: str
+    prediction: Prediction
+    run: EngineRun
+    verdicts: tuple[CacheVerdict, ...]
+
+    @property
+    def passed(self) -> bool:
+        if self.prediction.refusal is not None or not self.run.ok:
+            return self.prediction.refusal is not None and not self.run.ok
+        return bool(self.verdicts) and all(v.match for v in self.verdicts)
+
+    def reason(self) -> str:
+        """Why it failed (empty when it passed)."""
+        if self.passed:
+            return ""
+        if self.prediction.refusal is not None and self.run.ok:
+            return f"kvplan expects a refusal ({self.prediction.refusal}); llama.cpp made the context"
+        if self.prediction.refusal is None and not self.run.ok:
+            return f"llama.cpp refused: {self.run.error}"
+        if not self.verdicts:
+            return "llama.cpp logged no cache"
+        return "; ".join(f"{v.name}: {', '.join(v.differences)}" for v in self.verdicts if not v.match)
+
+
+def judge(geometry: Any, flags: LlamaCppFlags, run: EngineRun, *, measure: str,
+          prediction: Prediction | None = None) -> Outcome:
+    prediction = prediction if prediction is not None else predict(geometry, flags)
+    verdicts = () if (prediction.refusal or not run.ok) else tuple(
+        compare_caches(run.caches, prediction.caches, measure=measure))
+    return Outcome(flags=flags, measure=measure, prediction=prediction, run=run, verdicts=verdicts)
+
+
+def verify_report(outcome: Outcome, geometry: Any, *, gguf: str, generated_notes: Sequence[str] = (),
+                  llama_cpp_python: str | None = None) -> dict[str, Any]:
+    """The ``kvplan verify --engine llama.cpp`` report (``report["verify"]["passed"]``)."""
+    flags, measure, prediction, run = outcome.flags, outcome.measure, outcome.prediction, outcome.run
+    rows = [cache_row(v, measure=measure) for v in outcome.verdicts]
+    exact = measure == "tensors"
+    measured_total = sum(r["measured_bytes"] for r in rows) if exact and rows and all(
+        r["measured_bytes"] is not None for r in rows) else None
+    predicted_total = sum(c.k_bytes or 0 for c in prediction.caches) + sum(c.v_bytes or 0 for c in prediction.caches)
+    notes = [*generated_notes, *prediction.notes]
+    notes.append({
+        "log": "measured: llama.cpp's dry run (no_alloc, as its memory-fit pass): its cache lines are compared at "
+               "their printed resolution (0.01 MiB); --measure tensors compares bytes",
+        "buffers": "measured: the caches allocated for real (mmap'd weights); the buffer lines are compared at 0.01 MiB; "
+                   "--measure tensors compares bytes",
+        "tensors": "measured: a one-token decode; every cache tensor's bytes and every cache buffer's size read from "
+                   "ggml, compared to the byte",
+    }[measure])
+    source = geometry.source
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kvplan_version": __version__,
+        "command": "verify",
+        "model": model_dict(geometry.model_geometry, source=source.kind, location=source.location,
+                            revision=source.revision),
+        "inputs": {
+            "engine": "llama.cpp",
+            "gguf": gguf,
+            "ctx_size": flags.ctx_size,
+            "n_ctx": prediction.n_ctx,
+            "parallel": flags.parallel,
+            "cache_type_k": flags.cache_type_k,
+            "cache_type_v": flags.cache_type_v,
+            "flash_attn": flags.flash_attn,
+            "kv_unified": flags.kv_unified,
+            "ubatch_size": flags.ubatch_size,
+            "n_gpu_layers": flags.n_gpu_layers,
+            "swa_full": flags.swa_full,
+            "measure": measure,
+        },
+        "caches": rows,
+        "verify": {
+            "engine": "llama.cpp",
+            "llama_cpp_python": llama_cpp_python,
+            "measure": measure,
+            "resolution_bytes": 1 if exact else None,
+            "measured_bytes": measured_total,
+            "predicted_bytes": predicted_total if prediction.refusal is None else None,
+            "refused": None if run.ok else run.error,
+            "predicted_refusal": prediction.refusal,
+            "logged_lines": [line.strip() for line in run.lines if is_cache_line(line)],
+            "predicted_lines": list(prediction.lines) + [c.line for c in prediction.caches if c.kind == "recurrent"],
+            "passed": outcome.passed,
+            "reason": outcome.reason() or None,
+        },
+        "notes": list(dict.fromkeys(notes)),
+    }
+
+
+def is_cache_line(line: str) -> bool:
+    """A line llama.cpp logs about a cache it makes (sizes, buffers, the iSWA split)."""
+    return bool(_KV_SIZE.match(line) or _RS_SIZE.match(line) or _BUFFER.match(line) or _ISWA.match(line)
+                or line.startswith("llama_kv_cache_iswa: using full-size SWA cache"))
+
+
+# ---- the command ----------------------------------------------------------------------------------------
+def verify_llamacpp(model: str, flags: LlamaCppFlags, *, measure: str = "log", revision: str | None = None,
+                    token: str | None = None, gguf_file: str | None = None,
+                    overrides: Sequence[str] | None = None, workdir: Path | None = None) -> dict[str, Any]:
+    """``kvplan verify --engine llama.cpp``: the report of one context (``report["verify"]["passed"]``).
+
+    ``model`` is a GGUF (a file, or ``org/repo:QUANT`` whose header is fetched) or anything else
+    ``kvplan.load_geometry`` reads, for which a small GGUF with the same cache geometry is written."""
+    if llama_cpp_missing():
+        raise InputError("kvplan verify --engine llama.cpp needs llama-cpp-python, which is not installed",
+                         INSTALL_HINT)
+    if measure not in MEASURES:
+        raise InputError(f"--measure {measure}: one of {', '.join(MEASURES)}", "e.g. --measure tensors")
+    geometry = kvplan.load_geometry(model, revision=revision, token=token, overrides=overrides, gguf_file=gguf_file)
+    prediction = predict(geometry, flags)
+    if measure != "log":
+        _check_memory(prediction)
+    with tempfile.TemporaryDirectory(prefix="kvplan-verify-", dir=workdir) as tmp:
+        gguf_path, label, notes = _gguf_for(geometry, Path(tmp), measure=measure, token=token)
+        answer = run_engine(gguf_path, [flags.context(flags.ctx_size)], measure=measure)
+    outcome = judge(geometry, flags, answer.runs[0], measure=measure, prediction=prediction)
+    return verify_report(outcome, geometry, gguf=label, generated_notes=notes,
+                         llama_cpp_python=answer.llama_cpp_python)
+
+
+def _check_memory(prediction: Prediction) -> None:
+    needed = sum((c.k_bytes or 0) + (c.v_bytes or 0) for c in prediction.caches)
+    try:
+        available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return
+    if needed > available // 2:
+        raise InputError(f"allocating the caches takes {needed:,} bytes, more than half of the {available:,} bytes "
+                         "of free memory", "use --measure log (llama.cpp's dry run allocates nothing) or a smaller -c")
+
+
+def _gguf_for(geometry: Any, tmp: Path, *, measure: str, token: str | None) -> tuple[Path, str, list[str]]:
+    """(the GGUF llama.cpp reads, how the report names it, notes)."""
+    source = geometry.source
+    if geometry.gguf is not None and source.kind == "gguf":
+        return Path(source.location), str(source.location), []
+    if geometry.gguf is not None:
+        if measure != "log":
+            raise InputError(f"--measure {measure} loads the weights, and {source.location} is on the Hub",
+                             "download the file and pass its path, or use --measure log (reads the header only)")
+        return _hub_header(geometry, tmp, token=token), f"{source.location} (header)", [
+            "llama.cpp read the GGUF's header only (fetched by ranged reads), for its dry run"]
+    from kvplan.verify.llamacpp_gguf import metadata_for, write_gguf
+
+    arch, meta, notes = metadata_for(geometry.model_geometry)
+    path = write_gguf(tmp / "model.gguf", arch, meta, tensors=measure != "log")
+    weights = "random weights" if measure != "log" else "no weights (the dry run needs none)"
+    notes.insert(0, f"llama.cpp read a GGUF kvplan wrote for {geometry.model_id}: llama.cpp's {arch} architecture "
+                    f"with the cache geometry kvplan parsed from the config, small widths elsewhere, {weights}; the "
+                    "comparison checks llama.cpp's cache rules, the config parsing is checked against transformers")
+    return path, f"written by kvplan ({arch})", notes
+
+
+def _hub_header(geometry: Any, tmp: Path, *, token: str | None) -> Path:
+    """The first shard's header bytes (metadata and tensor table) of a Hub GGUF, as a local file."""
+    from huggingface_hub import get_session, hf_hub_url
+    from huggingface_hub.utils import build_hf_headers, hf_raise_for_status
+
+    location = str(geometry.source.location)
+    repo_id, filename = "/".join(location.split("/")[:2]), "/".join(location.split("/")[2:])
+    header = geometry.gguf.header
+    size = int(getattr(header, "data_offset", 0) or header.header_bytes)
+    url = hf_hub_url(repo_id, filename, revision=geometry.source.revision)
+    response = get_session().get(url, headers={**build_hf_headers(token=token), "Range": f"bytes=0-{size - 1}"})
+    hf_raise_for_status(response)
+    path = tmp / "header.gguf"
+    path.write_bytes(response.content[:size])
+    return path
