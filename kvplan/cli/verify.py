@@ -80,7 +80,7 @@ EPILOG = (
     "  kvplan verify -m meta-llama/Llama-3.1-8B --layout static --prompt-len 4096 --gpu --tp 2\n\n"
     "  kvplan verify -m mistralai/Mistral-7B-v0.1 --layers 2 --engine transformers\n\n"
     "  kvplan verify --engine llama.cpp -m model-Q4_K_M.gguf -c 32768 -np 4 -ctk q8_0 -ctv q8_0 -fa on\n\n"
-    "  kvplan verify --engine llama.cpp -m google/gemma-3-12b-it -c 16384 --measure tensors"
+    "  kvplan verify --engine llama.cpp -m google/gemma-3-12b-it -c 8192 --measure tensors"
 )
 
 
