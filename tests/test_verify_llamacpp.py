@@ -158,6 +158,26 @@ def test_without_llama_cpp_exit_2_says_how_to_install(monkeypatch: pytest.Monkey
     assert "pip install '.[llamacpp]'" in result.output and "--find-links" in result.output
 
 
+def test_mistral_config_has_no_sliding_window_in_llama_cpp() -> None:
+    """convert_hf_to_gguf.py writes MistralForCausalLM as llama.cpp's llama architecture, which has no window."""
+    import kvplan
+
+    est = kvplan.estimate("mistralai/Mistral-7B-v0.1", seq_len=16384, engine="llama.cpp")
+    assert est.kv_cache_bytes == 2 * 32 * 16384 * 8 * 128 * 2  # K+V, layers, cells, KV heads, head size, f16
+    assert any("llama architecture" in note for note in est.notes)
+
+
+def test_llama_cpp_line_counts_only_k_v_layers() -> None:
+    """Nemotron-H 56B: 10 attention layers of 118; the Mamba-2 and MLP-only layers are not in llama_kv_cache."""
+    import kvplan
+
+    log = kvplan.capacity("nvidia/Nemotron-H-56B-Base-8K", engine="llama.cpp", kv_budget="64GiB",
+                          ctx_size="16384").to_dict()["capacity"]["engine_log"]
+    (cache,) = log["llama_caches"]
+    assert (cache["layers"], cache["cells"]) == (10, 16384)
+    assert cache["k_bytes"] == 10 * 16384 * 8 * 128 * 2  # layers, cells, KV heads, head size, f16
+
+
 def test_bad_cache_type_is_exit_2() -> None:
     result = CliRunner().invoke(app, ["verify", "--engine", "llama.cpp", "-m", "meta-llama/Llama-3.1-8B", "-ctk", "fp4"])
     assert result.exit_code == 2, result.output
@@ -188,6 +208,10 @@ def test_tiny_gguf_passes_to_the_byte(tmp_path: Path) -> None:
     assert cache["measured_buffer_bytes"] == cache["predicted_buffer_bytes"] == 2 * k_bytes
     assert (cache["measured_cells"], cache["measured_layers"], cache["measured_streams"]) == (2048, 4, 2)
     assert report["verify"]["passed"] and report["verify"]["resolution_bytes"] == 1
+    from kvplan.report.schema import report_schema
+
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(report, report_schema())
     table = CliRunner().invoke(app, ["verify", "--engine", "llama.cpp", "-m", str(path), "-c", "4096"],
                                env={"COLUMNS": "120"})
     assert table.exit_code == 0, table.output

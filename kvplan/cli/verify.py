@@ -5,7 +5,7 @@ torch and llama_cpp are imported only inside the command (kvplan/verify/), never
 
 import importlib.util
 from enum import Enum
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -190,7 +190,7 @@ def verify(
             "--engine kvplan decodes the GGUF's layer geometry with torch, --engine llama.cpp runs llama.cpp on the "
             "file; for transformers pass the original model's config.json or Hub id",
         )
-    options = {
+    options: dict[str, Any] = {
         "layout": layout.value, "batch": batch, "beams": beams, "prompt_len": prompt_len, "gen_len": gen_len,
         "kv_dtype": kv_dtype, "block_size": block_size, "max_cache_len": max_cache_len,
         "quant_group_size": quant_group_size, "residual_length": residual_length, "tp": tp,
@@ -214,7 +214,7 @@ def verify(
         )
     report = verify_report(plan, measurement, source, overrides=overrides)
     if is_gguf:
-        report["notes"].append(  # type: ignore[union-attr]
+        report["notes"].append(
             "GGUF: kvplan's own torch decode over the layer specs read from the file's metadata; llama.cpp itself "
             "is not run (kvplan verify --engine llama.cpp runs it)")
     table = None

@@ -34,10 +34,15 @@ def verify_llamacpp_table(report: dict[str, Any]) -> Group:
         lines.append(Text(f"{cache['name']} cache ({cache['k_type']}/{cache['v_type']}): "
                           + ("match" if cache["match"] else "MISMATCH"),
                           style="bold" if cache["match"] else "bold red"))
-        lines.append(Fit(lambda cache=cache: _cache_grid(cache), lambda cache=cache: _cache_lines(cache)))
+        lines.append(_fit(cache))
     if result["reason"]:
         lines.append(Text(f"why: {result['reason']}"))
     return Group(*lines)
+
+
+def _fit(cache: dict[str, Any]) -> Fit:
+    """The cache's grid, or one line per figure where the grid does not fit the terminal."""
+    return Fit(lambda: _cache_grid(cache), lambda: _cache_lines(cache))
 
 
 def _labels(cache: dict[str, Any]) -> tuple[str, str]:

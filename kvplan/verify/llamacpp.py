@@ -265,13 +265,14 @@ def predict(geometry: Any, flags: LlamaCppFlags) -> Prediction:
     if n_ctx_used != n_ctx:
         notes.append(f"-c {n_ctx} is not a multiple of -np {n_seq}: llama.cpp rounds n_ctx down to {n_ctx_used}")
     ubatch = min(flags.ubatch_size, flags.batch_size)
-    common = {"engine": "llama.cpp", "kv_unified": flags.kv_unified, "ubatch_size": ubatch,
-              "cache_type_k": flags.cache_type_k, "cache_type_v": flags.cache_type_v}
     try:
-        est = kvplan.estimate(geometry, seq_len=n_ctx_used // n_seq, batch=n_seq, no_window=flags.swa_full, **common)
+        est = kvplan.estimate(geometry, seq_len=n_ctx_used // n_seq, batch=n_seq, engine="llama.cpp",
+                              kv_unified=flags.kv_unified, ubatch_size=ubatch, cache_type_k=flags.cache_type_k,
+                              cache_type_v=flags.cache_type_v, no_window=flags.swa_full)
         budget = max(int(est.kv_cache_bytes), 1)
-        cap = kvplan.capacity(geometry, kv_budget=budget, ctx_size=str(n_ctx_used), parallel=n_seq,
-                              no_window=flags.swa_full, **common)
+        cap = kvplan.capacity(geometry, kv_budget=budget, ctx_size=str(n_ctx_used), parallel=n_seq, engine="llama.cpp",
+                              kv_unified=flags.kv_unified, ubatch_size=ubatch, cache_type_k=flags.cache_type_k,
+                              cache_type_v=flags.cache_type_v, no_window=flags.swa_full)
     except InputError as exc:
         if "llama.cpp" not in exc.message:  # not a rule of llama.cpp's: the user's input is wrong
             raise
@@ -513,10 +514,12 @@ def _differences(got: CacheFigures, want: CacheFigures, *, measure: str) -> list
     if measure in ("buffers", "tensors") and got.buffer_mib is not None and got.buffer_mib != want.buffer_mib:
         out.append(f"buffer MiB: llama.cpp {got.buffer_mib}, kvplan {want.buffer_mib}")
     if measure == "tensors":
-        for label, a, b in ((f"{k} bytes", got.k_bytes, want.k_bytes), (f"{v} bytes", got.v_bytes, want.v_bytes),
-                            ("buffer bytes", got.buffer_bytes, want.buffer_bytes)):
-            if a is not None and a != b:
-                out.append(f"{label}: llama.cpp {a:,}, kvplan {b if b is None else format(b, ',')}")
+        for name, measured, predicted in ((f"{k} bytes", got.k_bytes, want.k_bytes),
+                                          (f"{v} bytes", got.v_bytes, want.v_bytes),
+                                          ("buffer bytes", got.buffer_bytes, want.buffer_bytes)):
+            if measured is not None and measured != predicted:
+                shown = "none" if predicted is None else f"{predicted:,}"
+                out.append(f"{name}: llama.cpp {measured:,}, kvplan {shown}")
     return out
 
 
