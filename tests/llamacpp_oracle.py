@@ -168,7 +168,8 @@ def build(model: TinyModel, folder: Path) -> Path:
 def run_model(model: TinyModel, folder: Path, *, measure: str = "tensors") -> list[CaseOutcome]:
     """Every case of CASES for ``model``: one llama.cpp child process, one context (and decode) per case."""
     import kvplan
-    from kvplan.verify.llamacpp import judge, make_flags, run_engine
+    from kvplan.verify.llamacpp import judge, make_flags
+    from kvplan.verify.llamacpp_engine import run_engine
 
     path = build(model, folder)
     geometry = kvplan.load_geometry(str(path))

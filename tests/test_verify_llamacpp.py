@@ -17,16 +17,9 @@ from typer.testing import CliRunner
 
 from kvplan.cli import app
 from kvplan.units import MiB
-from kvplan.verify.llamacpp import (
-    CacheFigures,
-    EngineRun,
-    Prediction,
-    compare_caches,
-    judge,
-    make_flags,
-    parse_log,
-    predicted_figures,
-)
+from kvplan.verify.llamacpp import Prediction, compare_caches, judge, make_flags
+from kvplan.verify.llamacpp_engine import EngineRun
+from kvplan.verify.llamacpp_lines import CacheFigures, parse_log, predicted_figures
 
 HAS_LLAMA_CPP = importlib.util.find_spec("llama_cpp") is not None
 needs_llama_cpp = pytest.mark.skipif(not HAS_LLAMA_CPP, reason="llama-cpp-python is not installed")

@@ -20,37 +20,29 @@ What is compared, by ``--measure``:
 - ``tensors``: ``buffers`` and a one-token decode, during which every cache tensor's bytes and every
   cache buffer's size are read from ggml: K, V (R, S) and buffer bytes compared to the byte.
 
-Nothing here imports llama_cpp; :func:`llama_cpp_missing` says whether it is installed.
+Nothing here imports llama_cpp (:func:`llama_cpp_missing` says whether it is installed): the lines are read
+in :mod:`kvplan.verify.llamacpp_lines`, the child process is run by :mod:`kvplan.verify.llamacpp_engine`.
 """
 
 from __future__ import annotations
 
-import ctypes
 import importlib.util
-import json
 import os
-import re
-import subprocess
-import sys
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import kvplan
 from kvplan import __version__
-from kvplan.errors import InputError, KvplanError
+from kvplan.errors import InputError
 from kvplan.report import SCHEMA_VERSION, model_dict
-from kvplan.units import MiB
+from kvplan.verify.llamacpp_engine import INSTALL_HINT, EngineRun, run_engine
+from kvplan.verify.llamacpp_lines import CacheFigures, is_cache_line, predicted_figures
 
 #: llama-cpp-python release the extra pins (its wheel vendors llama.cpp itself).
 LLAMA_CPP_PYTHON = "0.3.36"
-INSTALL_HINT = (
-    "pip install '.[llamacpp]' from the kvplan checkout (llama-cpp-python==0.3.36: from the package index it builds "
-    "llama.cpp from source, 10-35 minutes on 2 cores; a prebuilt wheel installs with pip install --no-index "
-    "--find-links DIR llama-cpp-python==0.3.36)"
-)
 MEASURES = ("log", "buffers", "tensors")
 #: llama.cpp's -ctk/-ctv types (common/arg.cpp kv_cache_types) and kvplan's spelling of the 16-bit ones.
 GGML_CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
@@ -58,10 +50,6 @@ KVPLAN_NAMES = {"fp32": "f32", "fp16": "f16", "float16": "f16", "half": "f16", "
 QUANTISED = frozenset({"q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"})
 #: common/common.h defaults of llama.cpp's tools (llama-server, llama-cli): n_batch, n_ubatch.
 LLAMA_BATCH, LLAMA_UBATCH = 2048, 512
-#: Largest float32 model llama.cpp may create to name the weights of a GGUF kvplan writes (1 GiB).
-MAX_WEIGHT_BYTES = 1 << 30
-#: Seconds one child process may take (a dry run takes about a second for any model).
-ENGINE_TIMEOUT_S = 900
 
 
 def llama_cpp_missing() -> bool:
@@ -94,12 +82,6 @@ class LlamaCppFlags:
                 "type_k": self.cache_type_k, "type_v": self.cache_type_v, "flash_attn": self.flash_attn,
                 "kv_unified": self.kv_unified, "swa_full": self.swa_full, "n_gpu_layers": self.n_gpu_layers}
 
-    def spelled(self) -> str:
-        parts = [f"-c {self.ctx_size}", f"-np {self.parallel}", f"-ctk {self.cache_type_k}",
-                 f"-ctv {self.cache_type_v}", f"-fa {self.flash_attn}", f"-ub {self.ubatch_size}"]
-        parts += ["-kvu"] * self.kv_unified + ["--swa-full"] * self.swa_full
-        return " ".join(parts)
-
 
 def cache_type(text: str, flag: str) -> str:
     """llama.cpp's name of a -ctk/-ctv type (kvplan's fp16/bf16/fp32 spellings accepted)."""
@@ -127,107 +109,6 @@ def make_flags(*, ctx_size: int = 0, parallel: int = 1, cache_type_k: str = "f16
     return LlamaCppFlags(ctx_size=ctx_size, parallel=parallel, cache_type_k=k, cache_type_v=v, flash_attn=flash_attn,
                          kv_unified=kv_unified, ubatch_size=ubatch_size, batch_size=max(LLAMA_BATCH, ubatch_size),
                          n_gpu_layers=n_gpu_layers, swa_full=swa_full)
-
-
-# ---- the caches, as llama.cpp logs them and as kvplan predicts them ---------------------------------
-@dataclass(frozen=True, kw_only=True, slots=True)
-class CacheFigures:
-    """One cache: llama.cpp's ``size = ...`` line in numbers (logged) or kvplan's (predicted)."""
-
-    name: str
-    """``base`` (the non-SWA or only KV cache), ``swa`` or ``recurrent``."""
-    cells: int
-    layers: int
-    seqs: int
-    streams: int
-    """KV caches: streams (1 unified, else one per sequence); recurrent: ``rs_seq`` snapshots (0)."""
-    k_type: str
-    v_type: str
-    k_bytes: int | None = None
-    """K (recurrent: R) bytes; None where only the log's MiB are known."""
-    v_bytes: int | None = None
-    """V (recurrent: S) bytes."""
-    k_mib: str = ""
-    """As llama.cpp prints them: ``%.2f`` MiB of K, V, their sum, and the cache's buffers."""
-    v_mib: str = ""
-    size_mib: str = ""
-    buffer_mib: str | None = None
-    buffer_bytes: int | None = None
-    layer_indices: tuple[int, ...] = ()
-    line: str = ""
-
-    @property
-    def kind(self) -> str:
-        return "recurrent" if self.name == "recurrent" else "kv"
-
-
-_KV_SIZE = re.compile(
-    r"^llama_kv_cache: size = *(?P<size>[\d.]+) MiB \( *(?P<cells>\d+) cells, *(?P<layers>\d+) layers, "
-    r"*(?P<seqs>\d+)/(?P<streams>\d+) seqs\), K \((?P<kt>\w+)\): *(?P<k>[\d.]+) MiB, V \((?P<vt>\w+)\): *(?P<v>[\d.]+) MiB")
-_RS_SIZE = re.compile(
-    r"^llama_memory_recurrent: size = *(?P<size>[\d.]+) MiB \( *(?P<cells>\d+) cells, *(?P<layers>\d+) layers, "
-    r"*(?P<seqs>\d+) seqs *(?P<rs>\d+) rs_seq\), R \((?P<kt>\w+)\): *(?P<k>[\d.]+) MiB, S \((?P<vt>\w+)\): "
-    r"*(?P<v>[\d.]+) MiB(?:, P \((?P<pt>\w+)\): *(?P<p>[\d.]+) MiB)?")
-_BUFFER = re.compile(r"^(?P<who>llama_kv_cache|llama_memory_recurrent): *(?P<dev>\S+) (?:KV|RS) buffer size = "
-                     r"*(?P<mib>[\d.]+) MiB")
-_ISWA = re.compile(r"^llama_kv_cache_iswa: creating +(?P<which>non-SWA|SWA) KV cache")
-_LAYER = re.compile(r"^(?:llama_kv_cache|llama_memory_recurrent)[:,] layer +(?P<il>\d+): dev = ")
-
-
-def parse_log(lines: Sequence[str]) -> list[CacheFigures]:
-    """Every cache llama.cpp logged, in the order it made them."""
-    caches: list[CacheFigures] = []
-    which = "base"
-    buffers: list[str] = []
-    layers: list[int] = []
-    for line in lines:
-        if match := _ISWA.match(line):
-            which = "swa" if match["which"] == "SWA" else "base"
-        elif match := _LAYER.match(line):
-            layers.append(int(match["il"]))
-        elif match := _BUFFER.match(line):
-            buffers.append(match["mib"])
-        elif (match := _KV_SIZE.match(line)) or (match := _RS_SIZE.match(line)):
-            recurrent = line.startswith("llama_memory_recurrent")
-            buffer_mib = f"{sum(float(b) for b in buffers):.2f}" if buffers else None
-            caches.append(CacheFigures(
-                name="recurrent" if recurrent else which, cells=int(match["cells"]), layers=int(match["layers"]),
-                seqs=int(match["seqs"]), streams=int(match["rs"] if recurrent else match["streams"]),
-                k_type=match["kt"], v_type=match["vt"], k_mib=match["k"], v_mib=match["v"], size_mib=match["size"],
-                buffer_mib=buffer_mib, layer_indices=tuple(layers), line=line.strip()))
-            buffers, layers, which = [], [], "base"
-    return caches
-
-
-def _mib_f32(num_bytes: int) -> str:
-    """``%.2f`` of ``(float) bytes / (1024.0f * 1024.0f)``, as llama.cpp prints a cache's K, V and size."""
-    return f"{ctypes.c_float(num_bytes).value / MiB:.2f}"
-
-
-def _mib(num_bytes: int) -> str:
-    """``%.2f`` of ``bytes / 1024.0 / 1024.0`` (double), as llama.cpp prints a buffer's size."""
-    return f"{num_bytes / MiB:.2f}"
-
-
-def predicted_figures(name: str, *, cells: int, layers: int, seqs: int, streams: int, k_type: str, v_type: str,
-                      k_bytes: int, v_bytes: int, layer_indices: tuple[int, ...] = (), buffer_bytes: int | None = None,
-                      logged_layers: int | None = None) -> CacheFigures:
-    """kvplan's numbers for one cache, with the line llama.cpp would print for them."""
-    size = k_bytes + v_bytes
-    shown = logged_layers if logged_layers is not None else layers
-    if name == "recurrent":
-        line = (f"llama_memory_recurrent: size = {_mib_f32(size):>7} MiB ({cells:6d} cells, {shown:3d} layers, "
-                f"{seqs:2d} seqs {streams:2d} rs_seq), R ({k_type}): {_mib_f32(k_bytes):>7} MiB, S ({v_type}): "
-                f"{_mib_f32(v_bytes):>7} MiB, P ({k_type}): {_mib_f32(0):>7} MiB")
-    else:
-        line = (f"llama_kv_cache: size = {_mib_f32(size):>7} MiB ({cells:6d} cells, {shown:3d} layers, "
-                f"{seqs:2d}/{streams} seqs), K ({k_type}): {_mib_f32(k_bytes):>7} MiB, V ({v_type}): "
-                f"{_mib_f32(v_bytes):>7} MiB")
-    buffer = size if buffer_bytes is None else buffer_bytes
-    return CacheFigures(name=name, cells=cells, layers=shown, seqs=seqs, streams=streams, k_type=k_type, v_type=v_type,
-                        k_bytes=k_bytes, v_bytes=v_bytes, k_mib=_mib_f32(k_bytes), v_mib=_mib_f32(v_bytes),
-                        size_mib=_mib_f32(size), buffer_mib=_mib(buffer), buffer_bytes=buffer,
-                        layer_indices=layer_indices, line=line)
 
 
 # ---- kvplan's prediction ------------------------------------------------------------------------------
@@ -278,7 +159,7 @@ def predict(geometry: Any, flags: LlamaCppFlags) -> Prediction:
             raise
         return Prediction(caches=(), lines=(), n_ctx=n_ctx, refusal=exc.message, notes=tuple(notes))
     log = cap.to_dict()["capacity"]["engine_log"]
-    swa_members, base_members = _members(est, swa_full=flags.swa_full)
+    swa_members, base_members = _members(est)
     caches: list[CacheFigures] = []
     for entry in log["llama_caches"]:
         members = swa_members if entry["name"] == "swa" else base_members
@@ -299,8 +180,9 @@ WINDOWED = ("sliding_window", "chunked_local")
 NOT_KV = ("state", "no_cache", "cross_attention")
 
 
-def _members(est: Any, *, swa_full: bool) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """(SWA cache layers, base cache layers) of the estimate's groups (``--swa-full`` keeps the split)."""
+def _members(est: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(SWA cache layers, base cache layers) of the estimate's groups. With ``--swa-full`` llama.cpp keeps the
+    split (the SWA layers in their own, full-size, cache), so the windowed kind still decides."""
     swa: list[int] = []
     base: list[int] = []
     for group in est.groups:
@@ -308,7 +190,6 @@ def _members(est: Any, *, swa_full: bool) -> tuple[tuple[int, ...], tuple[int, .
         if kind in NOT_KV:
             continue
         (swa if kind in WINDOWED else base).extend(group.layer_indices)
-    del swa_full  # NOTE: with --swa-full llama.cpp keeps the SWA layers in their own (full-size) cache
     return tuple(sorted(swa)), tuple(sorted(base))
 
 
@@ -338,131 +219,6 @@ def _recurrent(est: Any, geometry: Any, n_seq: int) -> CacheFigures | None:
     return predicted_figures("recurrent", cells=mem_size, layers=len(indices), seqs=n_seq, streams=0,
                              k_type="f32", v_type="f32", k_bytes=r_bytes, v_bytes=s_bytes,
                              layer_indices=tuple(sorted(indices)), logged_layers=geometry.num_hidden_layers)
-
-
-# ---- the engine's answer --------------------------------------------------------------------------------
-@dataclass(frozen=True, kw_only=True, slots=True)
-class EngineRun:
-    ok: bool
-    error: str | None
-    lines: tuple[str, ...]
-    caches: tuple[CacheFigures, ...]
-    """The caches llama.cpp logged; with tensors measured, their exact K/V (R/S) and buffer bytes."""
-    tensors: tuple[dict[str, Any], ...] = ()
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class EngineAnswer:
-    runs: tuple[EngineRun, ...]
-    llama_cpp_python: str | None
-    system_info: str | None = None
-
-
-def run_engine(gguf: Path, contexts: Sequence[dict[str, Any]], *, measure: str,
-               timeout_s: float = ENGINE_TIMEOUT_S) -> EngineAnswer:
-    """Create each context with the real llama.cpp in a child process; a run that aborts llama.cpp is
-    answered with its assert and the rest run in a new child."""
-    answers: dict[int, dict[str, Any]] = {}
-    remaining = list(range(len(contexts)))
-    version = info = None
-    while remaining:
-        request = {"job": "contexts", "gguf": str(gguf), "measure": measure,
-                   "runs": [contexts[i] for i in remaining]}
-        header, got, stderr = _child(request, timeout_s)
-        version, info = header.get("llama_cpp_python"), header.get("system_info")
-        for answer in got:
-            answers[remaining[answer["index"]]] = answer
-        if len(got) >= len(remaining):
-            break
-        crashed = remaining[len(got)]
-        answers[crashed] = {"ok": False, "error": "llama.cpp aborted: " + _abort_reason(stderr), "lines": [],
-                            "tensors": [], "buffers": []}
-        remaining = remaining[len(got) + 1:]
-    runs = tuple(_engine_run(answers[i]) for i in range(len(contexts)))
-    return EngineAnswer(runs=runs, llama_cpp_python=version, system_info=info)
-
-
-def engine_tensor_table(meta_gguf: Path, *, max_bytes: int = MAX_WEIGHT_BYTES,
-                        timeout_s: float = ENGINE_TIMEOUT_S) -> list[tuple[str, tuple[int, ...]]]:
-    """The tensors (name, ggml shape) llama.cpp creates for the metadata in ``meta_gguf``."""
-    _header, got, stderr = _child({"job": "tensor_table", "gguf": str(meta_gguf), "max_bytes": max_bytes}, timeout_s)
-    if not got:
-        raise KvplanError("llama.cpp aborted while creating the model: " + _abort_reason(stderr),
-                          "the metadata kvplan wrote is not a model llama.cpp accepts: report it to kvplan")
-    answer = got[0]
-    if not answer["ok"] and answer["error"].startswith("the weights"):
-        raise InputError(f"a GGUF with this cache geometry is too large to write: {answer['error']}",
-                         "use --measure log (llama.cpp's dry run needs no weights)")
-    if not answer["ok"]:
-        reason = next((line for line in reversed(answer["lines"]) if "error" in line.lower()), answer["error"])
-        raise KvplanError(f"llama.cpp refused the metadata kvplan wrote: {reason.strip()}",
-                          "report the model to kvplan")
-    return [(name, tuple(shape)) for name, shape in answer["tensors"]]
-
-
-def _child(request: dict[str, Any], timeout_s: float) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
-    package_root = str(Path(kvplan.__file__).resolve().parent.parent)
-    env = {**os.environ, "GGML_NO_BACKTRACE": "1",
-           "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
-    try:
-        proc = subprocess.run([sys.executable, "-m", "kvplan.verify.llamacpp_run"], input=json.dumps(request),
-                              capture_output=True, text=True, timeout=timeout_s, env=env, check=False)
-    except subprocess.TimeoutExpired:
-        raise KvplanError(f"llama.cpp took more than {timeout_s:.0f} s", "try --measure log (a dry run)") from None
-    out = proc.stdout.splitlines()
-    if not out:
-        raise KvplanError("llama.cpp could not be started: " + _abort_reason(proc.stderr),
-                          "check the llama-cpp-python install: " + INSTALL_HINT)
-    return json.loads(out[0]), [json.loads(line) for line in out[1:] if line.strip()], proc.stderr
-
-
-def _abort_reason(stderr: str) -> str:
-    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    failed = [line for line in lines if "GGML_ASSERT" in line or "error" in line.lower() or "abort" in line.lower()]
-    picked = failed[-1] if failed else (lines[-1] if lines else "no output")
-    return re.sub(r"^\S*/(src|ggml)/", r"\1/", picked)
-
-
-def _engine_run(answer: dict[str, Any]) -> EngineRun:
-    lines = tuple(answer.get("lines", ()))
-    caches = parse_log(lines)
-    tensors = tuple(answer.get("tensors", ()))
-    if tensors:
-        caches = [_with_tensors(cache, tensors, answer.get("buffers", [])) for cache in caches]
-    error = answer.get("error")
-    if error and not answer.get("ok"):
-        said = [line.split(": ", 1)[-1] for line in lines if line.startswith("llama_init_from_model:")
-                or (("error" in line.lower() or "failed" in line) and "size =" not in line)]
-        if said:
-            error = f"{error}: {said[-1].strip()}"
-    return EngineRun(ok=bool(answer.get("ok")), error=error, lines=lines, caches=tuple(caches), tensors=tensors)
-
-
-_TENSOR = re.compile(r"^cache_(?P<part>[a-z_]+?)_l(?P<il>\d+)$")
-
-
-def _with_tensors(cache: CacheFigures, tensors: Sequence[dict[str, Any]],
-                  buffers: Sequence[dict[str, Any]]) -> CacheFigures:
-    """The cache's exact bytes: its layers' tensors (``cache_k_l3``, ``cache_r_l0`` ...) and their buffers."""
-    first, second = ("r", "s") if cache.kind == "recurrent" else ("k", "v")
-    members = set(cache.layer_indices)
-    k = v = 0
-    used: set[int] = set()
-    for tensor in tensors:
-        match = _TENSOR.match(tensor["name"])
-        if not match or int(match["il"]) not in members:
-            continue
-        part = match["part"]
-        if part not in (first, second, "ple_r"):
-            continue
-        if part == second:
-            v += int(tensor["bytes"])
-        else:
-            k += int(tensor["bytes"])
-        if tensor.get("buffer") is not None:
-            used.add(int(tensor["buffer"]))
-    buffer_bytes = sum(int(b["bytes"]) for b in buffers if int(b["id"]) in used) if used else None
-    return replace(cache, k_bytes=k, v_bytes=v, buffer_bytes=buffer_bytes)
 
 
 # ---- the comparison ----------------------------------------------------------------------------------------
@@ -536,9 +292,10 @@ def cache_row(verdict: CacheVerdict, *, measure: str) -> dict[str, Any]:
             return None
         return obj.k_bytes + obj.v_bytes
 
+    either = got if got is not None else want
     return {
         "name": verdict.name,
-        "kind": (got or want).kind if (got or want) else "kv",  # type: ignore[union-attr]
+        "kind": either.kind if either is not None else "kv",
         "match": verdict.match,
         "differences": list(verdict.differences),
         "measured_cells": pick(got, "cells"), "predicted_cells": pick(want, "cells"),
@@ -652,12 +409,6 @@ def verify_report(outcome: Outcome, geometry: Any, *, gguf: str, generated_notes
         },
         "notes": list(dict.fromkeys(notes)),
     }
-
-
-def is_cache_line(line: str) -> bool:
-    """A line llama.cpp logs about a cache it makes (sizes, buffers, the iSWA split)."""
-    return bool(_KV_SIZE.match(line) or _RS_SIZE.match(line) or _BUFFER.match(line) or _ISWA.match(line)
-                or line.startswith("llama_kv_cache_iswa: using full-size SWA cache"))
 
 
 # ---- the command ----------------------------------------------------------------------------------------

@@ -74,7 +74,7 @@ def write_gguf(path: Path, arch: str, metadata: Mapping[str, Any], *, tensors: b
     meta = _complete(arch, metadata)
     if not tensors:
         return _write(path, arch, meta, ())
-    from kvplan.verify.llamacpp import MAX_WEIGHT_BYTES, engine_tensor_table
+    from kvplan.verify.llamacpp_engine import MAX_WEIGHT_BYTES, engine_tensor_table
 
     weights = weight_bytes_bound(arch, meta)
     if weights > MAX_WEIGHT_BYTES:
