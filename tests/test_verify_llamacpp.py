@@ -250,6 +250,27 @@ def test_config_json_is_written_as_a_gguf_with_its_cache(model: str, ctx: int, k
     assert report["inputs"]["gguf"].startswith("written by kvplan")
 
 
+@needs_llama_cpp
+def test_hub_gguf_is_read_by_its_header(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """org/repo:QUANT: kvplan reads the header by ranged reads and llama.cpp's dry run reads the same bytes."""
+    from hubstub import HubStub
+
+    data = _write_llama(tmp_path / "tiny.gguf").read_bytes()
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    with HubStub({}, files={"acme/tiny-GGUF": {"tiny-F32.gguf": data}}) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        result = CliRunner().invoke(app, ["verify", "--engine", "llama.cpp", "-m", "acme/tiny-GGUF:F32", "-c", "4096",
+                                          "--format", "json"])
+        assert result.exit_code == 0, result.output
+        assert all(start == 0 for _name, start, _end in hub.ranges)  # the first chunk (1 MiB) holds the header
+    report = json.loads(result.stdout)
+    assert report["inputs"]["gguf"] == "acme/tiny-GGUF/tiny-F32.gguf (header)"
+    assert report["caches"][0]["logged_k_mib"] == f"{4 * 4096 * 2 * 32 * 2 / MiB:.2f}"  # layers, cells, heads, size, f16
+    refused = CliRunner().invoke(app, ["verify", "--engine", "llama.cpp", "-m", "acme/tiny-GGUF:F32", "--measure",
+                                       "tensors"])
+    assert refused.exit_code == 2
+
+
 REAL_HEADERS = {
     # file: (-c, layers, KV heads, head size) of the model whose converter output it is
     "ggml-vocab-llama-bpe.gguf": (8192, 32, 8, 128),  # Meta-Llama-3-8B

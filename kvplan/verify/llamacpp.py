@@ -470,17 +470,14 @@ def _gguf_for(geometry: Any, tmp: Path, *, measure: str, token: str | None) -> t
 
 
 def _hub_header(geometry: Any, tmp: Path, *, token: str | None) -> Path:
-    """The first shard's header bytes (metadata and tensor table) of a Hub GGUF, as a local file."""
-    from huggingface_hub import get_session, hf_hub_url
-    from huggingface_hub.utils import build_hf_headers, hf_raise_for_status
+    """The first shard's header (metadata and tensor table) of a Hub GGUF, by kvplan's ranged reads, as a file."""
+    from kvplan.gguf.hub import HubSource
 
     location = str(geometry.source.location)
     repo_id, filename = "/".join(location.split("/")[:2]), "/".join(location.split("/")[2:])
     header = geometry.gguf.header
     size = int(getattr(header, "data_offset", 0) or header.header_bytes)
-    url = hf_hub_url(repo_id, filename, revision=geometry.source.revision)
-    response = get_session().get(url, headers={**build_hf_headers(token=token), "Range": f"bytes=0-{size - 1}"})
-    hf_raise_for_status(response)
+    source = HubSource(repo_id, filename, revision=geometry.source.revision, token=token)
     path = tmp / "header.gguf"
-    path.write_bytes(response.content[:size])
+    path.write_bytes(source.read(0, size))
     return path
