@@ -147,6 +147,43 @@ MISSES: dict[str, str] = {
 }
 
 
+#: Bundled config.json models, one per model_type kvplan writes as a GGUF (kvplan.verify.llamacpp_gguf).
+CONFIG_MODELS: tuple[str, ...] = (
+    "meta-llama/Llama-3.1-8B", "mistralai/Mistral-7B-v0.1", "mistralai/Mixtral-8x7B-v0.1", "Qwen/Qwen2-7B",
+    "Qwen/Qwen3-0.6B", "Qwen/Qwen3-30B-A3B", "Qwen/Qwen3-Next-80B-A3B-Instruct", "microsoft/Phi-3-mini-4k-instruct",
+    "google/gemma-2-27b", "google/gemma-3-12b-it", "google/gemma-3-1b-it", "openai/gpt-oss-120b",
+    "deepseek-ai/DeepSeek-V2-Lite", "deepseek-ai/DeepSeek-R1", "ai21labs/Jamba-v0.1", "nvidia/Nemotron-H-56B-Base-8K",
+    "state-spaces/mamba-2.8b-hf", "tiiuae/falcon-mamba-7b",
+)
+#: The config models' case: llama.cpp's dry run, two sequences, a window's worth of cells and more.
+CONFIG_FLAGS: dict[str, Any] = {"ctx_size": 16384, "parallel": 2}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ConfigOutcome:
+    model: str
+    arch: str
+    passed: bool
+    reason: str
+
+
+def run_config(model: str) -> ConfigOutcome:
+    """``kvplan verify --engine llama.cpp -m MODEL -c 16384 -np 2``: kvplan writes the GGUF, llama.cpp's dry run."""
+    from kvplan.verify.llamacpp import make_flags, verify_llamacpp
+
+    report = verify_llamacpp(model, make_flags(**CONFIG_FLAGS), measure="log")
+    verdict = report["verify"]
+    arch = report["inputs"]["gguf"].removeprefix("written by kvplan (").removesuffix(")")
+    return ConfigOutcome(model=model, arch=arch, passed=verdict["passed"], reason=verdict["reason"] or "")
+
+
+def config_table(outcomes: list[ConfigOutcome]) -> list[str]:
+    rows = ["| model (config.json) | written as | kvplan = llama.cpp |", "|---|---|---|"]
+    for o in outcomes:
+        rows.append(f"| {o.model} | `{o.arch}` | {'yes' if o.passed else 'no: ' + o.reason} |")
+    return rows
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class CaseOutcome:
     model: str

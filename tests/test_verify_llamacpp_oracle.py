@@ -15,10 +15,24 @@ import pytest
 pytest.importorskip("llama_cpp")
 pytest.importorskip("gguf")
 
-from llamacpp_oracle import CASES, MISSES, MODELS, REFUSED, CaseOutcome, TinyModel, run_model, table
+from llamacpp_oracle import (
+    CASES,
+    CONFIG_MODELS,
+    MISSES,
+    MODELS,
+    REFUSED,
+    CaseOutcome,
+    ConfigOutcome,
+    TinyModel,
+    config_table,
+    run_config,
+    run_model,
+    table,
+)
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "llamacpp-oracle.md"
 _OUTCOMES: dict[str, dict[str, CaseOutcome]] = {}
+_CONFIGS: dict[str, ConfigOutcome] = {}
 
 
 @pytest.fixture(scope="session")
@@ -50,12 +64,20 @@ def test_kvplan_equals_llama_cpp(model: TinyModel, case: str, oracle_dir: Path) 
     assert outcome.passed, outcome.reason
 
 
+@pytest.mark.parametrize("model", CONFIG_MODELS)
+def test_config_model_written_as_gguf_matches(model: str) -> None:
+    """A config.json: kvplan writes the GGUF llama.cpp's converter would (architecture, cache geometry)."""
+    _CONFIGS[model] = outcome = run_config(model)
+    assert outcome.passed, outcome.reason
+
+
 def test_misses_name_models_of_the_oracle() -> None:
     assert set(MISSES) <= {m.name for m in MODELS}
 
 
 def test_docs_table_is_current(oracle_dir: Path) -> None:
     found = {model.name: list(outcomes(model, oracle_dir).values()) for model in MODELS}
+    configs = [_CONFIGS[m] if m in _CONFIGS else run_config(m) for m in CONFIG_MODELS]
     page = DOCS.read_text(encoding="utf-8")
-    for row in table(found):
+    for row in [*table(found), *config_table(configs)]:
         assert row in page, f"{DOCS.name} is stale (python tools/llamacpp_oracle.py rewrites it): {row}"

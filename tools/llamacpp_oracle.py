@@ -17,7 +17,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from llamacpp_oracle import CASES, MODELS, CaseOutcome, run_all, table  # noqa: E402
+from llamacpp_oracle import (  # noqa: E402
+    CASES,
+    CONFIG_FLAGS,
+    CONFIG_MODELS,
+    MODELS,
+    CaseOutcome,
+    ConfigOutcome,
+    config_table,
+    run_all,
+    run_config,
+    table,
+)
 
 PAGE = ROOT / "docs" / "llamacpp-oracle.md"
 
@@ -67,20 +78,29 @@ Cases (llama.cpp flags; `-c` and `-np` as llama-server takes them, f16 caches an
 The last case is one llama.cpp refuses (a quantised V cache needs flash attention); kvplan expects the
 refusal, so it passes for every architecture.
 
+## config.json models
+
+For a config.json, kvplan writes the GGUF llama.cpp's converter would (its architecture, which decides
+llama.cpp's rules: Mistral is written as `llama`, which has no sliding window) with the cache geometry
+parsed from the config, and llama.cpp's dry run makes the caches. One bundled model per model_type, at
+`-c {ctx} -np {np}`:
+
+{configs}
+
 ## Real models
 
 `tests/test_verify_llamacpp.py` also runs the GGUF headers llama.cpp's converter wrote for real models
 (the vocabulary files of llama.cpp's repository, `models/ggml-vocab-*.gguf`: Meta-Llama-3-8B, Phi-3-mini,
-Command-R, StarCoder2, Gemma 4 26B-A4B with its two caches) through the dry run, and config.json files
-(Llama-3.1-8B, Mistral-7B-v0.1, DeepSeek-V2-Lite) through GGUFs kvplan writes. The dry run needs the
+Command-R, StarCoder2, Gemma 4 26B-A4B with its two caches) through the dry run. The dry run needs the
 header only, so a 400 GB model costs what a 1 GB one does.
 """
 
 
-def page(results: dict[str, list[CaseOutcome]], version: str) -> str:
+def page(results: dict[str, list[CaseOutcome]], configs: list[ConfigOutcome], version: str) -> str:
     cases = "\n".join(f"- `{label}`" for label, _flags in CASES)
     return (INTRO.format(version=version, cases=len(CASES)) + "\n".join(table(results)) + "\n"
-            + CASES_TEXT.format(cases=cases))
+            + CASES_TEXT.format(cases=cases, configs="\n".join(config_table(configs)), ctx=CONFIG_FLAGS["ctx_size"],
+                                np=CONFIG_FLAGS["parallel"]))
 
 
 def main() -> int:
@@ -91,7 +111,8 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="kvplan-oracle-") as tmp:
         results = run_all(Path(tmp))
-    text = page(results, llama_cpp.__version__)
+    configs = [run_config(model) for model in CONFIG_MODELS]
+    text = page(results, configs, llama_cpp.__version__)
     exact = sum(o.passed for outcomes in results.values() for o in outcomes)
     total = sum(len(outcomes) for outcomes in results.values())
     print(f"{len(MODELS)} architectures, {total} cases, kvplan = llama.cpp in {exact}")

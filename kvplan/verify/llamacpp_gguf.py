@@ -49,8 +49,10 @@ ARCH_SKELETON: dict[str, dict[str, Any]] = {
     "jamba": MOE,
     "nemotron_h": {"attention.layer_norm_epsilon": 1e-5},
 }
-#: Architectures whose graph reshapes with n_embd = head_count * head size (Phi-3's fused QKV).
-EMBD_FROM_HEADS = frozenset({"phi3"})
+#: Architectures whose graph takes any n_embd beside the head sizes (checked with llama.cpp 0.3.36): their GGUFs
+#: get SMALL_EMBD; the others (Qwen2's and Phi-3's reshapes) n_embd = head_count * head size.
+SMALL_EMBD_OK = frozenset({"llama", "qwen3", "qwen3moe", "gemma2", "gemma3", "gpt-oss", "deepseek2", "qwen3next",
+                           "qwen35", "qwen35moe", "nemotron_h", "mamba2"})
 #: HF model_type -> (llama.cpp architecture the converter writes, whether it writes the sliding window).
 #: NOTE: conversion/llama.py registers MistralForCausalLM and MixtralForCausalLM as LLM_ARCH_LLAMA, whose
 #: llama.cpp code has no sliding window: a Mistral-7B-v0.1 GGUF caches every position.
@@ -208,7 +210,7 @@ def _attention_keys(meta: dict[str, Any], arch: str, attention: list[Any], prese
     # kinds of the hybrids are told by head_count_kv (0: a recurrent or MLP-only layer).
     meta.update({"attention.head_count": max(kv), "attention.head_count_kv": kv[0] if uniform else kv,
                  "attention.key_length": head_k, "attention.value_length": head_v, "rope.dimension_count": head_k})
-    if arch in EMBD_FROM_HEADS:
+    if arch not in SMALL_EMBD_OK:
         meta["embedding_length"] = max(kv) * head_k
     if arch in ("qwen35", "qwen35moe"):
         half = head_k // 2
