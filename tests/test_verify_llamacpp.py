@@ -171,6 +171,16 @@ def test_llama_cpp_line_counts_only_k_v_layers() -> None:
     assert cache["k_bytes"] == 10 * 16384 * 8 * 128 * 2  # layers, cells, KV heads, head size, f16
 
 
+@pytest.mark.parametrize(("args", "phrase"), [
+    (["-c", "4096"], "-c: llama.cpp's flags, for --engine llama.cpp"),
+    (["--engine", "llama.cpp", "--batch", "2"], "--batch: flags of the torch decode"),
+])
+def test_flags_of_the_other_engine_are_exit_2(args: list[str], phrase: str) -> None:
+    result = CliRunner().invoke(app, ["verify", "-m", "meta-llama/Llama-3.1-8B", *args])
+    assert result.exit_code == 2, result.output
+    assert phrase in result.output
+
+
 def test_bad_cache_type_is_exit_2() -> None:
     result = CliRunner().invoke(app, ["verify", "--engine", "llama.cpp", "-m", "meta-llama/Llama-3.1-8B", "-ctk", "fp4"])
     assert result.exit_code == 2, result.output

@@ -152,6 +152,19 @@ def verify(
 
     Exit code 1 when a measurement misses its tolerance.
     """
+    llama_flags = {"-c": ctx_size != 0, "-np": parallel != 1, "-ctk": cache_type_k is not None,
+                   "-ctv": cache_type_v is not None, "-fa": flash_attn is not FlashAttn.auto, "-kvu": kv_unified,
+                   "-ub": ubatch_size != 512, "-ngl": n_gpu_layers != 0, "--swa-full": swa_full,
+                   "--measure": measure is not Measure.log}
+    torch_flags = {"--layout": layout is not Layout.dynamic, "--layers": layers is not None, "--batch": batch != 1,
+                   "--beams": beams != 1, "--tp": tp != 1, "--gpu": gpu}
+    if engine is not Engine.llamacpp and any(llama_flags.values()):
+        given = ", ".join(flag for flag, set_ in llama_flags.items() if set_)
+        raise InputError(f"{given}: llama.cpp's flags, for --engine llama.cpp", "add --engine llama.cpp")
+    if engine is Engine.llamacpp and any(torch_flags.values()):
+        given = ", ".join(flag for flag, set_ in torch_flags.items() if set_)
+        raise InputError(f"{given}: flags of the torch decode, not of --engine llama.cpp",
+                         "llama.cpp takes -c (cells), -np (sequences), -ctk/-ctv, -fa, -kvu, -ub, -ngl, --swa-full")
     if engine is Engine.llamacpp:
         from kvplan.verify.llamacpp import make_flags, verify_llamacpp
 
