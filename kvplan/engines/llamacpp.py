@@ -31,8 +31,14 @@ from kvplan.units import MiB
 LLAMA_CPP_PAD = 256
 #: ggml type names llama.cpp prints for kvplan's cache dtype names.
 GGML_TYPE_NAMES = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}
-#: model_types whose sliding window llama.cpp ignores (``LLM_ARCH_PHI3``: Phi-3, Phi-3.5 and phimoe share it).
-LLAMA_CPP_SWA_DISABLED = ("phi3",)
+#: model_types whose sliding window llama.cpp ignores, and why.
+LLAMA_CPP_SWA_DISABLED = {
+    # Phi-3, Phi-3.5 and phimoe share LLM_ARCH_PHI3
+    "phi3": "src/models/phi3.cpp, PR #13676",
+    # conversion/llama.py writes MistralForCausalLM and MixtralForCausalLM as LLM_ARCH_LLAMA, which has no window
+    "mistral": "convert_hf_to_gguf.py writes it as the llama architecture, which has no sliding window",
+    "mixtral": "convert_hf_to_gguf.py writes it as the llama architecture, which has no sliding window",
+}
 #: llama.cpp ``n_ubatch`` default.
 LLAMA_CPP_UBATCH = 512
 
@@ -119,10 +125,10 @@ class LlamaCppProfile(EngineProfile):
                       model_type: str | None = None) -> tuple[list[LayerSpec], list[str]]:
         if model_type in LLAMA_CPP_SWA_DISABLED and any(isinstance(s, SlidingWindowSpec) for s in layers):
             # NOTE: src/models/phi3.cpp::load_arch_hparams sets swa_type NONE ("Phi SWA is currently disabled",
-            # llama.cpp PR #13676): every position is cached.
+            # llama.cpp PR #13676); Mistral's GGUF is a llama one: every position is cached.
             return [as_full_attention(s) for s in layers], [
-                f"llama.cpp disables {model_type}'s sliding window (src/models/phi3.cpp, PR #13676): it caches every "
-                "position, as full attention"]
+                f"llama.cpp disables {model_type}'s sliding window ({LLAMA_CPP_SWA_DISABLED[model_type]}): it caches "
+                "every position, as full attention"]
         return layers, []
 
     def cells(self, ctx: SizingContext) -> tuple[int, int]:
@@ -184,7 +190,9 @@ class LlamaCppProfile(EngineProfile):
         devices = layer_devices(pool.num_layers, pool.tensor_split or (1.0,) * pool.pp)
         windowed = ("sliding_window", "chunked_local")
         swa_full = set(pool.swa_full_layers)
-        members = [(c, i) for c in pool.caches if c.kind != "state" for i in c.layer_indices]
+        # NOTE: a layer without K/V (recurrent, MLP-only) is not one of the cache's layers (llama-kv-cache.cpp
+        # skips it: "does not have KV cache").
+        members = [(c, i) for c in pool.caches if c.kind not in ("state", "no_cache") for i in c.layer_indices]
         # NOTE: --swa-full keeps the SWA layers in their own cache object, sized like the base one
         # (llama-kv-cache-iswa.cpp: size_swa = size_base after "using full-size SWA cache").
         full = [(c, i) for c, i in members if c.kind not in windowed and i not in swa_full]

@@ -31,7 +31,10 @@ MAX_DIM = 1 << 24
 #: llama.cpp's fixed sliding period for architectures whose file need not say it (set_swa_pattern).
 SWA_PERIOD: dict[str, int] = {"gemma2": 2, "gemma3": 6, "cohere2": 4, "gpt-oss": 2, "gemma3n": 5, "exaone4": 4}
 #: Architectures whose sliding_window applies to every layer (as their transformers config does).
-SWA_ALL = frozenset({"phi3", "mistral3"})
+#: NOTE: not mistral3: src/models/mistral3.cpp reads no sliding window (llama.cpp caches every position).
+SWA_ALL = frozenset({"phi3"})
+#: Architectures with a sliding window only at one layer count (src/models/exaone4.cpp: the 64-layer 32B).
+SWA_ONLY_AT: dict[str, int] = {"exaone4": 64}
 #: Recurrent-only architectures and their state kind.
 SSM_ONLY = {"mamba": "mamba", "mamba2": "mamba2"}
 #: Hybrids: recurrent layers are those with head_count_kv == 0 (and, for nemotron_h, feed_forward_length 0).
@@ -224,6 +227,10 @@ def _sliding_layers(r: GgufMetaReader, num_layers: int) -> list[bool]:
     key = r.key("attention.sliding_window_pattern")
     window_key = r.key("attention.sliding_window")
     if window_key not in r.meta or r.meta[window_key] == 0:
+        return [False] * num_layers
+    if arch in SWA_ONLY_AT and num_layers != SWA_ONLY_AT[arch]:
+        r.note(f"{window_key} is set but llama.cpp slides {arch} layers only in its {SWA_ONLY_AT[arch]}-layer model: "
+               "every layer is full attention")
         return [False] * num_layers
     if key in r.meta:
         value = r.meta[key]

@@ -348,7 +348,60 @@ def _verify_defs() -> dict[str, Schema]:
         },
         description="`kvplan verify`: a real decode's cache against kvplan's prediction for the same layers.",
     )
-    return {"verify_report": report}
+    # NOTE: --engine llama.cpp reports llama.cpp's caches, not a decode's layers: the other shape of verify_report.
+    return {"verify_report": {"anyOf": [report, _verify_llamacpp_def(model)]}}
+
+
+def _verify_llamacpp_def(model: Schema) -> Schema:
+    """`kvplan verify --engine llama.cpp` (kvplan/verify/llamacpp.py ``verify_report``)."""
+    count = nullable(NONNEG)
+    cache = _obj({
+        "name": {"enum": ["base", "swa", "recurrent"]},
+        "kind": {"enum": ["kv", "recurrent"]},
+        "match": BOOL,
+        "differences": {"type": "array", "items": STR},
+        **{f"{side}_{key}": count for key in ("cells", "layers", "seqs", "streams") for side in ("measured", "predicted")},
+        "k_type": nullable(STR), "v_type": nullable(STR),
+        **{f"{side}_{key}": {**count, "description": "bytes of the cache (recurrent: k = R, v = S); measured only "
+                             "with --measure tensors"}
+           for key in ("k_bytes", "v_bytes", "bytes", "buffer_bytes") for side in ("measured", "predicted")},
+        **{f"logged_{key}": {**nullable(STR), "description": "MiB as llama.cpp printed them (%.2f)"}
+           for key in ("k_mib", "v_mib", "mib", "buffer_mib")},
+        "layer_indices": {"type": "array", "items": NONNEG},
+        "logged_line": nullable(STR),
+        "predicted_line": nullable(STR),
+    })
+    inputs = _obj({
+        "engine": {"const": "llama.cpp"}, "gguf": STR, "ctx_size": NONNEG, "n_ctx": POS, "parallel": POS,
+        "cache_type_k": STR, "cache_type_v": STR, "flash_attn": {"enum": ["on", "off", "auto"]}, "kv_unified": BOOL,
+        "ubatch_size": POS, "n_gpu_layers": INT, "swa_full": BOOL, "measure": {"enum": ["log", "buffers", "tensors"]},
+    })
+    verify = _obj({
+        "engine": {"const": "llama.cpp"},
+        "llama_cpp_python": nullable(STR),
+        "measure": {"enum": ["log", "buffers", "tensors"]},
+        "resolution_bytes": nullable(POS),
+        "measured_bytes": nullable(NONNEG),
+        "predicted_bytes": nullable(NONNEG),
+        "refused": nullable(STR),
+        "predicted_refusal": nullable(STR),
+        "logged_lines": {"type": "array", "items": STR},
+        "predicted_lines": {"type": "array", "items": STR},
+        "passed": BOOL,
+        "reason": nullable(STR),
+    })
+    return _obj(
+        {
+            **_header("verify"),
+            "model": model,
+            "inputs": inputs,
+            "caches": {"type": "array", "items": cache},
+            "verify": verify,
+            "notes": {"type": "array", "items": STR},
+        },
+        description="`kvplan verify --engine llama.cpp`: each cache the real llama.cpp made against kvplan's "
+        "llama.cpp profile.",
+    )
 
 
 def _capacity_defs() -> dict[str, Schema]:

@@ -1,0 +1,261 @@
+"""The llama.cpp oracle: kvplan's llama.cpp profile against the real llama.cpp, architecture by architecture.
+
+For every GGUF architecture kvplan reads, a tiny GGUF (4 layers or so, head size 32, random float32
+weights, llama.cpp naming and shaping the tensors: kvplan.verify.llamacpp_gguf) is given to llama.cpp
+(llama-cpp-python) across the context flags users pass (``-c``, ``-np``, ``-kvu``, ``-ctk``/``-ctv``,
+``-fa``, ``-ub``, ``--swa-full``). llama.cpp makes each context and decodes one token; the bytes of every
+cache tensor and buffer it allocated are compared with kvplan's prediction (``kvplan verify --engine
+llama.cpp --measure tensors``), as are the cells, layers and sequences it logs.
+
+    python tests/llamacpp_oracle.py        # print the outcome table (tools/llamacpp_oracle.py writes the docs page)
+
+A miss kvplan knows about is listed in MISSES with its cause; a new miss fails the tests, and so does a
+listed one that now matches (tests/test_verify_llamacpp_oracle.py).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: Sizes the cache does not depend on, the same in every tiny model.
+BASE: dict[str, Any] = {
+    "block_count": 4, "context_length": 8192, "embedding_length": 128, "feed_forward_length": 64,
+    "attention.head_count": 4, "attention.head_count_kv": 2, "attention.key_length": 32,
+    "attention.value_length": 32, "rope.dimension_count": 32, "attention.layer_norm_rms_epsilon": 1e-6,
+}
+MOE: dict[str, Any] = {"expert_count": 4, "expert_used_count": 2, "expert_feed_forward_length": 32}
+MAMBA2: dict[str, Any] = {"ssm.conv_kernel": 4, "ssm.inner_size": 128, "ssm.state_size": 16,
+                          "ssm.time_step_rank": 4, "ssm.group_count": 2}
+DELTA_NET: dict[str, Any] = {"ssm.conv_kernel": 4, "ssm.inner_size": 64, "ssm.state_size": 32,
+                             "ssm.time_step_rank": 2, "ssm.group_count": 2, "full_attention_interval": 4}
+NO_ATTENTION = {"attention.head_count": None, "attention.head_count_kv": None, "attention.key_length": None,
+                "attention.value_length": None, "rope.dimension_count": None}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TinyModel:
+    name: str
+    """The row's name (the GGUF architecture, with a variant where one architecture has two rows)."""
+    arch: str
+    what: str
+    """What the tiny model exercises (its cache layout)."""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def full_metadata(self) -> dict[str, Any]:
+        return {k: v for k, v in {**BASE, **self.metadata}.items() if v is not None}
+
+
+MODELS: tuple[TinyModel, ...] = (
+    TinyModel(name="llama", arch="llama", what="GQA, 2 of 4 heads"),
+    TinyModel(name="qwen2", arch="qwen2", what="GQA"),
+    TinyModel(name="qwen3", arch="qwen3", what="GQA, explicit head size",
+              metadata={"attention.head_count": 8, "attention.head_count_kv": 1, "embedding_length": 256}),
+    TinyModel(name="qwen3moe", arch="qwen3moe", what="MoE, GQA", metadata=MOE),
+    TinyModel(name="qwen2moe", arch="qwen2moe", what="MoE with a shared expert",
+              metadata={**MOE, "expert_shared_feed_forward_length": 32}),
+    TinyModel(name="phi3", arch="phi3", what="sliding_window set, which llama.cpp ignores",
+              metadata={"attention.sliding_window": 256}),
+    TinyModel(name="gemma", arch="gemma", what="MHA"),
+    TinyModel(name="gemma2", arch="gemma2", what="SWA every other layer (llama.cpp's rule)",
+              metadata={"attention.sliding_window": 256}),
+    TinyModel(name="gemma3", arch="gemma3", what="SWA 5 of 6 layers (llama.cpp's rule)",
+              metadata={"block_count": 6, "attention.sliding_window": 256}),
+    TinyModel(name="gemma3 (pattern key)", arch="gemma3", what="SWA from a per-layer sliding_window_pattern",
+              metadata={"block_count": 6, "attention.sliding_window": 256,
+                        "attention.sliding_window_pattern": [True, False, True, True, False, True]}),
+    TinyModel(name="cohere2", arch="cohere2", what="SWA 3 of 4 layers",
+              metadata={"attention.sliding_window": 256, "logit_scale": 1.0, "attention.layer_norm_epsilon": 1e-5}),
+    TinyModel(name="gpt-oss", arch="gpt-oss", what="MoE, SWA every other layer, attention sinks",
+              metadata={**MOE, "attention.sliding_window": 128}),
+    TinyModel(name="exaone4 (64 layers)", arch="exaone4", what="SWA 3 of 4 layers (the 32B's rule)",
+              metadata={"block_count": 64, "attention.sliding_window": 256}),
+    TinyModel(name="exaone4 (4 layers)", arch="exaone4", what="sliding_window set on a model that is not the 32B",
+              metadata={"attention.sliding_window": 256}),
+    TinyModel(name="mistral3", arch="mistral3", what="sliding_window set",
+              metadata={"attention.sliding_window": 256}),
+    TinyModel(name="llama4", arch="llama4", what="MoE, chunked attention 3 of 4 layers",
+              metadata={**MOE, "interleave_moe_layer_step": 1}),
+    TinyModel(name="command-r", arch="command-r", what="MHA-style GQA",
+              metadata={"logit_scale": 1.0, "attention.layer_norm_epsilon": 1e-5}),
+    TinyModel(name="starcoder2", arch="starcoder2", what="GQA", metadata={"attention.layer_norm_epsilon": 1e-5}),
+    TinyModel(name="granite", arch="granite", what="GQA", metadata={"logit_scale": 1.0}),
+    TinyModel(name="deepseek2", arch="deepseek2", what="MLA latent (K only), MoE",
+              metadata={**MOE, "block_count": 3, "leading_dense_block_count": 1, "attention.head_count": 2,
+                        "attention.head_count_kv": 1, "attention.q_lora_rank": 32, "attention.kv_lora_rank": 64,
+                        "attention.key_length": 96, "attention.value_length": 64, "rope.dimension_count": 32,
+                        "attention.key_length_mla": 64, "attention.value_length_mla": 32, "expert_shared_count": 1,
+                        "expert_weights_scale": 1.0}),
+    TinyModel(name="qwen3next", arch="qwen3next", what="gated delta net 3 of 4 layers, MoE",
+              metadata={**MOE, **DELTA_NET, "expert_shared_feed_forward_length": 32}),
+    TinyModel(name="qwen35", arch="qwen35", what="gated delta net 3 of 4 layers",
+              metadata={**DELTA_NET, "rope.dimension_sections": [6, 5, 5, 0]}),
+    TinyModel(name="mamba2", arch="mamba2", what="Mamba-2 states only", metadata={**NO_ATTENTION, **MAMBA2}),
+    TinyModel(name="jamba", arch="jamba", what="Mamba states 3 of 4 layers, MoE",
+              metadata={**MOE, "attention.head_count_kv": [0, 2, 0, 0], "embedding_length": 64,
+                        "attention.head_count": 2, "ssm.conv_kernel": 4, "ssm.inner_size": 128,
+                        "ssm.state_size": 16, "ssm.time_step_rank": 8}),
+    TinyModel(name="nemotron_h", arch="nemotron_h", what="Mamba-2, attention and MLP-only layers",
+              metadata={**MAMBA2, "attention.head_count_kv": [0, 2, 0, 0], "feed_forward_length": [0, 0, 64, 0],
+                        "attention.layer_norm_epsilon": 1e-5}),
+    TinyModel(name="granitehybrid", arch="granitehybrid", what="Mamba-2 2 of 4 layers",
+              metadata={**MAMBA2, "attention.head_count_kv": [0, 2, 0, 2], "ssm.group_count": 1,
+                        "ssm.inner_size": 256}),
+    TinyModel(name="falcon-h1", arch="falcon-h1", what="attention and a Mamba-2 state in every layer",
+              metadata={**MAMBA2, "ssm.group_count": 1}),
+    TinyModel(name="lfm2", arch="lfm2", what="short convolutions 2 of 4 layers",
+              metadata={"attention.head_count_kv": [0, 2, 0, 2], "shortconv.l_cache": 3}),
+)
+
+#: The case llama.cpp refuses (a quantised V cache without flash attention): kvplan expects the refusal.
+REFUSED = "-c 4096 -ctv q8_0 -fa off (refused)"
+#: (label, llama.cpp flags) compared for every model.
+CASES: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("-c 4096", {"ctx_size": 4096}),
+    ("-c 3000 (padded)", {"ctx_size": 3000}),
+    ("-c 6144 -np 3", {"ctx_size": 6144, "parallel": 3}),
+    ("-c 6144 -np 3 -kvu", {"ctx_size": 6144, "parallel": 3, "kv_unified": True}),
+    ("-c 4096 -np 2 --swa-full", {"ctx_size": 4096, "parallel": 2, "swa_full": True}),
+    ("-c 8192 -np 2 -ub 128", {"ctx_size": 8192, "parallel": 2, "ubatch_size": 128}),
+    ("-c 4096 -np 2 -ctk q8_0 -ctv q8_0 -fa on", {"ctx_size": 4096, "parallel": 2, "cache_type_k": "q8_0",
+                                                 "cache_type_v": "q8_0", "flash_attn": "on"}),
+    ("-c 4096 -ctk q4_0 -ctv q4_0 -fa on", {"ctx_size": 4096, "cache_type_k": "q4_0", "cache_type_v": "q4_0",
+                                           "flash_attn": "on"}),
+    ("-c 4096 -ctk q8_0 -fa off (V f16)", {"ctx_size": 4096, "cache_type_k": "q8_0", "flash_attn": "off"}),
+    (REFUSED, {"ctx_size": 4096, "cache_type_v": "q8_0", "flash_attn": "off"}),
+)
+
+#: Known misses (all in kvplan's GGUF reader, kvplan/gguf/geometry.py): model name -> the cause, with the
+#: bytes llama.cpp allocated and kvplan predicted at -c 4096 -np 1 (K + V, f16; recurrent R + S, f32).
+MISSES: dict[str, str] = {
+    "llama4": "llama.cpp gives 3 of 4 layers a chunked-attention cache (8,192-token chunks when the file has no "
+              "sliding_window: src/models/llama4.cpp); kvplan reads every llama4 layer as full attention. At -c 4096 "
+              "the bytes agree (1 base + 3 chunked layers of 4,096 cells = 4 x 1,048,576 B) but not the split; at "
+              "-c 32768 llama.cpp's 3 chunked layers hold 8,704 cells (6,684,672 B), kvplan's 32,768 (25,165,824 B)",
+    "qwen3next": "kvplan's GGUF reader does not read the gated-delta-net layers (full_attention_interval 4): it "
+                 "predicts 4 attention layers (4,194,304 B), llama.cpp caches 1 (1,048,576 B) and keeps float32 "
+                 "states for the other 3 (R 6,912 + S 24,576 B)",
+    "qwen35": "as qwen3next: 4 attention layers predicted (4,194,304 B), llama.cpp caches 1 (1,048,576 B) and 3 "
+              "gated-delta-net states (R 6,912 + S 24,576 B)",
+    "falcon-h1": "kvplan's GGUF reader does not read falcon-h1's Mamba-2 mixer beside attention in every layer: "
+                 "the K/V cache matches (4 layers, 4,194,304 B), the recurrent states (R 7,680 + S 32,768 B) are "
+                 "missing",
+    "lfm2": "kvplan's GGUF reader reads lfm2's short-convolution layers as cache-free: the K/V cache matches (2 "
+            "layers, 2,097,152 B), the convolution states (R 2,048 B) are missing",
+}
+
+
+#: Bundled config.json models, one per model_type kvplan writes as a GGUF (kvplan.verify.llamacpp_gguf).
+CONFIG_MODELS: tuple[str, ...] = (
+    "meta-llama/Llama-3.1-8B", "mistralai/Mistral-7B-v0.1", "mistralai/Mixtral-8x7B-v0.1", "Qwen/Qwen2-7B",
+    "Qwen/Qwen3-0.6B", "Qwen/Qwen3-30B-A3B", "Qwen/Qwen3-Next-80B-A3B-Instruct", "microsoft/Phi-3-mini-4k-instruct",
+    "google/gemma-2-27b", "google/gemma-3-12b-it", "google/gemma-3-1b-it", "openai/gpt-oss-120b",
+    "deepseek-ai/DeepSeek-V2-Lite", "deepseek-ai/DeepSeek-R1", "ai21labs/Jamba-v0.1", "nvidia/Nemotron-H-56B-Base-8K",
+    "state-spaces/mamba-2.8b-hf", "tiiuae/falcon-mamba-7b",
+)
+#: The config models' case: llama.cpp's dry run, two sequences, a window's worth of cells and more.
+CONFIG_FLAGS: dict[str, Any] = {"ctx_size": 16384, "parallel": 2}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ConfigOutcome:
+    model: str
+    arch: str
+    passed: bool
+    reason: str
+
+
+def run_config(model: str) -> ConfigOutcome:
+    """``kvplan verify --engine llama.cpp -m MODEL -c 16384 -np 2``: kvplan writes the GGUF, llama.cpp's dry run."""
+    from kvplan.verify.llamacpp import make_flags, verify_llamacpp
+
+    report = verify_llamacpp(model, make_flags(**CONFIG_FLAGS), measure="log")
+    verdict = report["verify"]
+    arch = report["inputs"]["gguf"].removeprefix("written by kvplan (").removesuffix(")")
+    return ConfigOutcome(model=model, arch=arch, passed=verdict["passed"], reason=verdict["reason"] or "")
+
+
+def config_table(outcomes: list[ConfigOutcome]) -> list[str]:
+    rows = ["| model (config.json) | written as | kvplan = llama.cpp |", "|---|---|---|"]
+    for o in outcomes:
+        rows.append(f"| {o.model} | `{o.arch}` | {'yes' if o.passed else 'no: ' + o.reason} |")
+    return rows
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CaseOutcome:
+    model: str
+    case: str
+    passed: bool
+    reason: str
+
+
+def build(model: TinyModel, folder: Path) -> Path:
+    """The tiny GGUF of ``model`` in ``folder`` (written once)."""
+    from kvplan.verify.llamacpp_gguf import write_gguf
+
+    path = folder / (model.name.replace(" ", "_").replace("(", "").replace(")", "") + ".gguf")
+    if not path.exists():
+        write_gguf(path, model.arch, model.full_metadata(), tensors=True, seed=0)
+    return path
+
+
+def run_model(model: TinyModel, folder: Path, *, measure: str = "tensors") -> list[CaseOutcome]:
+    """Every case of CASES for ``model``: one llama.cpp child process, one context (and decode) per case."""
+    import kvplan
+    from kvplan.verify.llamacpp import judge, make_flags
+    from kvplan.verify.llamacpp_engine import run_engine
+
+    path = build(model, folder)
+    geometry = kvplan.load_geometry(str(path))
+    flags = [make_flags(**kwargs) for _label, kwargs in CASES]
+    answer = run_engine(path, [f.context(f.ctx_size) for f in flags], measure=measure)
+    outcomes = []
+    for (label, _kwargs), flag, run in zip(CASES, flags, answer.runs):
+        outcome = judge(geometry, flag, run, measure=measure)
+        outcomes.append(CaseOutcome(model=model.name, case=label, passed=outcome.passed, reason=outcome.reason()))
+    return outcomes
+
+
+def run_all(folder: Path, *, verbose: bool = False) -> dict[str, list[CaseOutcome]]:
+    import time
+
+    found = {}
+    for model in MODELS:
+        start = time.perf_counter()
+        found[model.name] = run_model(model, folder)
+        if verbose:
+            print(f"{model.name}: {time.perf_counter() - start:.1f} s", file=sys.stderr)
+    return found
+
+
+def table(results: dict[str, list[CaseOutcome]]) -> list[str]:
+    """The docs page's table: one row per model, the cases that match, and every miss's cause; then the sum."""
+    rows = ["| architecture | tiny model | kvplan = llama.cpp | misses |", "|---|---|---|---|"]
+    exact = sum(o.passed for outcomes in results.values() for o in outcomes)
+    total = sum(len(outcomes) for outcomes in results.values())
+    for model in MODELS:
+        outcomes = results[model.name]
+        matched = sum(o.passed for o in outcomes)
+        missed = MISSES.get(model.name, "") if matched < len(outcomes) else ""
+        if matched < len(outcomes) and not missed:
+            missed = "; ".join(sorted({o.reason for o in outcomes if not o.passed}))
+        rows.append(f"| `{model.name}` | {model.what} | {sum(o.passed for o in outcomes)} of {len(outcomes)} | {missed} |")
+    rows.append("")
+    rows.append(f"In all: {len(results)} tiny models, {total} cases, kvplan = llama.cpp in {exact}.")
+    return rows
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    with tempfile.TemporaryDirectory(prefix="kvplan-oracle-") as tmp:
+        found = run_all(Path(tmp), verbose=True)
+    print("\n".join(table(found)))
+    for name, outcomes in found.items():
+        for o in outcomes:
+            if not o.passed:
+                print(f"{name} [{o.case}]: {o.reason}", file=sys.stderr)
