@@ -306,7 +306,12 @@ def schema_reference() -> str:
     parts = [f"{schema['description']}", ""]
     for name in sorted(defs):
         command = name.removesuffix("_report")
-        parts += [f"## `{command}`", "", "| key | type |", "|---|---|", *_rows(defs[name], defs, ""), ""]
+        shapes = [_resolve(n, defs) for n in defs[name].get("anyOf", [defs[name]])]
+        parts += [f"## `{command}`", ""]
+        for number, shape in enumerate(shapes, 1):
+            if len(shapes) > 1:
+                parts += [f"Shape {number} of {len(shapes)}: {shape.get('description', '')}".rstrip(": "), ""]
+            parts += ["| key | type |", "|---|---|", *_rows(shape, defs, ""), ""]
     return "\n".join(parts).rstrip()
 
 
