@@ -296,7 +296,7 @@ class StateLayer:
                 state[:, -1] = drive.view(-1, *extra[1:]).to(state.dtype)
             else:
                 state.mul_(0.9).add_((0.1 * drive).view(-1, *extra).to(state.dtype))
-        summary = sum(s.float().mean(dim=tuple(range(1, s.dim()))) for s in self.states.values())
+        summary = torch.stack([s.float().mean(dim=tuple(range(1, s.dim()))) for s in self.states.values()]).sum(dim=0)
         return torch.ones_like(x) * (0.01 * summary).view(-1, 1, 1).to(x.dtype)
 
     def tensors(self) -> list[torch.Tensor]:

@@ -427,6 +427,7 @@ def run_verify(plan: VerifyPlan, *, gpu: bool = False, seed: int = 0, progress: 
 
     device = resolve_device(gpu, plan.tp)
     check_memory(plan, device, max_memory=max_memory, replan=replan or (lambda n: plan))
+    ranks: tuple[RankMeasurement, ...]
     if plan.tp == 1:
         rank, weight_bytes = decode_rank(plan, device, seed=seed, progress=progress)
         ranks = (rank,)
@@ -464,7 +465,7 @@ def _run_ranks(plan: VerifyPlan, *, gpu: bool, seed: int, progress: bool) -> tup
         if "error" in result:
             raise (VerifyOOM if result.get("oom") else KvplanError)(result["error"], result.get("hint"))
     ranks = tuple(
-        RankMeasurement(**{k: tuple(v) if isinstance(v, list) else v for k, v in r["measurement"].items()})
+        RankMeasurement(**{k: tuple(v) if isinstance(v, list) else v for k, v in r["measurement"].items()})  # type: ignore[arg-type]
         for r in results
     )
     return ranks, results[0]["weight_bytes"]

@@ -311,9 +311,8 @@ def _plan_layer(
     block_size: int, dtype: KvDtype, state_dtype: KvDtype, quant_bits: int | None, group: int, residual: int,
     tp: int, hq_total: int,
 ) -> LayerPlan:
-    base = {"index": index, "kind": spec.kind, "spec": spec}
     if isinstance(spec, NoCacheSpec):
-        return LayerPlan(**base, num_kv_heads=0, num_query_heads=0, head_size=0, head_size_v=0, window=None, chunk=None,
+        return LayerPlan(index=index, kind=spec.kind, spec=spec, num_kv_heads=0, num_query_heads=0, head_size=0, head_size_v=0, window=None, chunk=None,
                          cache_tokens=0, blocks_per_seq=0, state_shapes=(), tensors=())
     if isinstance(spec, StateSpec):
         shapes = tuple(
@@ -325,8 +324,9 @@ def _plan_layer(
                           nbytes=rows * lookup_dtype(dtype_name).bytes_for(_count(shape)))
             for name, shape, dtype_name in shapes
         )
-        return LayerPlan(**base, num_kv_heads=0, num_query_heads=0, head_size=0, head_size_v=0, window=None, chunk=None,
-                         cache_tokens=0, blocks_per_seq=0, state_shapes=shapes, tensors=tensors)
+        return LayerPlan(index=index, kind=spec.kind, spec=spec, num_kv_heads=0, num_query_heads=0, head_size=0,
+                         head_size_v=0, window=None, chunk=None, cache_tokens=0, blocks_per_seq=0, state_shapes=shapes,
+                         tensors=tensors)
 
     if isinstance(spec, MLASpec):
         heads, dk, dv = 1, spec.kv_lora_rank, spec.qk_rope_head_dim
@@ -342,8 +342,12 @@ def _plan_layer(
         )
     window = spec.window if isinstance(spec, (SlidingWindowSpec, ChunkedLocalSpec)) else None
     chunk = spec.attention_chunk_size if isinstance(spec, ChunkedLocalSpec) else None
-    layer = {"num_kv_heads": heads, "num_query_heads": hq, "head_size": dk, "head_size_v": dv, "window": window,
-             "chunk": chunk, "state_shapes": ()}
+
+    def attention(cache_tokens: int, blocks_per_seq: int, tensors: tuple[PlannedTensor, ...],
+                  aux_tensors: tuple[PlannedTensor, ...] = ()) -> LayerPlan:
+        return LayerPlan(index=index, kind=spec.kind, spec=spec, num_kv_heads=heads, num_query_heads=hq, head_size=dk,
+                         head_size_v=dv, window=window, chunk=chunk, cache_tokens=cache_tokens,
+                         blocks_per_seq=blocks_per_seq, state_shapes=(), tensors=tensors, aux_tensors=aux_tensors)
 
     def kv(tokens: int, *, prefix: str = "") -> tuple[PlannedTensor, ...]:
         return tuple(
@@ -361,24 +365,23 @@ def _plan_layer(
             tokens = prompt  # the kept view holds the whole prefill concatenation alive
         else:
             tokens = min(seq, window)  # W - 1 kept tokens, a view of the W-token concatenation
-        return LayerPlan(**base, **layer, cache_tokens=tokens, blocks_per_seq=0, tensors=kv(tokens))
+        return attention(tokens, 0, kv(tokens))
     if layout in ("static", "sliding"):
         if window is None:
             slots = max_cache
         else:
             slots = min(window, max_cache) if layout == "static" else window
         positions = PlannedTensor(layer=index, name="slot_pos", shape=(slots,), dtype="int64", nbytes=8 * slots)
-        return LayerPlan(**base, **layer, cache_tokens=slots, blocks_per_seq=0, tensors=kv(slots),
-                         aux_tensors=(positions,))
+        return attention(slots, 0, kv(slots), (positions,))
     if layout == "paged":
         blocks = cdiv(seq, block_size) if window is None else window_blocks_peak(prompt, seq, window, block_size)
         num_blocks = rows * blocks
-        tensors = tuple(
+        pools = tuple(
             PlannedTensor(layer=index, name=f"{name}_pool", shape=(num_blocks, block_size, heads, d), dtype=dtype.name,
                           nbytes=dtype.bytes_for(num_blocks * block_size * heads * d))
             for name, d in (("k", dk), ("v", dv))
         )
-        return LayerPlan(**base, **layer, cache_tokens=0, blocks_per_seq=blocks, tensors=tensors)
+        return attention(0, blocks, pools)
     # quantized
     assert quant_bits is not None
     if window is not None:
@@ -389,7 +392,7 @@ def _plan_layer(
         )
     residual_tokens = gen % residual
     quant_tokens = seq - residual_tokens
-    tensors: list[PlannedTensor] = []
+    quantized: list[PlannedTensor] = []
     for name, d in (("k", dk), ("v", dv)):
         if d % group:
             raise InputError(
@@ -401,15 +404,15 @@ def _plan_layer(
         packed = d * quant_bits // 8
         groups = d // group
         shape = (rows, heads, quant_tokens)
-        tensors.append(PlannedTensor(layer=index, name=f"{name}_codes", shape=(*shape, packed), dtype="uint8",
+        quantized.append(PlannedTensor(layer=index, name=f"{name}_codes", shape=(*shape, packed), dtype="uint8",
                                      nbytes=rows * heads * quant_tokens * packed))
         for part in ("scale", "zero"):
-            tensors.append(PlannedTensor(layer=index, name=f"{name}_{part}", shape=(*shape, groups), dtype=dtype.name,
+            quantized.append(PlannedTensor(layer=index, name=f"{name}_{part}", shape=(*shape, groups), dtype=dtype.name,
                                          nbytes=dtype.bytes_for(rows * heads * quant_tokens * groups)))
         if residual_tokens:
-            tensors.append(PlannedTensor(layer=index, name=f"{name}_residual", shape=(rows, heads, residual_tokens, d),
+            quantized.append(PlannedTensor(layer=index, name=f"{name}_residual", shape=(rows, heads, residual_tokens, d),
                                          dtype=dtype.name, nbytes=dtype.bytes_for(rows * heads * residual_tokens * d)))
-    return LayerPlan(**base, **layer, cache_tokens=seq, blocks_per_seq=0, tensors=tuple(tensors))
+    return attention(seq, 0, tuple(quantized))
 
 
 #: Layouts that follow Hugging Face transformers' caches (the hf-dynamic / hf-static profiles).
