@@ -119,6 +119,7 @@ CASES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("-c 6144 -np 3 -kvu", {"ctx_size": 6144, "parallel": 3, "kv_unified": True}),
     ("-c 4096 -np 2 --swa-full", {"ctx_size": 4096, "parallel": 2, "swa_full": True}),
     ("-c 8192 -np 2 -ub 128", {"ctx_size": 8192, "parallel": 2, "ubatch_size": 128}),
+    ("-c 32768 (past llama4's 8,192-token chunk)", {"ctx_size": 32768}),
     ("-c 4096 -np 2 -ctk q8_0 -ctv q8_0 -fa on", {"ctx_size": 4096, "parallel": 2, "cache_type_k": "q8_0",
                                                  "cache_type_v": "q8_0", "flash_attn": "on"}),
     ("-c 4096 -ctk q4_0 -ctv q4_0 -fa on", {"ctx_size": 4096, "cache_type_k": "q4_0", "cache_type_v": "q4_0",
@@ -129,22 +130,7 @@ CASES: tuple[tuple[str, dict[str, Any]], ...] = (
 
 #: Known misses (all in kvplan's GGUF reader, kvplan/gguf/geometry.py): model name -> the cause, with the
 #: bytes llama.cpp allocated and kvplan predicted at -c 4096 -np 1 (K + V, f16; recurrent R + S, f32).
-MISSES: dict[str, str] = {
-    "llama4": "llama.cpp gives 3 of 4 layers a chunked-attention cache (8,192-token chunks when the file has no "
-              "sliding_window: src/models/llama4.cpp); kvplan reads every llama4 layer as full attention. At -c 4096 "
-              "the bytes agree (1 base + 3 chunked layers of 4,096 cells = 4 x 1,048,576 B) but not the split; at "
-              "-c 32768 llama.cpp's 3 chunked layers hold 8,704 cells (6,684,672 B), kvplan's 32,768 (25,165,824 B)",
-    "qwen3next": "kvplan's GGUF reader does not read the gated-delta-net layers (full_attention_interval 4): it "
-                 "predicts 4 attention layers (4,194,304 B), llama.cpp caches 1 (1,048,576 B) and keeps float32 "
-                 "states for the other 3 (R 6,912 + S 24,576 B)",
-    "qwen35": "as qwen3next: 4 attention layers predicted (4,194,304 B), llama.cpp caches 1 (1,048,576 B) and 3 "
-              "gated-delta-net states (R 6,912 + S 24,576 B)",
-    "falcon-h1": "kvplan's GGUF reader does not read falcon-h1's Mamba-2 mixer beside attention in every layer: "
-                 "the K/V cache matches (4 layers, 4,194,304 B), the recurrent states (R 7,680 + S 32,768 B) are "
-                 "missing",
-    "lfm2": "kvplan's GGUF reader reads lfm2's short-convolution layers as cache-free: the K/V cache matches (2 "
-            "layers, 2,097,152 B), the convolution states (R 2,048 B) are missing",
-}
+MISSES: dict[str, str] = {}
 
 
 #: Bundled config.json models, one per model_type kvplan writes as a GGUF (kvplan.verify.llamacpp_gguf).

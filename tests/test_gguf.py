@@ -102,6 +102,30 @@ FAMILIES: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
         {"model_type": "deepseek_v2", "num_hidden_layers": 3, "max_position_embeddings": 16384, "hidden_size": 128,
          "num_attention_heads": 4, "num_key_value_heads": 4, "kv_lora_rank": None, "head_dim": 32 + 16, "v_head_dim": 32},
     ),
+    # Gated delta net on 3 of 4 layers (llama.cpp: every full_attention_interval-th layer attends):
+    # conv over Q, K (2 groups x state 16) and V (inner 64 = 4 value heads x 16); state 4 x 16 x 16.
+    "qwen3next": (
+        "qwen3next",
+        {"{arch}.block_count": 4, "{arch}.context_length": 8192, "{arch}.embedding_length": 128,
+         "{arch}.attention.head_count": 4, "{arch}.attention.head_count_kv": 2, "{arch}.attention.key_length": 32,
+         "{arch}.attention.value_length": 32, "{arch}.ssm.conv_kernel": 4, "{arch}.ssm.inner_size": 4 * 16,
+         "{arch}.ssm.state_size": 16, "{arch}.ssm.time_step_rank": 4, "{arch}.ssm.group_count": 2,
+         "{arch}.full_attention_interval": 4},
+        {"model_type": "qwen3_next", "num_hidden_layers": 4, "max_position_embeddings": 8192, "hidden_size": 128,
+         "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "full_attention_interval": 4,
+         "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 16,
+         "linear_value_head_dim": 16, "linear_conv_kernel_dim": 4},
+    ),
+    # Short convolutions where head_count_kv is 0 (llama.cpp's lfm2 rule), a window of 3 taps.
+    "lfm2": (
+        "lfm2",
+        {"{arch}.block_count": 4, "{arch}.context_length": 8192, "{arch}.embedding_length": 128,
+         "{arch}.attention.head_count": 4, "{arch}.attention.head_count_kv": [0, 2, 0, 2],
+         "{arch}.shortconv.l_cache": 3},
+        {"model_type": "lfm2", "num_hidden_layers": 4, "max_position_embeddings": 8192, "hidden_size": 128,
+         "num_attention_heads": 4, "num_key_value_heads": 2, "conv_L_cache": 3,
+         "layer_types": ["conv", "full_attention", "conv", "full_attention"]},
+    ),
     "nemotron-h": (
         "nemotron_h",
         {"{arch}.block_count": 4, "{arch}.context_length": 8192, "{arch}.embedding_length": 128,
@@ -353,6 +377,35 @@ def test_truncated_tensor_data_is_refused(tmp_path: Path, runner) -> None:
     result = runner.invoke(app, ["estimate", "--model", str(cut)])
     assert result.exit_code == 2
     assert "past the end of the file" in result.output
+
+
+@pytest.mark.parametrize(
+    ("arch", "kv", "phrase"),
+    [
+        ("foobar", {}, "general.architecture 'foobar' is not an architecture llama.cpp knows"),
+        ("bert", {}, "llama.cpp makes no KV cache for a bert model"),
+        ("rwkv7", {}, "kvplan does not read rwkv7 GGUF files yet"),
+        ("llama", {"{arch}.attention.head_count_kv": 0}, "llama.attention.head_count_kv is 0 for every layer"),
+    ],
+)
+def test_architectures_without_a_rule_are_refused_by_name(arch: str, kv: dict[str, Any], phrase: str,
+                                                          tmp_path: Path, runner) -> None:
+    _, llama_kv, _ = FAMILIES["llama-gqa"]
+    path = write_gguf(tmp_path / "m.gguf", arch, {**llama_kv, **kv})
+    result = runner.invoke(app, ["estimate", "--model", str(path)])
+    assert result.exit_code == 2, result.output
+    assert phrase in result.output
+    assert "Traceback" not in result.output
+
+
+def test_llama4_chunks_three_of_four_layers_at_8192_tokens(tmp_path: Path) -> None:
+    _, kv, _ = FAMILIES["llama-gqa"]
+    geometry = read_gguf(str(write_gguf(tmp_path / "l4.gguf", "llama4", kv))).geometry()
+    assert [s.kind for s in geometry.layers] == ["chunked_local"] * 3 + ["full_attention"]
+    assert {s.window for s in geometry.layers[:3]} == {8192}  # llama.cpp's n_swa for llama4
+    no_chunks = read_gguf(str(write_gguf(tmp_path / "l4-none.gguf", "llama4",
+                                         {**kv, "{arch}.attention.sliding_window": 0}))).geometry()
+    assert {s.kind for s in no_chunks.layers} == {"full_attention"}
 
 
 def test_set_is_refused_for_gguf(tmp_path: Path, runner) -> None:

@@ -22,14 +22,21 @@ from typing import Any
 
 from kvplan.errors import ConfigError
 from kvplan.geometry import ModelGeometry, Provenance
+from kvplan.gguf.archs import SWA_PERIOD, SWA_PERIOD_DENSE_FIRST, check_architecture
 from kvplan.gguf.reader import ArraySummary, GgufHeader
-from kvplan.specs import FullAttentionSpec, LayerSpec, MLASpec, NoCacheSpec, SlidingWindowSpec, StateSpec
+from kvplan.specs import (
+    ChunkedLocalSpec,
+    FullAttentionSpec,
+    LayerSpec,
+    MLASpec,
+    NoCacheSpec,
+    SlidingWindowSpec,
+    StateSpec,
+)
 
 #: Largest plausible dimension (heads, head size, layers, state sizes).
 MAX_DIM = 1 << 24
 
-#: llama.cpp's fixed sliding period for architectures whose file need not say it (set_swa_pattern).
-SWA_PERIOD: dict[str, int] = {"gemma2": 2, "gemma3": 6, "cohere2": 4, "gpt-oss": 2, "gemma3n": 5, "exaone4": 4}
 #: Architectures whose sliding_window applies to every layer (as their transformers config does).
 #: NOTE: not mistral3: src/models/mistral3.cpp reads no sliding window (llama.cpp caches every position).
 SWA_ALL = frozenset({"phi3"})
@@ -38,7 +45,16 @@ SWA_ONLY_AT: dict[str, int] = {"exaone4": 64}
 #: Recurrent-only architectures and their state kind.
 SSM_ONLY = {"mamba": "mamba", "mamba2": "mamba2"}
 #: Hybrids: recurrent layers are those with head_count_kv == 0 (and, for nemotron_h, feed_forward_length 0).
-HYBRID = {"jamba": "mamba", "granitehybrid": "mamba2", "nemotron_h": "mamba2"}
+HYBRID = {"jamba": "mamba", "granitehybrid": "mamba2", "nemotron_h": "mamba2", "nemotron_h_moe": "mamba2"}
+#: Gated-delta-net hybrids: recurrent layers by attention.recurrent_layers, else every layer but each
+#: full_attention_interval-th (src/models/qwen3next.cpp, qwen35.cpp, qwen35moe.cpp).
+DELTA_NET = frozenset({"qwen3next", "qwen35", "qwen35moe"})
+#: Short-convolution hybrids: layer i is a convolution when head_count_kv[i] = 0 (src/models/lfm2.cpp).
+SHORT_CONV = frozenset({"lfm2", "lfm2moe"})
+#: Parallel hybrids: an attention cache and a Mamba-2 state in every layer (src/models/falcon-h1.cpp).
+PARALLEL_MAMBA2 = frozenset({"falcon-h1"})
+#: llama4's chunk when the file sets no sliding_window of 0 (src/models/llama4.cpp: n_swa = 8192).
+LLAMA4_CHUNK = 8192
 #: kvplan's config family whose model_type matches the GGUF architecture (for the report's model_type).
 MODEL_TYPE = {"gpt-oss": "gpt_oss", "deepseek2": "deepseek_v2", "granitehybrid": "granitemoehybrid",
               "gemma3": "gemma3_text", "command-r": "cohere", "qwen3moe": "qwen3_moe", "qwen2moe": "qwen2_moe"}
@@ -118,6 +134,7 @@ def gguf_geometry(header: GgufHeader, *, model_id: str) -> ModelGeometry:
     """The per-layer cache geometry of a GGUF file, from its metadata alone."""
     r = GgufMetaReader(header, label=model_id)
     arch = r.arch
+    check_architecture(arch, label=model_id)
     blocks = r.integer("num_hidden_layers", "block_count")
     assert blocks is not None
     nextn = r.integer("nextn_predict_layers", "nextn_predict_layers", required=False, zero_ok=True) or 0
@@ -134,16 +151,19 @@ def gguf_geometry(header: GgufHeader, *, model_id: str) -> ModelGeometry:
     attention: dict[str, Any] | None = None
     state: StateSpec | None = None
     for index, kind in enumerate(kinds):
-        if kind in ("full", "sliding"):
+        if kind in ("full", "sliding", "chunked"):
             attention = attention or _attention(r, blocks)
             kv_heads = attention["kv_heads"][index]
             if attention.get("mla"):
-                if kind == "sliding":
+                if kind != "full":
                     raise ConfigError(f"{model_id}: sliding MLA layers are not supported", "report the model to kvplan")
                 specs.append(MLASpec(kv_lora_rank=attention["kv_lora_rank"], qk_rope_head_dim=attention["rope_dim"]))
             elif kind == "full":
                 specs.append(FullAttentionSpec(num_kv_heads=kv_heads, head_size=attention["head_size"],
                                                head_size_v=attention["head_size_v"]))
+            elif kind == "chunked":
+                specs.append(ChunkedLocalSpec(num_kv_heads=kv_heads, head_size=attention["head_size"],
+                                              head_size_v=attention["head_size_v"], attention_chunk_size=LLAMA4_CHUNK))
             else:
                 specs.append(SlidingWindowSpec(num_kv_heads=kv_heads, head_size=attention["head_size_swa"],
                                                head_size_v=attention["head_size_v_swa"], sliding_window=attention["window"]))
@@ -154,6 +174,9 @@ def gguf_geometry(header: GgufHeader, *, model_id: str) -> ModelGeometry:
             specs.append(NoCacheSpec(reason="reuses the K/V cache of an earlier layer (attention.shared_kv_layers)"))
         else:
             specs.append(NoCacheSpec(reason=kind))
+    if arch in PARALLEL_MAMBA2:
+        specs.extend([_state(r)] * num_layers)
+        r.note(f"{arch}: every layer holds an attention K/V cache and a Mamba-2 state side by side")
     if arch == "gpt-oss":
         r.note("gpt-oss attention sinks are one learned logit per head (attn_sinks tensors): weights, not cache")
     context = r.integer("max_context_tokens", "context_length", required=False)
@@ -192,7 +215,19 @@ def _layer_kinds(r: GgufMetaReader, blocks: int, num_layers: int) -> list[str]:
     if kv_heads is None:
         kv_heads = heads
         r.note(f"{r.key('attention.head_count_kv')} is not in the file: llama.cpp uses head_count (multi-head attention)")
+    if not any(kv_heads[:num_layers]) and arch not in {*HYBRID, *SHORT_CONV}:
+        raise ConfigError(
+            f"{r.label}: {r.key('attention.head_count_kv')} is 0 for every layer, so no layer has attention",
+            "the GGUF metadata is corrupt; re-convert the model",
+        )
     kinds: list[str] = []
+    if arch in DELTA_NET:
+        recurrent = _recurrent_layers(r, blocks, num_layers)
+        return ["state" if recurrent[i] else "full" for i in range(num_layers)]
+    if arch in SHORT_CONV:
+        window = r.meta.get(r.key("attention.sliding_window")) or 0
+        r.note(f"{arch}: layer i is a short convolution when head_count_kv[i] = 0 (llama.cpp is_recr)")
+        return ["state" if not kv_heads[i] else ("sliding" if window else "full") for i in range(num_layers)]
     if arch in HYBRID:
         ffn = r.per_layer("intermediate_size", "feed_forward_length", blocks) if arch == "nemotron_h" else None
         for i in range(num_layers):
@@ -210,7 +245,7 @@ def _layer_kinds(r: GgufMetaReader, blocks: int, num_layers: int) -> list[str]:
         if not kv_heads[i]:
             kinds.append(f"{r.key('attention.head_count_kv')}[{i}] = 0: no attention in this layer")
         else:
-            kinds.append("sliding" if sliding[i] else "full")
+            kinds.append(("chunked" if arch == "llama4" else "sliding") if sliding[i] else "full")
     shared = r.integer("num_kv_shared_layers", "attention.shared_kv_layers", required=False, zero_ok=True) or 0
     if shared:
         if shared >= num_layers:
@@ -222,11 +257,34 @@ def _layer_kinds(r: GgufMetaReader, blocks: int, num_layers: int) -> list[str]:
     return kinds
 
 
+def _recurrent_layers(r: GgufMetaReader, blocks: int, num_layers: int) -> list[bool]:
+    """Gated-delta-net hybrids: attention.recurrent_layers, else all but each full_attention_interval-th layer."""
+    key = r.key("attention.recurrent_layers")
+    if key in r.meta:
+        value = r.meta[key]
+        if not isinstance(value, list) or len(value) != blocks or any(not isinstance(v, bool) for v in value):
+            raise ConfigError(f"{r.label}: {key} must hold one true/false per block", "the GGUF metadata is corrupt")
+        r.record("layer_types", _summary(["state" if v else "full" for v in value[:num_layers]]), f"gguf: {key}")
+        return [bool(v) for v in value[:num_layers]]
+    interval = r.integer("full_attention_interval", "full_attention_interval", required=False)
+    if interval is None:
+        interval = 4
+        r.record("full_attention_interval", 4, f"llama.cpp default for {r.arch} ({key} and full_attention_interval absent)")
+    r.note(f"{r.arch}: layer i is full attention when (i + 1) % {interval} == 0, else a gated delta net state")
+    return [(i + 1) % interval != 0 for i in range(num_layers)]
+
+
 def _sliding_layers(r: GgufMetaReader, num_layers: int) -> list[bool]:
     arch = r.arch
     key = r.key("attention.sliding_window_pattern")
     window_key = r.key("attention.sliding_window")
-    if window_key not in r.meta or r.meta[window_key] == 0:
+    if arch == "llama4":
+        if window_key in r.meta and r.meta[window_key] == 0:
+            r.note(f"{window_key} = 0: llama.cpp gives llama4 no chunked attention; every layer is full attention")
+            return [False] * num_layers
+        r.note(f"llama4: chunked attention of {LLAMA4_CHUNK:,} tokens in the layers the pattern marks "
+               "(llama.cpp's n_swa for llama4, whatever the file's sliding_window)")
+    elif window_key not in r.meta or r.meta[window_key] == 0:
         return [False] * num_layers
     if arch in SWA_ONLY_AT and num_layers != SWA_ONLY_AT[arch]:
         r.note(f"{window_key} is set but llama.cpp slides {arch} layers only in its {SWA_ONLY_AT[arch]}-layer model: "
@@ -242,6 +300,11 @@ def _sliding_layers(r: GgufMetaReader, num_layers: int) -> list[bool]:
         period = r._int(key, value, zero_ok=True)
         r.record("sliding_window_pattern", period, f"gguf: {key}")
         source = key
+    elif arch in SWA_PERIOD_DENSE_FIRST:
+        period = SWA_PERIOD_DENSE_FIRST[arch]
+        r.record("sliding_window_pattern", period, f"llama.cpp default for {arch} (set_swa_pattern({period}, dense_first))")
+        r.note(f"layer i is global when i % {period} == 0, else sliding (llama.cpp's {arch} rule)")
+        return [i % period != 0 for i in range(num_layers)]
     elif arch in SWA_PERIOD:
         period = SWA_PERIOD[arch]
         r.record("sliding_window_pattern", period, f"llama.cpp default for {arch} (set_swa_pattern({period}))")
@@ -311,7 +374,15 @@ def _attention(r: GgufMetaReader, blocks: int) -> dict[str, Any]:
 
 
 def _state(r: GgufMetaReader) -> StateSpec:
-    kind = SSM_ONLY.get(r.arch) or HYBRID.get(r.arch)
+    if r.arch in SHORT_CONV:
+        l_cache = r.integer("conv_L_cache", "shortconv.l_cache")
+        width = r.integer("hidden_size", "embedding_length")
+        assert l_cache is not None and width is not None
+        if l_cache < 2:
+            raise ConfigError(f"{r.label}: {r.key('shortconv.l_cache')} = {l_cache} (must be at least 2)",
+                              "the GGUF metadata is corrupt")
+        return StateSpec(mixer="short_conv", shapes=(("conv", (l_cache - 1, width)),))
+    kind = SSM_ONLY.get(r.arch) or HYBRID.get(r.arch) or ("gated_delta_net" if r.arch in DELTA_NET else "mamba2")
     d_conv = r.integer("conv_kernel", "ssm.conv_kernel")
     d_inner = r.integer("d_inner", "ssm.inner_size")
     d_state = r.integer("state_size", "ssm.state_size")
@@ -327,6 +398,13 @@ def _state(r: GgufMetaReader) -> StateSpec:
         raise ConfigError(f"{r.label}: ssm.inner_size {d_inner} is not divisible by {n_heads} heads", "the GGUF metadata is corrupt")
     head_dim = d_inner // n_heads
     r.record("mamba_head_dim", head_dim, f"derived: {r.key('ssm.inner_size')} // {r.key('ssm.time_step_rank')}")
+    if kind == "gated_delta_net":
+        # conv over Q, K (n_groups heads of state_size each) and V (inner_size); the state is
+        # value heads x key head dim x value head dim (llama_hparams::n_embd_r / n_embd_s).
+        return StateSpec(
+            mixer="gated_delta_net",
+            shapes=(("conv", (d_conv - 1, d_inner + 2 * n_groups * d_state)), ("ssm", (n_heads, d_state, head_dim))),
+        )
     return StateSpec(
         mixer="mamba2",
         shapes=(("conv", (d_conv - 1, d_inner + 2 * n_groups * d_state)), ("ssm", (n_heads, head_dim, d_state))),
