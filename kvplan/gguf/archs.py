@@ -5,7 +5,7 @@ A GGUF file names its architecture (``general.architecture``); llama.cpp reads e
 ``llama_model::create_memory`` in ``src/llama-model.cpp`` picks its cache). kvplan reads an architecture
 only where it knows that rule: an architecture llama.cpp does not have is refused, and so is one whose
 cache follows a rule kvplan's GGUF reader does not model (its config.json can still be sized).
-The tables are facts read from llama.cpp's source as vendored by llama-cpp-python 0.3.36.
+The tables are read from llama.cpp's source as vendored by llama-cpp-python 0.3.36.
 """
 
 from __future__ import annotations
