@@ -366,6 +366,8 @@ def capacity(
         revision=revision if revision is not None else loaded.revision, token=token, required=kv_budget_bytes is None,
         tensor_split=split, weights_quant=weights_quant,
     )
+    if isinstance(pp, bool) or not isinstance(pp, int) or pp < 1:  # before num_gpus // pp below
+        raise InputError(f"--pp must be a positive integer, got {pp!r}", "e.g. --pp 2 (pipeline stages)")
     inputs = CapacityInputs(
         gpu=gpu_spec, engine=engine, tp=tp if tp is not None else max(1, (num_gpus or 1) // pp),
         pp=pp, num_gpus=num_gpus, kv_dtype=kv_dtype, dtype=dtype,

@@ -11,7 +11,7 @@ from kvplan.adjust import (
     stage_of_layer,
     validate_deployment,
 )
-from kvplan.deployment_checks import check_lengths, ignored_knobs
+from kvplan.deployment_checks import check_lengths, check_query_heads, ignored_knobs
 from kvplan.dtypes import DEFAULT_GROUP_SIZE, KvDtype, lookup_dtype
 from kvplan.engines import EngineProfile, SizingContext, get_engine
 from kvplan.engines.base import value_dtype
@@ -320,6 +320,7 @@ def _resolve(
     if dep.engine != engine.name:  # an alias (hf -> hf-dynamic): the profile's own name
         dep = dep.with_(engine=engine.name)
     check_lengths(geometry, dep, seq_len)
+    check_query_heads(geometry, dep)
     notes.extend(ignored_knobs(dep, engine))
     if kv_dtype.strip().lower() == "auto" and engine.auto_dtype(state_dtype) != dtype:
         dtype = engine.auto_dtype(state_dtype)
