@@ -294,6 +294,8 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
 #: The KV views one capacity call builds, per deployment and KV dtype: its searches (max context, max batch,
 #: minimum TP) probe the same few deployments many times.
 _Views = dict[tuple[Deployment, str], _Kv]
+#: What a sweep keeps across :func:`screen_capacity` calls of one model and engine.
+KvViews = _Views
 
 
 def _kv_view(views: _Views, geometry: ModelGeometry, dep: Deployment, kv_dtype: str) -> _Kv:
