@@ -628,8 +628,8 @@ class RecommendResult:
     recommendation: Recommendation
     geometry: ModelGeometry
     source: Source
-    model_arg: str
-    """The model as the engines' commands name it (a Hub id, a path, a .gguf file)."""
+    model_args: Mapping[str, str]
+    """Per engine, the model as its command names it (a Hub id, a path, a .gguf file)."""
     inputs: Mapping[str, Any]
     top: int
     notes: tuple[str, ...] = ()
@@ -643,7 +643,7 @@ class RecommendResult:
         """The `kvplan recommend --format json` report."""
         from kvplan.report.recommend import recommend_report
 
-        return recommend_report(self.recommendation, self.geometry, self.source, model_arg=self.model_arg,
+        return recommend_report(self.recommendation, self.geometry, self.source, model_args=self.model_args,
                                 inputs=self.inputs, top=self.top, notes=self.notes)
 
 
@@ -718,11 +718,11 @@ def recommend(
     keep = DEFAULT_TOP if top is None else top
     if keep < 0:
         raise InputError(f"--top must be 0 (all) or more, got {keep}", "e.g. --top 5")
-    model_arg = loaded.source.location if loaded.gguf is not None else loaded.model_id
+    model_args = {name: loaded.source.location if loaded.gguf is not None else loaded.model_id for name in engines}
     if "llama.cpp" in engines and loaded.gguf is None:
-        model_arg = f"{loaded.model_id.rsplit('/', 1)[-1]}-Q4_K_M.gguf"
-        notes.append(f"llama.cpp loads a GGUF: its command names {model_arg} (convert_hf_to_gguf.py, then "
-                     "llama-quantize Q4_K_M), the file whose weights were sized")
+        model_args["llama.cpp"] = f"{loaded.model_id.rsplit('/', 1)[-1]}-Q4_K_M.gguf"
+        notes.append(f"llama.cpp loads a GGUF: its command names {model_args['llama.cpp']} (convert_hf_to_gguf.py, "
+                     "then llama-quantize Q4_K_M), the file whose weights were sized")
     inputs = {
         "max_model_len": tokens, "concurrency": concurrency, "gpus": [g.name for g in gpus], "engines": engines,
         "kv_dtypes": {name: list(values) for name, values in dtypes.items()}, "max_gpus": target.max_gpus,
@@ -730,7 +730,7 @@ def recommend(
         "top": keep,
     }
     return RecommendResult(recommendation=rec, geometry=loaded.model_geometry, source=loaded.source,
-                           model_arg=model_arg, inputs=inputs, top=keep, notes=tuple(dict.fromkeys(notes)))
+                           model_args=model_args, inputs=inputs, top=keep, notes=tuple(dict.fromkeys(notes)))
 
 
 def _names(value: str | Sequence[str], flag: str) -> list[str]:

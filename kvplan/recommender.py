@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from kvplan.capacity_types import Capacity, CapacityInputs
+from kvplan.dtypes import lookup_dtype
 from kvplan.engines import get_engine
 from kvplan.errors import InputError, KvplanError
 from kvplan.fit import KvViews, plan_capacity, screen_capacity
@@ -136,7 +137,7 @@ def parse_prices(data: object, *, label: str) -> dict[str, float]:
 def default_kv_dtypes(engine: str) -> tuple[str, ...]:
     """The model's own dtype, and fp8 where the engine accepts it."""
     allowed = get_engine(engine).allowed_dtypes
-    return ("auto", "fp8") if allowed is not None and "fp8" in allowed else ("auto",)
+    return ("auto", "fp8") if allowed is None or lookup_dtype("fp8").name in allowed else ("auto",)
 
 
 def layouts(gpu: GpuSpec, engine: str, kv_dtype: str, geometry: ModelGeometry, target: Target) -> list[Layout]:

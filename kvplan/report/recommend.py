@@ -22,10 +22,10 @@ FLOOR_NOTE = ("decode_floor_ms is a floor, not a prediction: the bytes one decod
               "bandwidth, once per pipeline stage; real inter-token latency is higher")
 
 
-def recommend_report(rec: Recommendation, geometry: ModelGeometry, source: Source, *, model_arg: str, inputs: Mapping[str, Any], top: int,
+def recommend_report(rec: Recommendation, geometry: ModelGeometry, source: Source, *, model_args: Mapping[str, str], inputs: Mapping[str, Any], top: int,
                      notes: Sequence[str] = ()) -> dict[str, Any]:
     """The report: ``deployments`` best first (the first ``top``; 0 keeps all), ``rejected`` layouts with the
-    reason. ``model_arg``: the model as the engines load it (their commands name it); ``inputs``: the resolved
+    reason. ``model_args``: per engine, the model as it loads it (their commands name it); ``inputs``: the resolved
     flags."""
     kept = rec.deployments if top == 0 else rec.deployments[:top]
     report_notes = [*rec.notes, *notes, FLOOR_NOTE]
@@ -39,7 +39,7 @@ def recommend_report(rec: Recommendation, geometry: ModelGeometry, source: Sourc
         "model": model_dict(geometry, source=source.kind, location=source.location, revision=source.revision),
         "inputs": dict(inputs),
         "candidates": rec.candidates,
-        "deployments": [_deployment(r, rank, model_arg, rec.target.concurrency) for rank, r in enumerate(kept, 1)],
+        "deployments": [_deployment(r, rank, model_args[r.layout.engine], rec.target.concurrency) for rank, r in enumerate(kept, 1)],
         "rejected": [_rejected(r) for r in rec.rejected],
         "notes": list(dict.fromkeys(report_notes)),
     }
