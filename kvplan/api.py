@@ -652,7 +652,7 @@ def recommend(
     *,
     max_model_len: int | str,
     concurrency: int = 1,
-    gpu: str | Sequence[str] = "all",
+    gpu: str | Sequence[str | GpuSpec] = "all",
     engine: str | Sequence[str] = "vllm",
     kv_dtype: str | Sequence[str] | None = None,
     max_gpus: int | None = None,
@@ -667,7 +667,7 @@ def recommend(
 ) -> RecommendResult:
     """`kvplan recommend`: the cheapest deployments that hold ``concurrency`` requests of ``max_model_len`` tokens
     (read as vLLM reads it: ``"32k"`` = 32,000): every catalog GPU in ``gpu`` (names, comma-separated or a list, or
-    ``"all"``) x layout x ``engine`` x ``kv_dtype`` (default: the model's dtype and fp8 where the engine takes it)
+    ``"all"``; or ``GpuSpec`` objects, e.g. :func:`kvplan.gpus.custom_gpu`) x layout x ``engine`` x ``kv_dtype`` (default: the model's dtype and fp8 where the engine takes it)
     priced by capacity's code; ``prices``: a YAML file (or a mapping) of GPU name to price per GPU-hour, which
     ranks by cost; ``max_itl``: drop candidates whose decode floor is above this many ms."""
     from kvplan.gpus import load_catalog, lookup
@@ -688,9 +688,16 @@ def recommend(
     for name in engines:
         get_engine(name)
     engines = list(dict.fromkeys(get_engine(name).name for name in engines))
-    gpu_names = _names(gpu, "--gpu")
-    gpus = list(load_catalog()) if [n.lower() for n in gpu_names] == ["all"] else \
-        list({spec.name: spec for spec in (lookup(n) for n in gpu_names)}.values())
+    from kvplan.gpus import GpuSpec
+
+    specs = [g for g in ([] if isinstance(gpu, str) else gpu) if isinstance(g, GpuSpec)]
+    gpu_names = _names([g for g in ([gpu] if isinstance(gpu, str) else gpu) if isinstance(g, str)], "--gpu") \
+        if not specs else [g for g in gpu if isinstance(g, str)]
+    if [n.lower() for n in gpu_names] == ["all"]:
+        specs = [*load_catalog(), *specs]
+    else:
+        specs += [lookup(n) for n in gpu_names]
+    gpus = list({spec.name: spec for spec in specs}.values())
     if kv_dtype is None:
         dtypes = {name: default_kv_dtypes(name) for name in engines}
     else:

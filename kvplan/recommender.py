@@ -207,7 +207,7 @@ def recommend(
         views: KvViews = {}  # KV views of this engine: a deployment's KV does not depend on the GPU
         profile = get_engine(engine)
         for gpu in gpus:
-            if gpu.vendor not in ENGINE_VENDORS.get(profile.name, (gpu.vendor,)):
+            if gpu.vendor and gpu.vendor not in ENGINE_VENDORS.get(profile.name, (gpu.vendor,)):
                 one = Layout(gpu=gpu, engine=profile.name, kv_dtype="auto", tp=1, pp=1, nodes=1)
                 rejected.append(Rejection(layout=one, reason=f"{profile.title} does not run on {gpu.vendor} GPUs"))
                 continue

@@ -467,7 +467,7 @@ def _capacity_defs() -> dict[str, Schema]:
 
 def _recommend_def(model: Schema) -> Schema:
     """`kvplan recommend` (kvplan/report/recommend.py ``recommend_report``)."""
-    layout = {"gpu": STR, "engine": ENGINES, "num_gpus": POS, "nodes": POS, "tp": POS, "pp": POS, "dp": POS}
+    layout: dict[str, Schema] = {"gpu": STR, "engine": ENGINES, "num_gpus": POS, "nodes": POS, "tp": POS, "pp": POS, "dp": POS}
     deployment = _obj({
         "rank": POS, **layout, "kv_dtype": STR,
         "max_concurrency": {**NUM, "description": "requests of max_model_len the pool holds (capacity's figure x dp)"},
