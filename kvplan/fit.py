@@ -405,7 +405,11 @@ def _pool(kv: _Kv, avail: int, tokens: int, per_request: int) -> Pool:
     def fits_bytes(batch: int, t: int) -> bool:
         return avail > 0 and kv.need(batch, t) <= avail
 
-    requests = _largest(lambda b: fits_bytes(b, tokens), hi_start=max(1, int(concurrency) + 1))
+    guess = int(concurrency)  # bytes grow about linearly with requests: the answer is usually avail // per_request
+    if guess >= 1 and fits_bytes(guess, tokens) and not fits_bytes(guess + 1, tokens):
+        requests = guess  # monotone: the largest that fits is the one whose successor does not
+    else:
+        requests = _largest(lambda b: fits_bytes(b, tokens), hi_start=max(1, guess + 1))
     return Pool(block_size=bs, num_blocks=max_tokens // bs, max_tokens=max_tokens, max_concurrency=concurrency,
                 requests=requests, notes=(), fits=fits_bytes)
 

@@ -87,24 +87,27 @@ def recommend_table(report: dict[str, Any]) -> Group:
     # NOTE: rich only for a table: the library API and --format json/yaml never import it.
     from rich import box
     from rich.console import Group
+    from rich.padding import Padding
     from rich.table import Table
     from rich.text import Text
 
     inputs = report["inputs"]
     model = report["model"]["id"]
-    title = (f"{model}: {inputs['concurrency']} requests of {inputs['max_model_len']:,} tokens "
-             f"({report['candidates']:,} candidates)")
+    engines = inputs["engines"]
+    title = (f"{model}: {inputs['concurrency']} requests of {inputs['max_model_len']:,} tokens"
+             + (f", {engines[0]}" if len(engines) == 1 else "") + f" ({report['candidates']:,} candidates)")
     table = Table(title=title, box=box.SIMPLE, pad_edge=False, padding=(0, 1))
     priced = any(d["cost_per_hour"] is not None for d in report["deployments"])
-    for name, justify in (("#", "right"), ("GPU", "left"), ("GPUs", "right"), ("tp×pp", "left"), ("engine", "left"),
-                          ("KV", "left"), ("holds", "right"), ("KV/GPU", "right"), ("floor ms", "right")):
+    columns = [("#", "right"), ("GPU", "left"), ("GPUs", "right"), ("tp×pp", "left")]
+    columns += [("engine", "left")] if len(engines) > 1 else []
+    columns += [("KV", "left"), ("holds", "right"), ("KV/GPU", "right"), ("floor", "right")]
+    columns += [("$/h", "right")] if priced else []
+    for name, justify in columns:
         table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
-    if priced:
-        table.add_column("$/h", justify="right", no_wrap=True)
     for d in report["deployments"]:
         layout = f"{d['tp']}×{d['pp']}" + (f" dp {d['dp']}" if d["dp"] > 1 else "")
         row = [str(d["rank"]), d["gpu"], str(d["num_gpus"]) + (f" ({d['nodes']} nodes)" if d["nodes"] > 1 else ""),
-               layout, d["engine"], d["kv_dtype"], f"{d['max_concurrent_requests']:,}",
+               layout, *([d["engine"]] if len(engines) > 1 else []), d["kv_dtype"], f"{d['max_concurrent_requests']:,}",
                format_bytes(d["kv_bytes_per_gpu"]),
                "-" if d["decode_floor_ms"] is None else f"{d['decode_floor_ms']:.2f}"]
         if priced:
@@ -113,11 +116,14 @@ def recommend_table(report: dict[str, Any]) -> Group:
     parts: list[Any] = [table]
     if not report["deployments"]:
         parts.append(Text("Nothing fits: see the notes and `--format yaml` (rejected) for each GPU's reason."))
+    else:
+        parts.append(Text("holds: requests of max-model-len held at once; floor: the decode floor in ms per token "
+                          "(a lower bound)", style="dim"))
     for d in report["deployments"]:
         parts.append(Text(f"#{d['rank']} {d['num_gpus']}× {d['gpu']} ({d['engine']}):", style="bold"))
-        parts.append(Text("  " + d["command"], overflow="fold"))
+        parts.append(Padding(Text(d["command"], overflow="fold"), (0, 0, 0, 2)))
         for line in d["engine_log"]:
-            parts.append(Text("    log: " + line, overflow="fold", style="dim"))
+            parts.append(Padding(Text("log: " + line, overflow="fold", style="dim"), (0, 0, 0, 4)))
         if d["smaller_fails"]:
-            parts.append(Text("  smaller fails: " + d["smaller_fails"], overflow="fold"))
+            parts.append(Padding(Text("smaller fails: " + d["smaller_fails"], overflow="fold"), (0, 0, 0, 2)))
     return Group(*parts)
