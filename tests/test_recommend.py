@@ -228,7 +228,7 @@ def test_report_shape_and_schema(llama70b: kvplan.Geometry) -> None:
 
 
 def test_cli_json_and_table(runner) -> None:
-    args = ["recommend", "-m", "meta-llama/Llama-3.1-8B", "--max-model-len", "32k", "-c", "64", "--gpu", "H100,L40S"]
+    args = ["recommend", "-m", "meta-llama/Llama-3.1-8B", "--max-model-len", "32k", "--concurrency", "64", "--gpu", "H100,L40S"]
     result = runner.invoke(app, [*args, "-f", "json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)

@@ -19,7 +19,7 @@ from kvplan.cli.options import (
 
 RecMaxModelLenOpt = Annotated[str, typer.Option("--max-model-len", help="Tokens per request, as vLLM's "
                               "--max-model-len (32k = 32,000 as vLLM reads it; 32768).")]
-ConcurrencyOpt = Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Requests of --max-model-len tokens "
+ConcurrencyOpt = Annotated[int, typer.Option("--concurrency", min=1, help="Requests of --max-model-len tokens "
                            "held at once.")]
 GpuListOpt = Annotated[str, typer.Option("--gpu", "-g", help="Catalog GPUs to try, comma-separated (H100,H200,L40S), "
                        "or all (kvplan gpus lists them).")]
@@ -42,9 +42,9 @@ TopOpt = Annotated[int | None, typer.Option("--top", min=0, help="Deployments to
 EPILOG = (
     "Examples:\n\n"
     "  kvplan recommend -m meta-llama/Llama-3.1-8B --max-model-len 32k --concurrency 64\n\n"
-    "  kvplan recommend -m meta-llama/Llama-3.1-70B --max-model-len 8192 -c 32 --gpu H100,H200,L40S --prices prices.yaml\n\n"
-    "  kvplan recommend -m deepseek-ai/DeepSeek-V3 --max-model-len 32k -c 128 --engine sglang --max-itl 50\n\n"
-    "  kvplan recommend -m model-Q4_K_M.gguf --max-model-len 8192 -c 4 --engine llama.cpp --gpu RTX-4090,M2-Ultra"
+    "  kvplan recommend -m meta-llama/Llama-3.1-70B --max-model-len 8192 --concurrency 32 --gpu H100,H200,L40S --prices prices.yaml\n\n"
+    "  kvplan recommend -m deepseek-ai/DeepSeek-V3 --max-model-len 32k --concurrency 128 --engine sglang --max-itl 50\n\n"
+    "  kvplan recommend -m model-Q4_K_M.gguf --max-model-len 8192 --concurrency 4 --engine llama.cpp --gpu RTX-4090,M2-Ultra"
 )
 
 
