@@ -6,7 +6,7 @@ capacity answer assumed (so the command, pasted into `kvplan capacity --cmd`, gi
 - SGLang: ``python -m sglang.launch_server`` (sglang/srt/server_args.py: --tp, --pp-size, --dp,
   --enable-dp-attention, --context-length, --kv-cache-dtype fp8_e4m3, --mem-fraction-static).
 - llama.cpp: ``llama-server`` (tools/server/README.md: -c is the context of all slots together, -np the
-  slots, -ctk/-ctv the cache types, -ngl the layers offloaded).
+  slots, -ctk/-ctv the cache types, -ngl the layers offloaded, -ts the layer proportions per device).
 - TensorRT-LLM: ``trtllm-serve`` (--tp_size, --pp_size, --max_seq_len, --max_batch_size,
   --kv_cache_free_gpu_memory_fraction); its KV dtype is set in an --extra_llm_api_options YAML.
 Lengths are plain integers (vLLM reads ``32k`` as 32,000, kvplan as 32,768).
@@ -60,8 +60,8 @@ def launch_command(cap: Capacity, *, model: str, concurrency: int, dp: int = 1) 
         cache = GGML_TYPE_NAMES.get(cap.kv_dtype_name, cap.kv_dtype_name)
         args = ["llama-server", "-m", model, "-c", str(tokens * concurrency), "-np", str(concurrency),
                 "-ctk", cache, "-ctv", cache, "-ngl", str(ALL_LAYERS)]
-        if i.pp > 1:
-            args = [f"CUDA_VISIBLE_DEVICES={','.join(str(d) for d in range(i.pp))}", *args]
+        if i.pp > 1:  # layers split evenly over the first pp devices (-ts proportions; devices left out get none)
+            args += ["-ts", ",".join("1" * i.pp)]
     elif engine == "trtllm":
         fraction = i.free_gpu_memory_fraction or TRTLLM_FREE_FRACTION
         args = ["trtllm-serve", model, "--tp_size", str(i.tp), "--pp_size", str(i.pp), "--max_seq_len", str(tokens),
@@ -70,4 +70,4 @@ def launch_command(cap: Capacity, *, model: str, concurrency: int, dp: int = 1) 
             notes.append("TensorRT-LLM fp8 KV: pass --extra_llm_api_options with 'kv_cache_config: {dtype: fp8}'")
     else:
         return "", (f"no launch command for --engine {engine}",)
-    return " ".join(a if a.startswith("CUDA_VISIBLE_DEVICES=") else shlex.quote(a) for a in args), tuple(notes)
+    return shlex.join(args), tuple(notes)

@@ -204,9 +204,13 @@ def test_gguf_on_llama_cpp(tmp_path: Path) -> None:
     assert best.layout.num_gpus > 1  # one small GPU is not enough
     check_smallest(model, best, tokens, concurrency)
     d = rec.to_dict()["deployments"][0]
-    devices = ",".join(str(i) for i in range(best.layout.num_gpus))
-    assert d["command"] == (f"CUDA_VISIBLE_DEVICES={devices} llama-server -m {model} -c {tokens * concurrency} "
-                            f"-np {concurrency} -ctk f16 -ctv f16 -ngl 999")
+    split = ",".join(["1"] * best.layout.num_gpus)  # layers evenly over the devices, as capacity's pp splits them
+    assert d["command"] == (f"llama-server -m {model} -c {tokens * concurrency} -np {concurrency} -ctk f16 -ctv f16 "
+                            f"-ngl 999 -ts {split}")
+    ts = kvplan.capacity(model, gpu=gpu, engine="llama.cpp", ctx_size=tokens * concurrency, parallel=concurrency,
+                         pp=best.layout.num_gpus, tensor_split=split)
+    assert ts.budget.kv_bytes_per_gpu == best.capacity.budget.kv_bytes_per_gpu
+    assert ts.max_concurrent_requests == best.requests
     assert any("llama_kv_cache" in line for line in d["engine_log"])
 
 
@@ -293,6 +297,19 @@ def test_each_command_round_trips_through_capacity_cmd(runner, model: str, engin
         assert round(cap["capacity"]["max_concurrency"] * d["dp"], 4) == pytest.approx(d["max_concurrency"])
         assert cap["capacity"]["max_concurrent_requests"] * d["dp"] == d["max_concurrent_requests"]
         assert cap["capacity"]["max_context_len"] == d["max_context"]
+
+
+def test_gguf_command_round_trips_through_capacity_cmd(runner, tmp_path: Path) -> None:
+    pytest.importorskip("kvplan.launch")
+    model = str(tiny_gguf(tmp_path / "tiny.gguf"))
+    gpu = custom_gpu(192 * MiB, 100 * 10**9, name="small")
+    rec = kvplan.recommend(model, max_model_len=8192, concurrency=64, gpu=[gpu], engine="llama.cpp")
+    for d in rec.to_dict()["deployments"]:
+        result = runner.invoke(app, ["capacity", "--cmd", d["command"], "--gpu-mem", "192MiB", "-f", "json"])
+        assert result.exit_code == 0, result.output
+        cap = json.loads(result.stdout)
+        assert cap["budget"]["kv_bytes_per_gpu"] == d["kv_bytes_per_gpu"]
+        assert cap["capacity"]["max_concurrent_requests"] == d["max_concurrent_requests"]
 
 
 def test_search_prices_thousands_of_candidates(llama70b: kvplan.Geometry) -> None:
