@@ -211,12 +211,16 @@ def recommend(
                 one = Layout(gpu=gpu, engine=profile.name, kv_dtype="auto", tp=1, pp=1, nodes=1)
                 rejected.append(Rejection(layout=one, reason=f"{profile.title} does not run on {gpu.vendor} GPUs"))
                 continue
+            largest: Rejection | None = None  # the largest layout tried, when no KV dtype fits this GPU
+            fitted = False
             for kv_dtype in kv_dtypes[engine]:
                 found, tried, priced = _search(geometry, weights[engine], gpu, profile.name, kv_dtype, target, views)
                 candidates += priced
                 if found is None:
                     rejected.extend(tried)
+                    largest = max(tried, key=lambda r: (r.layout.num_gpus, r.layout.nodes), default=largest)
                     continue
+                fitted = True
                 layout, requests = found
                 smaller = [r for r in tried if r.layout.num_gpus < layout.num_gpus]
                 rejected.extend(smaller)
@@ -226,6 +230,10 @@ def recommend(
                     layout=layout, capacity=cap, requests=requests,
                     cost_per_hour=None if price is None else round(price * layout.num_gpus, 4),
                     smaller_fails=_why_smaller(smaller)))
+            if not fitted and largest is not None:
+                lay = largest.layout
+                notes.append(f"{gpu.name} ({profile.name}): no layout up to {lay.num_gpus} GPUs holds the target; "
+                             f"{lay.num_gpus}x (tp {lay.tp}, pp {lay.pp}, KV {lay.kv_dtype}): {largest.reason}")
     if prices is not None:
         unpriced = sorted({r.layout.gpu.name for r in best if r.cost_per_hour is None})
         if unpriced:

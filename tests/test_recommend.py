@@ -166,6 +166,19 @@ def test_apple_gpus_only_run_llama_cpp() -> None:
     assert any(r.reason == "vLLM does not run on apple GPUs" for r in rec.rejected)
 
 
+def test_nothing_fits_says_why_per_gpu(runner) -> None:
+    """DeepSeek-V3's weights (fp8, about 640 GiB) do not leave KV room on 8 L4 (22 GiB each): no deployment, and
+    the note and `rejected` say why for each layout; still exit 0 (an answer, not a failed check)."""
+    result = runner.invoke(app, ["recommend", "-m", "deepseek-ai/DeepSeek-V3", "--max-model-len", "8192",
+                                 "--gpu", "L4", "--max-gpus", "8", "-f", "json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["deployments"] == []
+    assert {r["num_gpus"] for r in report["rejected"]} == {1, 2, 4, 8}
+    assert all("leave no KV room on L4" in r["reason"] for r in report["rejected"])
+    assert any(n.startswith("L4 (vllm): no layout up to 8 GPUs holds the target; 8x (tp 8, pp 1") for n in report["notes"])
+
+
 # ---- launch commands ---------------------------------------------------------------------------------
 
 
