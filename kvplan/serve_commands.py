@@ -20,7 +20,7 @@ from kvplan.capacity_types import Capacity
 from kvplan.engines.llamacpp import GGML_TYPE_NAMES
 from kvplan.engines.sglang import sglang_mem_fraction_static
 from kvplan.engines.trtllm import TRTLLM_FREE_FRACTION
-from kvplan.engines.vllm import VLLM_GPU_MEMORY_UTILIZATION
+from kvplan.engines.vllm import VLLM_GPU_MEMORY_UTILIZATION, default_max_num_seqs
 
 #: llama.cpp -ngl for "every layer" (more than any model has; llama-server clamps it).
 ALL_LAYERS = 999
@@ -43,6 +43,10 @@ def launch_command(cap: Capacity, *, model: str, concurrency: int, dp: int = 1) 
         if i.pp > 1:
             notes.append(f"vLLM across {i.pp} nodes: start a Ray cluster over them first, then run the command on "
                          "the head node (docs: distributed serving)")
+        if i.gpu is not None and concurrency > (seqs := default_max_num_seqs(i.gpu.memory_bytes, i.gpu.name)):
+            notes.append(f"vLLM schedules at most --max-num-seqs requests at once ({seqs} by default on "
+                         f"{i.gpu.name}): the pool holds {concurrency}, but add --max-num-seqs {concurrency} to run "
+                         "them together (its sampler warm-up then takes a little more memory than sized here)")
     elif engine == "sglang":
         fraction = i.mem_fraction_static or sglang_mem_fraction_static(i.tp)
         args = ["python", "-m", "sglang.launch_server", "--model-path", model, "--tp", str(i.tp)]

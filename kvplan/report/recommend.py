@@ -124,6 +124,8 @@ def recommend_table(report: dict[str, Any]) -> Group:
         parts.append(Padding(Text(d["command"], overflow="fold"), (0, 0, 0, 2)))
         for line in d["engine_log"]:
             parts.append(Padding(Text("log: " + line, overflow="fold", style="dim"), (0, 0, 0, 4)))
+        for note in d["notes"]:
+            parts.append(Padding(Text("note: " + note, overflow="fold"), (0, 0, 0, 2)))
         if d["smaller_fails"]:
             parts.append(Padding(Text("smaller fails: " + d["smaller_fails"], overflow="fold"), (0, 0, 0, 2)))
     return Group(*parts)
