@@ -103,10 +103,12 @@ def show(command: str, *, stderr: bool = True, head: int | None = None, cwd: Pat
 
 
 def _jq(value: Any, path: str) -> Iterator[str]:
+    items, many = [value], False  # ``.a[].b``: every ``b`` of the list ``a``, as jq -r prints them
     for key in path.strip(".").split("."):
-        many = key.endswith("[]")
-        value = value[key.removesuffix("[]")]
-    for item in value if many else [value]:
+        items = [item[key.removesuffix("[]")] for item in items]
+        if key.endswith("[]"):
+            items, many = [x for item in items for x in item], True
+    for item in items if many else items[:1]:
         yield item if isinstance(item, str) else json.dumps(item)
 
 

@@ -19,10 +19,12 @@ from kvplan.api import (
     CompareResult,
     EstimateResult,
     Geometry,
+    RecommendResult,
     capacity,
     compare,
     estimate,
     load_geometry,
+    recommend,
 )
 
 __all__ = [
@@ -30,9 +32,11 @@ __all__ = [
     "CompareResult",
     "EstimateResult",
     "Geometry",
+    "RecommendResult",
     "__version__",
     "capacity",
     "compare",
     "estimate",
     "load_geometry",
+    "recommend",
 ]

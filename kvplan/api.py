@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from kvplan.gpus import GpuSpec
     from kvplan.layouts import Comparison
     from kvplan.logparse import ParsedLog
+    from kvplan.recommender import Recommendation
 
 # NOTE: `kvplan estimate` starts without the capacity search and the compare layouts: capacity(), compare(),
 # their results and the weights count import their own machinery (kvplan.fit, kvplan.layouts, their report
@@ -366,6 +367,8 @@ def capacity(
         revision=revision if revision is not None else loaded.revision, token=token, required=kv_budget_bytes is None,
         tensor_split=split, weights_quant=weights_quant,
     )
+    if isinstance(pp, bool) or not isinstance(pp, int) or pp < 1:  # before num_gpus // pp below
+        raise InputError(f"--pp must be a positive integer, got {pp!r}", "e.g. --pp 2 (pipeline stages)")
     inputs = CapacityInputs(
         gpu=gpu_spec, engine=engine, tp=tp if tp is not None else max(1, (num_gpus or 1) // pp),
         pp=pp, num_gpus=num_gpus, kv_dtype=kv_dtype, dtype=dtype,
@@ -611,3 +614,150 @@ def mla_off(geometry: ModelGeometry, source: Source | None, engine: str) -> Mode
         raise _input_error("--no-mla reads a config.json: a GGUF says itself whether llama.cpp caches the MLA latent "
                            "(attention.key_length_mla) or per-head K/V", "drop --no-mla for a GGUF")
     return without_mla(geometry, get_engine(engine))
+
+
+# ---- recommend -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RecommendResult:
+    """``kvplan.recommend``'s answer: the :class:`~kvplan.recommender.Recommendation` (its attributes read
+    through: ``deployments`` best first, ``rejected``, ``candidates``) and ``to_dict()``, the `kvplan recommend`
+    report."""
+
+    recommendation: Recommendation
+    geometry: ModelGeometry
+    source: Source
+    model_args: Mapping[str, str]
+    """Per engine, the model as its command names it (a Hub id, a path, a .gguf file)."""
+    inputs: Mapping[str, Any]
+    top: int
+    notes: tuple[str, ...] = ()
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "recommendation":
+            raise AttributeError(name)
+        return getattr(self.recommendation, name)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `kvplan recommend --format json` report."""
+        from kvplan.report.recommend import recommend_report
+
+        return recommend_report(self.recommendation, self.geometry, self.source, model_args=self.model_args,
+                                inputs=self.inputs, top=self.top, notes=self.notes)
+
+
+def recommend(
+    model: str | Geometry,
+    *,
+    max_model_len: int | str,
+    concurrency: int = 1,
+    gpu: str | Sequence[str | GpuSpec] = "all",
+    engine: str | Sequence[str] = "vllm",
+    kv_dtype: str | Sequence[str] | None = None,
+    max_gpus: int | None = None,
+    nodes: int | None = None,
+    gpus_per_node: int | None = None,
+    prices: str | Path | Mapping[str, float] | None = None,
+    max_itl: float | None = None,
+    top: int | None = None,
+    revision: str | None = None,
+    token: str | None = None,
+    gguf_file: str | None = None,
+) -> RecommendResult:
+    """`kvplan recommend`: the cheapest deployments that hold ``concurrency`` requests of ``max_model_len`` tokens
+    (read as vLLM reads it: ``"32k"`` = 32,000): every catalog GPU in ``gpu`` (names, comma-separated or a list, or
+    ``"all"``; or ``GpuSpec`` objects, e.g. :func:`kvplan.gpus.custom_gpu`) x layout x ``engine`` x ``kv_dtype`` (default: the model's dtype and fp8 where the engine takes it)
+    priced by capacity's code; ``prices``: a YAML file (or a mapping) of GPU name to price per GPU-hour, which
+    ranks by cost; ``max_itl``: drop candidates whose decode floor is above this many ms."""
+    from kvplan.gpus import load_catalog, lookup
+    from kvplan.recommender import (
+        DEFAULT_GPUS_PER_NODE,
+        DEFAULT_MAX_GPUS,
+        DEFAULT_TOP,
+        Target,
+        default_kv_dtypes,
+        parse_prices,
+    )
+    from kvplan.recommender import recommend as search
+
+    tokens, len_note = vllm_tokens(_text(max_model_len), "--max-model-len")
+    if tokens is None:
+        raise InputError("recommend needs --max-model-len", "e.g. --max-model-len 32k (tokens per request)")
+    engines = _names(engine, "--engine")
+    for name in engines:
+        get_engine(name)
+    engines = list(dict.fromkeys(get_engine(name).name for name in engines))
+    from kvplan.gpus import GpuSpec
+
+    specs = [g for g in ([] if isinstance(gpu, str) else gpu) if isinstance(g, GpuSpec)]
+    gpu_names = _names([g for g in ([gpu] if isinstance(gpu, str) else gpu) if isinstance(g, str)], "--gpu") \
+        if not specs else [g for g in gpu if isinstance(g, str)]
+    if [n.lower() for n in gpu_names] == ["all"]:
+        specs = [*load_catalog(), *specs]
+    else:
+        specs += [lookup(n) for n in gpu_names]
+    gpus = list({spec.name: spec for spec in specs}.values())
+    if kv_dtype is None:
+        dtypes = {name: default_kv_dtypes(name) for name in engines}
+    else:
+        named = tuple(_names(kv_dtype, "--kv-dtype"))
+        dtypes = {name: named for name in engines}
+    price_map = None
+    if prices is not None:
+        label = "--prices" if isinstance(prices, Mapping) else f"--prices {prices}"
+        price_map = parse_prices(prices if isinstance(prices, Mapping) else _read_yaml(Path(prices), label), label=label)
+    loaded = model if isinstance(model, Geometry) else load_geometry(model, revision=revision, token=token,
+                                                                       gguf_file=gguf_file)
+    weights: dict[str, WeightsEstimate] = {}
+    notes: list[str] = [len_note] if len_note else []
+    for name in engines:
+        counted, weight_notes = model_weights(loaded, engine=name, revision=loaded.revision, token=token)
+        assert counted is not None  # required=True: resolve_weights raises when the size is unknown
+        weights[name] = counted
+        notes.extend(weight_notes)
+    target = Target(max_model_len=tokens, concurrency=concurrency,
+                    max_gpus=max_gpus if max_gpus is not None else DEFAULT_MAX_GPUS,
+                    gpus_per_node=gpus_per_node if gpus_per_node is not None else DEFAULT_GPUS_PER_NODE,
+                    max_nodes=nodes, max_itl_ms=max_itl)
+    rec = search(loaded.model_geometry, weights, gpus=gpus, engines=engines, kv_dtypes=dtypes, target=target,
+                 prices=price_map)
+    keep = DEFAULT_TOP if top is None else top
+    if keep < 0:
+        raise InputError(f"--top must be 0 (all) or more, got {keep}", "e.g. --top 5")
+    model_args = {name: loaded.source.location if loaded.gguf is not None else loaded.model_id for name in engines}
+    if "llama.cpp" in engines and loaded.gguf is None:
+        model_args["llama.cpp"] = f"{loaded.model_id.rsplit('/', 1)[-1]}-Q4_K_M.gguf"
+        notes.append(f"llama.cpp loads a GGUF: its command names {model_args['llama.cpp']} (convert_hf_to_gguf.py, "
+                     "then llama-quantize Q4_K_M), the file whose weights were sized")
+    inputs = {
+        "max_model_len": tokens, "concurrency": concurrency, "gpus": [g.name for g in gpus], "engines": engines,
+        "kv_dtypes": {name: list(values) for name, values in dtypes.items()}, "max_gpus": target.max_gpus,
+        "gpus_per_node": target.gpus_per_node, "nodes": nodes, "prices": price_map, "max_itl_ms": max_itl,
+        "top": keep,
+    }
+    return RecommendResult(recommendation=rec, geometry=loaded.model_geometry, source=loaded.source,
+                           model_args=model_args, inputs=inputs, top=keep, notes=tuple(dict.fromkeys(notes)))
+
+
+def _names(value: str | Sequence[str], flag: str) -> list[str]:
+    """A comma-separated flag (or a list of them) as names."""
+    parts = [value] if isinstance(value, str) else list(value)
+    names = [n.strip() for part in parts for n in str(part).split(",") if n.strip()]
+    if not names:
+        raise InputError(f"{flag} is empty", f"name at least one, e.g. {flag} {'H100' if flag == '--gpu' else 'vllm'}")
+    return names
+
+
+def _read_yaml(path: Path, label: str) -> Any:
+    """A YAML file's data; an unreadable or malformed file is an InputError naming it."""
+    import yaml
+
+    from kvplan.safeload import load_yaml, read_bounded_text
+
+    text = read_bounded_text(path, label=label)
+    try:
+        return load_yaml(text, label=label)
+    except yaml.YAMLError as exc:
+        raise InputError(f"{label} is not valid YAML: {str(exc).splitlines()[0]}",
+                         "write one 'GPU: price' line per GPU, e.g. 'H100: 2.49'") from None

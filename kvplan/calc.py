@@ -11,7 +11,7 @@ from kvplan.adjust import (
     stage_of_layer,
     validate_deployment,
 )
-from kvplan.deployment_checks import check_lengths, ignored_knobs
+from kvplan.deployment_checks import check_lengths, check_query_heads, ignored_knobs
 from kvplan.dtypes import DEFAULT_GROUP_SIZE, KvDtype, lookup_dtype
 from kvplan.engines import EngineProfile, SizingContext, get_engine
 from kvplan.engines.base import value_dtype
@@ -272,6 +272,7 @@ def estimate(
     if dep.no_window and all(as_full_attention(spec) is spec for spec, _indices in geometry.spec_groups):
         notes.append("--no-window changes nothing: the model has no sliding-window or chunked layers")
     notes.extend(engine.check(distinct, dep, dtype))
+    check_query_heads(geometry, dep)  # after the engine's own KV-head rule, which names the KV heads
     if dep.max_num_seqs is not None and batch * dep.beams > dep.max_num_seqs:
         notes.append(
             f"{batch * dep.beams} sequences exceed --max-num-seqs {dep.max_num_seqs}: vLLM runs at most "
@@ -346,6 +347,7 @@ class KvSizer:
         validate_deployment(dep)
         geometry, dtype, _source, state_dtype, engine, dep, _notes = _resolve(geometry, kv_dtype, dep, None)
         engine.check(_distinct_specs(geometry, dep), dep, dtype)
+        check_query_heads(geometry, dep)
         self.geometry, self.kv_dtype, self.deployment, self.engine = geometry, dtype, dep, engine
         self.encoder_len = encoder_len
         self.layout = _layout(geometry, dep, dtype, state_dtype=state_dtype, model_dtype=state_dtype)

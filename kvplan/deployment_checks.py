@@ -36,6 +36,21 @@ def check_lengths(geometry: ModelGeometry, dep: Deployment, seq_len: int | None)
         )
 
 
+def check_query_heads(geometry: ModelGeometry, dep: Deployment) -> None:
+    """Refuse a tensor-parallel size that does not divide the query heads, where the engine refuses it (its
+    ``query_heads_rule``): every rank runs an equal share of the heads."""
+    rule = get_engine(dep.engine).query_heads_rule
+    heads = next((p.value for p in geometry.provenance if p.field == "num_attention_heads"), None)
+    if rule is None or dep.tp == 1 or isinstance(heads, bool) or not isinstance(heads, int) or heads % dep.tp == 0:
+        return
+    fits = [t for t in range(1, heads + 1) if heads % t == 0]
+    raise InputError(
+        f"{get_engine(dep.engine).title} cannot split {heads} query heads over --tensor-parallel-size {dep.tp}: "
+        f"the heads must divide evenly ({rule})",
+        f"use a tensor-parallel size that divides {heads}, such as {', '.join(map(str, fits[-8:]))}",
+    )
+
+
 #: The flag of each engine-specific Deployment field (which engine reads it: ``EngineProfile.knobs``).
 KNOB_FLAGS: dict[str, str] = {
     "max_num_batched_tokens": "--max-num-batched-tokens",

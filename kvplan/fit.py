@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from kvplan.adjust import Deployment, stage_of_layer
 from kvplan.budget import Budget, budget_uncertainty, compute_budget
@@ -243,26 +243,11 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
     per_request = kv.need(1, tokens)
     needed = kv.need(inputs.batch, tokens)
 
-    if engine.block_pool:
-        num_blocks, blocks_per_request, bs, pool_notes = kv.vllm_pool(avail, tokens)
-        notes.extend(pool_notes)
-        max_tokens = num_blocks * bs
-        concurrency = num_blocks / blocks_per_request if blocks_per_request else 0.0
-        requests = int(num_blocks // blocks_per_request) if blocks_per_request else 0
-
-        def fits(batch: int, t: int) -> bool:
-            nb, per, _bs, _n = kv.vllm_pool(avail, t)
-            return avail > 0 and batch * per <= nb
-    else:
-        bs = kv.block_size()
-        max_tokens = kv.tokens_per_budget(avail)
-        num_blocks = max_tokens // bs
-        concurrency = avail / per_request if per_request else 0.0
-
-        def fits(batch: int, t: int) -> bool:
-            return avail > 0 and kv.need(batch, t) <= avail
-
-        requests = _largest(lambda b: fits(b, tokens), hi_start=max(1, int(concurrency) + 1))
+    pool = _pool(kv, avail, tokens, per_request)
+    notes.extend(pool.notes)
+    bs, num_blocks, max_tokens = pool.block_size, pool.num_blocks, pool.max_tokens
+    concurrency, requests = pool.max_concurrency, pool.requests
+    fits = pool.fits
     is_fit = fits(inputs.batch, tokens)
 
     limit = max(tokens, geometry.max_context_tokens or 0)
@@ -283,9 +268,8 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
     if inputs.gpu is None:
         notes.append("no GPU given (--kv-budget only): the decode floor and the weights-vs-memory check are left out")
     elif weights is not None:
-        decode_bytes = weights.read_bytes_per_step(batch=inputs.batch, tp=tp, pp=pp) + needed
-        if inputs.gpu.bandwidth_bytes_per_s:
-            seconds = decode_bytes * pp / inputs.gpu.bandwidth_bytes_per_s
+        decode_bytes, seconds = _decode_floor(weights, inputs, needed)
+        if seconds is not None:
             tok_s = inputs.batch / seconds if seconds else None
         else:
             notes.append("no GPU bandwidth (pass --gpu-bandwidth): the decode floor is not computed")
@@ -310,6 +294,8 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
 #: The KV views one capacity call builds, per deployment and KV dtype: its searches (max context, max batch,
 #: minimum TP) probe the same few deployments many times.
 _Views = dict[tuple[Deployment, str], _Kv]
+#: What a sweep keeps across :func:`screen_capacity` calls of one model and engine.
+KvViews = _Views
 
 
 def _kv_view(views: _Views, geometry: ModelGeometry, dep: Deployment, kv_dtype: str) -> _Kv:
@@ -381,6 +367,99 @@ def _size_without_max(
 def _fits_room(kv: _Kv, room: int, tokens: int) -> bool:
     """One request of ``tokens`` tokens fits ``room`` KV bytes."""
     return kv.need(1, tokens) <= room
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Pool:
+    """The KV pool of one deployment and budget, by the engine's rule: what `capacity` reports and what
+    ``fits`` asks (the same code for both)."""
+
+    block_size: int
+    num_blocks: int
+    max_tokens: int
+    max_concurrency: float
+    requests: int
+    """Requests of the planned length the pool holds at once (whole requests)."""
+    notes: tuple[str, ...]
+    fits: Callable[[int, int], bool]
+    """``fits(batch, tokens)``: ``batch`` requests of ``tokens`` tokens fit the pool."""
+
+
+def _pool(kv: _Kv, avail: int, tokens: int, per_request: int) -> Pool:
+    """The pool ``avail`` KV bytes per GPU make for requests of ``tokens`` tokens (``per_request`` bytes each)."""
+    if kv.engine.block_pool:
+        num_blocks, blocks_per_request, bs, pool_notes = kv.vllm_pool(avail, tokens)
+
+        def fits(batch: int, t: int) -> bool:
+            nb, per, _bs, _n = kv.vllm_pool(avail, t)
+            return avail > 0 and batch * per <= nb
+
+        return Pool(block_size=bs, num_blocks=num_blocks, max_tokens=num_blocks * bs,
+                    max_concurrency=num_blocks / blocks_per_request if blocks_per_request else 0.0,
+                    requests=int(num_blocks // blocks_per_request) if blocks_per_request else 0,
+                    notes=tuple(pool_notes), fits=fits)
+    bs = kv.block_size()
+    max_tokens = kv.tokens_per_budget(avail)
+    concurrency = avail / per_request if per_request else 0.0
+
+    def fits_bytes(batch: int, t: int) -> bool:
+        return avail > 0 and kv.need(batch, t) <= avail
+
+    guess = int(concurrency)  # bytes grow about linearly with requests: the answer is usually avail // per_request
+    if guess >= 1 and fits_bytes(guess, tokens) and not fits_bytes(guess + 1, tokens):
+        requests = guess  # monotone: the largest that fits is the one whose successor does not
+    else:
+        requests = _largest(lambda b: fits_bytes(b, tokens), hi_start=max(1, guess + 1))
+    return Pool(block_size=bs, num_blocks=max_tokens // bs, max_tokens=max_tokens, max_concurrency=concurrency,
+                requests=requests, notes=(), fits=fits_bytes)
+
+
+def _decode_floor(weights: WeightsEstimate, inputs: CapacityInputs, needed: int) -> tuple[int, float | None]:
+    """(bytes one decode step reads on the busiest GPU, the floor in seconds): the weights the batch touches
+    plus its KV, over the GPU's bandwidth, once per pipeline stage; None without a bandwidth."""
+    decode_bytes = weights.read_bytes_per_step(batch=inputs.batch, tp=inputs.tp, pp=inputs.pp) + needed
+    bandwidth = inputs.gpu.bandwidth_bytes_per_s if inputs.gpu is not None else 0
+    if not bandwidth:
+        return decode_bytes, None
+    return decode_bytes, decode_bytes * inputs.pp / bandwidth
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Screen:
+    """`capacity`'s answer to one question, whether ``batch`` requests of ``max_model_len`` tokens fit, without
+    its searches (longest context, minimum TP), notes and engine log: what a sweep over deployments asks of
+    each candidate (`kvplan recommend`), by the same budget, pool and decode-floor code as
+    :func:`plan_capacity`."""
+
+    budget: Budget
+    fits: bool
+    max_concurrent_requests: int
+    max_concurrency: float
+    kv_bytes_needed: int
+    decode_floor_seconds: float | None
+
+
+def screen_capacity(geometry: ModelGeometry, weights: WeightsEstimate, inputs: CapacityInputs,
+                    views: _Views | None = None) -> Screen:
+    """:func:`plan_capacity`'s fit at ``inputs.max_model_len`` (required) for ``inputs.batch`` requests.
+    ``views``: KV views kept by the caller across calls of one model and engine (the KV of a deployment does
+    not depend on the GPU, so a sweep over GPUs prices it once). Raises what capacity raises."""
+    _validate(inputs)
+    if inputs.max_model_len is None:
+        raise InputError("screen_capacity needs a length", "pass --max-model-len")
+    engine = get_engine(inputs.engine)
+    tokens = inputs.max_model_len
+    weights, _note = serve_weights(weights, engine=engine, dtype=inputs.dtype)
+    geometry = served_geometry(geometry, engine, inputs.dtype)
+    dep = _deployment(inputs, attention_tp(inputs, inputs.tp))
+    kv = _kv_view(views if views is not None else {}, geometry, dep, inputs.kv_dtype)
+    budget = compute_budget(inputs, weights, tp=inputs.tp, pp=inputs.pp, tokens=tokens)
+    avail = max(budget.kv_bytes_per_gpu, 0)
+    needed = kv.need(inputs.batch, tokens)
+    pool = _pool(kv, avail, tokens, kv.need(1, tokens))
+    _bytes, seconds = _decode_floor(weights, inputs, needed)
+    return Screen(budget=budget, fits=pool.fits(inputs.batch, tokens), max_concurrent_requests=pool.requests,
+                  max_concurrency=pool.max_concurrency, kv_bytes_needed=needed, decode_floor_seconds=seconds)
 
 
 def _largest(ok: Callable[[int], bool], *, hi_start: int, cap: int | None = None) -> int:

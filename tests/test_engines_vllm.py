@@ -82,7 +82,7 @@ def test_vllm_contradictions() -> None:
     assert any("force block size 64" in note for note in mla.notes)
 
 
-@pytest.mark.parametrize(("tp", "ok"), [(1, True), (2, True), (8, True), (16, True), (3, False), (12, False), (24, True)])
+@pytest.mark.parametrize(("tp", "ok"), [(1, True), (2, True), (8, True), (16, True), (3, False), (12, False), (32, True)])
 def test_vllm_refuses_tp_sizes_that_do_not_divide_the_kv_heads(tp: int, ok: bool) -> None:
     seq = 4096
     if ok:
@@ -91,3 +91,16 @@ def test_vllm_refuses_tp_sizes_that_do_not_divide_the_kv_heads(tp: int, ok: bool
     else:
         with pytest.raises(InputError, match=f"vLLM cannot split 8 KV heads over --tensor-parallel-size {tp}"):
             run("meta-llama__Llama-3.1-8B", "vllm", seq_len=seq, tp=tp)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+@pytest.mark.parametrize(("tp", "ok"), [(8, True), (16, True), (32, True), (24, False), (64, False)])
+def test_tp_must_divide_the_query_heads(engine: str, tp: int, ok: bool) -> None:
+    """Llama-3.1-8B: 32 query heads, 8 KV heads; tp 24 replicates the KV heads evenly (24 % 8 == 0) but leaves
+    32 query heads uneven, which vLLM (verify_with_parallel_config) and SGLang (LlamaAttention) refuse."""
+    if ok:
+        est = run("meta-llama__Llama-3.1-8B", engine, seq_len=4096, tp=tp)
+        assert est.kv_cache_bytes_per_gpu > 0
+    else:
+        with pytest.raises(InputError, match=f"cannot split 32 query heads over --tensor-parallel-size {tp}"):
+            run("meta-llama__Llama-3.1-8B", engine, seq_len=4096, tp=tp)

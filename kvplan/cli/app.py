@@ -37,7 +37,7 @@ APP_SETTINGS: dict[str, Any] = {
 }
 
 #: The commands, in the order `kvplan --help` lists them; each is the module ``kvplan.cli.<name>``.
-COMMANDS = ("estimate", "models", "capacity", "gpus", "check", "compare", "diff", "schema", "verify")
+COMMANDS = ("estimate", "models", "capacity", "recommend", "gpus", "check", "compare", "diff", "schema", "verify")
 
 #: The reader of stdout went away (``kvplan ... | head``): exit as a shell does on SIGPIPE.
 EXIT_BROKEN_PIPE = 141

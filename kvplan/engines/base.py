@@ -211,6 +211,8 @@ class EngineProfile:
     dp_within_tp: ClassVar[bool] = False
     """Data-parallel attention ranks live inside the ``tp`` GPUs (SGLang ``--tp T --dp D``)."""
     dp_splits_experts: ClassVar[bool] = False
+    #: The engine refuses a tensor-parallel size that does not divide the query heads (its source, when True).
+    query_heads_rule: ClassVar[str | None] = None
     """Data parallel with expert parallel splits the MoE experts over ``dp * tp`` GPUs (vLLM)."""
     mla_off: ClassVar[str | None] = "K of qk_nope_head_dim + qk_rope_head_dim and V of v_head_dim per head"
     """How this engine caches an MLA model with MLA turned off (``--no-mla``); None: it has no such switch."""

@@ -54,6 +54,7 @@ class SglangProfile(EngineProfile):
     knobs = ("swa_full_tokens_ratio",)
     mla_off = None  # NOTE: the 0.5.23 wheel has no MLA-disable switch (no disable_mla / SGLANG_DISABLE_MLA)
     dp_within_tp = True
+    query_heads_rule = "sglang/srt/models/llama.py LlamaAttention: assert total_num_heads % tp_size == 0"
 
     def attention_tp(self, tp: int, dp: int) -> int:
         """``attn_tp = tp // dp`` (``layers/dp_attention.py::compute_dp_attention_world_info``)."""

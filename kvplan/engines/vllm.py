@@ -85,6 +85,8 @@ class VllmProfile(EngineProfile):
     block_pool = True
     swa_extra_block = True
     dp_splits_experts = True
+    query_heads_rule = ("vllm/config/model.py verify_with_parallel_config: 'Total number of attention heads must be "
+                        "divisible by tensor parallel size'")
     mla_off = ("VLLM_MLA_DISABLE=1: FullAttentionSpec of qk_nope_head_dim + qk_rope_head_dim per head for K and for V "
                "(deepseek_v2.py pads V to qk_head_dim; model_arch_config_convertor.get_head_size)")
     mla_off_pads_v = True

@@ -29,6 +29,7 @@ REPORT_DEFS: dict[str, str] = {
     "diff": "diff_report",
     "compare": "compare_report",
     "capacity": "capacity_report",
+    "recommend": "recommend_report",
     "gpus": "gpus_report",
     "verify": "verify_report",
 }
@@ -460,7 +461,42 @@ def _capacity_defs() -> dict[str, Schema]:
     gpu = _obj({"name": STR, "vendor": STR, "memory_bytes": POS, "bandwidth_bytes_per_s": POS,
                 "aliases": {"type": "array", "items": STR}, "source": STR, "memory_source": STR})
     gpus_report = _obj({**_header("gpus"), "gpus": {"type": "array", "items": gpu}})
-    return {"capacity_report": capacity_report, "gpus_report": gpus_report}
+    return {"capacity_report": capacity_report, "gpus_report": gpus_report,
+            "recommend_report": _recommend_def(capacity_report["properties"]["model"])}
+
+
+def _recommend_def(model: Schema) -> Schema:
+    """`kvplan recommend` (kvplan/report/recommend.py ``recommend_report``)."""
+    layout: dict[str, Schema] = {"gpu": STR, "engine": ENGINES, "num_gpus": POS, "nodes": POS, "tp": POS, "pp": POS, "dp": POS}
+    deployment = _obj({
+        "rank": POS, **layout, "kv_dtype": STR,
+        "max_concurrency": {**NUM, "description": "requests of max_model_len the pool holds (capacity's figure x dp)"},
+        "max_concurrent_requests": NONNEG, "headroom": NONNEG,
+        "max_context": {**NONNEG, "description": "the longest context `concurrency` requests fit (capacity's max_context_len)"},
+        "kv_bytes_per_gpu": INT, "kv_bytes_needed_per_gpu": NONNEG, "weights_bytes_per_gpu": nullable(NONNEG),
+        "decode_floor_ms": {**nullable(NUM), "description": "a floor, not a prediction: bytes one decode step reads / "
+                            "memory bandwidth"},
+        "cost_per_hour": nullable(NUM), "command": STR, "engine_log": {"type": "array", "items": STR},
+        "smaller_fails": nullable(STR), "notes": {"type": "array", "items": STR},
+    })
+    rejected = _obj({**layout, "kv_dtype": STR, "reason": STR})
+    return _obj({
+        **_header("recommend"),
+        "model": model,
+        "inputs": _obj({
+            "max_model_len": POS, "concurrency": POS, "gpus": {"type": "array", "items": STR},
+            "engines": {"type": "array", "items": ENGINES},
+            "kv_dtypes": {"type": "object", "additionalProperties": {"type": "array", "items": STR}},
+            "max_gpus": POS, "gpus_per_node": POS, "nodes": nullable(POS),
+            "prices": nullable({"type": "object", "additionalProperties": NUM}), "max_itl_ms": nullable(NUM),
+            "top": NONNEG,
+        }),
+        "candidates": NONNEG,
+        "deployments": {"type": "array", "items": deployment},
+        "rejected": {"type": "array", "items": rejected},
+        "notes": {"type": "array", "items": STR},
+    }, description="`kvplan recommend`: deployments best first, each with its launch command, and the layouts "
+       "rejected with the reason.")
 
 
 def _engine_log_def() -> Schema:
