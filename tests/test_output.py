@@ -404,9 +404,8 @@ def test_notes_name_the_length_flag_the_user_typed(runner, flag: str) -> None:
             assert (length, said) == (128 * 1024, []), args
         else:
             assert length == 128 * 1000, args
-            assert said == [f"--max-model-len 128k = {128 * 1000:,} tokens, as vLLM reads it (vllm/utils/argparse_utils.py "
-                            "human_readable_int: lower-case k, m, g = 10**3, 10**6, 10**9; upper-case K, M, G = 2**10, "
-                            f"2**20, 2**30; 128K would be {128 * 1024:,}); kvplan's own --seq-len reads k as 1024"], args
+            assert said == [f"--max-model-len 128k = {128 * 1000:,} tokens, as vLLM reads it (k = 1000, K = 1024; "
+                            f"128K would be {128 * 1024:,}); kvplan's --seq-len reads k as 1024"], args
 
 
 def test_seq_len_and_max_model_len_that_disagree_are_refused(runner) -> None:

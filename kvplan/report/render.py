@@ -4,6 +4,7 @@ a command's layouts from the widest to a vertical "key: value" one; the first th
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +20,7 @@ from kvplan.report.layout import n as _n
 from kvplan.report.layout import short_bytes as _short_bytes
 from kvplan.report.layout import signed_size as _size
 from kvplan.report.layout import tokens_short as _tokens_short
+from kvplan.textsafe import printable
 from kvplan.units import format_bytes
 
 
@@ -27,6 +29,29 @@ def notes_text(report: dict[str, Any]) -> list[str]:
     lines = [f"{key[:-7]}: {inputs[key]}" for key in ("seq_len_source", "kv_dtype_source") if inputs.get(key)]
     lines += report.get("notes") or []
     return lines
+
+
+#: The most lines a command prints by default at 80 columns: verdict, figures, log lines, fixes and notes.
+SHORT_LINES = 20
+
+
+def short_notes(report: dict[str, Any], *, width: int, used: int) -> list[str]:
+    """The notes as a default (not ``--verbose``) table prints them: each once, in at most two lines of ``width``,
+    as many as fit beside the table's ``used`` lines within :data:`SHORT_LINES` (one at least), then one line
+    saying what ``--verbose`` adds. WARNINGs are in the table already (:func:`warning_lines`)."""
+    notes = [note for note in dict.fromkeys(notes_text(report)) if not note.startswith("WARNING: ")]
+    room = max(SHORT_LINES - used - 1, 2)  # NOTE: the last line says what --verbose adds
+    out: list[str] = []
+    left = 0
+    for index, note in enumerate(notes):
+        wrapped = textwrap.wrap("note: " + printable(note), width=max(width, 20), subsequent_indent="      ",
+                                max_lines=2, placeholder=" …", break_long_words=False, break_on_hyphens=False)
+        if len(out) + len(wrapped) > room:
+            left = len(notes) - index
+            break
+        out += wrapped
+    more = f" and {left} more note{'s' * (left != 1)}" if left else ""
+    return [*out, f"--verbose: the whole table{more}, every note in full"]
 
 
 def warning_lines(report: dict[str, Any]) -> list[Text]:
@@ -585,19 +610,63 @@ def _bytes_exact(value: int | None) -> str:
 
 
 # ---- kvplan capacity -----------------------------------------------------------------------------
-def capacity_table(report: dict[str, Any]) -> Group:
-    """`kvplan capacity`: the verdict first, then budget, weights and the capacity answers."""
+def _capacity_verdict(report: dict[str, Any]) -> Text:
+    inputs, cap = report["inputs"], report["capacity"]
+    verdict = f"{inputs['batch']} × {inputs['max_model_len']:,} tokens {'fits' if cap['fits'] else 'does NOT fit'}: "
+    verdict += f"needs {_size(cap['kv_bytes_needed'])} of KV per GPU, " + (
+        f"{_size(cap['kv_bytes_available'])} available" if cap["kv_bytes_available"] > 0
+        else "but --kv-budget is 0" if inputs.get("kv_budget_bytes") == 0
+        else "but the weights and reserve leave no KV memory per GPU")
+    return Text(verdict, style="bold" if cap["fits"] else "bold red")
+
+
+def _capacity_title(report: dict[str, Any]) -> Text:
+    model, inputs = report["model"], report["inputs"]
+    return Text(f"{model['id']} on {inputs['gpu'] or 'a --kv-budget'} (tp {inputs['tp']}, pp {inputs['pp']}, "
+                f"{inputs['engine']}, KV {inputs['kv_dtype']})")
+
+
+def _capacity_fixes(report: dict[str, Any]) -> list[RenderableType]:
+    """Each suggestion in the engine's own flags: ``try ...`` then ``or ...``."""
+    if not report["suggestions"]:
+        return []
+    tries = Table.grid(padding=(0, 1))
+    tries.add_column(no_wrap=True)
+    tries.add_column(overflow="fold")
+    for index, suggestion in enumerate(report["suggestions"]):
+        tries.add_row("  try" if index == 0 else "   or",
+                      engine_flags(suggestion, report["inputs"]["engine"], report["inputs"]["batch"]))
+    return [tries]
+
+
+def _capacity_log(report: dict[str, Any]) -> list[RenderableType]:
+    log = report["capacity"].get("engine_log") or {}
+    if not log.get("lines"):
+        return []
+    return [Text(f"{log['engine']} {log['version'] or ''} would log:".replace("  ", " ")),
+            *(Padding(Text(line, overflow="fold"), (0, 0, 0, 2), expand=False) for line in log["lines"])]
+
+
+def _kv_budget_cell(budget: dict[str, Any]) -> tuple[str, str | None]:
+    """The KV budget per GPU as a table says it, and, when the weights and reserve leave none, by how much."""
+    kv_budget = budget["kv_bytes_per_gpu"]
+    if kv_budget is not None and kv_budget < 0:  # NOTE: the report keeps the signed figure; the table says it
+        return "none", f"weights and reserve exceed the budget by {format_bytes(-kv_budget)}"
+    return _size(kv_budget), None
+
+
+def capacity_table(report: dict[str, Any], *, verbose: bool = False) -> Group:
+    """`kvplan capacity`: the verdict first, then the few figures behind it, the engine's log lines and the fixes.
+
+    ``verbose``: the whole breakdown (GPU memory, the reserve's terms, blocks, GPUs needed, decode floor)."""
+    if not verbose:
+        return _capacity_short(report)
     model, inputs, weights = report["model"], report["inputs"], report["weights"]
     budget, cap = report["budget"], report["capacity"]
     engine = inputs["engine"]
     tokens = inputs["max_model_len"]
-    title = (f"Capacity of {model['id']} on {inputs['gpu'] or 'a --kv-budget'} (tp {inputs['tp']}, pp {inputs['pp']}, "
-             f"{engine}, KV {inputs['kv_dtype']})")
-    verdict = f"{inputs['batch']} × {tokens:,} tokens {'fits' if cap['fits'] else 'does NOT fit'}: needs "
-    verdict += f"{_size(cap['kv_bytes_needed'])} of KV per GPU, " + (
-        f"{_size(cap['kv_bytes_available'])} available" if cap["kv_bytes_available"] > 0
-        else "but --kv-budget is 0" if inputs.get("kv_budget_bytes") == 0
-        else "but the weights and reserve leave no KV memory per GPU")
+    title = Text("Capacity of ") + _capacity_title(report)
+    verdict = _capacity_verdict(report)
     table = Table(box=box.SIMPLE, show_header=False, show_edge=False, pad_edge=False, padding=(0, 1))
     table.add_column("what", no_wrap=True)
     table.add_column("value", justify="right", no_wrap=True)
@@ -617,12 +686,9 @@ def capacity_table(report: dict[str, Any]) -> Group:
         table.add_row(f"  {term['name']}", _size(term["bytes"]), term["source"])
     spread = budget.get("uncertainty_bytes")
     formula = budget["formula"] + (f" (up to {_size(spread)} more with other kernels)" if spread else "")
-    kv_budget = budget["kv_bytes_per_gpu"]
-    if kv_budget is not None and kv_budget < 0:  # NOTE: the report keeps the signed figure; the table says it
-        table.add_row(Text("KV budget per GPU", style="bold"), Text("none", style="bold"),
-                      f"weights and reserve exceed the budget by {format_bytes(-kv_budget)}: {formula}")
-    else:
-        table.add_row(Text("KV budget per GPU", style="bold"), Text(_size(kv_budget), style="bold"), formula)
+    kv_cell, short_by = _kv_budget_cell(budget)
+    table.add_row(Text("KV budget per GPU", style="bold"), Text(kv_cell, style="bold"),
+                  f"{short_by}: {formula}" if short_by else formula)
     table.add_section()
     table.add_row("KV blocks", _n(cap["num_blocks"]), f"{cap['block_size']} tokens per block")
     table.add_row("KV tokens", _n(cap["max_tokens"]), "token slots of the pool (the true capacity; the engine's "
@@ -646,20 +712,48 @@ def capacity_table(report: dict[str, Any]) -> Group:
         table.add_row("decode floor", f"{cap['decode_floor_seconds'] * 1000:.2f} ms/token",
                       f"<= {cap['decode_tokens_per_s']:,.0f} tokens/s at batch {inputs['batch']} "
                       f"({_size(cap['decode_bytes_per_step'])} read per step)")
-    lines: list[RenderableType] = [
-        Text(verdict, style="bold" if cap["fits"] else "bold red"), *warning_lines(report), Text(title), table,
-    ]
-    if report["suggestions"]:
-        tries = Table.grid(padding=(0, 1))
-        tries.add_column(no_wrap=True)
-        tries.add_column(overflow="fold")
-        for index, suggestion in enumerate(report["suggestions"]):
-            tries.add_row("  try" if index == 0 else "   or", engine_flags(suggestion, engine, inputs["batch"]))
-        lines.append(tries)
-    log = report["capacity"].get("engine_log") or {}
-    if log.get("lines"):
-        lines.append(Text(f"{log['engine']} {log['version'] or ''} would log:".replace("  ", " ")))
-        lines += [Padding(Text(line, overflow="fold"), (0, 0, 0, 2), expand=False) for line in log["lines"]]  # wraps stay indented
+    lines: list[RenderableType] = [verdict, *warning_lines(report), title, table, *_capacity_fixes(report),
+                                   *_capacity_log(report)]
+    return Group(*lines, *_capacity_log_comparison(report))
+
+
+def _capacity_short(report: dict[str, Any]) -> Group:
+    """At most 20 lines at 80 columns: verdict, the figures behind it, GPUs needed and fixes when it does not fit,
+    the engine's log lines."""
+    inputs, weights, budget, cap = report["inputs"], report["weights"], report["budget"], report["capacity"]
+    tokens, gpus = inputs["max_model_len"], inputs["tp"] * inputs["pp"]
+    table = grid(("what", "left"), ("value", "right"), ("detail", "left"))
+    table.show_header = False
+    table.columns[-1].no_wrap, table.columns[-1].overflow = False, "fold"
+    held = weights["quantization"] or weights["dtype"] or ""
+    params = "" if weights["parameters"] is None else f"{weights['parameters'] / 1e9:.2f}B params, "
+    scope = f"per GPU of {_size(weights['bytes'])}, " if gpus > 1 else ""
+    table.add_row("weights", _size(budget["weights_bytes_per_gpu"]), f"{scope}{params}{held}")
+    kv_cell, short_by = _kv_budget_cell(budget)
+    if short_by:
+        detail = short_by
+    elif inputs.get("kv_budget_bytes") is not None:
+        detail = "per GPU (--kv-budget)"
+    else:
+        detail = f"per GPU, after the weights and {_size(budget['reserve_bytes'])} reserve"
+    table.add_row(Text("KV budget", style="bold"), Text(kv_cell, style="bold"), detail)
+    table.add_row("KV per request", _size(cap["kv_bytes_per_request"]),
+                  f"{tokens:,} tokens" + (" (per GPU)" if gpus > 1 else ""))
+    requests = cap["max_concurrent_requests"]
+    table.add_row("max concurrency", f"{cap['max_concurrency']:.2f}x",
+                  f"{requests:,} request{'s' * (requests != 1)} of {tokens:,} tokens" if requests
+                  else f"not one request of {tokens:,} tokens")
+    table.add_row("max context", _n(cap["max_context_len"]), f"at batch {inputs['batch']} ({cap['max_context_limit']})")
+    if not cap["fits"] and cap["min_num_gpus"] is not None:
+        table.add_row("GPUs needed", _n(cap["min_num_gpus"]), f"for one {tokens:,}-token request")
+    lines: list[RenderableType] = [_capacity_verdict(report), *warning_lines(report), _capacity_title(report), table]
+    lines += [*_capacity_fixes(report), *_capacity_log(report), *_capacity_log_comparison(report)]
+    return Group(*lines)
+
+
+def _capacity_log_comparison(report: dict[str, Any]) -> list[RenderableType]:
+    """--compare-log: each logged figure beside kvplan's."""
+    lines: list[RenderableType] = []
     compared = report.get("log_comparison")
     if compared:
         lines.append(Text(f"{compared['source']} ({compared['engine']}): {compared['matches']} figure(s) match, "
@@ -670,7 +764,7 @@ def capacity_table(report: dict[str, Any]) -> Group:
             lines.append(Padding(Text(f"line {row['line_no']} {row['figure']}: logged {row['logged']}, kvplan "
                                       f"{row['predicted'] if row['predicted'] is not None else '-'}; {said}",
                                       overflow="fold"), (0, 0, 0, 2), expand=False))
-    return Group(*lines)
+    return lines
 
 
 # ---- kvplan gpus ---------------------------------------------------------------------------------
