@@ -385,7 +385,7 @@ NOT_SCENARIO_KEYS = {
     "ctx_size": "llama.cpp's spelling of seq_len x batch", "parallel": "llama.cpp's spelling of batch",
     "cache_type_k": "llama.cpp's spelling of kv_dtype for K (with cache_type_v for V)",
     "compare_log": "reads a log file; a plan checks budgets, not logs",
-    "plot": "output (a picture)",
+    "plot": "output (a picture)", "verbose": "output (the whole table)",
 }
 
 
@@ -436,10 +436,14 @@ def test_table_shows_the_per_gpu_need(runner, tmp_path, monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")  # one line per row
     # 4 requests of 4096 tokens on vLLM with tp 4: 2 of the 8 KV heads per rank.
     per_gpu = KV * 32 * (8 // 4) * 128 * BF16 * 4096 * 4
-    result = run_check(runner, write_plan(tmp_path, [llama(engine="vllm", tp=4, max_kv_bytes_per_gpu=per_gpu)]))
+    plan = write_plan(tmp_path, [llama(engine="vllm", tp=4, max_kv_bytes_per_gpu=per_gpu)])
+    result = run_check(runner, plan, "--verbose")  # one row per budget
     assert result.exit_code == 0, result.output
     assert "KV/GPU 512.00 MiB ≤ 512.00 MiB" in result.stdout
     assert "4×4k bf16 vllm tp4" in result.stdout
+    short = run_check(runner, plan)  # one row per scenario, the verdict first
+    assert short.stdout.startswith("1 scenario(s), all within budget\n")
+    assert "4×4k bf16 vllm tp4" in short.stdout and "PASS" in short.stdout and "KV/GPU" not in short.stdout
 
 
 # ---- estimate --max-kv-bytes-per-gpu --------------------------------------------------------------------

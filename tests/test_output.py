@@ -183,10 +183,14 @@ def test_models_shows_bytes_per_token_at_max_context(runner) -> None:
 
 
 def test_capacity_says_does_not_fit_one_request_and_explains_gpus(runner) -> None:
-    out = _flat(runner, TABLES["capacity"])
+    out = _flat(runner, [*TABLES["capacity"], "--verbose"])
     assert "does not fit one request of 131,072 tokens" in out and "0 requests" not in out
     assert "GPUs needed 4 for one 131,072-token request: the smallest tp is 4, × pp 1 = 4 GPUs" in out
     assert "the weights and reserve leave no KV memory per GPU" in out
+    short = _flat(runner, TABLES["capacity"])  # the default says the same in fewer words
+    assert "not one request of 131,072 tokens" in short and "0 requests" not in short
+    assert "GPUs needed 4 for one 131,072-token request" in short
+    assert "the weights and reserve leave no KV memory per GPU" in short
 
 
 def test_llamacpp_capacity_speaks_llamacpp(runner) -> None:
@@ -264,7 +268,7 @@ def test_compare_kv_dtypes_in_one_run(runner) -> None:
 
 def test_notes_wrap_on_word_boundaries(runner, monkeypatch) -> None:
     monkeypatch.setenv("COLUMNS", "60")
-    result = runner.invoke(app, ESTIMATES["deepseek-mla-tp8"])
+    result = runner.invoke(app, [*ESTIMATES["deepseek-mla-tp8"], "--verbose"])  # every note in full
     lines = result.stderr.splitlines()
     assert all(len(line) <= 60 for line in lines)
     assert any(line.startswith("      ") for line in lines)  # a continuation, indented under "note: "
@@ -450,9 +454,12 @@ def test_capacity_table_says_no_kv_budget_instead_of_a_negative_size(runner, mon
     from kvplan.units import format_bytes
 
     monkeypatch.setenv("COLUMNS", "200")
-    out = _flat(runner, args)
+    out = _flat(runner, [*args, "--verbose"])
     assert f"KV budget per GPU none weights and reserve exceed the budget by {format_bytes(short)}" in out
     assert f"KV budget per GPU -{format_bytes(short)}" not in out  # (vLLM's own log line, quoted, keeps it)
+    out = _flat(runner, args)
+    assert f"KV budget none weights and reserve exceed the budget by {format_bytes(short)}" in out
+    assert f"KV budget -{format_bytes(short)}" not in out
 
 
 @pytest.mark.parametrize(("dtypes", "why"), [("bf16,,fp8", "has an empty item"), ("bf16,bf16", "names a dtype twice")])

@@ -37,21 +37,24 @@ SHORT_LINES = 20
 
 def short_notes(report: dict[str, Any], *, width: int, used: int) -> list[str]:
     """The notes as a default (not ``--verbose``) table prints them: each once, in at most two lines of ``width``,
-    as many as fit beside the table's ``used`` lines within :data:`SHORT_LINES` (one at least), then one line
+    as many as fit beside the table's ``used`` lines within :data:`SHORT_LINES`, then one line
     saying what ``--verbose`` adds. WARNINGs are in the table already (:func:`warning_lines`)."""
     notes = [note for note in dict.fromkeys(notes_text(report)) if not note.startswith("WARNING: ")]
-    room = max(SHORT_LINES - used - 1, 2)  # NOTE: the last line says what --verbose adds
+    room = SHORT_LINES - used - 1  # NOTE: a last line says what --verbose adds
     out: list[str] = []
     left = 0
     for index, note in enumerate(notes):
         wrapped = textwrap.wrap("note: " + printable(note), width=max(width, 20), subsequent_indent="      ",
-                                max_lines=2, placeholder=" …", break_long_words=False, break_on_hyphens=False)
+                                max_lines=2, placeholder=" ...", break_long_words=False, break_on_hyphens=False)
         if len(out) + len(wrapped) > room:
             left = len(notes) - index
             break
         out += wrapped
-    more = f" and {left} more note{'s' * (left != 1)}" if left else ""
-    return [*out, f"--verbose: the whole table{more}, every note in full"]
+    cut = any(line.endswith(" ...") for line in out)
+    said = (["the whole breakdown"] if report.get("command") == "capacity" else [])
+    said += [f"{left} more note{'s' * (left != 1)}"] if left else []
+    said += ["every note in full"] if cut else []
+    return [*out, *textwrap.wrap("--verbose: " + ", ".join(said), width=max(width, 20))] if said else out
 
 
 def warning_lines(report: dict[str, Any]) -> list[Text]:
@@ -338,9 +341,15 @@ def _verdict(passed: bool) -> Text:
     return Text("PASS", style="green") if passed else Text("FAIL", style="bold red")
 
 
-def check_table(report: dict[str, Any]) -> Group:
-    """`kvplan check`: one row per budget of each scenario, PASS/FAIL."""
+def check_table(report: dict[str, Any], *, verbose: bool = False) -> Group:
+    """`kvplan check`: the verdict first, then one row per scenario (``verbose``: one per budget, with the model)."""
     rows = _check_rows(report)
+    total = len(report["scenarios"])
+    summary = Text(f"{total} scenario(s), all within budget" if report["passed"]
+                   else f"{report['num_failed']} of {total} scenario(s) over budget",
+                   style="bold" if report["passed"] else "bold red")
+    if not verbose:
+        return Group(summary, Fit(lambda: _check_short(rows), lambda: _check_short_vertical(rows)))
 
     def table(with_model: bool) -> Callable[[], Table]:
         def make() -> Table:
@@ -364,11 +373,28 @@ def check_table(report: dict[str, Any]) -> Group:
             lines += [Text.assemble("  ", _verdict(passed), f" {budget}") for budget, passed in gates]
         return Group(*lines)
 
-    total = len(report["scenarios"])
-    summary = (f"{total} scenario(s), all within budget" if report["passed"]
-               else f"{report['num_failed']} of {total} scenario(s) over budget")
-    return Group(Text(f"kvplan check {report['plan']}"), Fit(table(True), table(False), vertical),
-                 Text(summary, style="bold" if report["passed"] else "bold red"))
+    return Group(summary, Text(f"kvplan check {report['plan']}"), Fit(table(True), table(False), vertical))
+
+
+def _check_short(rows: list[tuple[dict[str, Any], str, list[tuple[str, bool]]]]) -> Table:
+    """One row per scenario; a failed budget on its own line under it."""
+    table = grid(("scenario", "left"), ("batch×len dtype", "left"), ("KV cache", "right"), ("result", "left"))
+    for row, serving, gates in rows:
+        table.add_row(row["name"], serving, format_bytes(row["kv_cache_bytes"]),
+                      _verdict(all(passed for _budget, passed in gates)))
+        for budget, passed in gates:
+            if not passed:
+                table.add_row("", Text(f"  over: {budget}", style="red"), "", "")
+    return table
+
+
+def _check_short_vertical(rows: list[tuple[dict[str, Any], str, list[tuple[str, bool]]]]) -> Group:
+    lines = []
+    for row, serving, gates in rows:
+        lines.append(Text.assemble(_verdict(all(passed for _budget, passed in gates)), " ", (row["name"], "bold"),
+                                   f": {serving}, KV {format_bytes(row['kv_cache_bytes'])}"))
+        lines += [Text(f"  over: {budget}", style="red") for budget, passed in gates if not passed]
+    return Group(*lines)
 
 
 # ---- kvplan diff ---------------------------------------------------------------------------------
@@ -530,10 +556,9 @@ def compare_table(report: dict[str, Any]) -> Group:
             + (f"engine {inputs['engine']}; " if inputs["engine"] != "ideal" else "")
             + (f"tp {inputs['tp']} × pp {inputs['pp']} (KV cache: all GPUs); " if per_gpu else "")
             + f"MHA ({inputs['kv_dtype']}) = {format_bytes(report['mha_kv_cache_bytes'])}"
-            + (f"; bar: KV cache at {_tokens_short(seq_len)}" if sweep else "; read/step: KV bytes a decode step reads")
+            + (f"; bar: KV cache at {_tokens_short(seq_len)}" if sweep else "")
         ),
-        Text("memory only: not model quality or measured speed", style="italic"),
-    ]
+    ]  # NOTE: what read/step means and "memory only" are notes (said once)
     return Group(*warning_lines(report), Text(title), Fit(*layouts), *caption)
 
 
