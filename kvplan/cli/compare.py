@@ -22,8 +22,8 @@ from kvplan.cli.options import (
     SeqLenOpt,
     StrictOpt,
     TokenOpt,
-    VerboseOpt,
     TpOpt,
+    VerboseOpt,
     emit,
     lazy_table,
 )

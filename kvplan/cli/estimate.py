@@ -41,9 +41,9 @@ from kvplan.cli.options import (
     StrictOpt,
     SwaRatioOpt,
     TokenOpt,
-    VerboseOpt,
     TpOpt,
     UbatchSizeOpt,
+    VerboseOpt,
     emit,
     lazy_table,
 )

@@ -686,7 +686,7 @@ def capacity_table(report: dict[str, Any], *, verbose: bool = False) -> Group:
     ``verbose``: the whole breakdown (GPU memory, the reserve's terms, blocks, GPUs needed, decode floor)."""
     if not verbose:
         return _capacity_short(report)
-    model, inputs, weights = report["model"], report["inputs"], report["weights"]
+    inputs, weights = report["inputs"], report["weights"]
     budget, cap = report["budget"], report["capacity"]
     engine = inputs["engine"]
     tokens = inputs["max_model_len"]
