@@ -11,12 +11,12 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
-from typer.testing import CliRunner  # noqa: E402
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from typer.testing import CliRunner
 
-import kvplan.report.plot as plot  # noqa: E402
-from kvplan.cli import app  # noqa: E402
-from kvplan.report.plot import _spread  # noqa: E402
+import kvplan.report.plot as plot
+from kvplan.cli import app
+from kvplan.report.plot import _spread
 
 
 def _drawn(monkeypatch, tmp_path, args: list[str]) -> dict[str, Any]:
