@@ -377,15 +377,15 @@ def test_plot_is_legible_in_a_readme(runner, tmp_path) -> None:
 
 
 def test_plot_room_line_says_when_weights_leave_no_room() -> None:
-    """Llama-3.1-70B's bf16 weights exceed an 80 GiB card: the dashed line stays at the card and its label
-    says there is no KV room (not "KV room 0 B"); a card with room gets "KV room" = card - weights."""
+    """Llama-3.1-70B's bf16 weights exceed an 80 GiB card: the label says there is no KV room (not "KV room 0 B",
+    and the plot draws no line: the card is not KV room); a card with room gets "KV room" = card - weights."""
     import kvplan
     from kvplan.units import format_bytes
 
     small, label = kvplan.compare(model="meta-llama/Llama-3.1-70B", gpu_mem=80 * GiB).kv_room()
     weights = 80 * GiB - small
-    assert small < 0 and label == (f"GPU {format_bytes(80 * GiB)}: no KV room, weights {format_bytes(weights)} "
-                                   "per GPU exceed it")
+    assert small < 0 and label == (f"weights {format_bytes(weights)} per GPU exceed the {format_bytes(80 * GiB)} GPU "
+                                   "(--gpu-mem): no KV room")
     big, big_label = kvplan.compare(model="meta-llama/Llama-3.1-70B", gpu_mem=200 * GiB).kv_room()
     assert big == 200 * GiB - weights and big_label.startswith(f"KV room {format_bytes(big)} = GPU ")
 

@@ -81,3 +81,19 @@ def test_labels_that_meet_are_spread_by_the_gap_and_kept_above_the_floor() -> No
     assert _spread([5.0, 1.0], gap=0.5) == [5.0, 1.0]  # far apart: where the lines end
     # the lowest would fall under the floor 4.2: the stack is pushed back up from there
     assert _spread([5.0, 4.9, 4.3], gap=0.5, low=4.2) == [5.2, 4.7, 4.2]
+
+
+def test_compare_gpu_mem_with_weights_that_do_not_fit_draws_no_card_line(monkeypatch, tmp_path) -> None:
+    """Llama-3.1-70B's bf16 weights (131.42 GiB) exceed an 80 GiB card: the card is not KV room, so no
+    dashed line is drawn; the title says the weights do not fit."""
+    drawn = _drawn(monkeypatch, tmp_path, ["compare", "-m", "meta-llama/Llama-3.1-70B", "mha", "gqa",
+                                           "--gpu-mem", "80GiB"])
+    kw = drawn["kw"]
+    assert kw["gpu_mem_bytes"] is None and kw["room_bytes"] is None and kw["room_label"] is None
+    assert kw["title"].endswith("\nweights 131.42 GiB per GPU exceed the 80.00 GiB GPU (--gpu-mem): no KV room")
+    figure = plot.draw_plot(drawn["xs"], drawn["series"], **kw)
+    (axes,) = figure.axes
+    assert [line.get_linestyle() for line in axes.lines].count("--") == 0  # no horizontal budget line
+    with_room = _drawn(monkeypatch, tmp_path, ["compare", "-m", "meta-llama/Llama-3.1-70B", "mha", "gqa",
+                                               "--gpu-mem", "200GiB"])["kw"]
+    assert with_room["room_bytes"] == 200 * 2**30 - 2 * 70_553_706_496  # the card less bf16 x the parameters
