@@ -470,3 +470,21 @@ def test_estimate_bad_per_gpu_budget_is_exit_2(runner):
     result = runner.invoke(app, ["estimate", "-m", LLAMA, "--max-kv-bytes-per-gpu", "lots"])
     assert result.exit_code == 2, result.output
     assert "Error: --max-kv-bytes-per-gpu 'lots' is not a size" in result.stderr
+
+
+def test_fit_gate_says_weights_that_overrun_the_gpu_in_words(runner, tmp_path):
+    """Llama-3.1-70B's bf16 weights (131.42 GiB) on one 80 GB H100: the KV budget is negative; the FAIL line says
+    it as a size and in words, never as a raw negative count of bytes."""
+    plan = write_plan(tmp_path, [{"name": "big", "model": "meta-llama/Llama-3.1-70B", "seq_len": 8192,
+                                  "engine": "vllm", "require_fit_on": {"gpu": "H100"}}])
+    report = json.loads(run_check(runner, plan, "--format", "json", "--full").stdout)
+    budget = report["scenarios"][0]["capacity"]["budget"]["kv_bytes_per_gpu"]
+    assert budget < 0
+    from kvplan.units import format_bytes
+
+    result = run_check(runner, plan)
+    assert result.exit_code == 1, result.output
+    said = " ".join(result.stderr.split())
+    assert (f"none available on 1× H100-SXM-80GB: KV budget -{format_bytes(-budget)}, the weights and reserve exceed "
+            "the GPU's memory") in said
+    assert f"{budget:,}" not in said and f"{budget} B" not in said

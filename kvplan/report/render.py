@@ -384,7 +384,7 @@ def _check_short(rows: list[tuple[dict[str, Any], str, list[tuple[str, bool]]]])
                       _verdict(all(passed for _budget, passed in gates)))
         for budget, passed in gates:
             if not passed:
-                table.add_row("", Text(f"  over: {budget}", style="red"), "", "")
+                table.add_row("", Text(f"  failed: {budget}", style="red"), "", "")
     return table
 
 
@@ -393,7 +393,7 @@ def _check_short_vertical(rows: list[tuple[dict[str, Any], str, list[tuple[str, 
     for row, serving, gates in rows:
         lines.append(Text.assemble(_verdict(all(passed for _budget, passed in gates)), " ", (row["name"], "bold"),
                                    f": {serving}, KV {format_bytes(row['kv_cache_bytes'])}"))
-        lines += [Text(f"  over: {budget}", style="red") for budget, passed in gates if not passed]
+        lines += [Text(f"  failed: {budget}", style="red") for budget, passed in gates if not passed]
     return Group(*lines)
 
 
