@@ -195,7 +195,7 @@ def fit_gate(fit_on: dict[str, Any], capacity: dict[str, Any]) -> Gate:
     else:  # NOTE: a budget the weights overran is said in words, not as a negative count of bytes
         message += (f"none available on {_gpus(capacity)}: KV budget {format_bytes(available)}, the weights and "
                     "reserve exceed the GPU's memory")
-    
+
     if not fits and capacity.get("suggestions"):
         message += "; " + "; ".join(capacity["suggestions"])
     return Gate(name="require_fit_on", limit=dict(fit_on), actual=needed, passed=fits, message=message)
