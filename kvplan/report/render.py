@@ -752,7 +752,7 @@ def _capacity_short(report: dict[str, Any]) -> Group:
     table.columns[-1].no_wrap, table.columns[-1].overflow = False, "fold"
     held = weights["quantization"] or weights["dtype"] or ""
     params = "" if weights["parameters"] is None else f"{weights['parameters'] / 1e9:.2f}B params, "
-    scope = f"per GPU of {_size(weights['bytes'])}, " if gpus > 1 else ""
+    scope = f"per GPU of {_size(weights['bytes'])}, " if budget["weights_bytes_per_gpu"] != weights["bytes"] else ""
     table.add_row("weights", _size(budget["weights_bytes_per_gpu"]), f"{scope}{params}{held}")
     kv_cell, short_by = _kv_budget_cell(budget)
     if short_by:
