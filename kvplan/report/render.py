@@ -750,10 +750,12 @@ def _capacity_short(report: dict[str, Any]) -> Group:
     table = grid(("what", "left"), ("value", "right"), ("detail", "left"))
     table.show_header = False
     table.columns[-1].no_wrap, table.columns[-1].overflow = False, "fold"
-    held = weights["quantization"] or weights["dtype"] or ""
+    held = (weights["quantization"] or weights["dtype"] or "").split(" (")[0]  # NOTE: the why is --verbose's
+    if weights.get("checkpoint_dtype") and weights["checkpoint_dtype"] != weights["dtype"]:
+        held += f" from {weights['checkpoint_dtype']}"
     params = "" if weights["parameters"] is None else f"{weights['parameters'] / 1e9:.2f}B params, "
-    scope = f"per GPU of {_size(weights['bytes'])}, " if budget["weights_bytes_per_gpu"] != weights["bytes"] else ""
-    table.add_row("weights", _size(budget["weights_bytes_per_gpu"]), f"{scope}{params}{held}")
+    total = f"of {_size(weights['bytes'])}: " if budget["weights_bytes_per_gpu"] != weights["bytes"] else ""
+    table.add_row("weights", _size(budget["weights_bytes_per_gpu"]), f"{total}{params}{held}")
     kv_cell, short_by = _kv_budget_cell(budget)
     if short_by:
         detail = short_by
