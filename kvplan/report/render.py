@@ -761,8 +761,10 @@ def _capacity_short(report: dict[str, Any]) -> Group:
         detail = short_by
     elif inputs.get("kv_budget_bytes") is not None:
         detail = "per GPU (--kv-budget)"
-    else:
+    elif budget["reserve_bytes"]:
         detail = f"per GPU, after the weights and {_size(budget['reserve_bytes'])} reserve"
+    else:  # NOTE: SGLang's fraction, or ideal's reserve of 0: the formula says it in a few words
+        detail = f"per GPU: {budget['formula']}"
     table.add_row(Text("KV budget", style="bold"), Text(kv_cell, style="bold"), detail)
     table.add_row("KV per request", _size(cap["kv_bytes_per_request"]),
                   f"{tokens:,} tokens" + (" (per GPU)" if gpus > 1 else ""))
