@@ -437,9 +437,9 @@ class CompareResult:
         per_gpu = weights.bytes_per_gpu(tp=dep.tp, pp=dep.pp)
         room = self.gpu_mem_bytes - per_gpu
         if room <= 0:
-            # NOTE: no room to draw (log axis): the line stays at the card, and its label says so.
-            return room, (f"GPU {format_bytes(self.gpu_mem_bytes)}: no KV room, weights {format_bytes(per_gpu)} "
-                          f"per GPU exceed it")
+            # NOTE: no room to draw (log axis) and the card is not the room: the plot draws no line, its title says so.
+            return room, (f"weights {format_bytes(per_gpu)} per GPU exceed the {format_bytes(self.gpu_mem_bytes)} GPU "
+                          "(--gpu-mem): no KV room")
         return room, (f"KV room {format_bytes(room)} = GPU {format_bytes(self.gpu_mem_bytes)} "
                       f"- weights {format_bytes(per_gpu)} per GPU")
 

@@ -121,7 +121,7 @@ def output_format(fmt: str, output: Path | None) -> str | None:
 
 
 def write_check(run: CheckRun, fmt: str, output: Path | None, echo: Callable[[str], None],
-                inputs: tuple[Path, ...] = ()) -> None:
+                inputs: tuple[Path, ...] = (), *, verbose: bool = False) -> None:
     """``--output`` first (whole or not at all, never over an input), then stdout (``table``, ``yaml``
     or ``json``; ``--output -`` puts YAML on stdout), as every command emits."""
     out_fmt = output_format(fmt, output)
@@ -134,7 +134,7 @@ def write_check(run: CheckRun, fmt: str, output: Path | None, echo: Callable[[st
         from kvplan.report.console import make_console
         from kvplan.report.render import check_table  # NOTE: rich, imported only for a table
 
-        make_console().print(check_table(run.table_report()))
+        make_console().print(check_table(run.table_report(), verbose=verbose))
     else:
         for piece in run.chunks(fmt):
             echo(piece)

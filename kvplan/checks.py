@@ -188,10 +188,14 @@ def fit_gate(fit_on: dict[str, Any], capacity: dict[str, Any]) -> Gate:
     cap, inputs = capacity["capacity"], capacity["inputs"]
     fits = bool(cap["fits"])
     needed, available = cap["kv_bytes_needed"], cap["kv_bytes_available"]
-    message = (
-        f"{inputs['batch']} × {inputs['max_model_len']:,} tokens need {format_bytes(needed)} ({needed:,} bytes) of KV "
-        f"cache per GPU, {format_bytes(available)} ({available:,} bytes) available per GPU on {_gpus(capacity)}"
-    )
+    message = (f"{inputs['batch']} × {inputs['max_model_len']:,} tokens need {format_bytes(needed)} ({needed:,} bytes) "
+               "of KV cache per GPU, ")
+    if available > 0:
+        message += f"{format_bytes(available)} ({available:,} bytes) available per GPU on {_gpus(capacity)}"
+    else:  # NOTE: a budget the weights overran is said in words, not as a negative count of bytes
+        message += (f"none available on {_gpus(capacity)}: KV budget {format_bytes(available)}, the weights and "
+                    "reserve exceed the GPU's memory")
+
     if not fits and capacity.get("suggestions"):
         message += "; " + "; ".join(capacity["suggestions"])
     return Gate(name="require_fit_on", limit=dict(fit_on), actual=needed, passed=fits, message=message)

@@ -54,9 +54,10 @@ def vllm_tokens(text: str | int | None, flag: str) -> tuple[int | None, str | No
     tokens = parse_tokens(tokens, what=flag)
     swapped = suffix.upper() if suffix in _DECIMAL else suffix.lower()
     other = "" if "." in number else f"; {number}{swapped} would be {vllm_human_int(number + swapped):,}"
-    return tokens, (f"{flag} {value} = {tokens:,} tokens, as vLLM reads it (vllm/utils/argparse_utils.py "
-                    "human_readable_int: lower-case k, m, g = 10**3, 10**6, 10**9; upper-case K, M, G = 2**10, 2**20, "
-                    f"2**30{other}); kvplan's own --seq-len reads k as 1024")
+    # NOTE: vllm/utils/argparse_utils.py human_readable_int: k, m, g = 10**3, 10**6, 10**9; K, M, G = 2**10, 2**20,
+    # 2**30 (docs/getting-started.md says it)
+    return tokens, (f"{flag} {value} = {tokens:,} tokens, as vLLM reads it (k = 1000, K = 1024{other}); "
+                    "kvplan's --seq-len reads k as 1024")
 
 
 def llama_context(ctx_size: str | None, parallel: int | None, max_model_len: str | None, batch: int,

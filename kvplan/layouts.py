@@ -51,10 +51,8 @@ DEFAULT_VARIANTS = ("mha", "gqa", "mqa")
 KINDS = ("mha", "gqa", "mqa", "mla", "swa", "hybrid", "model")
 
 MEMORY_ONLY_NOTE = "compare sizes memory only, not model quality or measured speed"
-DECODE_NOTE = (
-    "read/step (decode_read_bytes_per_step): KV bytes one decode step reads, every token each layer "
-    "holds, for the whole batch; decode is bound by memory bandwidth, so time per step scales with it"
-)
+DECODE_NOTE = ("read/step: the KV bytes one decode step reads (every token each layer holds, whole batch); decode "
+               "is memory-bound, so step time scales with it")
 VARIANT_HINT = "variants: mha, gqa, gqa:N, mqa, mla, mla:RANK+ROPE, swa:W, hybrid:W:R, model"
 
 #: Self-attention layers a variant replaces; state, no-cache and cross-attention layers stay.

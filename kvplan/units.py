@@ -97,7 +97,10 @@ def parse_size(text: str | int, *, what: str = "size") -> int:
 
 
 def format_bytes(num_bytes: int) -> str:
-    """Binary units with two decimals: ``2.00 GiB``; plain bytes under 1 KiB."""
+    """Binary units with two decimals: ``2.00 GiB``; plain bytes under 1 KiB; a negative size with its sign
+    (``-1.20 GiB``, a budget the weights overran)."""
+    if num_bytes < 0:
+        return "-" + format_bytes(-num_bytes)
     if num_bytes < KiB:
         return f"{num_bytes} B"
     for unit, size in (("TiB", TiB), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):

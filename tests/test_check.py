@@ -385,7 +385,7 @@ NOT_SCENARIO_KEYS = {
     "ctx_size": "llama.cpp's spelling of seq_len x batch", "parallel": "llama.cpp's spelling of batch",
     "cache_type_k": "llama.cpp's spelling of kv_dtype for K (with cache_type_v for V)",
     "compare_log": "reads a log file; a plan checks budgets, not logs",
-    "plot": "output (a picture)",
+    "plot": "output (a picture)", "verbose": "output (the whole table)",
 }
 
 
@@ -436,10 +436,14 @@ def test_table_shows_the_per_gpu_need(runner, tmp_path, monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")  # one line per row
     # 4 requests of 4096 tokens on vLLM with tp 4: 2 of the 8 KV heads per rank.
     per_gpu = KV * 32 * (8 // 4) * 128 * BF16 * 4096 * 4
-    result = run_check(runner, write_plan(tmp_path, [llama(engine="vllm", tp=4, max_kv_bytes_per_gpu=per_gpu)]))
+    plan = write_plan(tmp_path, [llama(engine="vllm", tp=4, max_kv_bytes_per_gpu=per_gpu)])
+    result = run_check(runner, plan, "--verbose")  # one row per budget
     assert result.exit_code == 0, result.output
     assert "KV/GPU 512.00 MiB ≤ 512.00 MiB" in result.stdout
     assert "4×4k bf16 vllm tp4" in result.stdout
+    short = run_check(runner, plan)  # one row per scenario, the verdict first
+    assert short.stdout.startswith("1 scenario(s), all within budget\n")
+    assert "4×4k bf16 vllm tp4" in short.stdout and "PASS" in short.stdout and "KV/GPU" not in short.stdout
 
 
 # ---- estimate --max-kv-bytes-per-gpu --------------------------------------------------------------------
@@ -466,3 +470,21 @@ def test_estimate_bad_per_gpu_budget_is_exit_2(runner):
     result = runner.invoke(app, ["estimate", "-m", LLAMA, "--max-kv-bytes-per-gpu", "lots"])
     assert result.exit_code == 2, result.output
     assert "Error: --max-kv-bytes-per-gpu 'lots' is not a size" in result.stderr
+
+
+def test_fit_gate_says_weights_that_overrun_the_gpu_in_words(runner, tmp_path):
+    """Llama-3.1-70B's bf16 weights (131.42 GiB) on one 80 GB H100: the KV budget is negative; the FAIL line says
+    it as a size and in words, never as a raw negative count of bytes."""
+    plan = write_plan(tmp_path, [{"name": "big", "model": "meta-llama/Llama-3.1-70B", "seq_len": 8192,
+                                  "engine": "vllm", "require_fit_on": {"gpu": "H100"}}])
+    report = json.loads(run_check(runner, plan, "--format", "json", "--full").stdout)
+    budget = report["scenarios"][0]["capacity"]["budget"]["kv_bytes_per_gpu"]
+    assert budget < 0
+    from kvplan.units import format_bytes
+
+    result = run_check(runner, plan)
+    assert result.exit_code == 1, result.output
+    said = " ".join(result.stderr.split())
+    assert (f"none available on 1× H100-SXM-80GB: KV budget -{format_bytes(-budget)}, the weights and reserve exceed "
+            "the GPU's memory") in said
+    assert f"{budget:,}" not in said and f"{budget} B" not in said

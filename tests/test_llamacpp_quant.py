@@ -71,7 +71,7 @@ def test_llama_8b_q4_k_m_is_the_per_tensor_arithmetic() -> None:
     assert weights["bytes_per_gpu"] == expected - q4k(V * D)
     assert weights["source"] == "llama.cpp rule" and weights["dtype"] == "Q4_K_M"
     assert weights["checkpoint_dtype"] == "bfloat16"
-    assert "Q4_K_M (the common llama.cpp quant)" in " ".join(report["notes"])
+    assert "weights as Q4_K_M (the common quant) by llama-quant.cpp's rule" in " ".join(report["notes"])
 
 
 def test_llama_8b_q4_k_m_is_the_published_file_within_1_percent() -> None:
@@ -157,8 +157,11 @@ def test_bad_weights_quant_is_exit_2(args: list[str], message: str, runner) -> N
 
 
 def test_table_says_q4_k_m_and_the_checkpoint(runner) -> None:
-    result = runner.invoke(app, ["capacity", "-m", "llama-3.1-8b", "--engine", "llama.cpp", "--gpu", "RTX4090"],
-                           env={"COLUMNS": "120"})
+    args = ["capacity", "-m", "llama-3.1-8b", "--engine", "llama.cpp", "--gpu", "RTX4090"]
+    short = runner.invoke(app, args, env={"COLUMNS": "80"})
+    row = next(line for line in short.stdout.splitlines() if line.startswith("weights "))
+    assert row.split() == "weights 4.30 GiB of 4.58 GiB: 8.03B params, Q4_K_M from bfloat16".split()  # token_embd: host
+    result = runner.invoke(app, [*args, "--verbose"], env={"COLUMNS": "120"})
     assert result.exit_code == 0, result.output
     row = next(line for line in result.stdout.splitlines() if line.startswith("weights "))
     assert "Q4_K_M (llama.cpp default" in row and "4.58 GiB" in row

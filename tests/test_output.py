@@ -183,10 +183,14 @@ def test_models_shows_bytes_per_token_at_max_context(runner) -> None:
 
 
 def test_capacity_says_does_not_fit_one_request_and_explains_gpus(runner) -> None:
-    out = _flat(runner, TABLES["capacity"])
+    out = _flat(runner, [*TABLES["capacity"], "--verbose"])
     assert "does not fit one request of 131,072 tokens" in out and "0 requests" not in out
     assert "GPUs needed 4 for one 131,072-token request: the smallest tp is 4, × pp 1 = 4 GPUs" in out
     assert "the weights and reserve leave no KV memory per GPU" in out
+    short = _flat(runner, TABLES["capacity"])  # the default says the same in fewer words
+    assert "not one request of 131,072 tokens" in short and "0 requests" not in short
+    assert "GPUs needed 4 for one 131,072-token request" in short
+    assert "the weights and reserve leave no KV memory per GPU" in short
 
 
 def test_llamacpp_capacity_speaks_llamacpp(runner) -> None:
@@ -264,7 +268,7 @@ def test_compare_kv_dtypes_in_one_run(runner) -> None:
 
 def test_notes_wrap_on_word_boundaries(runner, monkeypatch) -> None:
     monkeypatch.setenv("COLUMNS", "60")
-    result = runner.invoke(app, ESTIMATES["deepseek-mla-tp8"])
+    result = runner.invoke(app, [*ESTIMATES["deepseek-mla-tp8"], "--verbose"])  # every note in full
     lines = result.stderr.splitlines()
     assert all(len(line) <= 60 for line in lines)
     assert any(line.startswith("      ") for line in lines)  # a continuation, indented under "note: "
@@ -373,15 +377,15 @@ def test_plot_is_legible_in_a_readme(runner, tmp_path) -> None:
 
 
 def test_plot_room_line_says_when_weights_leave_no_room() -> None:
-    """Llama-3.1-70B's bf16 weights exceed an 80 GiB card: the dashed line stays at the card and its label
-    says there is no KV room (not "KV room 0 B"); a card with room gets "KV room" = card - weights."""
+    """Llama-3.1-70B's bf16 weights exceed an 80 GiB card: the label says there is no KV room (not "KV room 0 B",
+    and the plot draws no line: the card is not KV room); a card with room gets "KV room" = card - weights."""
     import kvplan
     from kvplan.units import format_bytes
 
     small, label = kvplan.compare(model="meta-llama/Llama-3.1-70B", gpu_mem=80 * GiB).kv_room()
     weights = 80 * GiB - small
-    assert small < 0 and label == (f"GPU {format_bytes(80 * GiB)}: no KV room, weights {format_bytes(weights)} "
-                                   "per GPU exceed it")
+    assert small < 0 and label == (f"weights {format_bytes(weights)} per GPU exceed the {format_bytes(80 * GiB)} GPU "
+                                   "(--gpu-mem): no KV room")
     big, big_label = kvplan.compare(model="meta-llama/Llama-3.1-70B", gpu_mem=200 * GiB).kv_room()
     assert big == 200 * GiB - weights and big_label.startswith(f"KV room {format_bytes(big)} = GPU ")
 
@@ -404,9 +408,8 @@ def test_notes_name_the_length_flag_the_user_typed(runner, flag: str) -> None:
             assert (length, said) == (128 * 1024, []), args
         else:
             assert length == 128 * 1000, args
-            assert said == [f"--max-model-len 128k = {128 * 1000:,} tokens, as vLLM reads it (vllm/utils/argparse_utils.py "
-                            "human_readable_int: lower-case k, m, g = 10**3, 10**6, 10**9; upper-case K, M, G = 2**10, "
-                            f"2**20, 2**30; 128K would be {128 * 1024:,}); kvplan's own --seq-len reads k as 1024"], args
+            assert said == [f"--max-model-len 128k = {128 * 1000:,} tokens, as vLLM reads it (k = 1000, K = 1024; "
+                            f"128K would be {128 * 1024:,}); kvplan's --seq-len reads k as 1024"], args
 
 
 def test_seq_len_and_max_model_len_that_disagree_are_refused(runner) -> None:
@@ -451,9 +454,12 @@ def test_capacity_table_says_no_kv_budget_instead_of_a_negative_size(runner, mon
     from kvplan.units import format_bytes
 
     monkeypatch.setenv("COLUMNS", "200")
-    out = _flat(runner, args)
+    out = _flat(runner, [*args, "--verbose"])
     assert f"KV budget per GPU none weights and reserve exceed the budget by {format_bytes(short)}" in out
     assert f"KV budget per GPU -{format_bytes(short)}" not in out  # (vLLM's own log line, quoted, keeps it)
+    out = _flat(runner, args)
+    assert f"KV budget none weights and reserve exceed the budget by {format_bytes(short)}" in out
+    assert f"KV budget -{format_bytes(short)}" not in out
 
 
 @pytest.mark.parametrize(("dtypes", "why"), [("bf16,,fp8", "has an empty item"), ("bf16,bf16", "names a dtype twice")])

@@ -34,6 +34,8 @@ def test_parse_size(text: str, size: int) -> None:
 def test_cdiv_and_format() -> None:
     assert (cdiv(20000, 16), cdiv(16, 16), cdiv(0, 16)) == (1250, 1, 0)
     assert format_bytes(2 * GiB) == "2.00 GiB" and format_bytes(512) == "512 B" and format_bytes(1536) == "1.50 KiB"
+    # a budget the weights overran reads as a size, not as -1288490189 B
+    assert format_bytes(-round(1.2 * GiB)) == "-1.20 GiB" and format_bytes(-512) == "-512 B"
 
 
 @pytest.mark.parametrize(

@@ -25,6 +25,7 @@ from kvplan.cli.options import (
     RevisionOpt,
     StrictOpt,
     TokenOpt,
+    VerboseOpt,
     emit,
     lazy_table,
 )
@@ -149,6 +150,7 @@ def capacity(
     fmt: FormatOpt = Format.table,
     output: OutputOpt = None,
     strict: StrictOpt = False,
+    verbose: VerboseOpt = False,
 ) -> None:
     """What fits on a GPU: KV blocks and tokens, max concurrency and context, GPUs needed, decode floor."""
     if plot is not None:
@@ -168,8 +170,8 @@ def capacity(
     report = result.to_dict()
     if plot is not None:
         write_capacity_plot(plot, result, report)
-    emit(report, fmt, output, lazy_table("capacity_table", report) if fmt is Format.table else None,
-         inputs=(model, compare_log))
+    emit(report, fmt, output, lazy_table("capacity_table", report, verbose=verbose) if fmt is Format.table else None,
+         inputs=(model, compare_log), verbose=verbose)
     if plot is not None:
         typer.echo(f"wrote {plot}", err=True)
     if require_fit and not report["capacity"]["fits"]:

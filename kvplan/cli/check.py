@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from kvplan.check_stream import output_format, run_check, write_check
-from kvplan.cli.options import Format, FormatOpt, OutputOpt, echo_wrapped, writing_stdout
+from kvplan.cli.options import Format, FormatOpt, OutputOpt, VerboseOpt, echo_wrapped, writing_stdout
 from kvplan.errors import EXIT_NOT_FIT
 from kvplan.plan import load_plan
 
@@ -31,6 +31,7 @@ def check(
         bool, typer.Option("--full", help="Write each scenario's whole estimate and capacity report (default: one "
                            "compact row per scenario: its inputs, KV bytes, fit, concurrency and gates).")
     ] = False,
+    verbose: VerboseOpt = False,
 ) -> None:
     """Check every scenario of a plan file against its KV-cache budgets."""
     generated_at = None
@@ -43,7 +44,8 @@ def check(
                     generated_at=generated_at)
     try:
         with writing_stdout():
-            write_check(run, fmt.value, output, lambda text: typer.echo(text, nl=False), inputs=(plan,))
+            write_check(run, fmt.value, output, lambda text: typer.echo(text, nl=False), inputs=(plan,),
+                        verbose=verbose)
     finally:
         run.close()
     for name, message in run.warnings:

@@ -23,6 +23,7 @@ from kvplan.cli.options import (
     StrictOpt,
     TokenOpt,
     TpOpt,
+    VerboseOpt,
     emit,
     lazy_table,
 )
@@ -86,6 +87,7 @@ def compare(
     fmt: FormatOpt = Format.table,
     output: OutputOpt = None,
     strict: StrictOpt = False,
+    verbose: VerboseOpt = False,
 ) -> None:
     """Compare attention layouts (MHA, GQA, MQA, MLA, sliding windows) at one model size: KV bytes and decode reads."""
     if plot is not None:
@@ -99,6 +101,7 @@ def compare(
     report = result.to_dict()
     if plot is not None:
         write_compare_plot(plot, result, report)
-    emit(report, fmt, output, lazy_table("compare_table", report) if fmt is Format.table else None, inputs=(model,))
+    emit(report, fmt, output, lazy_table("compare_table", report) if fmt is Format.table else None, inputs=(model,),
+         verbose=verbose)
     if plot is not None:
         typer.echo(f"wrote {plot}", err=True)

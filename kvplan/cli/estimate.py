@@ -43,6 +43,7 @@ from kvplan.cli.options import (
     TokenOpt,
     TpOpt,
     UbatchSizeOpt,
+    VerboseOpt,
     emit,
     lazy_table,
 )
@@ -96,6 +97,7 @@ def estimate(
     swa_full_tokens_ratio: SwaRatioOpt = None,
     max_cache_len: MaxCacheLenOpt = None,
     strict: StrictOpt = False,
+    verbose: VerboseOpt = False,
 ) -> None:
     """Size the KV cache of a model, layer group by layer group."""
     budget_bytes = parse_size(max_kv_bytes, what="--max-kv-bytes") if max_kv_bytes is not None else None
@@ -114,7 +116,7 @@ def estimate(
     )
     report = result.to_dict()
     emit(report, fmt, output, lazy_table("estimate_table", report) if fmt is Format.table else None,
-         inputs=(model,))
+         inputs=(model,), verbose=verbose)
     _budget_gate(report, budget_bytes, gpu_budget_bytes)
 
 

@@ -111,6 +111,9 @@ MaxKvBytesPerGpuOpt = Annotated[
     ),
 ]
 
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="The whole table: every figure behind the answer "
+                       "and every note in full (the default prints the answer and the figures that decide it).")]
+
 # ---- deployment options: vLLM's names where the meaning matches ------------------------
 EngineOpt = Annotated[
     str,
@@ -181,11 +184,13 @@ class writing_stdout:
 
 
 def emit(
-    report: dict[str, Any], fmt: Format, output: Path | None, table: Any, *, inputs: tuple[Any, ...] = ()
+    report: dict[str, Any], fmt: Format, output: Path | None, table: Any, *, inputs: tuple[Any, ...] = (),
+    verbose: bool | None = None,
 ) -> None:
     """Data on stdout (table, yaml or json); notes on stderr; optional file copy (``-``: stdout).
 
-    ``inputs`` are the command's input files: --output may not name one of them."""
+    ``inputs`` are the command's input files: --output may not name one of them. ``verbose`` False (a command's
+    default where it has --verbose): each note in two lines at most, as many as fit in 20 lines with the table."""
     to_stdout = output is not None and str(output) == "-"
     if output is not None and not to_stdout:
         refuse_inputs(output, inputs)
@@ -201,7 +206,16 @@ def emit(
             from kvplan.report.console import make_console
             from kvplan.report.render import notes_text
 
-            make_console().print(table)
+            console = make_console()
+            if verbose is False:
+                from kvplan.report.render import short_notes
+
+                used = len(console.render_lines(table, console.options))
+                console.print(table)
+                for line in short_notes(report, width=shutil.get_terminal_size((80, 24)).columns, used=used):
+                    typer.echo(line, err=True)
+                return
+            console.print(table)
             for line in notes_text(report):
                 echo_wrapped(line, prefix="note: ")
 
@@ -213,8 +227,8 @@ def echo_wrapped(text: str, *, prefix: str = "") -> None:
                              break_long_words=False, break_on_hyphens=False), err=True)
 
 
-def lazy_table(name: str, report: dict[str, Any]) -> Any:
-    """``kvplan.report.render.<name>(report)``, importing rich only when a table is asked for."""
+def lazy_table(name: str, report: dict[str, Any], **options: Any) -> Any:
+    """``kvplan.report.render.<name>(report, **options)``, importing rich only when a table is asked for."""
     from kvplan.report import render
 
-    return getattr(render, name)(report)
+    return getattr(render, name)(report, **options)

@@ -254,16 +254,12 @@ class VllmProfile(EngineProfile):
                       uncertainty_bytes=uncertainty)
 
     def budget_uncertainty(self, budget: Budget) -> list[str]:
-        spread = (f" (up to {budget.uncertainty_bytes / GiB:.2f} GiB more on vLLM's other kernel paths: FlashInfer's "
-                  "sampler, unpadded MXFP4)") if budget.uncertainty_bytes else ""
-        return [
-            "the vLLM KV budget is derived, not measured" + spread + ": weights as loaded depend on the kernel "
-            "(gpt-oss-120b's MXFP4 experts load as 65.97 GiB through Marlin, vllm#23278, and 64.38 GiB through "
-            "Triton, vllm#33155), the profile run's peak is the dummy sampler's top-k/top-p sort over "
-            "min(max_num_seqs, max_num_batched_tokens) x vocab float32 logits, MoE workspaces are not counted"
-            + _cudagraph_uncertainty(budget)
-            + ". Pass --kv-budget with the logged 'Available KV cache memory' for exact blocks"
-        ]
+        # NOTE: said in one sentence; why (weights as loaded per kernel, the sampler's sort, MoE workspaces, CUDA
+        # graphs measured on the GPU) is in docs/concepts/engines.md, "Why the vLLM budget is derived".
+        spread = [f"{gib:.1f} GiB less" for gib in [_cudagraph_shortfall_gib(budget)] if gib]
+        spread += [f"{budget.uncertainty_bytes / GiB:.2f} GiB more"] if budget.uncertainty_bytes else []
+        return ["vLLM KV budget derived" + (f" (up to {', '.join(spread)})" if spread else "")
+                + ": --kv-budget takes its logged 'Available KV cache memory'; docs/concepts/engines.md"]
 
     # ---- start-up log lines ----------------------------------------------------------------------
     def log_notes(self, pool: PoolFacts) -> list[str]:
@@ -351,15 +347,13 @@ def cudagraph_estimate(req: BudgetRequest, mnbt: int) -> tuple[int, str]:
         "graphs x 1 MiB (vLLM's per-graph floor); kvplan's estimate, a lower bound")
 
 
-def _cudagraph_uncertainty(budget: Budget) -> str:
+def _cudagraph_shortfall_gib(budget: Budget) -> float:
+    """How much smaller the budget can be than kvplan's: vLLM measures its CUDA graph estimate on the GPU, kvplan
+    subtracts a lower bound; published 'Estimated CUDA graph memory' lines run up to the top of the published range."""
     term = next((t for t in budget.terms if t.name == "CUDA graphs"), None)
     if term is None:
-        return ""
-    lo, hi = VLLM_CUDAGRAPH_PUBLISHED_GIB
-    return (f", and vLLM's own CUDA graph estimate is measured on the GPU: kvplan subtracts {term.bytes / GiB:.2f} GiB "
-            f"(a lower bound); published 'Estimated CUDA graph memory' lines run {lo:g}-{hi:g} GiB, so the budget can "
-            f"be up to about {max(hi - term.bytes / GiB, 0):.1f} GiB smaller (none with --enforce-eager or "
-            "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0)")
+        return 0.0
+    return max(VLLM_CUDAGRAPH_PUBLISHED_GIB[1] - term.bytes / GiB, 0.0)
 
 
 def _version_forms_note(pool: PoolFacts) -> list[str]:

@@ -252,11 +252,9 @@ def quantise_weights(weights: WeightsEstimate, *, num_layers: int, ftype: str | 
     share = rest // max(num_layers, 1)
     blocks = tuple(share + b for b in bumps)
     split = LlamaCppLayerSplit(block_bytes=blocks, output_bytes=output + rest - share * num_layers, host_bytes=host)
-    total = sum(p.bytes for p in parts)
     notes.append(
-        f"llama.cpp profile: weights as {ftype}{' (the common llama.cpp quant)' if not chosen else ''}, by llama.cpp's "
-        f"per-tensor rule (llama-quant.cpp): {total:,} B, not the {weights.dtype} checkpoint; pass --weights-quant "
-        f"({', '.join(FILE_TYPES)}) or the .gguf file for its exact tensor types")
+        f"llama.cpp: weights as {ftype}{' (the common quant)' if not chosen else ''} by llama-quant.cpp's rule, not as "
+        f"the {weights.dtype} checkpoint; pass --weights-quant or the .gguf file")
     notes.append(f"llama.cpp layer split (-sm layer, -ngl all): token_embd stays in host memory ({host:,} B, not "
                  "counted per GPU); blocks and the output layer go to the GPUs")
     quant = GgufQuantisation(method="gguf", bits=GGML_BLOCKS[base][1] * 8 // GGML_BLOCKS[base][0], file_type=ftype,

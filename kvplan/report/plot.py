@@ -10,12 +10,17 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kvplan.errors import InputError
 from kvplan.units import format_bytes
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 PLOT_SUFFIXES = (".png", ".svg")
+#: Points of a line-end label.
+LABEL_FONT_SIZE = 9
 INSTALL_HINT = "pip install '.[plot]' in the kvplan checkout (or: pip install matplotlib)"
 
 
@@ -68,8 +73,7 @@ def write_capacity_plot(path: Path, result: CapacityCurves, report: dict[str, An
     if second:
         title += "\n" + ", ".join(second)
     write_plot(path, xs, series, title=title, ylabel="KV cache per GPU (the most loaded one)",
-               mark_tokens=requested, room_bytes=room if room and room > 0 else None, room_label=room_label,
-               legend_loc="lower right")  # NOTE: the curves rise to the upper right; the lower right is empty
+               mark_tokens=requested, room_bytes=room if room and room > 0 else None, room_label=room_label)
 
 
 def write_compare_plot(path: Path, result: CompareLines, report: dict[str, Any]) -> None:
@@ -82,13 +86,26 @@ def write_compare_plot(path: Path, result: CompareLines, report: dict[str, Any])
     if per_gpu:
         title += f", {inputs['engine']} tp {inputs['tp']} × pp {inputs['pp']}"
     room_bytes, room_label = result.kv_room()
-    write_plot(path, xs, series, title=title, gpu_mem_bytes=inputs["gpu_mem_bytes"],
+    gpu_mem_bytes = inputs["gpu_mem_bytes"]
+    if room_bytes is not None and room_bytes <= 0 and room_label:
+        # NOTE: the weights do not fit: no line at all (the card would read as KV room), the title says why.
+        title, gpu_mem_bytes, room_bytes, room_label = f"{title}\n{room_label}", None, None, None
+    write_plot(path, xs, series, title=title, gpu_mem_bytes=gpu_mem_bytes,
                ylabel="KV cache per GPU (the most loaded one)" if per_gpu else "KV cache (batch total)",
                mark_tokens=result.seq_len, room_bytes=room_bytes, room_label=room_label)
 
 
-def write_plot(
-    path: Path,
+def write_plot(path: Path, seq_lens: Sequence[int], series: Mapping[str, Sequence[int]], **options: Any) -> None:
+    """:func:`draw_plot` written to ``path`` (PNG or SVG, by its suffix)."""
+    check_plot_path(path)
+    figure = draw_plot(seq_lens, series, **options)
+    try:
+        figure.savefig(path, format=path.suffix.lower().lstrip("."))
+    except OSError as exc:
+        raise InputError(f"cannot write --plot {path}: {exc.strerror or exc}", "check the path") from None
+
+
+def draw_plot(
     seq_lens: Sequence[int],
     series: Mapping[str, Sequence[int]],
     *,
@@ -98,13 +115,12 @@ def write_plot(
     mark_tokens: int | None = None,
     room_bytes: int | None = None,
     room_label: str | None = None,
-    legend_loc: Literal["upper left", "lower right"] = "upper left",
-) -> None:
-    """One line per variant (bytes against tokens, log-log), labelled at its right end and listed in the
-    legend top to bottom as the lines end; a dotted line at ``mark_tokens`` (the requested length);
-    a dashed line at ``room_bytes`` (the KV room left after weights) or else at ``gpu_mem_bytes``.
+) -> Figure:
+    """One line per variant (bytes against tokens, log-log), labelled at its right end, the labels spread so
+    none touches another; a dotted line at ``mark_tokens`` (the requested length); a dashed line at
+    ``room_bytes`` (the KV room left after weights) or else at ``gpu_mem_bytes``. The legend lies below the
+    axes, so it covers no line and no label, listing the lines top to bottom as they end.
     1280 x 720 px for PNG, legible in a README."""
-    check_plot_path(path)
     try:
         from matplotlib.figure import Figure
         from matplotlib.ticker import FuncFormatter
@@ -115,11 +131,7 @@ def write_plot(
     axes = figure.add_subplot()
     # NOTE: legend order = the order the lines end, top to bottom, so the legend reads like the plot.
     order = sorted(series, key=lambda name: series[name][-1], reverse=True)
-    ends = _spread([math.log2(max(series[name][-1], 1)) for name in order], gap=_label_gap(series))
-    for name, end in zip(order, ends):
-        (line,) = axes.plot(seq_lens, series[name], label=name, linewidth=2)
-        axes.annotate(name, (seq_lens[-1], 2**end), xytext=(6, 0), textcoords="offset points",
-                      va="center", fontsize=9, color=line.get_color(), annotation_clip=False)
+    colors = {name: axes.plot(seq_lens, series[name], label=name, linewidth=2)[0].get_color() for name in order}
     if room_bytes is not None and room_bytes > 0:
         axes.axhline(room_bytes, color="black", linestyle="--", linewidth=1.2,
                      label=room_label or f"KV room {format_bytes(room_bytes)}")
@@ -140,11 +152,18 @@ def write_plot(
     axes.set_ylabel(ylabel)
     axes.set_title(title)
     axes.grid(True, which="major", alpha=0.3)
-    axes.legend(loc=legend_loc)
-    try:
-        figure.savefig(path, format=path.suffix.lower().lstrip("."))
-    except OSError as exc:
-        raise InputError(f"cannot write --plot {path}: {exc.strerror or exc}", "check the path") from None
+    handles, labels = axes.get_legend_handles_labels()
+    figure.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 3), frameon=False)
+    # NOTE: the labels are spread in log2 bytes by the height of a label line on the laid-out axes.
+    figure.draw_without_rendering()
+    low, high = (math.log2(limit) for limit in axes.get_ylim())
+    label_px = LABEL_FONT_SIZE * figure.dpi / 72 * 1.3  # a line of 9-point text, with leading
+    gap = (high - low) * label_px / axes.bbox.height
+    ends = _spread([math.log2(max(series[name][-1], 1)) for name in order], gap=gap, low=low + gap / 2)
+    for name, end in zip(order, ends):
+        axes.annotate(name, (seq_lens[-1], 2**end), xytext=(6, 0), textcoords="offset points", va="center",
+                      fontsize=LABEL_FONT_SIZE, color=colors[name], annotation_clip=False)
+    return figure
 
 
 def context_axis(requested: int, model_max: int | None, *, points: int = 48) -> list[int]:
@@ -157,17 +176,16 @@ def context_axis(requested: int, model_max: int | None, *, points: int = 48) -> 
     return sorted(t for t in grid if lo <= t <= hi)
 
 
-def _label_gap(series: Mapping[str, Sequence[int]]) -> float:
-    """The least distance, in log2 bytes, between two line-end labels: 1/40 of the y range."""
-    values = [math.log2(max(v, 1)) for sizes in series.values() for v in sizes]
-    return max((max(values) - min(values)) / 40, 0.05) if values else 0.05
-
-
-def _spread(ends: Sequence[float], *, gap: float) -> list[float]:
-    """Label heights (sorted high to low) moved apart so no two are closer than ``gap``."""
+def _spread(ends: Sequence[float], *, gap: float, low: float = -math.inf) -> list[float]:
+    """Label heights (sorted high to low) moved apart so no two are closer than ``gap``: each pushed down
+    below the one above, then, where that took the lowest under ``low``, pushed back up from there."""
     out: list[float] = []
     for end in ends:
         out.append(min(end, out[-1] - gap) if out else end)
+    floor = low
+    for index in range(len(out) - 1, -1, -1):
+        out[index] = max(out[index], floor)
+        floor = out[index] + gap
     return out
 
 

@@ -4,6 +4,7 @@ a command's layouts from the widest to a vertical "key: value" one; the first th
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +20,7 @@ from kvplan.report.layout import n as _n
 from kvplan.report.layout import short_bytes as _short_bytes
 from kvplan.report.layout import signed_size as _size
 from kvplan.report.layout import tokens_short as _tokens_short
+from kvplan.textsafe import printable
 from kvplan.units import format_bytes
 
 
@@ -27,6 +29,32 @@ def notes_text(report: dict[str, Any]) -> list[str]:
     lines = [f"{key[:-7]}: {inputs[key]}" for key in ("seq_len_source", "kv_dtype_source") if inputs.get(key)]
     lines += report.get("notes") or []
     return lines
+
+
+#: The most lines a command prints by default at 80 columns: verdict, figures, log lines, fixes and notes.
+SHORT_LINES = 20
+
+
+def short_notes(report: dict[str, Any], *, width: int, used: int) -> list[str]:
+    """The notes as a default (not ``--verbose``) table prints them: each once, in at most two lines of ``width``,
+    as many as fit beside the table's ``used`` lines within :data:`SHORT_LINES`, then one line
+    saying what ``--verbose`` adds. WARNINGs are in the table already (:func:`warning_lines`)."""
+    notes = [note for note in dict.fromkeys(notes_text(report)) if not note.startswith("WARNING: ")]
+    room = SHORT_LINES - used - 1  # NOTE: a last line says what --verbose adds
+    out: list[str] = []
+    left = 0
+    for index, note in enumerate(notes):
+        wrapped = textwrap.wrap("note: " + printable(note), width=max(width, 20), subsequent_indent="      ",
+                                max_lines=2, placeholder=" ...", break_long_words=False, break_on_hyphens=False)
+        if len(out) + len(wrapped) > room:
+            left = len(notes) - index
+            break
+        out += wrapped
+    cut = any(line.endswith(" ...") for line in out)
+    said = (["the whole breakdown"] if report.get("command") == "capacity" else [])
+    said += [f"{left} more note{'s' * (left != 1)}"] if left else []
+    said += ["every note in full"] if cut else []
+    return [*out, *textwrap.wrap("--verbose: " + ", ".join(said), width=max(width, 20))] if said else out
 
 
 def warning_lines(report: dict[str, Any]) -> list[Text]:
@@ -313,9 +341,15 @@ def _verdict(passed: bool) -> Text:
     return Text("PASS", style="green") if passed else Text("FAIL", style="bold red")
 
 
-def check_table(report: dict[str, Any]) -> Group:
-    """`kvplan check`: one row per budget of each scenario, PASS/FAIL."""
+def check_table(report: dict[str, Any], *, verbose: bool = False) -> Group:
+    """`kvplan check`: the verdict first, then one row per scenario (``verbose``: one per budget, with the model)."""
     rows = _check_rows(report)
+    total = len(report["scenarios"])
+    summary = Text(f"{total} scenario(s), all within budget" if report["passed"]
+                   else f"{report['num_failed']} of {total} scenario(s) over budget",
+                   style="bold" if report["passed"] else "bold red")
+    if not verbose:
+        return Group(summary, Fit(lambda: _check_short(rows), lambda: _check_short_vertical(rows)))
 
     def table(with_model: bool) -> Callable[[], Table]:
         def make() -> Table:
@@ -339,11 +373,28 @@ def check_table(report: dict[str, Any]) -> Group:
             lines += [Text.assemble("  ", _verdict(passed), f" {budget}") for budget, passed in gates]
         return Group(*lines)
 
-    total = len(report["scenarios"])
-    summary = (f"{total} scenario(s), all within budget" if report["passed"]
-               else f"{report['num_failed']} of {total} scenario(s) over budget")
-    return Group(Text(f"kvplan check {report['plan']}"), Fit(table(True), table(False), vertical),
-                 Text(summary, style="bold" if report["passed"] else "bold red"))
+    return Group(summary, Text(f"kvplan check {report['plan']}"), Fit(table(True), table(False), vertical))
+
+
+def _check_short(rows: list[tuple[dict[str, Any], str, list[tuple[str, bool]]]]) -> Table:
+    """One row per scenario; a failed budget on its own line under it."""
+    table = grid(("scenario", "left"), ("batch×len dtype", "left"), ("KV cache", "right"), ("result", "left"))
+    for row, serving, gates in rows:
+        table.add_row(row["name"], serving, format_bytes(row["kv_cache_bytes"]),
+                      _verdict(all(passed for _budget, passed in gates)))
+        for budget, passed in gates:
+            if not passed:
+                table.add_row("", Text(f"  failed: {budget}", style="red"), "", "")
+    return table
+
+
+def _check_short_vertical(rows: list[tuple[dict[str, Any], str, list[tuple[str, bool]]]]) -> Group:
+    lines = []
+    for row, serving, gates in rows:
+        lines.append(Text.assemble(_verdict(all(passed for _budget, passed in gates)), " ", (row["name"], "bold"),
+                                   f": {serving}, KV {format_bytes(row['kv_cache_bytes'])}"))
+        lines += [Text(f"  failed: {budget}", style="red") for budget, passed in gates if not passed]
+    return Group(*lines)
 
 
 # ---- kvplan diff ---------------------------------------------------------------------------------
@@ -505,10 +556,9 @@ def compare_table(report: dict[str, Any]) -> Group:
             + (f"engine {inputs['engine']}; " if inputs["engine"] != "ideal" else "")
             + (f"tp {inputs['tp']} × pp {inputs['pp']} (KV cache: all GPUs); " if per_gpu else "")
             + f"MHA ({inputs['kv_dtype']}) = {format_bytes(report['mha_kv_cache_bytes'])}"
-            + (f"; bar: KV cache at {_tokens_short(seq_len)}" if sweep else "; read/step: KV bytes a decode step reads")
+            + (f"; bar: KV cache at {_tokens_short(seq_len)}" if sweep else "")
         ),
-        Text("memory only: not model quality or measured speed", style="italic"),
-    ]
+    ]  # NOTE: what read/step means and "memory only" are notes (said once)
     return Group(*warning_lines(report), Text(title), Fit(*layouts), *caption)
 
 
@@ -585,19 +635,63 @@ def _bytes_exact(value: int | None) -> str:
 
 
 # ---- kvplan capacity -----------------------------------------------------------------------------
-def capacity_table(report: dict[str, Any]) -> Group:
-    """`kvplan capacity`: the verdict first, then budget, weights and the capacity answers."""
-    model, inputs, weights = report["model"], report["inputs"], report["weights"]
-    budget, cap = report["budget"], report["capacity"]
-    engine = inputs["engine"]
-    tokens = inputs["max_model_len"]
-    title = (f"Capacity of {model['id']} on {inputs['gpu'] or 'a --kv-budget'} (tp {inputs['tp']}, pp {inputs['pp']}, "
-             f"{engine}, KV {inputs['kv_dtype']})")
-    verdict = f"{inputs['batch']} × {tokens:,} tokens {'fits' if cap['fits'] else 'does NOT fit'}: needs "
-    verdict += f"{_size(cap['kv_bytes_needed'])} of KV per GPU, " + (
+def _capacity_verdict(report: dict[str, Any]) -> Text:
+    inputs, cap = report["inputs"], report["capacity"]
+    verdict = f"{inputs['batch']} × {inputs['max_model_len']:,} tokens {'fits' if cap['fits'] else 'does NOT fit'}: "
+    verdict += f"needs {_size(cap['kv_bytes_needed'])} of KV per GPU, " + (
         f"{_size(cap['kv_bytes_available'])} available" if cap["kv_bytes_available"] > 0
         else "but --kv-budget is 0" if inputs.get("kv_budget_bytes") == 0
         else "but the weights and reserve leave no KV memory per GPU")
+    return Text(verdict, style="bold" if cap["fits"] else "bold red")
+
+
+def _capacity_title(report: dict[str, Any]) -> Text:
+    model, inputs = report["model"], report["inputs"]
+    return Text(f"{model['id']} on {inputs['gpu'] or 'a --kv-budget'} (tp {inputs['tp']}, pp {inputs['pp']}, "
+                f"{inputs['engine']}, KV {inputs['kv_dtype']})")
+
+
+def _capacity_fixes(report: dict[str, Any]) -> list[RenderableType]:
+    """Each suggestion in the engine's own flags: ``try ...`` then ``or ...``."""
+    if not report["suggestions"]:
+        return []
+    tries = Table.grid(padding=(0, 1))
+    tries.add_column(no_wrap=True)
+    tries.add_column(overflow="fold")
+    for index, suggestion in enumerate(report["suggestions"]):
+        tries.add_row("  try" if index == 0 else "   or",
+                      engine_flags(suggestion, report["inputs"]["engine"], report["inputs"]["batch"]))
+    return [tries]
+
+
+def _capacity_log(report: dict[str, Any]) -> list[RenderableType]:
+    log = report["capacity"].get("engine_log") or {}
+    if not log.get("lines"):
+        return []
+    return [Text(f"{log['engine']} {log['version'] or ''} would log:".replace("  ", " ")),
+            *(Padding(Text(line, overflow="fold"), (0, 0, 0, 2), expand=False) for line in log["lines"])]
+
+
+def _kv_budget_cell(budget: dict[str, Any]) -> tuple[str, str | None]:
+    """The KV budget per GPU as a table says it, and, when the weights and reserve leave none, by how much."""
+    kv_budget = budget["kv_bytes_per_gpu"]
+    if kv_budget is not None and kv_budget < 0:  # NOTE: the report keeps the signed figure; the table says it
+        return "none", f"weights and reserve exceed the budget by {format_bytes(-kv_budget)}"
+    return _size(kv_budget), None
+
+
+def capacity_table(report: dict[str, Any], *, verbose: bool = False) -> Group:
+    """`kvplan capacity`: the verdict first, then the few figures behind it, the engine's log lines and the fixes.
+
+    ``verbose``: the whole breakdown (GPU memory, the reserve's terms, blocks, GPUs needed, decode floor)."""
+    if not verbose:
+        return _capacity_short(report)
+    inputs, weights = report["inputs"], report["weights"]
+    budget, cap = report["budget"], report["capacity"]
+    engine = inputs["engine"]
+    tokens = inputs["max_model_len"]
+    title = Text("Capacity of ") + _capacity_title(report)
+    verdict = _capacity_verdict(report)
     table = Table(box=box.SIMPLE, show_header=False, show_edge=False, pad_edge=False, padding=(0, 1))
     table.add_column("what", no_wrap=True)
     table.add_column("value", justify="right", no_wrap=True)
@@ -617,12 +711,9 @@ def capacity_table(report: dict[str, Any]) -> Group:
         table.add_row(f"  {term['name']}", _size(term["bytes"]), term["source"])
     spread = budget.get("uncertainty_bytes")
     formula = budget["formula"] + (f" (up to {_size(spread)} more with other kernels)" if spread else "")
-    kv_budget = budget["kv_bytes_per_gpu"]
-    if kv_budget is not None and kv_budget < 0:  # NOTE: the report keeps the signed figure; the table says it
-        table.add_row(Text("KV budget per GPU", style="bold"), Text("none", style="bold"),
-                      f"weights and reserve exceed the budget by {format_bytes(-kv_budget)}: {formula}")
-    else:
-        table.add_row(Text("KV budget per GPU", style="bold"), Text(_size(kv_budget), style="bold"), formula)
+    kv_cell, short_by = _kv_budget_cell(budget)
+    table.add_row(Text("KV budget per GPU", style="bold"), Text(kv_cell, style="bold"),
+                  f"{short_by}: {formula}" if short_by else formula)
     table.add_section()
     table.add_row("KV blocks", _n(cap["num_blocks"]), f"{cap['block_size']} tokens per block")
     table.add_row("KV tokens", _n(cap["max_tokens"]), "token slots of the pool (the true capacity; the engine's "
@@ -646,20 +737,52 @@ def capacity_table(report: dict[str, Any]) -> Group:
         table.add_row("decode floor", f"{cap['decode_floor_seconds'] * 1000:.2f} ms/token",
                       f"<= {cap['decode_tokens_per_s']:,.0f} tokens/s at batch {inputs['batch']} "
                       f"({_size(cap['decode_bytes_per_step'])} read per step)")
-    lines: list[RenderableType] = [
-        Text(verdict, style="bold" if cap["fits"] else "bold red"), *warning_lines(report), Text(title), table,
-    ]
-    if report["suggestions"]:
-        tries = Table.grid(padding=(0, 1))
-        tries.add_column(no_wrap=True)
-        tries.add_column(overflow="fold")
-        for index, suggestion in enumerate(report["suggestions"]):
-            tries.add_row("  try" if index == 0 else "   or", engine_flags(suggestion, engine, inputs["batch"]))
-        lines.append(tries)
-    log = report["capacity"].get("engine_log") or {}
-    if log.get("lines"):
-        lines.append(Text(f"{log['engine']} {log['version'] or ''} would log:".replace("  ", " ")))
-        lines += [Padding(Text(line, overflow="fold"), (0, 0, 0, 2), expand=False) for line in log["lines"]]  # wraps stay indented
+    lines: list[RenderableType] = [verdict, *warning_lines(report), title, table, *_capacity_fixes(report),
+                                   *_capacity_log(report)]
+    return Group(*lines, *_capacity_log_comparison(report))
+
+
+def _capacity_short(report: dict[str, Any]) -> Group:
+    """At most 20 lines at 80 columns: verdict, the figures behind it, GPUs needed and fixes when it does not fit,
+    the engine's log lines."""
+    inputs, weights, budget, cap = report["inputs"], report["weights"], report["budget"], report["capacity"]
+    tokens, gpus = inputs["max_model_len"], inputs["tp"] * inputs["pp"]
+    table = grid(("what", "left"), ("value", "right"), ("detail", "left"))
+    table.show_header = False
+    table.columns[-1].no_wrap, table.columns[-1].overflow = False, "fold"
+    held = (weights["quantization"] or weights["dtype"] or "").split(" (")[0]  # NOTE: the why is --verbose's
+    if weights.get("checkpoint_dtype") and weights["checkpoint_dtype"] != weights["dtype"]:
+        held += f" from {weights['checkpoint_dtype']}"
+    params = "" if weights["parameters"] is None else f"{weights['parameters'] / 1e9:.2f}B params, "
+    total = f"of {_size(weights['bytes'])}: " if budget["weights_bytes_per_gpu"] != weights["bytes"] else ""
+    table.add_row("weights", _size(budget["weights_bytes_per_gpu"]), f"{total}{params}{held}")
+    kv_cell, short_by = _kv_budget_cell(budget)
+    if short_by:
+        detail = short_by
+    elif inputs.get("kv_budget_bytes") is not None:
+        detail = "per GPU (--kv-budget)"
+    elif budget["reserve_bytes"]:
+        detail = f"per GPU, after the weights and {_size(budget['reserve_bytes'])} reserve"
+    else:  # NOTE: SGLang's fraction, or ideal's reserve of 0: the formula says it in a few words
+        detail = f"per GPU: {budget['formula']}"
+    table.add_row(Text("KV budget", style="bold"), Text(kv_cell, style="bold"), detail)
+    table.add_row("KV per request", _size(cap["kv_bytes_per_request"]),
+                  f"{tokens:,} tokens" + (" (per GPU)" if gpus > 1 else ""))
+    requests = cap["max_concurrent_requests"]
+    table.add_row("max concurrency", f"{cap['max_concurrency']:.2f}x",
+                  f"{requests:,} request{'s' * (requests != 1)} of {tokens:,} tokens" if requests
+                  else f"not one request of {tokens:,} tokens")
+    table.add_row("max context", _n(cap["max_context_len"]), f"at batch {inputs['batch']} ({cap['max_context_limit']})")
+    if not cap["fits"] and cap["min_num_gpus"] is not None:
+        table.add_row("GPUs needed", _n(cap["min_num_gpus"]), f"for one {tokens:,}-token request")
+    lines: list[RenderableType] = [_capacity_verdict(report), *warning_lines(report), _capacity_title(report), table]
+    lines += [*_capacity_fixes(report), *_capacity_log(report), *_capacity_log_comparison(report)]
+    return Group(*lines)
+
+
+def _capacity_log_comparison(report: dict[str, Any]) -> list[RenderableType]:
+    """--compare-log: each logged figure beside kvplan's."""
+    lines: list[RenderableType] = []
     compared = report.get("log_comparison")
     if compared:
         lines.append(Text(f"{compared['source']} ({compared['engine']}): {compared['matches']} figure(s) match, "
@@ -670,7 +793,7 @@ def capacity_table(report: dict[str, Any]) -> Group:
             lines.append(Padding(Text(f"line {row['line_no']} {row['figure']}: logged {row['logged']}, kvplan "
                                       f"{row['predicted'] if row['predicted'] is not None else '-'}; {said}",
                                       overflow="fold"), (0, 0, 0, 2), expand=False))
-    return Group(*lines)
+    return lines
 
 
 # ---- kvplan gpus ---------------------------------------------------------------------------------
