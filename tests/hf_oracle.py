@@ -135,9 +135,8 @@ def measured(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def counted(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Weight records transformers could count, each with the shrunk config the zoo ran."""
-    configs = json.loads(RECORDS["zoo"].read_text())["records"]
-    return {k: {**r, "config": configs[k]["config"]} for k, r in doc["records"].items() if "parameters" in r}
+    """Weight records transformers could count, each with the shrunk config it built."""
+    return {k: r for k, r in doc["records"].items() if "parameters" in r}
 
 
 def compare_weights(key: str, record: dict[str, Any]) -> Outcome:
