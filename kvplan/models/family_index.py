@@ -17,6 +17,7 @@ FAMILY_INDEX: dict[str, str] = {
                  "mistral_large4_text sarvam_mla youtu"),
     "deepseek_v4": "deepseek_v4",
     "deltanet": "lara_mini olmo_hybrid",
+    "ergo": "ergo",
     "ernie4_5": "ernie4_5 ernie4_5_moe ernie4_5_vl_moe_text",
     "exaone": "exaone exaone4 exaone_moe",
     "falcon": "RefinedWeb RefinedWebModel falcon falcon_h1",
@@ -41,6 +42,7 @@ FAMILY_INDEX: dict[str, str] = {
               "xverse yi"),
     "mamba": "falcon_mamba mamba mamba2",
     "mimo": "mimo_v2_flash",
+    "minicpm5": "minicpm5_moe",
     "minimax": "minimax minimax_m1 minimax_m2 minimax_m3_vl_text minimax_text_01",
     "mistral": "ministral ministral3 mistral mistral4 mistral_nemo mixtral",
     "molmo": "molmo2_text",
@@ -48,6 +50,7 @@ FAMILY_INDEX: dict[str, str] = {
     "mpt": "mpt",
     "nemotron": "nemotron nemotron-nas nemotron_h",
     "olmo": "flex_olmo olmo olmo2 olmo3 olmoe",
+    "param2": "param2moe",
     "persimmon": "persimmon",
     "phi": "phi phi3 phi3small phi4 phimoe",
     "qwen": ("qwen qwen2 qwen2_5_vl qwen2_5_vl_text qwen2_moe qwen2_vl qwen2_vl_text qwen3 qwen3_5 qwen3_5_moe "
