@@ -10,7 +10,7 @@ config whose ``vision_config`` names no (or an old) ``model_type`` is still read
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kvplan.errors import ConfigError
@@ -626,10 +626,27 @@ TOWERS: dict[str, TowerLayout] = {
 }
 TOWERS["qianfan_ocr_vision"] = TOWERS["internvl_vision"]
 
+
+def rice_vit_tower(v: ConfigReader) -> tuple[WeightPart, int]:
+    """LLaVA-OneVision-1.5's RiceViT (transformers 5.25 LlavaOnevision15VisionModel): Qwen2.5-VL's attention and
+    a biased fc1/fc2 MLP with LayerNorms, a class token whose rotary angle (``hidden / heads / 2``) is learned, a
+    LayerNorm before the blocks, no learned position table (so no ``image_size``)."""
+    part, hidden = tower_weights(v, replace(TOWERS["llava_onevision1_5_vision"], count=None))
+    heads = v.first_of("num_attention_heads", ("num_heads", "num_attention_heads"))
+    return replace(part, other_parameters=part.other_parameters + hidden // heads // 2), hidden
+
+
+TOWERS["llava_onevision1_5_vision"] = TowerLayout(
+    name="RiceViT", layers=("depth",), channels=("in_channels",), patch_bias=False, positions="none",
+    cls_token=True, pre_norm=True, count=rice_vit_tower,
+    defaults={"depth": 24, "hidden_size": 1024, "intermediate_size": 4096, "num_heads": 16, "in_channels": 3,
+              "patch_size": 14, "spatial_merge_size": 2, "out_hidden_size": 4096})
+
 #: outer ``model_type`` -> the vision ``model_type`` its transformers config class builds (whatever the
 #: Hub's ``vision_config`` calls itself); types whose vision_config is an AutoConfig are not listed.
 VISION_TYPE_OF = {
     "qwen2_vl": "qwen2_vl_vision", "qwen2_5_vl": "qwen2_5_vl_vision", "exaone4_5": "exaone4_5_vision",
+    "llava_onevision1_5": "llava_onevision1_5_vision",
     "internvl": "internvl_vision", "qianfan_ocr": "qianfan_ocr_vision", "minicpmv4_6": "minicpmv4_6_vision",
     "minicpmv4_7": "minicpmv4_7_vision", "minicpm_ocr": "minicpm_ocr_vision", "gemma3": "siglip_vision_model",
     "video_llama_3": "video_llama_3_vision", "paddleocr_vl": "paddleocr_vl_vision", "glm_ocr": "glm_ocr_vision",
