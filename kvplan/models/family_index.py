@@ -19,7 +19,7 @@ FAMILY_INDEX: dict[str, str] = {
     "deltanet": "lara_mini olmo_hybrid",
     "ergo": "ergo",
     "ernie4_5": "ernie4_5 ernie4_5_moe ernie4_5_vl_moe_text",
-    "exaone": "exaone exaone4 exaone_moe",
+    "exaone": "exaone exaone4 exaone4_5_text exaone_moe",
     "falcon": "RefinedWeb RefinedWebModel falcon falcon_h1",
     "gemma": ("gemma gemma2 gemma3 gemma3_text gemma3n gemma3n_text gemma4 gemma4_assistant gemma4_text "
               "gemma4_unified gemma4_unified_text t5_gemma_module vaultgemma"),
@@ -41,7 +41,7 @@ FAMILY_INDEX: dict[str, str] = {
               "llama4_text mellum mllama mllama_text_model nanochat orion paddleocr_vl_text seed_oss smollm3 stablelm "
               "xverse yi"),
     "mamba": "falcon_mamba mamba mamba2",
-    "mimo": "mimo_v2_flash",
+    "mimo": "mimo mimo_v2_flash",
     "minicpm5": "minicpm5_moe",
     "minimax": "minimax minimax_m1 minimax_m2 minimax_m3_vl_text minimax_text_01",
     "mistral": "ministral ministral3 mistral mistral4 mistral_nemo mixtral",
