@@ -8,6 +8,7 @@ Pure: no IO except :func:`weights_from_safetensors`, which imports huggingface_h
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
@@ -219,7 +220,9 @@ def quantisation(qc: Any, model_id: str, r: ConfigReader) -> Quantisation | None
             assert bits is not None
             if len(groups) > 1:
                 r.note("compressed-tensors: only the first config group's weight format is counted")
-            return Quantisation(method="compressed-tensors", bits=bits, group_size=group, scale_bytes=2,
+            # the scales' dtype when the config names it (MXFP4: uint8 exponents), else 16-bit
+            scale_bytes = DTYPE_BYTES.get(str(weights.get("scale_dtype") or "").removeprefix("torch."), 2)
+            return Quantisation(method="compressed-tensors", bits=bits, group_size=group, scale_bytes=scale_bytes,
                                 zero_bits=0 if weights.get("symmetric", True) is not False else bits,
                                 not_converted=skip)
     if method == "modelopt":
@@ -335,9 +338,25 @@ _SKIP_WORDS = {"attention": ("self_attn", "attn", "attention"), "mlp": ("mlp",),
                "shared_experts": ("shared_expert",)}
 
 
+#: A module name of each part, for ``re:`` patterns (compressed-tensors' form) to be matched against.
+_SAMPLE_MODULES = {"attention": ("model.layers.0.self_attn.q_proj", "model.layers.0.self_attn.o_proj"),
+                   "mlp": ("model.layers.0.mlp.gate_proj", "model.layers.0.mlp.down_proj"),
+                   "experts": ("model.layers.0.mlp.experts.0.gate_proj", "model.layers.0.block_sparse_moe.experts.0.w1"),
+                   "shared_experts": ("model.layers.0.mlp.shared_experts.gate_proj",
+                                      "model.layers.0.block_sparse_moe.shared_experts.down_proj")}
+
+
 def _skipped(name: str, not_converted: tuple[str, ...]) -> bool:
     words = _SKIP_WORDS.get(name, ())
     for module in not_converted:
+        if module.startswith("re:"):  # a regular expression over module names: does it take this part's modules?
+            try:
+                pattern = re.compile(module[3:])
+            except re.error:
+                continue
+            if all(pattern.match(sample) for sample in _SAMPLE_MODULES.get(name, ())) and name in _SAMPLE_MODULES:
+                return True
+            continue
         last = module.rstrip(".*").split(".")[-1]
         if last in words:
             return True
