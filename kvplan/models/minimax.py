@@ -112,7 +112,7 @@ class MiniMaxM3TextParser(ArchParser):
 
     family = "minimax"
     model_types = ("minimax_m3", "minimax_m3_vl_text")
-    weight_types = ("minimax_m3_vl_text",)
+    weight_types = ("minimax_m3", "minimax_m3_vl_text")
     #: MiniMaxM3VLTextConfig's defaults (transformers 5.24) of the keys weight counting reads.
     defaults_by_type = {"minimax_m3_vl_text": {
         "vocab_size": 200064, "hidden_size": 6144, "intermediate_size": 3072, "num_hidden_layers": 60,
@@ -187,8 +187,8 @@ class MiniMaxM3TextParser(ArchParser):
         mlp = self._per_layer(r, "mlp_layer_types", r.raw("moe_layer_freq"), "sparse", "dense", layers)
         n_index = attn.count("minimax_m3_sparse")
         n_moe, n_dense = mlp.count("sparse"), mlp.count("dense")
-        index_heads = r.first_of("index_n_heads", ("index_n_heads",))
-        index_dim = r.first_of("index_head_dim", ("index_head_dim",))
+        index_heads = r.first_of("index_n_heads", self.INDEX_HEADS)
+        index_dim = r.first_of("index_head_dim", self.INDEX_DIM)
         parts = embeddings(r, hidden)
         attention = gqa_attention(hidden, heads, kv_heads, head_dim, layers)
         attention += [Matrix(in_features=hidden, out_features=index_heads * index_dim, count=n_index),

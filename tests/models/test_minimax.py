@@ -115,3 +115,18 @@ def test_minimax_m3_layer_types_and_flat_index_dim() -> None:
     both = estimate(parse_config({**config, "sparse_attention_config": {"sparse_index_dim": 32}}, model_id="m3"),
                     seq_len=10, kv_dtype="bf16")
     assert both.kv_cache_bytes == 10 * (4 * 2 * heads * head_dim + 2 * 32) * FP16
+
+
+def test_minimax_m3_hub_config_weights_equal_transformers() -> None:
+    # the Hub's minimax_m3 form (sparse_attention_config, moe_layer_freq flags) counted with MiniMaxM3VLTextConfig's
+    # defaults; transformers reads the same keys through that class's __post_init__
+    config = minimax_m3_config(num_hidden_layers=4, num_local_experts=8, moe_layer_freq=[0, 1, 1, 1],
+                               sparse_attention_config={"sparse_attention_freq": [0, 1, 1, 0], "sparse_index_dim": 64,
+                                                        "sparse_num_index_heads": 2})
+    weights = count_weights(config, model_id="MiniMaxAI/MiniMax-M3")
+    assert weights.parameters == meta_count({**config, "model_type": "minimax_m3_vl_text"})
+    hidden, index_heads, index_dim = 6144, 2, 64
+    no_indexer = count_weights({**config, "sparse_attention_config": {"sparse_attention_freq": [0] * 4}}, model_id="m3")
+    # two sparse layers, each with an indexer q (hidden -> heads x dim), one k (hidden -> dim) and their norms
+    assert weights.parameters - no_indexer.parameters == 2 * (hidden * index_heads * index_dim + hidden * index_dim
+                                                              + 2 * index_dim)
