@@ -103,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.only and model_type not in args.only:
             continue
         record = shrunk_record(model_type, spec["model_class"])
-        outcome = record if "error" in record else {**count(model_type, record), "config": record["config"]}
+        outcome = record if "error" in record else count(model_type, record)
+        if "parameters" in outcome:  # the class that built names the model kvplan counts (a *ForCausalLM: no towers)
+            outcome["config"] = {**record["config"], "architectures": [outcome["model_class"]]}
         doc["records"][model_type] = outcome
         print(f"{model_type:32} {outcome.get('parameters', outcome.get('error'))}", file=sys.stderr)
     doc["records"] = dict(sorted(doc["records"].items()))
