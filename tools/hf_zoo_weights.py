@@ -96,13 +96,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     import transformers
     from hf_zoo import generation_model_types
+    from transformers.models.auto import modeling_auto
 
     doc = json.loads(WEIGHTS_JSON.read_text()) if WEIGHTS_JSON.exists() and args.only else {"records": {}}
     doc["transformers_version"] = transformers.__version__
     for model_type, spec in generation_model_types().items():
         if args.only and model_type not in args.only:
             continue
-        record = shrunk_record(model_type, spec["model_class"])
+        # a multimodal type is counted with its towers (its image-text-to-text class) where it has one
+        itt = modeling_auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(model_type)
+        record = shrunk_record(model_type, itt if isinstance(itt, str) else spec["model_class"])
         outcome = record if "error" in record else count(model_type, record)
         if "parameters" in outcome:  # the class that built names the model kvplan counts (a *ForCausalLM: no towers)
             outcome["config"] = {**record["config"], "architectures": [outcome["model_class"]]}
