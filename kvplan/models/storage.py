@@ -272,7 +272,7 @@ def _modelopt(qc: Mapping[str, Any], model_id: str, r: ConfigReader, skip: tuple
     algo = qc.get("quant_algo")
     if algo is None:  # some exports name only the config groups
         groups = qc.get("config_groups")
-        first = next(iter(groups.values()), {}) if isinstance(groups, Mapping) and groups else {}
+        first: Any = next(iter(groups.values()), {}) if isinstance(groups, Mapping) and groups else {}
         algo = _group_algo(first.get("weights") if isinstance(first, Mapping) else None)
         if algo is None:
             raise ConfigError(f"{_where(model_id, 'quant_algo')} is missing and config_groups names no 4- or 8-bit "
