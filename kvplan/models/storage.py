@@ -319,7 +319,8 @@ def _modelopt(qc: Mapping[str, Any], model_id: str, r: ConfigReader, skip: tuple
             r.note(f"ModelOpt mixed precision: {role} modules are {', '.join(f'{n} {a}' for a, n in counts.items())}; "
                    f"all counted as {chosen}")
     r.note("ModelOpt mixed precision: " + "; ".join(f"{role} {q.describe()}" for role, q in by_role)
-           + "; other weights in the checkpoint dtype")
+           + "; other weights in the checkpoint dtype (a part's modules the list leaves out are counted in its "
+           "part's format)")
     return Quantisation(method="modelopt-mixed", bits=min(q.bits for _, q in by_role), roles=frozenset(votes),
                         not_converted=skip, by_role=tuple(by_role))
 
