@@ -204,8 +204,9 @@ def oracle_summary() -> str:
         f"types are exact ({100 * exact / len(measured):.1f} %)** in the KV cache, of {len(zoo['records'])} "
         f"generation model types ({len(zoo['records']) - len(measured)} could not be built or run from their own "
         f"defaults); {len(real['records']) - len(real_misses)} of {len(real['records'])} shrunk real configs are "
-        f"exact. Weights: **{exact_w} of the {len(counted)} model types transformers can build are exact "
-        f"({100 * exact_w / len(counted):.1f} %)**.",
+        f"exact. Weights (transformers {weights['transformers_version']}, every generation model type built on the "
+        f"meta device): **{exact_w} of the {len(counted)} model types transformers can build are exact "
+        f"({100 * exact_w / len(counted):.1f} %)**, of {len(weights['records'])}.",
         "",
         "| model type | KV cache miss, and why |",
         "|---|---|",

@@ -1,14 +1,17 @@
 """transformers as kvplan's weights oracle: count the parameters of every zoo model on the meta device.
 
-    python tools/hf_zoo_weights.py                 # every record of tests/data/hf_zoo.json -> hf_zoo_weights.json
+    python tools/hf_zoo_weights.py                 # every generation model type -> tests/data/hf_zoo_weights.json
     python tools/hf_zoo_weights.py --only llama    # a few model types (merged into the existing file)
 
-For each record tools/hf_zoo.py wrote (the shrunk config transformers ran, and the class it ran), the
-model is built again from that config on the meta device (no memory, no weights) and counted the way
-a checkpoint holds it: every parameter once (tied weights once) plus the buffers the model saves in
-its state dict (routers' correction biases). The parameters of vision/audio modules are counted apart,
-by module name, for information. tests/test_hf_zoo_weights.py compares ``kvplan.models.count_weights``
-with every record. Run it again whenever tests/data/hf_zoo.json is rebuilt.
+Every generation model type of the installed transformers (the list tools/hf_zoo.py runs) is built from
+its config class's OWN defaults, shrunk as tools/hf_zoo.py shrinks it (``shrink_config``: fewer layers,
+small vocabulary and MLP widths, fewer experts, one-layer towers), then built again on the meta device
+(no memory, no weights) and counted the way a checkpoint holds it: every parameter once (tied weights
+once) plus the buffers the model saves in its state dict (routers' correction biases). The record keeps
+the shrunk config, so the weights oracle follows the installed transformers without waiting for the KV
+oracle's (slower) run. The parameters of vision/audio modules are counted apart, by module name, for
+information. tests/test_hf_zoo_weights.py compares ``kvplan.models.count_weights`` with every record.
+Run it again whenever transformers moves.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 ROOT = Path(__file__).resolve().parents[1]
-ZOO_JSON = ROOT / "tests" / "data" / "hf_zoo.json"
+sys.path.insert(0, str(ROOT / "tools"))
 WEIGHTS_JSON = ROOT / "tests" / "data" / "hf_zoo_weights.json"
 #: Words in the module names of the towers a language-only count leaves out.
 TOWER_WORDS = ("visual", "vision", "multi_modal_projector", "mm_projector", "audio")
@@ -38,6 +41,25 @@ def _classes(record: dict[str, Any]) -> list[str]:
     return ([first] if first else []) + [a for a in AUTOS if a != first]
 
 
+def _reason(stage: str, exc: Exception) -> str:
+    return f"{stage}: {type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
+
+
+def shrunk_record(model_type: str, model_class: str | None) -> dict[str, Any]:
+    """{"config", "model_class"}: the type's config class defaults shrunk as tools/hf_zoo.py does, or {"error"}."""
+    import transformers
+    from hf_zoo import shrink_config
+
+    try:
+        built = transformers.AutoConfig.for_model(model_type)
+        raw = built.to_dict()
+        config, _notes, _total, _keep = shrink_config(raw, built)
+        config.pop("quantization_config", None)  # fp8/fp4 layouts need a GPU to build: the oracle counts the model
+    except Exception as exc:  # a type whose defaults do not build or shrink is reported, not fatal
+        return {"error": _reason("config", exc)}
+    return {"config": config, "model_class": model_class}
+
+
 def count(model_type: str, record: dict[str, Any]) -> dict[str, Any]:
     """{"parameters", "tower_parameters", "model_class"} of the record's model, or {"error"}."""
     import torch
@@ -47,7 +69,7 @@ def count(model_type: str, record: dict[str, Any]) -> dict[str, Any]:
     try:
         config = transformers.AutoConfig.for_model(model_type, **values)
     except Exception as exc:  # a record transformers cannot rebuild is reported, not fatal
-        return {"error": f"config: {type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"}
+        return {"error": _reason("config", exc)}
     errors = []
     for name in _classes(record):
         cls = getattr(transformers, name, None)
@@ -73,17 +95,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", help="model types to (re)count")
     args = parser.parse_args(argv)
     import transformers
+    from hf_zoo import generation_model_types
+    from transformers.models.auto import modeling_auto
 
-    zoo = json.loads(ZOO_JSON.read_text())
     doc = json.loads(WEIGHTS_JSON.read_text()) if WEIGHTS_JSON.exists() and args.only else {"records": {}}
     doc["transformers_version"] = transformers.__version__
-    for model_type, record in sorted(zoo["records"].items()):
+    for model_type, spec in generation_model_types().items():
         if args.only and model_type not in args.only:
             continue
-        if not isinstance(record.get("config"), dict):
-            continue
-        doc["records"][model_type] = count(model_type, record)
-        outcome = doc["records"][model_type]
+        # a multimodal type is counted with its towers (its image-text-to-text class) where it has one
+        itt = modeling_auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(model_type)
+        record = shrunk_record(model_type, itt if isinstance(itt, str) else spec["model_class"])
+        outcome = record if "error" in record else count(model_type, record)
+        if "parameters" in outcome:  # the class that built names the model kvplan counts (a *ForCausalLM: no towers)
+            outcome["config"] = {**record["config"], "architectures": [outcome["model_class"]]}
+        doc["records"][model_type] = outcome
         print(f"{model_type:32} {outcome.get('parameters', outcome.get('error'))}", file=sys.stderr)
     doc["records"] = dict(sorted(doc["records"].items()))
     WEIGHTS_JSON.write_text(json.dumps(doc, indent=1) + "\n")

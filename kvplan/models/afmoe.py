@@ -1,14 +1,15 @@
 """Arcee AFMoE (``afmoe``, Trinity) and Poolside Laguna (``laguna``, built on AFMoE's modeling): GQA with per-head
 q/k norms and an output gate, MoE with shared experts and a router bias after the dense first layers.
 
-Their caches (sliding and full layers by ``layer_types``) are read by the generic rules; these parsers count
-weights (transformers 5.24 modeling_afmoe.py, modeling_laguna.py).
+AFMoE's cache (sliding and full layers by ``layer_types``) is read by the generic rules; Laguna's by its own entry
+(LagunaConfig: every layer full unless ``layer_types`` says otherwise). Weights: transformers modeling_afmoe.py,
+modeling_laguna.py.
 """
 
 from __future__ import annotations
 
 from kvplan.errors import ConfigError
-from kvplan.models.base import ArchParser, ConfigReader
+from kvplan.models.base import FULL, ArchParser, ConfigReader
 from kvplan.models.decoder import DecoderLayout, DecoderParser, MoeLayout, mlp_types_moe
 from kvplan.models.tensors import Matrix
 
@@ -48,10 +49,22 @@ class LagunaParser(DecoderParser):
     bias."""
 
     family = "laguna"
-    model_types = ()
+    model_types = ("laguna",)
     weight_types = ("laguna",)
-    defaults_by_type = {"laguna": {"tie_word_embeddings": False, "num_experts": 256, "moe_intermediate_size": 512,
-                                   "shared_expert_intermediate_size": 512, "gating": True, "first_k_dense_replace": 1}}
+    #: LagunaConfig defaults (transformers 5.25); ``first_k_dense_replace`` stands for its default mlp_layer_types.
+    defaults_by_type = {"laguna": {
+        "vocab_size": 100352, "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 40,
+        "num_attention_heads": 48, "num_key_value_heads": 8, "head_dim": 128, "max_position_embeddings": 131072,
+        "sliding_window": 512, "tie_word_embeddings": False, "num_experts": 256, "num_experts_per_tok": 8,
+        "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512, "gating": True,
+        "attention_bias": False, "first_k_dense_replace": 1}}
+
+    def pattern_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
+        """LagunaConfig without ``layer_types``: every layer full attention, whatever ``sliding_window`` says."""
+        if r.has("sliding_window"):
+            r.note("no layer_types: LagunaConfig makes every layer full attention (sliding_window applies only to "
+                   "layers layer_types marks sliding_attention)")
+        return [FULL] * num_layers
 
     def decoder_layout(self, model_type: str) -> DecoderLayout:
         return DecoderLayout(router_bias=True)
@@ -92,7 +105,6 @@ class LagunaParser(DecoderParser):
 
 
 #: Model types counted here whose cache no parser here reads, and why.
-CACHE_NOT_READ = {"afmoe": "sliding and full layers by layer_types: the generic rules read its cache",
-                  "laguna": "full layers by layer_types: the generic rules read its cache"}
+CACHE_NOT_READ = {"afmoe": "sliding and full layers by layer_types: the generic rules read its cache"}
 
 PARSERS: tuple[type[ArchParser], ...] = (AfmoeParser, LagunaParser)

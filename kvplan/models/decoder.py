@@ -181,7 +181,10 @@ class DecoderParser(ArchParser):
 
 
 def note_mtp(r: ConfigReader, key: str = "num_nextn_predict_layers") -> None:
-    """Multi-token-prediction layers are noted, not counted: engines load them only to draft tokens."""
+    """Multi-token-prediction layers are noted, not counted: engines load them only to draft tokens (no ``key``: the
+    family counts them itself)."""
+    if not key:
+        return
     mtp = r.first_of(key, (key,), required=False, kind="count")
     if mtp:
         r.note(

@@ -449,10 +449,11 @@ def _dots3_sliding_dims(r: ConfigReader) -> dict[str, int]:
 
 
 def count_longcat_flash(r: ConfigReader) -> WeightCount:
-    """LongCat-Flash (LongcatFlashConfig, transformers 5.24 modeling_longcat_flash.py): each of ``num_layers``
+    """LongCat-Flash (LongcatFlashConfig, transformers 5.25 modeling_longcat_flash.py): each of ``num_layers``
     layers holds two MLA attentions (q LoRA; q_b to ``qk_head_dim`` per head), two dense MLPs of
     ``ffn_hidden_size``, four norms and one shortcut MoE of ``n_routed_experts`` experts; the router also scores
-    ``zero_expert_num`` identity experts, whose (unused) gate/up projections the expert tensor holds too."""
+    ``zero_expert_num`` identity experts, which hold no weights (LongcatFlashExperts sizes its tensors by
+    ``n_routed_experts``; transformers 5.24 also kept the zero experts' unused gate/up projections)."""
     hidden = hidden_of(r)
     layers = r.first_of("num_layers", ("num_layers",))
     heads = r.first_of("num_attention_heads", ("num_attention_heads",))
@@ -469,7 +470,7 @@ def count_longcat_flash(r: ConfigReader) -> WeightCount:
     zero = r.first_of("zero_expert_num", ("zero_expert_num",), kind="count")
     size = r.first_of("moe_intermediate_size", ("expert_ffn_hidden_size", "moe_intermediate_size"))
     top_k = r.first_of("num_experts_per_tok", ("moe_topk", "num_experts_per_tok"))
-    t.add("experts", hidden, size, 2 * (experts + zero) * layers)  # gate_up, zero experts' included
+    t.add("experts", hidden, size, 2 * experts * layers)  # gate_up
     t.add("experts", size, hidden, experts * layers)
     t.add("router", hidden, experts + zero, layers)
     t.vector("router", (experts + zero) * layers * (2 if r.flag("router_bias", False) else 1))  # correction (+bias)

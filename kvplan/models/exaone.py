@@ -1,5 +1,5 @@
-"""LG EXAONE: EXAONE 3.x (``exaone``: Llama's cache and layers), EXAONE 4.0 (``exaone4``), which interleaves
-sliding and global layers, and K-EXAONE (``exaone_moe``)."""
+"""LG EXAONE: EXAONE 3.x (``exaone``: Llama's cache and layers), EXAONE 4.0 and 4.5's language model (``exaone4``,
+``exaone4_5_text``), which interleave sliding and global layers, and K-EXAONE (``exaone_moe``)."""
 
 from __future__ import annotations
 
@@ -26,14 +26,16 @@ class Exaone4Parser(DecoderParser):
     """
 
     family = "exaone4"
-    model_types = ("exaone4",)
+    #: ``exaone4_5_text``: EXAONE 4.5's language model as first released; Exaone4_5_Config reads it as ``exaone4``
+    #: (transformers 5.25 configuration_exaone4_5.py).
+    model_types = ("exaone4", "exaone4_5_text")
     #: Exaone4Config defaults.
     defaults = {
         "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
         "max_position_embeddings": 2048, "sliding_window": 4096, "sliding_window_pattern": 4,
         "vocab_size": 102400, "intermediate_size": 16384, "tie_word_embeddings": False,
     }
-    weight_types = ("exaone4",)
+    weight_types = ("exaone4", "exaone4_5_text")
 
     def decoder_layout(self, model_type: str) -> DecoderLayout:
         """Per-head q/k RMSNorms; the two norms per layer come after attention and after the MLP."""

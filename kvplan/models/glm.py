@@ -91,15 +91,15 @@ class Glm4MoeParser(LlamaParser):
     transformers' head dim when the config has none: ``hidden_size // num_attention_heads``, floored
     (Glm4MoeConfig has no ``head_dim`` default; its 4096 / 96 gives 42)."""
 
-    model_types = ("glm4_moe",)
-    defaults_by_type = {"glm4_moe": {"tie_word_embeddings": False},
+    model_types: ClassVar[tuple[str, ...]] = ("glm4_moe",)
+    defaults_by_type: ClassVar[Mapping[str, Mapping[str, Any]]] = {"glm4_moe": {"tie_word_embeddings": False},
                         # SolarOpenConfig (a Glm4MoeConfig): its defaults of the keys the count reads
                         "solar_open": {"tie_word_embeddings": False, "n_shared_experts": 1},
                         # SarvamMoEConfig (a Glm4MoeConfig, built as Glm4MoeForCausalLM)
                         "sarvam_moe": {"tie_word_embeddings": False, "use_qk_norm": True, "first_k_dense_replace": 1}}
     #: ``solar_open`` (Upstage Solar Open): GLM-4.5's MoE in every layer (first_k_dense_replace is not read),
     #: Llama attention without an o_proj bias; its cache is read by the generic rules.
-    weight_types = ("glm4_moe", "solar_open", "sarvam_moe")
+    weight_types: ClassVar[tuple[str, ...]] = ("glm4_moe", "solar_open", "sarvam_moe")
 
     def head_dim(self, r: ConfigReader, heads: int) -> int:
         if r.optional("head_dim", self.HEAD_DIM) is not None:

@@ -43,7 +43,8 @@ class GraniteMoeHybridParser(ArchParser):
     }
     weight_types = ("granitemoehybrid",)
     MAMBA = Mamba2Keys()
-    _NAMES = frozenset({"mamba", "attention"})
+    #: The Hub's names, and transformers 5.25's (GraniteMoeHybridConfig defaults every layer to linear_attention).
+    _NAMES = frozenset({"mamba", "attention", "linear_attention", "full_attention"})
 
     def layer_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
         for key in ("layer_types", "layers_block_type"):
@@ -53,10 +54,11 @@ class GraniteMoeHybridParser(ArchParser):
                 if unknown:
                     raise ConfigError(
                         f"{r.source_name}: unknown layer type {unknown[0]!r} in {r.prefix}{key}",
-                        'granitemoehybrid layers are "mamba" or "attention"',
+                        'granitemoehybrid layers are "mamba" / "linear_attention" or "attention" / "full_attention"',
                     )
                 return self.kinds_from_layer_types(r, types, num_layers, key=key)
-        r.note("layer_types is not in the config: the granitemoehybrid default makes every layer a Mamba-2 layer")
+        r.note("layer_types is not in the config: the granitemoehybrid default makes every layer a Mamba-2 layer "
+               "(linear_attention)")
         return [STATE] * num_layers
 
     def state_spec(self, r: ConfigReader, index: int) -> StateSpec:

@@ -1,9 +1,14 @@
-"""Moonshot Kimi Linear: Kimi Delta Attention layers and MLA full-attention layers.
+"""Moonshot Kimi Linear: Kimi Delta Attention layers and MLA full-attention layers; Kimi K3 (``kimi_k3``, the Hub's
+remote code) wraps a ``kimi_linear`` language model (with a full-rank KDA output gate, gated MLA, attention
+residuals and a latent MoE, each read from its config key) and a MoonViT vision tower.
 
 Kimi K2 / K2.5 are DeepSeek-V3's architecture and are read by deepseek.py.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 from kvplan.errors import ConfigError
 from kvplan.models.base import FULL, STATE, ArchParser, ConfigReader, embeddings, hidden_of, vocab_of
@@ -13,14 +18,20 @@ from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, exp
 from kvplan.specs import StateSpec
 
 
-def kda_weights(hidden: int, heads: int, head_dim: int, conv: int, count: int) -> tuple[list[Matrix], int]:
+def kda_weights(hidden: int, heads: int, head_dim: int, conv: int, count: int, *,
+                full_rank_gate: bool = False) -> tuple[list[Matrix], int]:
     """``count`` Kimi Delta Attention layers (transformers KimiDeltaAttention; GLM-5-Next's are the same): q/k/v,
-    the forget gate's f_a/f_b and the output gate's g_a/g_b low-rank pairs, the beta projection, o_proj; and the
-    vectors: the short convolutions over q, k and v, A_log, dt_bias, the output norm."""
+    the forget gate's f_a/f_b and the output gate's g_a/g_b low-rank pairs (``full_rank_gate``: one g_proj of the
+    full width instead, Kimi K3's ``use_full_rank_gate``), the beta projection, o_proj; and the vectors: the short
+    convolutions over q, k and v, A_log, dt_bias, the output norm."""
     inner = heads * head_dim
+    gates = [Matrix(in_features=hidden, out_features=head_dim, count=count),  # f_a
+             Matrix(in_features=head_dim, out_features=inner, count=count)]  # f_b
+    gates += [Matrix(in_features=hidden, out_features=inner, count=count)] if full_rank_gate else [  # g_proj
+        Matrix(in_features=hidden, out_features=head_dim, count=count),  # g_a
+        Matrix(in_features=head_dim, out_features=inner, count=count)]  # g_b
     return ([Matrix(in_features=hidden, out_features=inner, count=3 * count),  # q, k, v
-             Matrix(in_features=hidden, out_features=head_dim, count=2 * count),  # f_a, g_a
-             Matrix(in_features=head_dim, out_features=inner, count=2 * count),  # f_b, g_b
+             *gates,
              Matrix(in_features=hidden, out_features=heads, count=count),  # b_proj
              Matrix(in_features=inner, out_features=hidden, count=count)],  # o_proj
             (3 * inner * conv + heads + inner + head_dim) * count)  # convs, A_log, dt_bias, o_norm
@@ -30,21 +41,79 @@ def mlp_and_norms(r: ConfigReader, parts: list[WeightPart], hidden: int, layers:
                   experts_keys: tuple[str, ...]) -> tuple[int, int]:
     """Kimi Linear's (and Bailing hybrid's) MLPs, appended to ``parts``: dense SwiGLU MLPs in the layers that are not
     MoE, routed + shared experts with a router correction bias in the ``n_moe`` others, the norms (two per layer and
-    the final one); (experts, the MLP width a token passes through)."""
+    the final one); (experts, the MLP width a token passes through).
+
+    Kimi K3's latent MoE (``routed_expert_hidden_size``): the routed experts work in that narrower width, entered
+    through ``routed_expert_down_proj`` (hidden -> latent) and left through ``routed_expert_up_proj``, with a latent
+    RMSNorm when ``latent_moe_use_norm``; the shared experts stay at hidden_size."""
     n_dense = layers - n_moe
     experts = r.first_of("num_experts", experts_keys)
     size = r.first_of("moe_intermediate_size", ("moe_intermediate_size",))
     shared = r.first_of("num_shared_experts", ("num_shared_experts", "n_shared_experts"), kind="count")
+    latent = r.optional("routed_expert_hidden_size", ("routed_expert_hidden_size",))
     mlp_width = (top_k or 1) * size + shared * size
     if n_dense:
         dense = r.first_of("intermediate_size", ("intermediate_size",))
         parts.append(WeightPart(name="mlp", matrices=(Matrix(in_features=hidden, out_features=dense, count=2 * n_dense),
                                                       Matrix(in_features=dense, out_features=hidden, count=n_dense))))
         mlp_width = max(mlp_width, dense)
-    if n_moe:
+    if n_moe and latent:
+        routed = experts_parts(latent, size, experts, n_moe)[0]
+        parts.append(routed)
+        norm = latent if r.flag("latent_moe_use_norm", False) else 0
+        parts.append(WeightPart(name="latent_projections", matrices=(
+            Matrix(in_features=hidden, out_features=latent, count=n_moe),  # routed_expert_down_proj
+            Matrix(in_features=latent, out_features=hidden, count=n_moe)),  # routed_expert_up_proj
+            other_parameters=norm * n_moe))
+        if shared:
+            parts.append(WeightPart(name="shared_experts", matrices=(
+                Matrix(in_features=hidden, out_features=shared * size, count=2 * n_moe),
+                Matrix(in_features=shared * size, out_features=hidden, count=n_moe))))
+        parts.append(WeightPart(name="router", matrices=(Matrix(in_features=hidden, out_features=experts, count=n_moe),),
+                                other_parameters=experts * n_moe, tp_sharded=False))
+        r.note(f"latent MoE: {experts} routed experts of {size} work in routed_expert_hidden_size {latent} "
+               f"(down/up projections from and to hidden_size {hidden}); {shared} shared experts at hidden_size")
+    elif n_moe:
         parts += experts_parts(hidden, size, experts, n_moe, shared_size=shared * size or None, router_bias=True)
     parts.append(WeightPart(name="norms", other_parameters=(2 * layers + 1) * hidden, tp_sharded=False))
     return experts, mlp_width
+
+
+def moonvit3_weights(outer: Mapping[str, Any], text: ConfigReader, text_hidden: int) -> list[WeightPart]:
+    """Kimi K3's MoonViT (the Hub's vision_config, remote code): a patch convolution and a learned 2-D position
+    table (``init_pos_emb_height`` x ``init_pos_emb_width``; the temporal one is fixed), ``vt_num_hidden_layers``
+    blocks of a fused qkv of ``qkv_hidden_size`` per q/k/v, wo, an fc0/fc1 MLP and two norms, a final norm; then
+    the projector: ``merge_kernel_size`` patches merged, two Linears and a norm at the text width. Biases and
+    LayerNorm biases only where ``attn_bias`` / ``linear_bias`` / ``patch_embed_proj_bias`` say and ``norm_type``
+    is not ``rmsnorm``."""
+    v = ConfigReader(outer["vision_config"], source_name=text.source_name, prefix="vision_config.",
+                     defaults_name="kimi_k3_vision")
+    hidden = v.first_of("hidden_size", ("vt_hidden_size", "hidden_size"))
+    inner = v.first_of("intermediate_size", ("vt_intermediate_size", "intermediate_size"))
+    layers = v.first_of("num_hidden_layers", ("vt_num_hidden_layers", "num_hidden_layers"))
+    qkv = v.optional("qkv_hidden_size", ("qkv_hidden_size",)) or hidden
+    patch = v.first_of("patch_size", ("patch_size",))
+    grid = v.first_of("pos_emb_height", ("init_pos_emb_height",)) * v.first_of("pos_emb_width", ("init_pos_emb_width",))
+    merge = v.first_of("merge_kernel_size", ("merge_kernel_size",), kind="list")
+    norm = hidden if v.raw("norm_type") == "rmsnorm" else 2 * hidden
+    attn_bias = (3 * qkv + hidden) if v.raw("attn_bias") is True else 0
+    mlp_bias = (inner + hidden) if v.raw("linear_bias") is True else 0
+    merged = hidden * merge[0] * merge[1]
+    tower = WeightPart(name="vision_tower", vision=True, matrices=(
+        Matrix(in_features=3 * patch * patch, out_features=hidden),
+        Matrix(in_features=hidden, out_features=3 * qkv, count=layers),  # wqkv
+        Matrix(in_features=qkv, out_features=hidden, count=layers),  # wo
+        Matrix(in_features=hidden, out_features=inner, count=layers),  # fc0
+        Matrix(in_features=inner, out_features=hidden, count=layers)),  # fc1
+        other_parameters=(hidden if v.raw("patch_embed_proj_bias") is True else 0) + grid * hidden + norm
+        + (2 * norm + attn_bias + mlp_bias) * layers)
+    projector = WeightPart(name="projector", vision=True, matrices=(
+        Matrix(in_features=merged, out_features=merged), Matrix(in_features=merged, out_features=text_hidden)),
+        other_parameters=text_hidden if v.raw("norm_type") == "rmsnorm" else 2 * text_hidden)  # post_norm
+    for note in v.notes:
+        text.note(note)
+    text.note(f"vision tower (Kimi K3 MoonViT, {layers} layers) reported separately as weights.vision_*")
+    return [tower, projector]
 
 
 class KimiLinearParser(ArchParser):
@@ -100,6 +169,9 @@ class KimiLinearParser(ArchParser):
             fp32_tensors=("ssm",),
         )
 
+    def vision_weights(self, outer: Mapping[str, Any], r: ConfigReader, text_hidden: int) -> list[WeightPart] | None:
+        return moonvit3_weights(outer, r, text_hidden) if outer.get("model_type") == "kimi_k3" else None
+
     def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
         """KDA layers: q/k/v, their short convolutions, the forget gate (f_a/f_b, A_log, dt_bias), the beta
         projection, the output gate (g_a/g_b) and norm, o_proj. Full layers: MLA (deepseek.py's layout).
@@ -113,10 +185,16 @@ class KimiLinearParser(ArchParser):
         head_dim = r.first_of("kda_head_dim", self.KDA_HEAD_DIM)
         conv = r.first_of("kda_conv_kernel", self.KDA_CONV)
         inner = heads * head_dim
-        attention, other = kda_weights(hidden, heads, head_dim, conv, n_kda)
+        full_rank_gate = r.flag("use_full_rank_gate", False) if r.has("use_full_rank_gate") else \
+            r.raw("linear_attn_config.use_full_rank_gate") is True
+        attention, other = kda_weights(hidden, heads, head_dim, conv, n_kda, full_rank_gate=full_rank_gate)
         width = 3 * inner
         if n_full:
-            mla, mla_other, mla_width = mla_weights(r, hidden, n_full, r.first_of("num_attention_heads", self.HEADS))
+            mla_heads = r.first_of("num_attention_heads", self.HEADS)
+            mla, mla_other, mla_width = mla_weights(r, hidden, n_full, mla_heads)
+            if r.flag("mla_use_output_gate", False):  # Kimi K3: a full-width sigmoid gate on the MLA output
+                mla.append(Matrix(in_features=hidden, out_features=mla_heads * r.first_of(
+                    "v_head_dim", ("v_head_dim",)), count=n_full))
             attention += mla
             other += mla_other
             width = max(width, mla_width)
@@ -126,6 +204,13 @@ class KimiLinearParser(ArchParser):
         first_dense = r.first_of("first_k_dense_replace", ("first_k_dense_replace",), kind="count")
         n_moe = max(0, layers - first_dense)
         experts, mlp_width = mlp_and_norms(r, parts, hidden, layers, n_moe, top_k, ("num_experts", "n_routed_experts"))
+        if r.has("attn_res_block_size"):
+            # Kimi K3's attention residuals: before attention and before the MLP, an RMSNorm and a 1 x hidden
+            # projection per layer, and one pair before the final norm
+            parts.append(WeightPart(name="residual_mixers", other_parameters=(4 * layers + 2) * hidden,
+                                    tp_sharded=False))
+            r.note("attn_res_block_size: attention residuals, a norm and a 1 x hidden_size projection before each "
+                   "attention and MLP and before the output")
         r.note(f"Kimi Linear: {n_kda} KDA and {n_full} MLA layers; {experts} experts in {n_moe} of {layers} layers, "
                "all resident")
         return count_of(parts, experts if n_moe else None, top_k if n_moe else None,

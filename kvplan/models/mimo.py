@@ -1,4 +1,5 @@
-"""Xiaomi MiMo-V2-Flash: sliding-window and full-attention layers with their own head counts, attention
+"""Xiaomi MiMo (``mimo``: MiMo-7B, Qwen2's layers plus multi-token-prediction layers) and MiMo-V2-Flash:
+sliding-window and full-attention layers with their own head counts, attention
 sinks, and fine-grained MoE after a dense first layer.
 
 Which layers slide comes from ``layer_types`` (transformers' form) or ``hybrid_layer_pattern`` (the Hub's,
@@ -9,13 +10,59 @@ Which layers slide comes from ``layer_types`` (transformers' form) or ``hybrid_l
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from kvplan.errors import ConfigError
 from kvplan.models.base import FULL, SLIDING, ArchParser, ConfigReader, embeddings, hidden_of, switch, vocab_of
-from kvplan.models.decoder import DecoderParser, note_mtp
-from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, experts_parts
+from kvplan.models.decoder import DecoderLayout, DecoderParser, note_mtp
+from kvplan.models.qwen import QwenParser
+from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, experts_parts, gqa_attention
 from kvplan.specs import FullAttentionSpec, LayerSpec, SlidingWindowSpec
+
+
+class MimoParser(QwenParser):
+    """MiMo-7B (``mimo``, the Hub's remote-code MiMoConfig, a Qwen2Config): Qwen2's cache and layers, and
+    ``num_nextn_predict_layers`` MTP layers that the checkpoint holds and whose weights are counted.
+
+    Each MTP layer (MiMoMTPLayers in the Hub's modeling_mimo.py, as vLLM's mimo_mtp.py loads it) is a Qwen2
+    attention and MLP, five RMSNorms (input, post-attention, token, hidden, final) and an input projection of
+    ``2 * hidden_size -> hidden_size``. Engines serve them only to draft tokens (speculative decoding)."""
+
+    family = "mimo"
+    model_types = ("mimo",)
+    weight_types = ("mimo",)
+    #: MiMoConfig = Qwen2Config defaults (transformers 5.25) + num_nextn_predict_layers 0.
+    defaults = {
+        "vocab_size": 151936, "hidden_size": 4096, "intermediate_size": 22016, "num_hidden_layers": 32,
+        "num_attention_heads": 32, "num_key_value_heads": 32, "max_position_embeddings": 32768,
+        "use_sliding_window": False, "sliding_window": 4096, "max_window_layers": 28, "tie_word_embeddings": False,
+        "num_nextn_predict_layers": 0,
+    }
+    defaults_by_type = {}
+    MTP_KEY = ""  # the MTP layers are counted here, not only noted
+
+    def decoder_layout(self, model_type: str) -> DecoderLayout:
+        return DecoderLayout(qkv_bias=True, o_bias=False)
+
+    def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
+        counted = super().count_weights(r, model_type)
+        mtp = r.first_of("num_nextn_predict_layers", ("num_nextn_predict_layers",), kind="count")
+        if not mtp:
+            return counted
+        hidden = hidden_of(r)
+        heads = r.first_of("num_attention_heads", ("num_attention_heads",))
+        kv_heads, head_dim = self.kv_heads(r, heads), self.head_dim(r, heads)
+        inner = r.first_of("intermediate_size", ("intermediate_size",))
+        matrices = [*gqa_attention(hidden, heads, kv_heads, head_dim, mtp),
+                    Matrix(in_features=hidden, out_features=inner, count=2 * mtp),
+                    Matrix(in_features=inner, out_features=hidden, count=mtp),
+                    Matrix(in_features=2 * hidden, out_features=hidden, count=mtp)]  # input_proj
+        qkv_bias = (heads + 2 * kv_heads) * head_dim
+        part = WeightPart(name="mtp", matrices=tuple(matrices), other_parameters=(qkv_bias + 5 * hidden) * mtp)
+        r.note(f"num_nextn_predict_layers = {mtp}: the checkpoint's MTP layers are counted (Qwen2 attention and MLP, "
+               "an input projection, five norms each); engines use them only for speculative decoding")
+        return replace(counted, parts=[*counted.parts, part])
 
 
 class MimoV2FlashParser(DecoderParser):
@@ -141,4 +188,4 @@ def _per_layer(r: ConfigReader, flags_key: str, types_key: str, marked: str, lay
                       f"add {types_key}: one entry per layer")
 
 
-PARSERS: tuple[type[ArchParser], ...] = (MimoV2FlashParser,)
+PARSERS: tuple[type[ArchParser], ...] = (MimoParser, MimoV2FlashParser)

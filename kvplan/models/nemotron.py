@@ -167,6 +167,9 @@ class NemotronNasParser(ArchParser):
 
     family = "nemotron_nas"
     model_types = ("nemotron-nas",)
+    weight_types = ("nemotron-nas",)
+    #: DeciLMConfig (a LlamaConfig): the default the weight count reads.
+    defaults_by_type = {"nemotron-nas": {"tie_word_embeddings": False}}
 
     def build_layers(self, r: ConfigReader) -> list[LayerSpec]:
         num_layers = self.num_layers(r)
@@ -222,6 +225,62 @@ class NemotronNasParser(ArchParser):
         return specs
 
 
+    def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
+        """DeciLM (the Hub's modeling_decilm.py, as vLLM's nemotron_nas.py loads it), block by block: an attention
+        block is an input RMSNorm and Llama's q/k/v/o with ``num_attention_heads // n_heads_in_group`` KV heads, or
+        the norm and one hidden x hidden Linear (``replace_with_linear``), or nothing (``no_op``); an FFN block is a
+        post-attention RMSNorm and a SwiGLU MLP of ``ffn_mult``'s width (2 * ffn_mult * hidden / 3 rounded up to a
+        multiple of 256), or the norm and a Linear, or nothing."""
+        hidden = hidden_of(r)
+        layers = self.num_layers(r)
+        heads = r.first_of("num_attention_heads", self.HEADS)
+        head_dim = self.head_dim(r, heads)
+        blocks = r.first_of("block_configs", ["block_configs"], kind="list")
+        if len(blocks) != layers:
+            raise ConfigError(f"{r.source_name}: {r.prefix}block_configs has {len(blocks)} entries but the model has "
+                              f"{layers} layers", "make block_configs one entry per layer")
+        specs = self.build_layers(r)  # the blocks' attention, read and checked as the cache reads them
+        attention: list[Matrix] = []
+        mlp: list[Matrix] = []
+        norms = hidden  # the final norm
+        widest = qkv_width = 0
+        for index, block in enumerate(blocks):
+            attn = block.get("attention") if isinstance(block, Mapping) else None
+            ffn = block.get("ffn") if isinstance(block, Mapping) else None
+            if not isinstance(attn, Mapping) or not isinstance(ffn, Mapping):
+                raise ConfigError(f"{r.source_name}: {r.prefix}block_configs[{index}] needs attention and ffn objects",
+                                  "each block_configs entry holds attention and ffn")
+            if attn.get("no_op") is not True:
+                norms += hidden
+                if attn.get("replace_with_linear") is True:
+                    attention.append(Matrix(in_features=hidden, out_features=hidden))
+                else:
+                    spec = specs[index]
+                    assert isinstance(spec, (FullAttentionSpec, SlidingWindowSpec))
+                    kv = spec.num_kv_heads  # num_attention_heads // n_heads_in_group
+                    attention += gqa_attention(hidden, heads, kv, head_dim, 1)
+                    qkv_width = max(qkv_width, (heads + 2 * kv) * head_dim)
+            if ffn.get("no_op") is not True:
+                norms += hidden
+                if ffn.get("replace_with_linear") is True:
+                    mlp.append(Matrix(in_features=hidden, out_features=hidden))
+                else:
+                    mult = r.check(f"block_configs[{index}].ffn.ffn_mult", ffn.get("ffn_mult"), "ratio")
+                    inner = int(2 * mult * hidden / 3)
+                    inner += -inner % 256  # DeciLM's _ffn_mult_to_intermediate_size: up to a multiple of 256
+                    mlp += [Matrix(in_features=hidden, out_features=inner, count=2),
+                            Matrix(in_features=inner, out_features=hidden)]
+                    widest = max(widest, inner)
+        parts = embeddings(r, hidden)
+        parts += [WeightPart(name="attention", matrices=tuple(attention)),
+                  WeightPart(name="mlp", matrices=tuple(mlp)),
+                  WeightPart(name="norms", other_parameters=norms, tp_sharded=False)]
+        r.note("block_configs: each layer's attention (GQA, a Linear or none) and MLP (ffn_mult's width, a Linear or "
+               "none) counted as DeciLM builds them")
+        return count_of(parts, None, None, {"hidden_size": hidden, "mlp_width": widest, "qkv_width": qkv_width,
+                                            "vocab_size": vocab_of(r)})
+
+
 class NemotronParser(LlamaParser):
     """Nemotron-4 / Minitron (``nemotron``, NemotronConfig): Llama's cache and attention (``attention_bias`` on
     q/k/v/o), a non-gated squared-ReLU MLP (``mlp_bias``), LayerNorm1P with a bias."""
@@ -234,8 +293,5 @@ class NemotronParser(LlamaParser):
     def decoder_layout(self, model_type: str) -> DecoderLayout:
         return DecoderLayout(gated_mlp=False, norm_bias=True)
 
-
-#: Model types read here whose weights no parser here counts under that name, and why.
-WEIGHTS_NOT_COUNTED = {"nemotron-nas": "remote code (DeciLM block_configs): not counted"}
 
 PARSERS: tuple[type[ArchParser], ...] = (NemotronHParser, NemotronNasParser, NemotronParser)

@@ -28,7 +28,7 @@ class QwenParser(DecoderParser):
     """Qwen2/2.5/3 (+MoE): windows only when ``use_sliding_window``, only for layers >= max_window_layers."""
 
     family = "qwen"
-    model_types = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_vl", "qwen2_5_vl", "qwen2_5_vl_text",
+    model_types: ClassVar[tuple[str, ...]] = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_vl", "qwen2_5_vl", "qwen2_5_vl_text",
                    "qwen2_vl_text", "qwen3_vl", "qwen3_vl_moe", "qwen3_vl_text", "qwen3_vl_moe_text")
     defaults = {"use_sliding_window": False, "max_window_layers": 28, "max_position_embeddings": 32768}
     #: Qwen2MoeConfig / Qwen3MoeConfig / Qwen3VLMoeTextConfig defaults of the MoE keys (transformers 5.24).
@@ -39,7 +39,7 @@ class QwenParser(DecoderParser):
                                       "num_experts_per_tok": 8},
                         "qwen3_vl_moe_text": {"num_experts": 60, "moe_intermediate_size": 1408,
                                               "num_experts_per_tok": 4}}
-    weight_types = ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "qwen2_vl_text", "qwen2_5_vl_text", "qwen3_vl_text",
+    weight_types: ClassVar[tuple[str, ...]] = ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "qwen2_vl_text", "qwen2_5_vl_text", "qwen3_vl_text",
                     "qwen3_vl_moe_text")
     _LAYOUTS = {
         "qwen2": DecoderLayout(qkv_bias=True, o_bias=False),

@@ -46,16 +46,27 @@ class Step3p7Parser(DecoderParser):
         experts = r.first_of("num_experts", ("num_experts", "n_routed_experts", "moe_num_experts"))
         size = r.first_of("moe_intermediate_size", ("moe_intermediate_size",))
         enum = r.raw("moe_layers_enum")
-        if isinstance(enum, (str, list)):
+        kinds = r.raw("mlp_layer_types")
+        if isinstance(kinds, list):  # transformers 5's form ("sparse" / "dense"; legacy lists padded with MTP layers)
+            r.check("mlp_layer_types", kinds, "list")
+            if len(kinds) < layers:
+                raise ConfigError(f"{r.source_name}: {r.prefix}mlp_layer_types has {len(kinds)} entries for {layers} "
+                                  "layers", "one 'sparse' or 'dense' per layer")
+            moe = [i for i in range(layers) if kinds[i] == "sparse"]
+        elif isinstance(enum, (str, list)):
             items = [i.strip() for i in enum.split(",") if i.strip()] if isinstance(enum, str) else enum
             if isinstance(enum, str) and not all(i.isdigit() and len(i) < 7 for i in items):
                 raise ConfigError(f"{r.source_name}: {r.prefix}moe_layers_enum must be comma-separated layer "
                                   f"indices, got {enum!r}"[:300], "fix the config")
             moe = sorted(layer_indices(r, "moe_layers_enum", [int(i) if isinstance(i, str) else i for i in items],
                                        layers))
-        else:
+        elif r.has("first_k_dense_replace"):
             first_dense = r.first_of("first_k_dense_replace", ("first_k_dense_replace",), kind="count")
             moe = list(range(first_dense, layers))
+        else:
+            r.note("no mlp_layer_types, moe_layers_enum or first_k_dense_replace: Step3p7TextConfig makes layers 3 "
+                   "and up MoE")
+            moe = list(range(min(3, layers), layers))
         shared = r.first_of("n_shared_experts", ("n_shared_experts",), required=False, kind="count")
         shared_size = shared * r.first_of("share_expert_dim", ("share_expert_dim",)) if shared else None
         return MoeLayout(layers=moe, experts=experts, top_k=top_k, expert_size=size, shared_size=shared_size)

@@ -8,6 +8,7 @@ Pure: no IO except :func:`weights_from_safetensors`, which imports huggingface_h
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
@@ -219,29 +220,118 @@ def quantisation(qc: Any, model_id: str, r: ConfigReader) -> Quantisation | None
             assert bits is not None
             if len(groups) > 1:
                 r.note("compressed-tensors: only the first config group's weight format is counted")
-            return Quantisation(method="compressed-tensors", bits=bits, group_size=group, scale_bytes=2,
+            # the scales' dtype when the config names it (MXFP4: uint8 exponents), else 16-bit
+            scale_bytes = DTYPE_BYTES.get(str(weights.get("scale_dtype") or "").removeprefix("torch."), 2)
+            return Quantisation(method="compressed-tensors", bits=bits, group_size=group, scale_bytes=scale_bytes,
                                 zero_bits=0 if weights.get("symmetric", True) is not False else bits,
                                 not_converted=skip)
     if method == "modelopt":
-        # NOTE: NVIDIA ModelOpt checkpoints: NVFP4 = 4-bit e2m1 values with one fp8 scale per 16 (plus one fp32
-        # scale per tensor, not counted); FP8 = 8-bit values with a per-tensor scale.
-        algo = str(qc.get("quant_algo") or "").upper()
-        if algo == "NVFP4":
-            return Quantisation(method="modelopt-nvfp4", bits=4, group_size=16, scale_bytes=1, not_converted=skip)
-        if algo == "FP8":
-            return Quantisation(method="modelopt-fp8", bits=8, scale_bytes=4, not_converted=skip)
+        return _modelopt(qc, model_id, r, skip)
     raise ConfigError(
         f"{model_id}: quantization_config quant_method {method or '(missing)'!r} is not one kvplan can size",
         "pass --weights-bytes SIZE (the checkpoint's size in bytes)",
     )
 
 
+#: ModelOpt ``quant_algo`` values -> (bits, values per scale, scale bytes, fp8 block). NOTE: NVFP4 = 4-bit e2m1 values
+#: with one fp8 scale per 16 (plus one fp32 scale per tensor, not counted), whatever the activations (W4A16_NVFP4
+#: keeps them 16-bit); FP8 = 8-bit values with a per-tensor scale (counted per output row, as the fp8 layout does);
+#: FP8_PB_WO = 8-bit values with 128 x 128 block scales (vLLM modelopt.py, TensorRT-LLM QuantAlgo).
+MODELOPT_FORMATS: dict[str, tuple[int, int | None, int, tuple[int, int] | None]] = {
+    "NVFP4": (4, 16, 1, None), "W4A16_NVFP4": (4, 16, 1, None), "FP8": (8, None, 4, None),
+    "FP8_PER_CHANNEL_PER_TOKEN": (8, None, 4, None), "FP8_PB_WO": (8, None, 4, (128, 128)),
+    "FP8_BLOCK_SCALES": (8, None, 4, (128, 128)),
+}
+#: Module-name words -> the weight part a ModelOpt mixed-precision entry quantises (first match wins).
+_MODULE_ROLES = (("shared_expert", "shared_experts"), ("experts", "experts"), ("lm_head", "lm_head"),
+                 ("embed_tokens", "embed_tokens"), ("attn", "attention"), ("attention", "attention"),
+                 ("mixer", "attention"), ("mlp", "mlp"), ("ffn", "mlp"))
+
+
+def _modelopt_format(algo: str, model_id: str, where: str, skip: tuple[str, ...]) -> Quantisation:
+    found = MODELOPT_FORMATS.get(algo.upper())
+    if found is None:
+        raise ConfigError(f"{_where(model_id, where)} = {algo!r} is not a ModelOpt format kvplan can size "
+                          f"(it knows {', '.join(MODELOPT_FORMATS)})", "pass --weights-bytes SIZE")
+    bits, group, scale, block = found
+    name = "modelopt-nvfp4" if bits == 4 else "modelopt-fp8"
+    return Quantisation(method=name, bits=bits, group_size=group, scale_bytes=scale, block=block, not_converted=skip)
+
+
+def _group_algo(weights: Any) -> str | None:
+    """The ModelOpt format a ``config_groups`` entry's ``weights`` describe: 4-bit float = NVFP4, 8-bit = FP8."""
+    if not isinstance(weights, Mapping):
+        return None
+    bits = weights.get("num_bits")
+    return "NVFP4" if bits == 4 else "FP8" if bits == 8 else None
+
+
+def _modelopt(qc: Mapping[str, Any], model_id: str, r: ConfigReader, skip: tuple[str, ...]) -> Quantisation:
+    """NVIDIA ModelOpt: one ``quant_algo`` for every quantised matrix, or ``MIXED_PRECISION`` with each module's
+    format in ``quantized_layers`` (module -> ``quant_algo``) or in ``config_groups`` (weights + ``targets``)."""
+    algo = qc.get("quant_algo")
+    if algo is None:  # some exports name only the config groups
+        groups = qc.get("config_groups")
+        first: Any = next(iter(groups.values()), {}) if isinstance(groups, Mapping) and groups else {}
+        algo = _group_algo(first.get("weights") if isinstance(first, Mapping) else None)
+        if algo is None:
+            raise ConfigError(f"{_where(model_id, 'quant_algo')} is missing and config_groups names no 4- or 8-bit "
+                              "weights", "pass --weights-bytes SIZE (the checkpoint's size in bytes)")
+        r.note(f"ModelOpt: no quant_algo; config_groups' weights read as {algo}")
+    if not isinstance(algo, str):
+        raise ConfigError(f"{_where(model_id, 'quant_algo')} must be a string, got {algo!r}"[:300],
+                          "fix the config, or pass --weights-bytes SIZE")
+    if algo.upper() != "MIXED_PRECISION":
+        return _modelopt_format(algo, model_id, "quant_algo", skip)
+    modules: dict[str, str] = {}
+    layers = qc.get("quantized_layers")
+    if isinstance(layers, Mapping):
+        for name, entry in layers.items():
+            if isinstance(entry, Mapping) and isinstance(entry.get("quant_algo"), str):
+                modules[str(name)] = entry["quant_algo"]
+    groups = qc.get("config_groups")
+    if not modules and isinstance(groups, Mapping):
+        for group in groups.values():
+            if not isinstance(group, Mapping):
+                continue
+            group_algo = _group_algo(group.get("weights"))
+            targets = group.get("targets")
+            if group_algo and isinstance(targets, list):
+                modules.update({str(t): group_algo for t in targets})
+    if not modules:
+        raise ConfigError(f"{_where(model_id, 'quantized_layers')}: a MIXED_PRECISION checkpoint names no module's "
+                          "format (quantized_layers or config_groups targets)", "pass --weights-bytes SIZE")
+    votes: dict[str, dict[str, int]] = {}
+    for name, module_algo in modules.items():
+        parts = name.split(".")
+        if parts[0] == "mtp":  # the multi-token-prediction layers, which kvplan does not count
+            continue
+        role = next((role for word, role in _MODULE_ROLES if any(word in part for part in parts)), None)
+        if role is not None and module_algo.upper() != "UNQUANTIZED":
+            votes.setdefault(role, {}).setdefault(module_algo.upper(), 0)
+            votes[role][module_algo.upper()] += 1
+    by_role = []
+    for role, counts in sorted(votes.items()):
+        chosen = max(counts, key=lambda a: counts[a])
+        # the per-module list is the whole story: ``ignore`` names the modules it leaves out
+        by_role.append((role, _modelopt_format(chosen, model_id, f"quantized_layers ({role})", ())))
+        if len(counts) > 1:
+            r.note(f"ModelOpt mixed precision: {role} modules are {', '.join(f'{n} {a}' for a, n in counts.items())}; "
+                   f"all counted as {chosen}")
+    r.note("ModelOpt mixed precision: " + "; ".join(f"{role} {q.describe()}" for role, q in by_role)
+           + "; other weights in the checkpoint dtype (a part's modules the list leaves out are counted in its "
+           "part's format)")
+    return Quantisation(method="modelopt-mixed", bits=min(q.bits for _, q in by_role), roles=frozenset(votes),
+                        not_converted=skip, by_role=tuple(by_role))
+
+
 def store(part: WeightPart, dtype_bytes: int, quant: Quantisation | None) -> WeightPart:
     plain = part.parameters * dtype_bytes
-    if quant is None or part.name not in quant.roles or part.vision or _skipped(part.name, quant.not_converted):
+    own = quant.for_role(part.name) if quant is not None else None
+    if own is None or part.vision or _skipped(part.name, own.not_converted):
         return replace(part, bytes=plain, storage=f"{dtype_bytes * 8}-bit")
-    data = sum(quant.matrix_bytes(m) for m in part.matrices)
-    return replace(part, bytes=data + part.other_parameters * dtype_bytes, storage=quant.describe())
+    data = sum(own.matrix_bytes(m) for m in part.matrices)
+    return replace(part, bytes=data + part.other_parameters * dtype_bytes, storage=own.describe())
 
 
 #: Module-name fragments in ``modules_to_not_convert`` and the part they leave unquantised.
@@ -249,9 +339,25 @@ _SKIP_WORDS = {"attention": ("self_attn", "attn", "attention"), "mlp": ("mlp",),
                "shared_experts": ("shared_expert",)}
 
 
+#: A module name of each part, for ``re:`` patterns (compressed-tensors' form) to be matched against.
+_SAMPLE_MODULES = {"attention": ("model.layers.0.self_attn.q_proj", "model.layers.0.self_attn.o_proj"),
+                   "mlp": ("model.layers.0.mlp.gate_proj", "model.layers.0.mlp.down_proj"),
+                   "experts": ("model.layers.0.mlp.experts.0.gate_proj", "model.layers.0.block_sparse_moe.experts.0.w1"),
+                   "shared_experts": ("model.layers.0.mlp.shared_experts.gate_proj",
+                                      "model.layers.0.block_sparse_moe.shared_experts.down_proj")}
+
+
 def _skipped(name: str, not_converted: tuple[str, ...]) -> bool:
     words = _SKIP_WORDS.get(name, ())
     for module in not_converted:
+        if module.startswith("re:"):  # a regular expression over module names: does it take this part's modules?
+            try:
+                pattern = re.compile(module[3:])
+            except re.error:
+                continue
+            if all(pattern.match(sample) for sample in _SAMPLE_MODULES.get(name, ())) and name in _SAMPLE_MODULES:
+                return True
+            continue
         last = module.rstrip(".*").split(".")[-1]
         if last in words:
             return True

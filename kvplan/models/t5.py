@@ -90,12 +90,18 @@ class T5Parser(EncoderDecoderParser):
 
 def switch_sparse_layers(r: ConfigReader, enc: int, dec: int) -> tuple[int, int]:
     """Switch Transformers' MoE layers per stack, as SwitchTransformersConfig places them: step = layers //
-    ``num_sparse_*_layers`` (layers when 0), layer i sparse when step is 1 or i % step == 1."""
+    ``num_sparse_*_layers`` (layers when 0), layer i sparse when step is 1 or i % step == 1. A saved
+    ``*_sparse_step`` (transformers 5 writes it) wins: the class sets it from its keyword arguments after
+    deriving it."""
     counts = []
     for stack, layers in (("encoder", enc), ("decoder", dec)):
-        key = f"num_sparse_{stack}_layers"
-        n = r.first_of(key, (key,), kind="count")
-        step = layers // n if n else layers
+        step_key = f"{stack}_sparse_step"
+        if r.has(step_key):
+            step = r.first_of(step_key, (step_key,), kind="count")
+        else:
+            key = f"num_sparse_{stack}_layers"
+            n = r.first_of(key, (key,), kind="count")
+            step = layers // n if n else layers
         counts.append(sum(1 for i in range(layers) if step > 0 and (step == 1 or i % step == 1)))
     return counts[0], counts[1]
 

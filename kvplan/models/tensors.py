@@ -66,8 +66,19 @@ class Quantisation:
     """GPTQ stores an int32 group index per input feature."""
     roles: frozenset[str] = QUANTISED_ROLES
     not_converted: tuple[str, ...] = ()
+    by_role: tuple[tuple[str, Quantisation], ...] = ()
+    """A mixed-precision checkpoint (ModelOpt ``MIXED_PRECISION``): each role's own format; roles not named
+    stay in the checkpoint dtype."""
+
+    def for_role(self, role: str) -> Quantisation | None:
+        """The format of ``role``'s matrices (None: not quantised)."""
+        if self.by_role:
+            return dict(self.by_role).get(role)
+        return self if role in self.roles else None
 
     def describe(self) -> str:
+        if self.by_role:
+            return f"{self.method}: " + ", ".join(f"{role} {q.describe()}" for role, q in self.by_role)
         text = f"{self.method} {self.bits}-bit"
         if self.block:
             text += f", {self.block[0]}x{self.block[1]} block scales"

@@ -491,9 +491,16 @@ def concat_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, tex
     return _projector(_linear(hidden, text_hidden), other=2 * text_hidden)
 
 
+def llama4_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                     layout: TowerLayout) -> WeightPart:
+    """Llama 4: one Linear from ``vision_output_dim`` to the text width, no bias (Llama4MultiModalProjector)."""
+    return _projector(_linear(v.first_of("vision_output_dim", ("vision_output_dim",)), text_hidden, bias=False))
+
+
 #: outer ``model_type`` -> its projector (or the merger its tower ends in).
 PROJECTORS: dict[str, Projector] = {
-    "qwen2_vl": qwen_merger, "qwen2_5_vl": qwen_merger, "exaone4_5": qwen_merger,
+    "qwen2_vl": qwen_merger, "qwen2_5_vl": qwen_merger, "exaone4_5": qwen_merger, "llava_onevision1_5": qwen_merger,
+    "llama4": llama4_projector,
     "internvl": norm_mlp_projector, "qianfan_ocr": norm_mlp_projector, "lfm2_vl": lfm2_vl_projector,
     "minicpmv4_6": minicpmv_merger, "minicpmv4_7": minicpmv_merger, "minicpm_ocr": minicpmv_merger,
     "gemma3": gemma3_projector, "hyperclovax_vision_v2": hyperclova_projector,

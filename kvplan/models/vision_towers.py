@@ -10,7 +10,7 @@ config whose ``vision_config`` names no (or an old) ``model_type`` is still read
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kvplan.errors import ConfigError
@@ -626,10 +626,58 @@ TOWERS: dict[str, TowerLayout] = {
 }
 TOWERS["qianfan_ocr_vision"] = TOWERS["internvl_vision"]
 
+
+def rice_vit_tower(v: ConfigReader) -> tuple[WeightPart, int]:
+    """LLaVA-OneVision-1.5's RiceViT (transformers 5.25 LlavaOnevision15VisionModel): Qwen2.5-VL's attention and
+    a biased fc1/fc2 MLP with LayerNorms, a class token whose rotary angle (``hidden / heads / 2``) is learned, a
+    LayerNorm before the blocks, no learned position table (so no ``image_size``)."""
+    part, hidden = tower_weights(v, replace(TOWERS["llava_onevision1_5_vision"], count=None))
+    heads = v.first_of("num_attention_heads", ("num_heads", "num_attention_heads"))
+    return replace(part, other_parameters=part.other_parameters + hidden // heads // 2), hidden
+
+
+def llama4_vision_tower(v: ConfigReader) -> tuple[WeightPart, int]:
+    """Llama 4's vision model (transformers Llama4VisionModel): an unfolded patch Linear (no bias), a class
+    embedding and one learned position per patch plus the class token, LayerNorms before and after the blocks,
+    ViT blocks with biased q/k/v/o and fc1/fc2, and the pixel-shuffle adapter's two Linears (``intermediate_size``
+    -> ``projector_input_dim``, ``projector_output_dim`` squared; no biases)."""
+    hidden = v.first_of("hidden_size", ("hidden_size",))
+    inner = v.first_of("intermediate_size", ("intermediate_size",))
+    layers = v.first_of("num_hidden_layers", ("num_hidden_layers",))
+    channels = v.first_of("num_channels", ("num_channels",))
+    image, patch = _pair(v, "image_size"), _pair(v, "patch_size")
+    adapter_in = v.first_of("projector_input_dim", ("projector_input_dim",))
+    adapter_out = v.first_of("projector_output_dim", ("projector_output_dim",))
+    positions = (image[0] // patch[0]) * (image[1] // patch[1]) + 1
+    matrices = (Matrix(in_features=channels * patch[0] * patch[1], out_features=hidden),
+                Matrix(in_features=hidden, out_features=hidden, count=4 * layers),  # q, k, v, o
+                Matrix(in_features=hidden, out_features=inner, count=layers),
+                Matrix(in_features=inner, out_features=hidden, count=layers),
+                Matrix(in_features=inner, out_features=adapter_in),  # vision_adapter.mlp.fc1
+                Matrix(in_features=adapter_out, out_features=adapter_out))  # vision_adapter.mlp.fc2
+    per_layer = 4 * hidden + inner + hidden + 2 * 2 * hidden  # q/k/v/o and fc1/fc2 biases, two LayerNorms
+    other = hidden + positions * hidden + 2 * 2 * hidden + per_layer * layers
+    return WeightPart(name="vision_tower", vision=True, matrices=matrices, other_parameters=other), hidden
+
+
+TOWERS["llama4_vision_model"] = TowerLayout(
+    name="Llama 4 ViT", count=llama4_vision_tower,
+    defaults={"hidden_size": 768, "intermediate_size": 5632, "num_hidden_layers": 34, "num_channels": 3,
+              "image_size": 448, "patch_size": 14, "projector_input_dim": 4096, "projector_output_dim": 4096,
+              "vision_output_dim": 7680})
+
+
+TOWERS["llava_onevision1_5_vision"] = TowerLayout(
+    name="RiceViT", layers=("depth",), channels=("in_channels",), patch_bias=False, positions="none",
+    cls_token=True, pre_norm=True, count=rice_vit_tower,
+    defaults={"depth": 24, "hidden_size": 1024, "intermediate_size": 4096, "num_heads": 16, "in_channels": 3,
+              "patch_size": 14, "spatial_merge_size": 2, "out_hidden_size": 4096})
+
 #: outer ``model_type`` -> the vision ``model_type`` its transformers config class builds (whatever the
 #: Hub's ``vision_config`` calls itself); types whose vision_config is an AutoConfig are not listed.
 VISION_TYPE_OF = {
     "qwen2_vl": "qwen2_vl_vision", "qwen2_5_vl": "qwen2_5_vl_vision", "exaone4_5": "exaone4_5_vision",
+    "llava_onevision1_5": "llava_onevision1_5_vision", "llama4": "llama4_vision_model",
     "internvl": "internvl_vision", "qianfan_ocr": "qianfan_ocr_vision", "minicpmv4_6": "minicpmv4_6_vision",
     "minicpmv4_7": "minicpmv4_7_vision", "minicpm_ocr": "minicpm_ocr_vision", "gemma3": "siglip_vision_model",
     "video_llama_3": "video_llama_3_vision", "paddleocr_vl": "paddleocr_vl_vision", "glm_ocr": "glm_ocr_vision",

@@ -47,3 +47,22 @@ def test_a_layout_from_the_config_class_default_is_said(model_type: str, drop: l
     weights = count_weights(config, model_id=model_type)
     assert any(said in note for note in weights.notes), weights.notes
     assert weights.parameters == meta_count(config)
+
+
+def test_laguna_cache_is_full_attention_unless_layer_types_says_otherwise() -> None:
+    # LagunaConfig without layer_types: every layer full, although sliding_window (512) is set
+    from geometry_check import kinds, parse
+
+    from kvplan.calc import estimate
+
+    from conftest import BF16, KV
+
+    config = config_of("laguna", {"num_hidden_layers": 4, DROP: ["layer_types"]})
+    geometry = parse(config)
+    assert kinds(geometry) == ["full_attention"] * 4
+    assert any("LagunaConfig makes every layer full attention" in note for note in geometry.notes)
+    assert estimate(geometry, seq_len=4096, kv_dtype="bf16").kv_cache_bytes == \
+        KV * 4 * 8 * 128 * BF16 * 4096  # K+V, layers, num_key_value_heads, head_dim, bf16
+    sliding = parse(config_of("laguna", {"num_hidden_layers": 2,
+                                         "layer_types": ["sliding_attention", "full_attention"]}))
+    assert kinds(sliding) == ["sliding_window", "full_attention"]

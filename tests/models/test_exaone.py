@@ -98,3 +98,23 @@ def test_weight_variants_equal_transformers(model_type: str, overrides: dict[str
 
 def test_weight_variants_change_the_layout() -> None:
     assert_variants_change_the_layout(WEIGHT_VARIANTS)
+
+
+def test_exaone4_5_text_is_read_as_exaone4() -> None:
+    # EXAONE 4.5 first shipped its language model as exaone4_5_text; Exaone4_5_Config reads it as exaone4
+    from transformers_meta import config_of, meta_count
+
+    from kvplan.models import count_weights
+
+    config = config_of("exaone4_5", {})
+    released = json.loads(json.dumps(config))
+    released["text_config"]["model_type"] = "exaone4_5_text"
+    weights = count_weights(released, model_id="exaone4_5")
+    assert weights.parameters == meta_count(config) == count_weights(config, model_id="exaone4_5").parameters
+    text = released["text_config"]
+    geometry = parse(text)
+    assert kinds(geometry) == kinds(parse(config["text_config"]))
+    layers, kv_heads, head_dim = text["num_hidden_layers"], text["num_key_value_heads"], 4096 // 32
+    full = layers // text["sliding_window_pattern"]
+    est = estimate(geometry, seq_len=8192, kv_dtype="bf16")
+    assert est.kv_cache_bytes == KV * kv_heads * head_dim * BF16 * (full * 8192 + (layers - full) * 4096)

@@ -125,3 +125,13 @@ def test_granitemoehybrid_hub_layer_types_weights_equal_transformers(overrides: 
     config["layer_types"] = overrides["layer_types"]  # the Hub spelling of layer_types, which transformers renames
     kvplan = count_weights(config, model_id="granitemoehybrid").parameters
     assert kvplan == meta_count(default_config("granitemoehybrid", **overrides))
+
+
+def test_granitemoehybrid_transformers_5_25_layer_names() -> None:
+    # GraniteMoeHybridConfig (5.25) names the Mamba-2 layers linear_attention and the GQA ones full_attention
+    from kvplan.models import count_weights
+
+    config = default_config("granitemoehybrid", num_hidden_layers=2, num_local_experts=4,
+                            layer_types=["linear_attention", "full_attention"])
+    assert count_weights(config, model_id="granite").parameters == meta_count(config)
+    assert kinds(parse(config)) == ["state", "full_attention"]

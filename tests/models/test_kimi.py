@@ -102,3 +102,66 @@ KIMI_LINEAR_HUB = {  # Kimi-Linear-48B-A3B's layout at 8 layers: KDA 3 : 1 MLA, 
 
 def test_kimi_linear_hub_config_weights_equal_transformers() -> None:
     assert count_weights(KIMI_LINEAR_HUB, model_id="kimi_linear").parameters == meta_count(KIMI_LINEAR_HUB)
+
+
+#: moonshotai/Kimi-K3's config.json (the Hub's, remote code), the keys sizing reads: a kimi_k3 wrapper around a
+#: kimi_linear language model (transformers cannot build it), MXFP4 routed experts, a MoonViT tower.
+K3_FULL = [*range(4, 93, 4), 93]  # linear_attn_config.full_attn_layers (1-based)
+KIMI_K3 = {
+    "architectures": ["KimiK3ForConditionalGeneration"], "model_type": "kimi_k3", "dtype": "bfloat16",
+    "tie_word_embeddings": False,
+    "text_config": {
+        "model_type": "kimi_linear", "dtype": "bfloat16", "hidden_size": 7168, "intermediate_size": 33792,
+        "num_hidden_layers": 93, "num_attention_heads": 96, "num_key_value_heads": 96, "vocab_size": 163840,
+        "first_k_dense_replace": 1, "moe_layer_freq": 1, "num_experts": 896, "num_experts_per_token": 16,
+        "num_shared_experts": 2, "moe_intermediate_size": 3072, "routed_expert_hidden_size": 3584,
+        "latent_moe_use_norm": True, "attn_res_block_size": 12, "mla_use_output_gate": True, "mla_use_nope": True,
+        "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+        "max_position_embeddings": 1048576, "num_nextn_predict_layers": 0, "tie_word_embeddings": False,
+        "linear_attn_config": {"full_attn_layers": K3_FULL, "kda_layers": [i for i in range(1, 94) if i not in K3_FULL],
+                               "head_dim": 128, "num_heads": 96, "short_conv_kernel_size": 4,
+                               "use_full_rank_gate": True, "gate_lower_bound": -5.0},
+        "quantization_config": {
+            "quant_method": "compressed-tensors", "format": "mxfp4-pack-quantized",
+            "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+                "num_bits": 4, "type": "float", "strategy": "group", "group_size": 32, "symmetric": True,
+                "scale_dtype": "torch.uint8"}}},
+            "ignore": ["re:.*self_attn.*", "re:.*shared_experts.*", "re:.*mlp\\.(gate|up|gate_up|down)_proj.*",
+                       "re:.*lm_head.*", "re:.*vision_tower.*", "re:.*mm_projector.*"]},
+    },
+    "vision_config": {"vt_hidden_size": 1024, "vt_intermediate_size": 4096, "vt_num_hidden_layers": 27,
+                      "vt_num_attention_heads": 12, "qkv_hidden_size": 1536, "patch_size": 14,
+                      "init_pos_emb_height": 64, "init_pos_emb_width": 64, "init_pos_emb_time": 4,
+                      "merge_kernel_size": [2, 2], "norm_type": "rmsnorm", "attn_bias": False, "linear_bias": False,
+                      "patch_embed_proj_bias": False, "text_hidden_size": 7168},
+}
+
+
+def test_kimi_k3_weights_equal_its_checkpoint() -> None:
+    # the hidden_size kvplan needs is in text_config; the vision tower's is vt_hidden_size (MoonViT's key)
+    weights = count_weights(KIMI_K3, model_id="moonshotai/Kimi-K3")
+    H, V, inner, layers, n_kda, n_mla, n_moe = 7168, 163840, 96 * 128, 93, 69, 24, 92
+    experts, size, latent, shared = 896, 3072, 3584, 2 * 3072
+    # the checkpoint's tensors (model.safetensors.index.json), 4-bit packed experts counted as 2 values a byte
+    kda = 3 * inner * H + 3 * inner * 4 + 128 * H + inner * 128 + 96 + inner + 96 * H + 128  # q/k/v, convs, f_a/f_b,
+    mla = 576 * H + 512 + 24576 * 512 + 1536 * H + 1536 + 18432 * 1536  # A_log, dt_bias, b, o_norm; MLA's LoRA pairs
+    every_layer = 2 * inner * H + 6 * H  # g_proj, o_proj; two norms, two residual norms and projections
+    moe = (experts * 3 * size * latent + (experts * H + experts)  # latent experts, router + correction bias
+           + 2 * H * latent + latent + 3 * H * shared)  # latent down/up projections and norm, shared experts
+    language = 2 * V * H + n_kda * kda + n_mla * mla + layers * every_layer + 3 * H + 3 * H * 33792 + n_moe * moe
+    vision = (27 * (4608 * 1024 + 1024 * 1536 + 2 * 4096 * 1024 + 2 * 1024) + 1024 + 64 * 64 * 1024
+              + 1024 * 3 * 14 * 14) + (7168 + 4096 * 4096 + 7168 * 4096)  # MoonViT, then mm_projector
+    assert weights.vision_parameters == vision
+    # NOTE: A_log is one per KDA head here (transformers' KimiDeltaAttention); the K3 checkpoint holds 128
+    assert weights.parameters == language + vision
+    published_bytes = 1_560_936_091_448  # the 96 safetensors files
+    assert abs(weights.bytes - published_bytes) / published_bytes < 0.001
+
+
+def test_kimi_k3_kv_cache_is_mla_and_kda_states() -> None:
+    geometry = parse(KIMI_K3)
+    est = estimate(geometry, seq_len=8192, kv_dtype="bf16")
+    mla = 24 * (512 + 64) * BF16 * 8192  # MLA layers: kv_lora_rank + qk_rope_head_dim per token
+    kda = 69 * ((4 - 1) * 3 * 96 * 128 * BF16 + 96 * 128 * 128 * 4)  # q/k/v conv states, float32 recurrent state
+    assert est.state_bytes == kda
+    assert est.kv_cache_bytes == mla + kda

@@ -247,3 +247,18 @@ LM_CASES: list[tuple[str, dict[str, Any]]] = [
 @pytest.mark.parametrize(("name", "overrides"), LM_CASES, ids=[n for n, _ in LM_CASES])
 def test_lm_weights_equal_transformers(name: str, overrides: dict[str, Any]) -> None:
     check_lm_count(name, overrides)
+
+
+def test_llama4_vision_model_and_projector_equal_transformers() -> None:
+    # Llama4ForConditionalGeneration: the language model, Llama4VisionModel and the multi-modal projector
+    config = default_config("llama4", text_config={"num_hidden_layers": 2, "num_local_experts": 4},
+                            vision_config={"num_hidden_layers": 2})
+    weights = count_weights(config, model_id="llama4")
+    assert weights.parameters == meta_count(config)
+    v = config["vision_config"]
+    hidden, inner, layers, patch = v["hidden_size"], v["intermediate_size"], 2, v["patch_size"]
+    positions = (v["image_size"] // patch) ** 2 + 1  # one per patch and the class token
+    tower = (3 * patch * patch * hidden + hidden + positions * hidden + 2 * 2 * hidden  # patches, class, LNs
+             + layers * (4 * hidden * hidden + 4 * hidden + 2 * hidden * inner + inner + hidden + 4 * hidden)
+             + inner * v["projector_input_dim"] + v["projector_output_dim"] ** 2)  # the pixel-shuffle adapter
+    assert weights.vision_parameters == tower + v["vision_output_dim"] * config["text_config"]["hidden_size"]

@@ -50,3 +50,37 @@ WEIGHT_CASES: list[tuple[str, dict[str, Any]]] = [
 @pytest.mark.parametrize(("name", "overrides"), WEIGHT_CASES, ids=[case_id(c) for c in WEIGHT_CASES])
 def test_weights_equal_transformers(name: str, overrides: dict[str, Any]) -> None:
     assert_counts_like_transformers(name, overrides)
+
+
+#: XiaomiMiMo/MiMo-7B-Base's architecture keys (a Qwen2Config with one MTP layer; remote-code MiMoConfig).
+MIMO_7B = {"model_type": "mimo", "architectures": ["MiMoForCausalLM"], "torch_dtype": "bfloat16",
+           "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 36, "num_attention_heads": 32,
+           "num_key_value_heads": 8, "vocab_size": 151680, "max_position_embeddings": 32768,
+           "num_nextn_predict_layers": 1, "tie_word_embeddings": False, "use_sliding_window": False,
+           "sliding_window": 32768, "max_window_layers": 36}
+
+
+def test_mimo_7b_is_qwen2_plus_its_mtp_layers() -> None:
+    import torch
+    import transformers
+
+    from kvplan.calc import estimate
+
+    from conftest import KV
+
+    geometry = parse_config(MIMO_7B, model_id="test")
+    assert [s.kind for s in geometry.layers] == ["full_attention"] * 36  # use_sliding_window false
+    assert estimate(geometry, seq_len=4096, kv_dtype="bf16").kv_cache_bytes == \
+        KV * 36 * 8 * 128 * BF16 * 4096  # K+V, layers, KV heads, hidden 4096 / 32 heads, bf16
+    weights = count_weights(MIMO_7B, model_id="mimo")
+    base = {k: v for k, v in MIMO_7B.items() if k not in ("model_type", "architectures", "num_nextn_predict_layers")}
+    with torch.device("meta"):
+        qwen2 = transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**base))
+    hidden, inner, q, kv = 4096, 11008, 32 * 128, 8 * 128
+    mtp = (2 * hidden * q + 2 * hidden * kv + q + 2 * kv  # q, o, k, v and the q/k/v biases (Qwen2Attention)
+           + 3 * hidden * inner  # gate, up, down (Qwen2MLP)
+           + 2 * hidden * hidden  # input_proj: [token; hidden] -> hidden
+           + 5 * hidden)  # input, post-attention, token, hidden and final RMSNorms
+    assert weights.parameters == sum(p.numel() for p in qwen2.parameters()) + mtp
+    published = 7.83e9  # the Hub's model card: 7.83B parameters (the MTP layer included)
+    assert abs(weights.parameters - published) / published < 0.01

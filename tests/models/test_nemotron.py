@@ -100,6 +100,41 @@ def test_nemotron_nas_needs_one_block_per_layer_and_a_group_size() -> None:
         parse(nemotron_nas([attention(None)]))
 
 
+#: nvidia/Llama-3_3-Nemotron-Super-49B-v1's block_configs (its config.json): per layer, the attention's
+#: n_heads_in_group (None: no_op) and the FFN's ffn_mult.
+SUPER_49B_BLOCKS = (
+    [(8, 2.625)] + [(8, 5.25)] * 5 + [(None, 2.625)] * 2 + [(8, 5.25)] * 3 + [(None, 3.28125)] + [(8, 5.25)] * 30
+    + [(None, m) for m in (1.3125, 2.625, 2.625, 1.3125, 5.25, 1.3125, 2.625, 1.3125, 1.3125, 1.3125)] + [(8, 5.25)]
+    + [(None, m) for m in (1.3125, 1.0, 1.0, 1.3125, 1.0, 1.0, 1.0, 1.3125, 1.3125, 0.5, 0.5, 1.0, 1.0, 0.5, 0.5, 1.0,
+                           0.5, 0.5)] + [(8, 5.25)] * 9)
+
+
+def test_nemotron_nas_weights_block_by_block() -> None:
+    blocks = [{"attention": {"n_heads_in_group": g, "no_op": g is None}, "ffn": {"ffn_mult": m, "no_op": False}}
+              for g, m in SUPER_49B_BLOCKS]
+    config = {**nemotron_nas(blocks), "vocab_size": 128256, "tie_word_embeddings": False}
+    weights = count_weights(config, model_id="nvidia/Llama-3_3-Nemotron-Super-49B-v1")
+    hidden, head_dim = 8192, 8192 // 64
+
+    def inner(mult: float) -> int:  # DeciLM: int(2 * ffn_mult * hidden / 3) up to a multiple of 256
+        return -(-int(2 * mult * hidden / 3) // 256) * 256
+
+    n_attn = sum(1 for g, _ in SUPER_49B_BLOCKS if g)
+    attention = n_attn * (2 * hidden * hidden + 2 * hidden * (64 // 8) * head_dim)  # q, o; k, v of 8 KV heads
+    mlp = sum(3 * hidden * inner(m) for _, m in SUPER_49B_BLOCKS)  # gate, up, down
+    norms = (n_attn + 80 + 1) * hidden  # input norms of attention blocks, post-attention norms, the final norm
+    assert weights.parameters == 2 * 128256 * hidden + attention + mlp + norms  # + embed_tokens, lm_head
+    published = 49.9e9  # the model card
+    assert abs(weights.parameters - published) / published < 0.01
+    # a Linear in place of attention or the MLP, and an absent MLP
+    linear = [{"attention": {"replace_with_linear": True}, "ffn": {"replace_with_linear": True}},
+              {"attention": {"n_heads_in_group": 8}, "ffn": {"no_op": True}}]
+    small = count_weights({**nemotron_nas(linear), "vocab_size": 1000}, model_id="t")
+    assert small.parameters == (2 * hidden * hidden + 2 * hidden  # two Linears and their norms
+                                + 2 * hidden * hidden + 2 * hidden * 8 * head_dim + hidden  # GQA and its norm
+                                + hidden + 2 * 1000 * hidden)  # final norm, embeddings and lm_head (untied default)
+
+
 #: model_type -> variants of its config class's keyword arguments that move layers between layouts, each
 #: compared with transformers on its own (``DROP``: keys deleted afterwards, so kvplan applies the
 #: config class's rule; ``SET``: keys then added as a Hub config writes them).

@@ -118,3 +118,53 @@ def test_served_dtype_keeps_quantised_matrices_and_scales_safetensors_bytes() ->
     given = with_exact_bytes(w, 10**10, source="--weights-bytes")
     served, note = serve_weights(given, engine=get_engine("vllm"))
     assert served.bytes == 10**10 and note and "taken as given" in note
+
+
+def nvfp4(i: int, o: int) -> int:
+    return i * o // 2 + (i // 16) * o  # 4-bit e2m1 values, one fp8 scale per 16 inputs
+
+
+def fp8(i: int, o: int) -> int:
+    return i * o + o * 4  # 8-bit values, a float32 scale (counted per output row)
+
+
+def test_modelopt_nvfp4_fp8_and_config_groups_only() -> None:
+    plain = count_weights(small_llama(), model_id="t")
+    mlp_nvfp4 = 2 * (2 * nvfp4(256, 512) + nvfp4(512, 256))  # 2 layers: gate, up, down
+    for quant in ({"quant_method": "modelopt", "quant_algo": "NVFP4"},
+                  {"quant_method": "modelopt", "quant_algo": "W4A16_NVFP4"},
+                  # an export that names only its config groups: 4-bit float weights = NVFP4
+                  {"quant_method": "modelopt", "config_groups": {"group_0": {
+                      "weights": {"num_bits": 4, "type": "float", "group_size": 16}, "targets": ["Linear"]}}}):
+        weights = count_weights(small_llama(**quant), model_id="t")
+        assert next(p for p in weights.parts if p.name == "mlp").bytes == mlp_nvfp4, quant
+        assert weights.parameters == plain.parameters
+    block = count_weights(small_llama(quant_method="modelopt", quant_algo="FP8_PB_WO"), model_id="t")
+    assert next(p for p in block.parts if p.name == "mlp").bytes == 2 * 3 * (256 * 512 + (512 // 128) * (256 // 128) * 4)  # fp32 scale per 128x128
+    per_tensor = count_weights(small_llama(quant_method="modelopt", quant_algo="FP8"), model_id="t")
+    assert next(p for p in per_tensor.parts if p.name == "mlp").bytes == 2 * (2 * fp8(256, 512) + fp8(512, 256))
+    with pytest.raises(ConfigError, match="not a ModelOpt format"):
+        count_weights(small_llama(quant_method="modelopt", quant_algo="W9A9"), model_id="t")
+
+
+def test_modelopt_mixed_precision_formats_by_module() -> None:
+    # MIXED_PRECISION (nvidia/Qwen3.6-*-NVFP4's form): each module's format in quantized_layers
+    layers = {f"model.layers.{i}.mlp.{m}": {"quant_algo": "NVFP4", "group_size": 16}
+              for i in range(2) for m in ("gate_proj", "up_proj", "down_proj")}
+    layers |= {f"model.layers.{i}.self_attn.{m}_proj": {"quant_algo": "FP8"} for i in range(2) for m in "qkvo"}
+    layers["mtp.layers.0.mlp.experts"] = {"quant_algo": "FP8_PB_WO"}  # MTP: not counted, so not voted
+    weights = count_weights(small_llama(quant_method="modelopt", quant_algo="MIXED_PRECISION",
+                                        ignore=["lm_head", "mtp*"], quantized_layers=layers), model_id="t")
+    parts = {p.name: p for p in weights.parts}
+    assert parts["mlp"].bytes == 2 * (2 * nvfp4(256, 512) + nvfp4(512, 256))
+    assert parts["attention"].bytes == 2 * 4 * fp8(256, 256)  # q, k, v, o of 2 layers
+    assert parts["lm_head"].bytes == 1000 * 256 * 2  # not listed: float16
+    assert any("ModelOpt mixed precision" in note for note in weights.notes)
+    # the same checkpoint described by config_groups' targets
+    groups = {"group_0": {"weights": {"num_bits": 8, "type": "float"},
+                          "targets": [k for k in layers if "self_attn" in k]},
+              "group_1": {"weights": {"num_bits": 4, "type": "float", "group_size": 16},
+                          "targets": [k for k in layers if ".mlp." in k and not k.startswith("mtp")]}}
+    by_groups = count_weights(small_llama(quant_method="modelopt", quant_algo="MIXED_PRECISION", config_groups=groups),
+                              model_id="t")
+    assert by_groups.bytes == weights.bytes

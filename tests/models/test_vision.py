@@ -247,3 +247,17 @@ def test_vision_tower_reported_separately() -> None:
     projector = h * 4096 + 4096 + 4096 * 4096 + 4096
     assert w.vision_parameters == tower + projector
     assert w.language_parameters == 6_738_939_904  # Llama-2-7B with a 32,064-token vocabulary
+
+
+def test_llava_onevision1_5_rice_vit_has_no_image_size() -> None:
+    # RiceViT: rotary positions (no image_size), a class token with a learned rotary angle, a pre-LayerNorm
+    config = default_config("llava_onevision1_5")
+    assert "image_size" not in config["vision_config"]
+    weights = count_weights(config, model_id="llava_onevision1_5")
+    assert weights.parameters == meta_count(config)
+    hidden, inner, depth, heads, patch, merge, out = 1024, 4096, 24, 16, 14, 2, 4096  # the config class's defaults
+    block = 2 * 2 * hidden + 4 * hidden * hidden + 4 * hidden + 2 * hidden * inner + inner + hidden
+    merged = hidden * merge * merge
+    tower = (3 * patch * patch * hidden + hidden + hidden // heads // 2 + 2 * hidden + depth * block
+             + 2 * hidden + merged * merged + merged + merged * out + out)  # patches, class, pre-norm, blocks, merger
+    assert weights.vision_parameters == tower == meta_vision_count(config)
