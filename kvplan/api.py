@@ -47,7 +47,7 @@ from kvplan.geometry import ModelGeometry
 from kvplan.modelref import Geometry, load, normalise_overrides, resolve
 from kvplan.models import (
     WeightsEstimate,
-    require_config_geometry,
+    check_defaults,
     resolve_weights,
 )
 from kvplan.report import estimate_report
@@ -194,11 +194,13 @@ def estimate(
     cache_type_v: str | None = None,
     no_mla: bool = False,
     strict: bool = False,
+    allow_defaults: bool = False,
 ) -> EstimateResult:
     """`kvplan estimate`: the KV cache of ``batch`` sequences of ``seq_len`` tokens (``"32k"`` = 32,768), or of
     ``max_model_len`` read as vLLM reads it (``"32k"`` = 32,000), with every sizing flag of the command (engine,
-    tp, pp, block_size, beams, kv_dtype, llama.cpp's cache_type_k/cache_type_v ...); ``strict`` refuses a
-    config whose core geometry would come from architecture defaults."""
+    tp, pp, block_size, beams, kv_dtype, llama.cpp's cache_type_k/cache_type_v ...); a config whose layer
+    count, heads or hidden size would come from architecture defaults is refused (exit 2) unless
+    ``allow_defaults``; ``strict`` refuses a nested sub-config's defaults too."""
     kv_dtype, cache_type_v = kv_types(kv_dtype, cache_type_k, cache_type_v, engine)
     if "," in kv_dtype:
         named = model if isinstance(model, str) else model.model_id
@@ -209,8 +211,7 @@ def estimate(
     enc = parse_tokens(encoder_len, what="--encoder-len") if encoder_len is not None else None
     geometry, source, resolved = _geometry(model, revision=revision, token=token, overrides=overrides,
                                            gguf_file=gguf_file)
-    if strict:
-        require_config_geometry(geometry)
+    check_defaults(geometry, allow_defaults=allow_defaults, strict=strict)
     deployment = deployment_from_flags(
         engine=engine, tp=tp, pp=pp, block_size=block_size, beams=beams, prompt_len=prompt_len,
         share_prefix=share_prefix, shared_prefix_tokens=shared_prefix_tokens, no_window=no_window,
@@ -313,12 +314,14 @@ def capacity(
     no_window: bool = False,
     no_mla: bool = False,
     strict: bool = False,
+    allow_defaults: bool = False,
 ) -> CapacityResult:
     """`kvplan capacity`: what fits on ``gpu`` (a catalog name or a ``GpuSpec``; ``gpu_mem`` for any
     other): KV blocks and tokens, max concurrency and context, minimum TP, decode floor. ``max_model_len``
     reads ``"32k"`` as vLLM does (32,000), ``seq_len`` as kvplan does (32,768); ``compare_log``: an engine's
     start-up log, whose KV figures the report puts beside kvplan's (and whose budget and version it reads
-    when not given); ``strict`` refuses a config whose core geometry would come from architecture defaults."""
+    when not given); a config whose layer count, heads or hidden size would come from
+    architecture defaults is refused unless ``allow_defaults``; ``strict`` refuses a sub-config's defaults too."""
     from kvplan.capacity_types import CapacityInputs
     from kvplan.fit import plan_capacity
     from kvplan.gpus import GpuSpec
@@ -352,8 +355,7 @@ def capacity(
         loaded = model
     else:
         loaded = load_geometry(model, revision=revision, token=token, overrides=overrides, gguf_file=gguf_file)
-    if strict:
-        require_config_geometry(loaded.model_geometry)
+    check_defaults(loaded.model_geometry, allow_defaults=allow_defaults, strict=strict)
     if no_mla:
         loaded = replace(loaded, model_geometry=mla_off(loaded.model_geometry, loaded.source, engine))
     kv_budget_bytes = size(kv_budget, "--kv-budget")
@@ -464,6 +466,7 @@ def compare(
     token: str | None = None,
     gguf_file: str | None = None,
     strict: bool = False,
+    allow_defaults: bool = False,
 ) -> CompareResult:
     """`kvplan compare`: attention layouts (``variants``: mha, gqa, gqa:N, mqa, mla, mla:RANK+ROPE, swa:W,
     hybrid:W:R, model) side by side at one model size, the ``model``'s or bare dims (``layers``, ``heads``,
@@ -495,8 +498,7 @@ def compare(
             loaded = model
         geometry = model if isinstance(model, ModelGeometry) else loaded.model_geometry  # type: ignore[union-attr]
         source = None if loaded is None else loaded.source
-        if strict:
-            require_config_geometry(geometry)
+        check_defaults(geometry, allow_defaults=allow_defaults, strict=strict)
         base = base_from_model(geometry)
     deployment = deployment_from_flags(engine=engine, tp=tp, pp=pp, block_size=block_size)
     comparison = compare_layouts(base, variants or (), batch=batch, seq_len=tokens, kv_dtype=kv_dtype,

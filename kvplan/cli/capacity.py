@@ -7,6 +7,7 @@ import typer
 
 import kvplan
 from kvplan.cli.options import (
+    AllowDefaultsOpt,
     BatchOpt,
     BlockSizeOpt,
     CacheTypeKOpt,
@@ -149,6 +150,7 @@ def capacity(
     fmt: FormatOpt = Format.table,
     output: OutputOpt = None,
     strict: StrictOpt = False,
+    allow_defaults: AllowDefaultsOpt = False,
 ) -> None:
     """What fits on a GPU: KV blocks and tokens, max concurrency and context, GPUs needed, decode floor."""
     if plot is not None:
@@ -163,7 +165,7 @@ def capacity(
         enable_dp_attention=enable_dp_attention, kv_unified=kv_unified, ubatch_size=ubatch_size,
         tensor_split=tensor_split, ctx_size=ctx_size, parallel=parallel, compare_log=compare_log, revision=revision,
         token=token, gguf_file=gguf_file, cache_type_k=cache_type_k, cache_type_v=cache_type_v, no_window=no_window,
-        no_mla=no_mla, strict=strict,
+        no_mla=no_mla, strict=strict, allow_defaults=allow_defaults,
     )
     report = result.to_dict()
     if plot is not None:

@@ -7,6 +7,7 @@ import typer
 
 import kvplan
 from kvplan.cli.options import (
+    AllowDefaultsOpt,
     BatchOpt,
     BlockSizeOpt,
     EngineOpt,
@@ -86,6 +87,7 @@ def compare(
     fmt: FormatOpt = Format.table,
     output: OutputOpt = None,
     strict: StrictOpt = False,
+    allow_defaults: AllowDefaultsOpt = False,
 ) -> None:
     """Compare attention layouts (MHA, GQA, MQA, MLA, sliding windows) at one model size: KV bytes and decode reads."""
     if plot is not None:
@@ -94,7 +96,7 @@ def compare(
         variants or (), model=model, layers=layers, heads=heads, head_dim=head_dim, hidden_size=hidden_size,
         batch=batch, seq_len=seq_len, max_model_len=max_model_len, kv_dtype=kv_dtype, engine=engine, tp=tp, pp=pp,
         block_size=block_size, sweep_seq=sweep_seq, gpu_mem=gpu_mem, plot=plot, revision=revision, token=token,
-        gguf_file=gguf_file, strict=strict,
+        gguf_file=gguf_file, strict=strict, allow_defaults=allow_defaults,
     )
     report = result.to_dict()
     if plot is not None:

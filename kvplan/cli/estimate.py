@@ -6,6 +6,7 @@ import typer
 
 import kvplan
 from kvplan.cli.options import (
+    AllowDefaultsOpt,
     BatchOpt,
     BeamsOpt,
     BlockSizeOpt,
@@ -96,6 +97,7 @@ def estimate(
     swa_full_tokens_ratio: SwaRatioOpt = None,
     max_cache_len: MaxCacheLenOpt = None,
     strict: StrictOpt = False,
+    allow_defaults: AllowDefaultsOpt = False,
 ) -> None:
     """Size the KV cache of a model, layer group by layer group."""
     budget_bytes = parse_size(max_kv_bytes, what="--max-kv-bytes") if max_kv_bytes is not None else None
@@ -110,7 +112,7 @@ def estimate(
         residual_length=residual_length, offload=offload, max_num_batched_tokens=max_num_batched_tokens,
         max_num_seqs=max_num_seqs, ubatch_size=ubatch_size, kv_unified=kv_unified, cache_type_k=cache_type_k,
         cache_type_v=cache_type_v, no_mla=no_mla, swa_full_tokens_ratio=swa_full_tokens_ratio,
-        max_cache_len=max_cache_len, strict=strict,
+        max_cache_len=max_cache_len, strict=strict, allow_defaults=allow_defaults,
     )
     report = result.to_dict()
     emit(report, fmt, output, lazy_table("estimate_table", report) if fmt is Format.table else None,

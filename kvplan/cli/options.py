@@ -88,6 +88,9 @@ SetOpt = Annotated[
 StrictOpt = Annotated[bool, typer.Option(
     "--strict", help="Refuse a config whose core geometry (layers, heads, hidden size, KV heads, head dim) would come "
     "from architecture defaults rather than the config (exit 2).")]
+AllowDefaultsOpt = Annotated[bool, typer.Option(
+    "--allow-defaults", help="Size a config whose layer count, heads or hidden size are missing, from the "
+    "architecture's defaults (without it such a config is refused, exit 2); the answer's first line warns.")]
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table for people; yaml or json for machines.")]
 OutputOpt = Annotated[
     Optional[Path],

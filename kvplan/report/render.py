@@ -130,7 +130,7 @@ def estimate_table(report: dict[str, Any]) -> Group:
         lambda: _estimate_grid(report, compact=True),
         lambda: _estimate_vertical(report),
     )
-    return Group(*estimate_headline(report), *warning_lines(report), Text(title), body,
+    return Group(*warning_lines(report), *estimate_headline(report), Text(title), body,
                  Text("; ".join(legend), style="dim"),
                  *_deployment_lines(report))
 
@@ -647,7 +647,7 @@ def capacity_table(report: dict[str, Any]) -> Group:
                       f"<= {cap['decode_tokens_per_s']:,.0f} tokens/s at batch {inputs['batch']} "
                       f"({_size(cap['decode_bytes_per_step'])} read per step)")
     lines: list[RenderableType] = [
-        Text(verdict, style="bold" if cap["fits"] else "bold red"), *warning_lines(report), Text(title), table,
+        *warning_lines(report), Text(verdict, style="bold" if cap["fits"] else "bold red"), Text(title), table,
     ]
     if report["suggestions"]:
         tries = Table.grid(padding=(0, 1))
