@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import json
+import shlex
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -204,8 +205,17 @@ def estimate(
     kv_dtype, cache_type_v = kv_types(kv_dtype, cache_type_k, cache_type_v, engine)
     if "," in kv_dtype:
         named = model if isinstance(model, str) else model.model_id
+        # NOTE: the hint keeps every flag compare also reads, so running it answers the same question.
+        kept = {"--revision": revision, "--gguf-file": gguf_file, "--batch": batch if batch != 1 else None,
+                "--seq-len": seq_len, "--max-model-len": max_model_len, "--kv-dtype": kv_dtype,
+                "--engine": engine if engine != "ideal" else None, "--tp": tp if tp != 1 else None,
+                "--pp": pp if pp != 1 else None, "--block-size": block_size}
+        words = ["kvplan", "compare", "model", "--model", str(named)]
+        for flag, value in kept.items():
+            words += [flag, str(value)] if value is not None else []
+        words += [flag for flag, on in (("--strict", strict), ("--allow-defaults", allow_defaults)) if on]
         raise InputError(f"estimate sizes one KV dtype, got --kv-dtype {kv_dtype}",
-                         f"compare them in one run: kvplan compare model --model {named} --kv-dtype {kv_dtype}")
+                         f"compare them in one run: {shlex.join(words)}")
     tokens, length_flag, len_note = typed_tokens(seq_len, max_model_len)
     batched, batched_note = vllm_tokens(max_num_batched_tokens, "--max-num-batched-tokens")
     enc = parse_tokens(encoder_len, what="--encoder-len") if encoder_len is not None else None

@@ -498,3 +498,25 @@ def test_models_says_which_columns_a_narrow_terminal_hides(runner, monkeypatch) 
     assert "not shown" not in wide and all(h in wide.splitlines()[1] for h in ("type", "layers", "dtype"))
     monkeypatch.setenv("COLUMNS", "80")  # all models at 80: one per block, the type there too
     assert "  llama; 32× full; KV heads × dim 8 × 128" in runner.invoke(app, ["models"]).stdout
+
+
+def test_the_compare_hint_keeps_the_users_flags(runner) -> None:
+    """Running the hint answers the same question: batch 4 x 8k tokens at each dtype, as estimate sizes them."""
+    import shlex
+
+    args = ["estimate", "-m", "Qwen/Qwen3-32B", "-s", "8k", "-b", "4", "--engine", "vllm", "--kv-dtype", "bf16,fp8"]
+    refused = runner.invoke(app, args)
+    assert refused.exit_code == 2
+    hint = refused.stderr.split("compare them in one run: ", 1)[1].strip()
+    assert hint == ("kvplan compare model --model Qwen/Qwen3-32B --batch 4 --seq-len 8k --kv-dtype bf16,fp8 "
+                    "--engine vllm")
+    compared = runner.invoke(app, [*shlex.split(hint)[1:], "--format", "json"])
+    assert compared.exit_code == 0, compared.output
+    report = json.loads(compared.stdout)
+    assert (report["inputs"]["batch"], report["inputs"]["seq_len"]) == (4, 8 * 1024)
+    bf16 = 64 * 4 * 8192 * KV * 8 * 128 * BF16  # layers, batch, tokens, K+V, kv heads, head dim, bf16
+    sizes = {v["name"]: v["kv_cache_bytes"] for v in report["variants"]}
+    assert sizes["model@bf16"] == bf16 and sizes["model@fp8"] == bf16 // 2
+    for dtype in ("bf16", "fp8"):
+        one = json.loads(runner.invoke(app, [*args[:-1], dtype, "--format", "json"]).stdout)
+        assert one["totals"]["kv_cache_bytes"] == sizes[f"model@{dtype}"]
