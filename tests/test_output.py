@@ -152,7 +152,7 @@ def _flat(runner, args: list[str]) -> str:
 def test_estimate_under_tp_headlines_per_gpu_and_total_and_says_replicated(runner) -> None:
     out = _flat(runner, ESTIMATES["deepseek-mla-tp8"])
     per_gpu = 61 * 32768 * (512 + 64) * BF16  # layers, tokens, latent, bf16: one whole copy per rank
-    assert out.startswith(f"KV cache per GPU: {per_gpu / GiB:.2f} GiB (the most loaded of 8 GPUs")
+    assert out.startswith(f"KV cache per GPU, 1 × 32,768 tokens: {per_gpu / GiB:.2f} GiB (the most loaded of 8 GPUs")
     assert f"KV cache, all 8 GPUs: {8 * per_gpu / GiB:.2f} GiB ({8 * per_gpu:,} bytes)" in out
     assert "replicated: each of the 8 tensor-parallel ranks keeps the whole MLA latent" in out
     assert "latent 512+64" in out and "576/0" not in out
@@ -520,3 +520,22 @@ def test_the_compare_hint_keeps_the_users_flags(runner) -> None:
     for dtype in ("bf16", "fp8"):
         one = json.loads(runner.invoke(app, [*args[:-1], dtype, "--format", "json"]).stdout)
         assert one["totals"]["kv_cache_bytes"] == sizes[f"model@{dtype}"]
+
+
+@pytest.mark.parametrize(("flag", "tokens"), [("--seq-len", 32 * 1024), ("--max-model-len", 32 * 1000)])
+def test_the_headline_shows_the_tokens_counted(runner, flag: str, tokens: int) -> None:
+    """One reading of k, said where it matters: --seq-len 32k = 32,768; --max-model-len 32k = 32,000 (vLLM's)."""
+    out = runner.invoke(app, ["estimate", "-m", "Qwen/Qwen3-8B", flag, "32k"], env={"COLUMNS": "80"})
+    assert out.exit_code == 0, out.output
+    kv = 36 * tokens * KV * 8 * 128 * BF16  # layers, tokens, K+V, kv heads, head dim, bf16
+    assert out.stdout.splitlines()[0].startswith(f"KV cache of 1 × {tokens:,} tokens: {kv / GiB:.2f} GiB ({kv:,} bytes)")
+    compare = runner.invoke(app, ["compare", "mha", flag, "32k"], env={"COLUMNS": "80"})
+    assert compare.stdout.startswith(f"KV cache of 1 × {tokens:,} tokens by attention layout")
+    cap = runner.invoke(app, ["capacity", "-m", "Qwen/Qwen3-8B", "--gpu", "H100", flag, "32k"], env={"COLUMNS": "80"})
+    assert cap.stdout.startswith(f"1 × {tokens:,} tokens fits")
+
+
+@pytest.mark.parametrize("command", ["estimate", "capacity", "compare"])
+def test_every_length_help_says_what_32k_is(runner, command: str) -> None:
+    text = " ".join(runner.invoke(app, [command, "--help"], env={"COLUMNS": "400"}).stdout.split())
+    assert "32k = 32,768" in text and "32k = 32,000" in text

@@ -41,8 +41,10 @@ GpuBandwidthOpt = Annotated[str | None, typer.Option("--gpu-bandwidth", help="Me
 NumGpusOpt = Annotated[int | None, typer.Option("--num-gpus", min=1, help="GPUs available (default: tp x pp); "
                        "with only --num-gpus, tp = num-gpus.")]
 MaxModelLenOpt = Annotated[str | None, typer.Option("--max-model-len", help="Tokens per request, "
-                           "as vLLM's --max-model-len (default: the model's maximum context). 4096, 32k, 128k.")]
-CapSeqLenOpt = Annotated[str | None, typer.Option("--seq-len", "-s", help="--max-model-len as estimate spells it.")]
+                           "as vLLM's --max-model-len and read as vLLM reads it: 32k = 32,000, 32K = 32,768 "
+                           "(default: the model's maximum context).")]
+CapSeqLenOpt = Annotated[str | None, typer.Option("--seq-len", "-s", help="--max-model-len as estimate spells and "
+                         "reads it: k = 1024, so 32k = 32,768.")]
 UtilOpt = Annotated[float | None, typer.Option("--gpu-memory-utilization", help="vLLM's "
                     "--gpu-memory-utilization (default 0.9): the share of total memory vLLM may use.")]
 MemFracOpt = Annotated[float | None, typer.Option("--mem-fraction-static", help="SGLang's --mem-fraction-static "
@@ -80,7 +82,8 @@ UbatchOpt = Annotated[int | None, typer.Option("--ubatch-size", "-ub", min=1, he
 TensorSplitOpt = Annotated[str | None, typer.Option("--tensor-split", "-ts", help="llama.cpp --tensor-split: layer "
                            "proportions per device, e.g. 3,1 (per-device KV buffer lines).")]
 CtxSizeOpt = Annotated[str | None, typer.Option("--ctx-size", "-c", help="llama.cpp -c: cells over all slots; "
-                       "with -np N, each slot gets ctx-size / N tokens (sets --max-model-len and --batch).")]
+                       "with -np N, each slot gets ctx-size / N tokens (sets --max-model-len and --batch). An integer, as "
+                       "llama.cpp reads it (it reads -c 32k as 32).")]
 ParallelOpt = Annotated[int | None, typer.Option("--parallel", "-np", min=1, help="llama.cpp -np: slots "
                         "(sequences); with -c sets --batch.")]
 CompareLogOpt = Annotated[Path | None, typer.Option("--compare-log", help="A pasted start-up log of vLLM, SGLang, "

@@ -70,7 +70,7 @@ def compare(
     block_size: BlockSizeOpt = None,
     sweep_seq: Annotated[
         Optional[str],
-        typer.Option("--sweep-seq", help="Also size every variant at these lengths: 1k,4k,32k,128k (one column each)."),
+        typer.Option("--sweep-seq", help="Also size every variant at these lengths: 1k,4k,32k,128k (one column each; k = 1024, 32k = 32,768)."),
     ] = None,
     plot: Annotated[
         Optional[Path],

@@ -94,15 +94,15 @@ def verify(
     ] = None,
     batch: BatchOpt = 1,
     beams: Annotated[int, typer.Option("--beams", min=1, help="Beams per sequence: batch x beams rows.")] = 1,
-    prompt_len: Annotated[int, typer.Option("--prompt-len", min=1, help="Prompt tokens of the prefill.")] = 32,
-    gen_len: Annotated[int, typer.Option("--gen-len", min=0, help="Decode steps after the prefill.")] = 8,
+    prompt_len: Annotated[int, typer.Option("--prompt-len", min=1, help="Prompt tokens of the prefill (an integer: 4096, not 4k).")] = 32,
+    gen_len: Annotated[int, typer.Option("--gen-len", min=0, help="Decode steps after the prefill (an integer).")] = 8,
     kv_dtype: KvDtypeOpt = "auto",
     block_size: Annotated[
         int, typer.Option("--block-size", min=1, help="Tokens per block of the paged layout (vLLM's --block-size).")
     ] = 16,
     max_cache_len: Annotated[
         int | None,
-        typer.Option("--max-cache-len", min=1, help="Slots of static/sliding caches (default prompt + gen)."),
+        typer.Option("--max-cache-len", min=1, help="Slots of static/sliding caches (default prompt + gen; an integer)."),
     ] = None,
     quant_group_size: Annotated[
         int, typer.Option("--quant-group-size", min=1, help="Values per scale/zero group (quantized layout).")

@@ -80,14 +80,16 @@ def estimate_headline(report: dict[str, Any]) -> list[Text]:
     gpus = tp * pp
     total = totals["kv_cache_bytes"]
     lines: list[Text] = []
+    # NOTE: the tokens sized, as counted (--seq-len 32k = 32,768; --max-model-len 32k = 32,000, as vLLM reads it).
+    counted = "" if inputs["seq_len"] is None else f"{inputs['batch']} × {inputs['seq_len']:,} tokens"
     if gpus > 1:
-        lines.append(Text(f"KV cache per GPU: {format_bytes(totals['kv_cache_bytes_per_gpu'])} "
+        lines.append(Text(f"KV cache per GPU{', ' + counted if counted else ''}: {format_bytes(totals['kv_cache_bytes_per_gpu'])} "
                           f"(the most loaded of {gpus} GPUs, tp {tp} × pp {pp})", style="bold"))
         replicated = replication(report)
         lines.append(Text(f"KV cache, all {gpus} GPUs: {format_bytes(total)} ({total:,} bytes)"
                           + (f"; {replicated}" if replicated else "")))
     else:
-        lines.append(Text(f"KV cache: {format_bytes(total)} ({total:,} bytes)", style="bold"))
+        lines.append(Text(f"KV cache{' of ' + counted if counted else ''}: {format_bytes(total)} ({total:,} bytes)", style="bold"))
     full_rate, effective = totals["bytes_per_token"], effective_bytes_per_token(report)
     scope = "all layers" + (f", all {gpus} GPUs" if gpus > 1 else "")
     if effective is not None and full_rate and effective != full_rate:
@@ -439,7 +441,8 @@ def compare_table(report: dict[str, Any]) -> Group:
     """
     model, inputs, variants = report["model"], report["inputs"], report["variants"]
     seq_len, sweep = inputs["seq_len"], inputs["sweep_seq_lens"]
-    title = (f"KV cache by attention layout: {model['id']} ({inputs['num_attention_layers']} attention layers, "
+    title = (f"KV cache of {inputs['batch']} × {seq_len:,} tokens by attention layout: {model['id']} "
+             f"({inputs['num_attention_layers']} attention layers, "
              f"{inputs['num_attention_heads']} query heads, head dim {inputs['head_dim_k']})")
     lengths = sorted({*sweep, seq_len})
     per_gpu = inputs["tp"] * inputs["pp"] > 1
