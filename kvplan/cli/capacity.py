@@ -18,6 +18,7 @@ from kvplan.cli.options import (
     GgufFileOpt,
     KvDtypeKOpt,
     MaxNumBatchedTokensOpt,
+    ModelArg,
     ModelOpt,
     NoMlaOpt,
     NoWindowOpt,
@@ -28,6 +29,7 @@ from kvplan.cli.options import (
     TokenOpt,
     emit,
     lazy_table,
+    one_model,
 )
 from kvplan.errors import EXIT_NOT_FIT
 from kvplan.report.plot import check_plot_path, write_capacity_plot
@@ -109,7 +111,8 @@ EPILOG = (
 
 
 def capacity(
-    model: ModelOpt,
+    model_arg: ModelArg = None,
+    model: ModelOpt = None,
     gguf_file: GgufFileOpt = None,
     gpu: GpuOpt = None,
     gpu_mem: GpuMemOpt = None,
@@ -156,6 +159,7 @@ def capacity(
     allow_defaults: AllowDefaultsOpt = False,
 ) -> None:
     """What fits on a GPU: KV blocks and tokens, max concurrency and context, GPUs needed, decode floor."""
+    model = one_model(model_arg, model, "capacity")
     if plot is not None:
         check_plot_path(plot)  # before any work
     result = kvplan.capacity(

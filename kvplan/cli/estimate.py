@@ -25,6 +25,7 @@ from kvplan.cli.options import (
     MaxModelLenOpt,
     MaxNumBatchedTokensOpt,
     MaxNumSeqsOpt,
+    ModelArg,
     ModelOpt,
     NoMlaOpt,
     NoWindowOpt,
@@ -46,6 +47,7 @@ from kvplan.cli.options import (
     UbatchSizeOpt,
     emit,
     lazy_table,
+    one_model,
 )
 from kvplan.errors import EXIT_NOT_FIT
 from kvplan.units import parse_size
@@ -61,7 +63,8 @@ EPILOG = (
 
 
 def estimate(
-    model: ModelOpt,
+    model_arg: ModelArg = None,
+    model: ModelOpt = None,
     gguf_file: GgufFileOpt = None,
     batch: BatchOpt = 1,
     seq_len: SeqLenOpt = None,
@@ -100,6 +103,7 @@ def estimate(
     allow_defaults: AllowDefaultsOpt = False,
 ) -> None:
     """Size the KV cache of a model, layer group by layer group."""
+    model = one_model(model_arg, model, "estimate")
     budget_bytes = parse_size(max_kv_bytes, what="--max-kv-bytes") if max_kv_bytes is not None else None
     gpu_budget_bytes = (
         parse_size(max_kv_bytes_per_gpu, what="--max-kv-bytes-per-gpu") if max_kv_bytes_per_gpu is not None else None

@@ -28,15 +28,27 @@ class Format(str, Enum):
 
 
 # ---- shared options (declared once) -------------------------------------------------------------
-ModelOpt = Annotated[
-    str,
-    typer.Option(
-        "--model", "-m",
-        help="A config.json path (or a folder with one), a bundled model (Hub id or short alias, "
-        "see `kvplan models`), any Hugging Face Hub repo id, or a GGUF: a .gguf file (any shard of a split "
-        "set), a folder of one GGUF model, or org/repo:Q4_K_M as llama.cpp's -hf writes it.",
-    ),
-]
+_MODEL_HELP = ("A config.json path (or a folder with one), a bundled model (Hub id or short alias, see `kvplan "
+               "models`), any Hugging Face Hub repo id or model page URL, or a GGUF: a .gguf file (any shard of a "
+               "split set), a folder of one GGUF model, or org/repo:Q4_K_M as llama.cpp's -hf writes it.")
+ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help=_MODEL_HELP + " Or give it first, without -m.")]
+#: The model given first, without -m: `kvplan capacity Qwen/Qwen3-8B --gpu H100`.
+ModelArg = Annotated[Optional[str], typer.Argument(metavar="[MODEL]", show_default=False,
+                                                   help="The model, as --model/-m takes it.")]
+
+
+def one_model(positional: str | None, option: str | None, command: str) -> str:
+    """The model given first or with --model/-m: one of them, not both and not neither (exit 2)."""
+    if positional is not None and option is not None and positional != option:
+        raise InputError(f"two models given: {positional!r} first and --model {option!r}",
+                         f"give one: kvplan {command} {option} ... or kvplan {command} --model {option} ...")
+    model = option if option is not None else positional
+    if model is None:
+        raise InputError(f"kvplan {command} needs a model", f"e.g. kvplan {command} Qwen/Qwen3-8B (or -m PATH, a "
+                         "config.json, a .gguf, a Hub id or URL; kvplan models lists the bundled ones)")
+    return model
+
+
 GgufFileOpt = Annotated[
     Optional[str],
     typer.Option("--gguf-file", help="The .gguf file in the --model Hub repo to read (its header only, by "

@@ -18,12 +18,14 @@ from kvplan.cli.options import (
     GgufFileOpt,
     KvDtypeOpt,
     KvUnifiedOpt,
+    ModelArg,
     ModelOpt,
     OutputOpt,
     RevisionOpt,
     SetOpt,
     TokenOpt,
     emit,
+    one_model,
 )
 from kvplan.errors import EXIT_NOT_FIT, InputError
 
@@ -85,7 +87,8 @@ EPILOG = (
 
 
 def verify(
-    model: ModelOpt,
+    model_arg: ModelArg = None,
+    model: ModelOpt = None,
     gguf_file: GgufFileOpt = None,
     layout: Annotated[Layout, typer.Option("--layout", help="Cache layout of the decode.")] = Layout.dynamic,
     layers: Annotated[
@@ -153,6 +156,7 @@ def verify(
 
     Exit code 1 when a measurement misses its tolerance.
     """
+    model = one_model(model_arg, model, "verify")
     llama_flags = {"-c": ctx_size != 0, "-np": parallel != 1, "-ctk": cache_type_k is not None,
                    "-ctv": cache_type_v is not None, "-fa": flash_attn is not FlashAttn.auto, "-kvu": kv_unified,
                    "-ub": ubatch_size != 512, "-ngl": n_gpu_layers != 0, "--swa-full": swa_full,
