@@ -326,8 +326,8 @@ def capacity(
     strict: bool = False,
     allow_defaults: bool = False,
 ) -> CapacityResult:
-    """`kvplan capacity`: what fits on ``gpu`` (a catalog name or a ``GpuSpec``; ``gpu_mem`` for any
-    other): KV blocks and tokens, max concurrency and context, minimum TP, decode floor. ``max_model_len``
+    """`kvplan capacity`: what fits on ``gpu`` (a catalog name, ``"local"`` for this machine's first GPU, or a
+    ``GpuSpec``; ``gpu_mem`` for any other): KV blocks and tokens, max concurrency and context, minimum TP, decode floor. ``max_model_len``
     reads ``"32k"`` as vLLM does (32,000), ``seq_len`` as kvplan does (32,768); ``compare_log``: an engine's
     start-up log, whose KV figures the report puts beside kvplan's (and whose budget and version it reads
     when not given); a config whose layer count, heads or hidden size would come from
@@ -337,6 +337,11 @@ def capacity(
     from kvplan.gpus import GpuSpec
     from kvplan.logparse import read_log
 
+    local_notes: list[str] = []
+    if isinstance(gpu, str) and gpu.strip().lower() == "local":
+        from kvplan.localgpu import read_local_gpu
+
+        gpu, local_notes = read_local_gpu()
     text, length_flag = typed_length(_text(seq_len), _text(max_model_len))
     if length_flag == "--seq-len" and text is not None:
         # NOTE: kvplan's --seq-len reads k as 1024; max_model_len (vLLM's name) reads it as vLLM does.
@@ -390,7 +395,7 @@ def capacity(
         tensor_split=split, cache_type_v=value_type_name(cache_type_v), no_window=no_window,
     )
     cap = plan_capacity(loaded.model_geometry, weights, inputs)
-    notes = (*weight_notes, *(note for note in (len_note, batched_note) if note), *log_notes)
+    notes = (*local_notes, *weight_notes, *(note for note in (len_note, batched_note) if note), *log_notes)
     return CapacityResult(capacity=cap, source=loaded.source, weight_notes=notes, length_flag=length_flag, log=log,
                           log_source=None if compare_log is None else str(compare_log))
 

@@ -35,7 +35,8 @@ from kvplan.errors import EXIT_NOT_FIT
 from kvplan.report.plot import check_plot_path, write_capacity_plot
 
 GpuOpt = Annotated[str | None, typer.Option("--gpu", "-g", help="A catalog GPU, case-insensitive: H100, H100-80GB, "
-                   "h100-sxm, H200, B200, A100-40GB, L40S, RTX4090, MI300X, M2-Ultra ... (kvplan gpus lists them).")]
+                   "h100-sxm, H200, B200, A100-40GB, L40S, RTX4090, MI300X, M2-Ultra ... (kvplan gpus lists them); "
+                   "local: this machine's GPU (nvidia-smi, torch.cuda, or rocm-smi; exit 2 when there is none).")]
 GpuMemOpt = Annotated[str | None, typer.Option("--gpu-mem", help="Memory of one GPU for anything not in the "
                       "catalog (or to override it): 80GiB, 24G, 23.58GiB.")]
 GpuBandwidthOpt = Annotated[str | None, typer.Option("--gpu-bandwidth", help="Memory bandwidth of one GPU, "
