@@ -20,6 +20,7 @@ imported here (the Hub client only when a model is fetched from the Hub).
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 import shlex
@@ -521,6 +522,19 @@ def compare(
     return CompareResult(comparison=comparison, source=source, loaded=loaded, gpu_mem_bytes=gpu_mem_bytes,
                          plot=None if plot is None else str(plot), length_flag=length_flag,
                          flag_notes=(len_note,) if len_note else ())
+
+
+def model_first(variants: Sequence[str], model: str | None) -> tuple[list[str], str | None]:
+    """`kvplan compare Qwen/Qwen3-8B mha gqa`: a first argument that is no layout (nor a misspelt one, which stays
+    a variant for its did-you-mean) is the model, when ``model`` is not given."""
+    from kvplan.layouts import KINDS
+
+    if model is not None or not variants:
+        return list(variants), model
+    head = variants[0].split(":", 1)[0].lower()
+    if head in KINDS or difflib.get_close_matches(head, KINDS, n=1, cutoff=0.6):
+        return list(variants), model
+    return list(variants[1:]), variants[0]
 
 
 def model_weights(

@@ -8,7 +8,6 @@ says what each tool answered. The parsers are pure; :func:`read_local_gpu` runs 
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shutil
 import subprocess
@@ -86,15 +85,13 @@ def _run(command: tuple[str, ...]) -> tuple[str | None, str]:
 
 
 def _torch_gpus() -> tuple[list[LocalGpu], str]:
-    if importlib.util.find_spec("torch") is None:
-        return [], "not installed"
-    import torch  # NOTE: only for --gpu local, and only after nvidia-smi found nothing
+    from kvplan.verify.device import cuda_memory  # NOTE: torch is imported under kvplan.verify only, and only here
 
-    if not torch.cuda.is_available():
-        return [], "installed, but CUDA is not available"
-    free, total = torch.cuda.mem_get_info(0)
-    return [LocalGpu(name=torch.cuda.get_device_name(0), total_bytes=total, free_bytes=free,
-                     tool="torch.cuda.mem_get_info")], ""
+    found, why = cuda_memory()
+    if found is None:
+        return [], why
+    name, free, total = found
+    return [LocalGpu(name=name, total_bytes=total, free_bytes=free, tool="torch.cuda.mem_get_info")], ""
 
 
 def find_local_gpus(run: Callable[[tuple[str, ...]], tuple[str | None, str]] = _run,

@@ -1,6 +1,5 @@
 """`kvplan compare mha gqa mqa`: attention layouts side by side at one model size."""
 
-import difflib
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -50,18 +49,6 @@ EPILOG = (
 )
 
 
-def _model_first(variants: list[str], model: str | None) -> tuple[list[str], str | None]:
-    """`kvplan compare Qwen/Qwen3-8B mha gqa`: a first argument that is no variant (nor a misspelt one) is the model."""
-    if model is not None or not variants:
-        return variants, model
-    from kvplan.layouts import KINDS  # NOTE: the layouts load with the comparison (kvplan.compare), not at start-up
-
-    head = variants[0].split(":", 1)[0].lower()
-    if head in KINDS or difflib.get_close_matches(head, KINDS, n=1, cutoff=0.6):
-        return variants, model
-    return variants[1:], variants[0]
-
-
 def compare(
     variants: Annotated[
         Optional[list[str]],
@@ -105,7 +92,7 @@ def compare(
     """Compare attention layouts (MHA, GQA, MQA, MLA, sliding windows) at one model size: KV bytes and decode reads."""
     if plot is not None:
         check_plot_path(plot)
-    variants, model = _model_first(variants or [], model)
+    variants, model = kvplan.api.model_first(variants or [], model)
     result = kvplan.compare(
         variants or (), model=model, layers=layers, heads=heads, head_dim=head_dim, hidden_size=hidden_size,
         batch=batch, seq_len=seq_len, max_model_len=max_model_len, kv_dtype=kv_dtype, engine=engine, tp=tp, pp=pp,
