@@ -24,6 +24,7 @@ from kvplan.cli.options import (
     RevisionOpt,
     SetOpt,
     TokenOpt,
+    echo_wrapped,
     emit,
     one_model,
 )
@@ -225,6 +226,12 @@ def verify(
     else:
         from kvplan.verify.decode import run_verify
 
+        if not gpu:
+            from kvplan.verify.cost import foretell
+
+            warning = foretell(plan, lambda n, **given: plan_verify(geometry, num_layers=n, **{**options, **given}))
+            if warning is not None:
+                echo_wrapped(warning)
         measurement = run_verify(
             plan, gpu=gpu, seed=seed, progress=progress, max_memory=limit,
             bandwidth=int(bandwidth * 1e9) if bandwidth else None,
