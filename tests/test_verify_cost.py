@@ -8,10 +8,10 @@ import pytest
 
 pytest.importorskip("torch")
 
-from kvplan.api import load_geometry  # noqa: E402
-from kvplan.cli import app  # noqa: E402
-from kvplan.verify import cost, decode  # noqa: E402
-from kvplan.verify.predict import plan_verify  # noqa: E402
+from kvplan.api import load_geometry
+from kvplan.cli import app
+from kvplan.verify import cost, decode
+from kvplan.verify.predict import plan_verify
 
 OPTIONS = dict(layout="dynamic", batch=1, beams=1, kv_dtype="auto", block_size=16, max_cache_len=None,
                quant_group_size=64, residual_length=128, tp=1)
