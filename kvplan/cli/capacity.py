@@ -95,7 +95,7 @@ CompareLogOpt = Annotated[Path | None, typer.Option("--compare-log", help="A pas
                           "is the budget.")]
 CapacityPlotOpt = Annotated[Path | None, typer.Option("--plot", help="Draw the KV cache per GPU against context "
                             "length, with the KV budget left after weights, to FILE (.png or .svg; needs the "
-                            "kvplan[plot] extra).")]
+                            "plot extra: pip install '.[plot]' in the kvplan checkout).")]
 RequireFitOpt = Annotated[bool, typer.Option("--require-fit", help="Exit 1 when --batch requests of --max-model-len "
                           "tokens do not fit (0 when they do; 2 for bad input), for CI.")]
 

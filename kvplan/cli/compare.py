@@ -76,7 +76,7 @@ def compare(
         Optional[Path],
         typer.Option(
             "--plot",
-            help="Draw KV memory against context length to FILE (.png or .svg; needs the kvplan[plot] extra).",
+            help="Draw KV memory against context length to FILE (.png or .svg; needs the plot extra: pip install '.[plot]' in the kvplan checkout).",
         ),
     ] = None,
     gpu_mem: Annotated[
