@@ -215,8 +215,14 @@ def estimate(
         for flag, value in kept.items():
             words += [flag, str(value)] if value is not None else []
         words += [flag for flag, on in (("--strict", strict), ("--allow-defaults", allow_defaults)) if on]
+        dropped = [flag for flag, given in (
+            ("--set", overrides), ("--encoder-len", encoder_len), ("--beams", beams != 1), ("--prompt-len", prompt_len),
+            ("--share-prefix", share_prefix), ("--shared-prefix-tokens", shared_prefix_tokens),
+            ("--no-window", no_window), ("--offload", offload), ("--max-num-batched-tokens", max_num_batched_tokens),
+            ("--ubatch-size", ubatch_size), ("--kv-unified", kv_unified), ("--no-mla", no_mla), ("--max-cache-len", max_cache_len)) if given]
         raise InputError(f"estimate sizes one KV dtype, got --kv-dtype {kv_dtype}",
-                         f"compare them in one run: {shlex.join(words)}")
+                         f"compare them in one run: {shlex.join(words)}" + (
+                             f" (compare takes no {', '.join(dropped)}: it sizes without them)" if dropped else ""))
     tokens, length_flag, len_note = typed_tokens(seq_len, max_model_len)
     batched, batched_note = vllm_tokens(max_num_batched_tokens, "--max-num-batched-tokens")
     enc = parse_tokens(encoder_len, what="--encoder-len") if encoder_len is not None else None

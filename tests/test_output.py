@@ -520,6 +520,8 @@ def test_the_compare_hint_keeps_the_users_flags(runner) -> None:
     for dtype in ("bf16", "fp8"):
         one = json.loads(runner.invoke(app, [*args[:-1], dtype, "--format", "json"]).stdout)
         assert one["totals"]["kv_cache_bytes"] == sizes[f"model@{dtype}"]
+    beams = runner.invoke(app, [*args, "--beams", "2"])
+    assert beams.stderr.rstrip().endswith("--engine vllm (compare takes no --beams: it sizes without them)")
 
 
 @pytest.mark.parametrize(("flag", "tokens"), [("--seq-len", 32 * 1024), ("--max-model-len", 32 * 1000)])
