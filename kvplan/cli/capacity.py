@@ -103,6 +103,7 @@ RequireFitOpt = Annotated[bool, typer.Option("--require-fit", help="Exit 1 when 
 EPILOG = (
     "Examples:\n\n"
     "  kvplan capacity -m meta-llama/Llama-3.1-8B --gpu H100 --max-model-len 32k\n\n"
+    "  kvplan capacity Qwen/Qwen3-8B --gpu local\n\n"
     "  kvplan capacity -m meta-llama/Llama-3.1-8B --engine vllm --kv-budget 3.8125GiB --max-model-len 20000\n\n"
     "  kvplan capacity -m openai/gpt-oss-120b --kv-budget 5779095552 --engine-version 0.11\n\n"
     "  kvplan capacity -m openai/gpt-oss-120b --compare-log vllm-startup.log\n\n"

@@ -55,6 +55,7 @@ from kvplan.units import parse_size
 EPILOG = (
     "Examples:\n\n"
     "  kvplan estimate --model meta-llama/Llama-3.1-8B --seq-len 32k --batch 4\n\n"
+    "  kvplan estimate Qwen/Qwen3-8B -s 32k\n\n"
     "  kvplan estimate -m llama-2-7b-hf -s 4096 --kv-dtype fp8 --format yaml\n\n"
     "  kvplan estimate -m ./config.json --set num_key_value_heads=4 --format json\n\n"
     "  kvplan estimate -m meta-llama/Llama-3.1-70B -s 32k --engine vllm --tp 16\n\n"
