@@ -20,8 +20,10 @@ imported here (the Hub client only when a model is fetched from the Hub).
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
+import shlex
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -47,7 +49,7 @@ from kvplan.geometry import ModelGeometry
 from kvplan.modelref import Geometry, load, normalise_overrides, resolve
 from kvplan.models import (
     WeightsEstimate,
-    require_config_geometry,
+    check_defaults,
     resolve_weights,
 )
 from kvplan.report import estimate_report
@@ -195,23 +197,39 @@ def estimate(
     cache_type_v: str | None = None,
     no_mla: bool = False,
     strict: bool = False,
+    allow_defaults: bool = False,
 ) -> EstimateResult:
     """`kvplan estimate`: the KV cache of ``batch`` sequences of ``seq_len`` tokens (``"32k"`` = 32,768), or of
     ``max_model_len`` read as vLLM reads it (``"32k"`` = 32,000), with every sizing flag of the command (engine,
-    tp, pp, block_size, beams, kv_dtype, llama.cpp's cache_type_k/cache_type_v ...); ``strict`` refuses a
-    config whose core geometry would come from architecture defaults."""
+    tp, pp, block_size, beams, kv_dtype, llama.cpp's cache_type_k/cache_type_v ...); a config whose layer
+    count, heads or hidden size would come from architecture defaults is refused (exit 2) unless
+    ``allow_defaults``; ``strict`` refuses a nested sub-config's defaults too."""
     kv_dtype, cache_type_v = kv_types(kv_dtype, cache_type_k, cache_type_v, engine)
     if "," in kv_dtype:
         named = model if isinstance(model, str) else model.model_id
+        # NOTE: the hint keeps every flag compare also reads, so running it answers the same question.
+        kept = {"--revision": revision, "--gguf-file": gguf_file, "--batch": batch if batch != 1 else None,
+                "--seq-len": seq_len, "--max-model-len": max_model_len, "--kv-dtype": kv_dtype,
+                "--engine": engine if engine != "ideal" else None, "--tp": tp if tp != 1 else None,
+                "--pp": pp if pp != 1 else None, "--block-size": block_size}
+        words = ["kvplan", "compare", "model", "--model", str(named)]
+        for flag, value in kept.items():
+            words += [flag, str(value)] if value is not None else []
+        words += [flag for flag, on in (("--strict", strict), ("--allow-defaults", allow_defaults)) if on]
+        dropped = [flag for flag, given in (
+            ("--set", overrides), ("--encoder-len", encoder_len), ("--beams", beams != 1), ("--prompt-len", prompt_len),
+            ("--share-prefix", share_prefix), ("--shared-prefix-tokens", shared_prefix_tokens),
+            ("--no-window", no_window), ("--offload", offload), ("--max-num-batched-tokens", max_num_batched_tokens),
+            ("--ubatch-size", ubatch_size), ("--kv-unified", kv_unified), ("--no-mla", no_mla), ("--max-cache-len", max_cache_len)) if given]
         raise InputError(f"estimate sizes one KV dtype, got --kv-dtype {kv_dtype}",
-                         f"compare them in one run: kvplan compare model --model {named} --kv-dtype {kv_dtype}")
+                         f"compare them in one run: {shlex.join(words)}" + (
+                             f" (compare takes no {', '.join(dropped)}: it sizes without them)" if dropped else ""))
     tokens, length_flag, len_note = typed_tokens(seq_len, max_model_len)
     batched, batched_note = vllm_tokens(max_num_batched_tokens, "--max-num-batched-tokens")
     enc = parse_tokens(encoder_len, what="--encoder-len") if encoder_len is not None else None
     geometry, source, resolved = _geometry(model, revision=revision, token=token, overrides=overrides,
                                            gguf_file=gguf_file)
-    if strict:
-        require_config_geometry(geometry)
+    check_defaults(geometry, allow_defaults=allow_defaults, strict=strict)
     deployment = deployment_from_flags(
         engine=engine, tp=tp, pp=pp, block_size=block_size, beams=beams, prompt_len=prompt_len,
         share_prefix=share_prefix, shared_prefix_tokens=shared_prefix_tokens, no_window=no_window,
@@ -314,17 +332,24 @@ def capacity(
     no_window: bool = False,
     no_mla: bool = False,
     strict: bool = False,
+    allow_defaults: bool = False,
 ) -> CapacityResult:
-    """`kvplan capacity`: what fits on ``gpu`` (a catalog name or a ``GpuSpec``; ``gpu_mem`` for any
-    other): KV blocks and tokens, max concurrency and context, minimum TP, decode floor. ``max_model_len``
+    """`kvplan capacity`: what fits on ``gpu`` (a catalog name, ``"local"`` for this machine's first GPU, or a
+    ``GpuSpec``; ``gpu_mem`` for any other): KV blocks and tokens, max concurrency and context, minimum TP, decode floor. ``max_model_len``
     reads ``"32k"`` as vLLM does (32,000), ``seq_len`` as kvplan does (32,768); ``compare_log``: an engine's
     start-up log, whose KV figures the report puts beside kvplan's (and whose budget and version it reads
-    when not given); ``strict`` refuses a config whose core geometry would come from architecture defaults."""
+    when not given); a config whose layer count, heads or hidden size would come from
+    architecture defaults is refused unless ``allow_defaults``; ``strict`` refuses a sub-config's defaults too."""
     from kvplan.capacity_types import CapacityInputs
     from kvplan.fit import plan_capacity
     from kvplan.gpus import GpuSpec
     from kvplan.logparse import read_log
 
+    local_notes: list[str] = []
+    if isinstance(gpu, str) and gpu.strip().lower() == "local":
+        from kvplan.localgpu import read_local_gpu
+
+        gpu, local_notes = read_local_gpu()
     text, length_flag = typed_length(_text(seq_len), _text(max_model_len))
     if length_flag == "--seq-len" and text is not None:
         # NOTE: kvplan's --seq-len reads k as 1024; max_model_len (vLLM's name) reads it as vLLM does.
@@ -353,8 +378,7 @@ def capacity(
         loaded = model
     else:
         loaded = load_geometry(model, revision=revision, token=token, overrides=overrides, gguf_file=gguf_file)
-    if strict:
-        require_config_geometry(loaded.model_geometry)
+    check_defaults(loaded.model_geometry, allow_defaults=allow_defaults, strict=strict)
     if no_mla:
         loaded = replace(loaded, model_geometry=mla_off(loaded.model_geometry, loaded.source, engine))
     kv_budget_bytes = size(kv_budget, "--kv-budget")
@@ -381,7 +405,7 @@ def capacity(
         tensor_split=split, cache_type_v=value_type_name(cache_type_v), no_window=no_window,
     )
     cap = plan_capacity(loaded.model_geometry, weights, inputs)
-    notes = (*weight_notes, *(note for note in (len_note, batched_note) if note), *log_notes)
+    notes = (*local_notes, *weight_notes, *(note for note in (len_note, batched_note) if note), *log_notes)
     return CapacityResult(capacity=cap, source=loaded.source, weight_notes=notes, length_flag=length_flag, log=log,
                           log_source=None if compare_log is None else str(compare_log))
 
@@ -467,6 +491,7 @@ def compare(
     token: str | None = None,
     gguf_file: str | None = None,
     strict: bool = False,
+    allow_defaults: bool = False,
 ) -> CompareResult:
     """`kvplan compare`: attention layouts (``variants``: mha, gqa, gqa:N, mqa, mla, mla:RANK+ROPE, swa:W,
     hybrid:W:R, model) side by side at one model size, the ``model``'s or bare dims (``layers``, ``heads``,
@@ -498,8 +523,7 @@ def compare(
             loaded = model
         geometry = model if isinstance(model, ModelGeometry) else loaded.model_geometry  # type: ignore[union-attr]
         source = None if loaded is None else loaded.source
-        if strict:
-            require_config_geometry(geometry)
+        check_defaults(geometry, allow_defaults=allow_defaults, strict=strict)
         base = base_from_model(geometry)
     deployment = deployment_from_flags(engine=engine, tp=tp, pp=pp, block_size=block_size)
     comparison = compare_layouts(base, variants or (), batch=batch, seq_len=tokens, kv_dtype=kv_dtype,
@@ -507,6 +531,19 @@ def compare(
     return CompareResult(comparison=comparison, source=source, loaded=loaded, gpu_mem_bytes=gpu_mem_bytes,
                          plot=None if plot is None else str(plot), length_flag=length_flag,
                          flag_notes=(len_note,) if len_note else ())
+
+
+def model_first(variants: Sequence[str], model: str | None) -> tuple[list[str], str | None]:
+    """`kvplan compare Qwen/Qwen3-8B mha gqa`: a first argument that is no layout (nor a misspelt one, which stays
+    a variant for its did-you-mean) is the model, when ``model`` is not given."""
+    from kvplan.layouts import KINDS
+
+    if model is not None or not variants:
+        return list(variants), model
+    head = variants[0].split(":", 1)[0].lower()
+    if head in KINDS or difflib.get_close_matches(head, KINDS, n=1, cutoff=0.6):
+        return list(variants), model
+    return list(variants[1:]), variants[0]
 
 
 def model_weights(

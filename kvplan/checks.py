@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from kvplan import __version__
 from kvplan.api import CapacityResult, EstimateResult, Geometry, capacity, estimate, load_geometry
 from kvplan.errors import InputError, KvplanError
-from kvplan.models import require_config_geometry
+from kvplan.models import check_defaults
 from kvplan.plan import Plan, Scenario
 from kvplan.report import SCHEMA_VERSION
 from kvplan.units import format_bytes, parse_tokens
@@ -245,14 +245,14 @@ class CheckRunner:
         """One scenario, its model loaded from ``location`` (the plan's ``model`` joined to the plan's folder)."""
         inputs = scenario.inputs
         geometry = self._model(location, inputs)
-        if scenario.strict:
-            require_config_geometry(geometry.model_geometry, what="strict: true")
+        check_defaults(geometry.model_geometry, allow_defaults=scenario.allow_defaults, strict=scenario.strict,
+                       allow_flag="allow_defaults: true", strict_flag="strict: true")
         # NOTE: a scenario's inputs resolve everything both library calls read; the GPUs are the capacity's too.
         key = (location, *map(_hashable, inputs.values()))
         est = _remember(self._estimates, key, lambda: estimate(
             geometry, batch=inputs.get("batch") or 1, seq_len=inputs.get("seq_len"),
             kv_dtype=inputs.get("kv_dtype") or "auto", encoder_len=inputs.get("encoder_len"),
-            **_given(inputs, DEPLOYMENT_KEYS),
+            **_given(inputs, DEPLOYMENT_KEYS), allow_defaults=True,  # checked above, as the plan asks
         ))
         cap: CapacityResult | None = None
         cap_report = None
@@ -286,7 +286,7 @@ class CheckRunner:
             geometry, revision=inputs.get("revision"), gpu=fit["gpu"], tp=tp, pp=pp, num_gpus=num_gpus,
             max_model_len=parse_tokens(seq_len, what="seq_len") if seq_len else None, batch=inputs.get("batch") or 1,
             reserve=inputs.get("reserve"), kv_budget=inputs.get("kv_budget"), weights_bytes=inputs.get("weights_bytes"),
-            **given,
+            **given, allow_defaults=True,  # the scenario's model was checked by run()
         )
         return result, result.to_dict()
 

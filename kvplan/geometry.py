@@ -39,6 +39,10 @@ class ModelGeometry:
     config_dtype_source: str | None
     provenance: tuple[Provenance, ...] = ()
     notes: tuple[str, ...] = ()
+    defaults_in_sub_config: bool = False
+    """The config was read from a nested sub-config (``text_config``), which transformers saves as its difference
+    from the sub-config class's defaults (``configuration_utils.recursive_diff_dict``): a key missing there means
+    the class default, so a defaulted core field is the checkpoint's own value, not a guess."""
     spec_groups: tuple[tuple[LayerSpec, tuple[int, ...]], ...] = field(init=False, repr=False, compare=False)
     """Each distinct spec of ``layers`` with the indices of its layers, in order of its first layer (the
     grouping every sizing starts from, made once with the geometry)."""

@@ -17,6 +17,7 @@ Hub by :mod:`kvplan.sources`) through :func:`kvplan.models.parse_config`, or a G
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -138,15 +139,28 @@ def _local(model: str, *, gguf_file: str | None) -> ModelRef | None:
             return ModelRef(kind="file", given=model, path=config, folder=path)
         shards = folder_shards(path, label=model)
         if shards is None:
-            raise SourceError(f"directory {model} has no config.json and no .gguf model",
-                              "kvplan reads a folder's config.json (a Hugging Face model) or its one *.gguf model; "
-                              "point --model at the file, or pass a Hub id")
+            raise SourceError(f"directory {model} has no config.json and no .gguf model ({_holding(path)})",
+                              f"kvplan looked for {path / 'config.json'} (a Hugging Face model) and "
+                              f"{path / '*.gguf'} (a GGUF model); point --model at the file, put one there (hf "
+                              f"download ORG/NAME config.json --local-dir {path}), or pass a Hub id")
         return ModelRef(kind="gguf", given=model, path=shards[0], shards=tuple(shards), folder=path)
     if is_gguf_path(model):
         shards = file_shards(path)
         return ModelRef(kind="gguf", given=model, path=shards[0], shards=tuple(shards))
     # NOTE: a FIFO or device is read, bounded, as a file.
     return ModelRef(kind="file", given=model, path=path)
+
+
+def _holding(folder: Path) -> str:
+    """What a folder holds, in a few words: ``it is empty``, ``it holds a.txt, b.bin and 3 more``."""
+    try:
+        names = sorted(entry.name for entry in itertools.islice(folder.iterdir(), 100))
+    except OSError as exc:
+        return f"it cannot be listed: {exc.strerror or exc}"
+    if not names:
+        return "it is empty"
+    shown = ", ".join(printable(name[:60]) for name in names[:3])
+    return f"it holds {shown}" + (f" and {len(names) - 3}{'+' if len(names) == 100 else ''} more" if len(names) > 3 else "")
 
 
 def _from_hub_url(text: str, *, revision: str | None, gguf_file: str | None) -> ModelRef:

@@ -109,6 +109,8 @@ FIELDS: dict[str, Field] = {
         Field(name="name", kind="meta", types=_TEXT, expects="a string", resolve=_str),
         Field(name="strict", kind="meta", types=_BOOL, expects="true or false (true: refuse a config whose core "
               "geometry comes from architecture defaults, as --strict)"),
+        Field(name="allow_defaults", kind="meta", types=_BOOL, expects="true or false (true: size a config whose "
+              "layer count, heads or hidden size come from architecture defaults, as --allow-defaults)"),
         Field(name="model", kind="inputs", types=_TEXT, expects="a model id, alias or config path", resolve=_str),
         Field(name="revision", kind="inputs", types=_TEXT, expects="a Hub revision string", resolve=_revision),
         Field(name="gguf_file", kind="inputs", types=_TEXT, expects="a .gguf file name in the model's Hub repo",
@@ -193,6 +195,8 @@ class Scenario:
     """Resolved budgets; every budget key present, None when not set."""
     strict: bool = False
     """Refuse a model whose core geometry comes from architecture defaults (``strict: true``, as --strict)."""
+    allow_defaults: bool = False
+    """Size a model whose layers, heads or hidden size come from architecture defaults (as --allow-defaults)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -368,6 +372,7 @@ def parse_plan(data: Any, *, label: str = "<plan>", text: str = "") -> Plan:
                 inputs={k: merged.get(k) for k, f in FIELDS.items() if f.kind in ("inputs", "capacity")},
                 budgets={k: merged.get(k) for k, f in FIELDS.items() if f.kind == "budget"},
                 strict=merged.get("strict") is True,
+                allow_defaults=merged.get("allow_defaults") is True,
             )
         )
     return Plan(path=label, scenarios=tuple(result), text=text)

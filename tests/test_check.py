@@ -376,6 +376,7 @@ def _params(command: str) -> set[str]:
 #: Flags with no scenario key of the same name, and why.
 NOT_SCENARIO_KEYS = {
     "set_": "the key is `set`",
+    "model_arg": "the model given first, without -m: the key is `model`",
     "token": "secrets stay out of plan files (HF_TOKEN)",
     "fmt": "output", "output": "output",
     "gpu": "require_fit_on.gpu", "num_gpus": "require_fit_on.num_gpus", "require_fit": "require_fit_on",

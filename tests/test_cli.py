@@ -193,3 +193,36 @@ def test_usage_errors_end_in_one_error_line(runner, args: list[str]) -> None:
     assert result.exit_code == 2
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert lines[-1].startswith("Error: ") and "╭" not in result.output
+
+
+# ---- the model given first, without -m ----------------------------------------------------------
+@pytest.mark.parametrize("command", [["estimate", "-s", "4k"], ["capacity", "--gpu", "H100", "-s", "4k"],
+                                     ["compare", "mha", "-s", "4k"]])
+def test_the_model_may_come_first_without_m(runner, command: list[str]) -> None:
+    first = runner.invoke(app, [command[0], "Qwen/Qwen3-8B", *command[1:], "--format", "json"])
+    flagged = runner.invoke(app, [command[0], "-m", "Qwen/Qwen3-8B", *command[1:], "--format", "json"])
+    assert first.exit_code == 0, first.output
+    assert json.loads(first.stdout) == json.loads(flagged.stdout)
+    if command[0] == "estimate":
+        assert json.loads(first.stdout)["totals"]["kv_cache_bytes"] == 36 * 4096 * 2 * 8 * 128 * 2  # layers, tokens,
+        # K+V, kv heads, head dim, bf16
+
+
+def test_a_hub_url_first_is_the_repo_id(runner) -> None:
+    result = runner.invoke(app, ["estimate", "https://huggingface.co/Qwen/Qwen3-8B", "-s", "4k", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["model"]["id"] == "Qwen/Qwen3-8B"
+
+
+@pytest.mark.parametrize("command", ["estimate", "capacity", "verify"])
+def test_no_model_or_two_models_is_exit_2(runner, command: str) -> None:
+    none = runner.invoke(app, [command])
+    assert none.exit_code == 2 and f"Error: kvplan {command} needs a model" in none.stderr
+    assert f"e.g. kvplan {command} Qwen/Qwen3-8B" in none.stderr
+    two = runner.invoke(app, [command, "Qwen/Qwen3-8B", "-m", "Qwen/Qwen3-4B"])
+    assert two.exit_code == 2 and "two models given: 'Qwen/Qwen3-8B' first and --model 'Qwen/Qwen3-4B'" in two.stderr
+
+
+def test_compare_keeps_a_misspelt_variant_a_variant(runner) -> None:
+    result = runner.invoke(app, ["compare", "gqaa"])
+    assert result.exit_code == 2 and "unknown variant 'gqaa' (did you mean 'gqa'?)" in result.stderr

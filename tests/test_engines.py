@@ -66,7 +66,7 @@ def test_cli_table_under_tp_says_which_numbers_are_per_gpu(runner, tmp_path) -> 
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert "8 (1/GPU)" in out  # model heads, and what one rank keeps
-    assert "KV cache per GPU: 1.25 GiB (the most loaded of 16 GPUs, tp 16 × pp 1)" in out  # 80*32768*2*1*128*2
+    assert "KV cache per GPU, 1 × 32,768 tokens: 1.25 GiB (the most loaded of 16 GPUs, tp 16 × pp 1)" in out  # 80*32768*2*1*128*2
     assert "KV cache, all 16 GPUs: 20.00 GiB" in out
     flat = " ".join(out.split())  # the line wraps on word boundaries at the width
     assert "replicated: 8 KV heads over 16 tensor-parallel ranks, each rank keeps 1, so 2 copies of each head" in flat

@@ -213,21 +213,62 @@ def test_wrong_typed_flags_are_named(runner, tmp_path, edit: dict[str, Any], phr
 
 
 # ---- 6. near-empty configs -------------------------------------------------------------------------
-def test_near_empty_config_warns_beside_the_answer(runner, tmp_path) -> None:
+@pytest.mark.parametrize("command", [["estimate"], ["capacity", "--gpu", "H100-80GB"], ["compare"]])
+def test_missing_core_fields_are_refused(runner, tmp_path, command: list[str]) -> None:
+    """No confident number from defaults: the fields are named, with --set and --allow-defaults (exit 2)."""
+    path = write(tmp_path, {"model_type": "llama", "hidden_size": 4096})
+    result = runner.invoke(app, [*command, "-m", path, "-s", "4096"])
+    line = one_error_line(result)
+    assert ("the config does not give num_hidden_layers, num_attention_heads; kvplan would size it from the llama "
+            "architecture defaults (num_hidden_layers = 32, num_attention_heads = 32)") in line
+    assert "--set num_hidden_layers=N --set num_attention_heads=N; or --allow-defaults" in result.stderr
+
+
+def test_allow_defaults_warns_in_the_first_line(runner, tmp_path) -> None:
     path = write(tmp_path, {"model_type": "llama"})
-    table = runner.invoke(app, ["estimate", "-m", path, "-s", "4096"], env={"COLUMNS": "200"})
+    table = runner.invoke(app, ["estimate", "-m", path, "-s", "4096", "--allow-defaults"], env={"COLUMNS": "200"})
     assert table.exit_code == 0, table.output
-    assert "WARNING: core geometry from the llama architecture defaults" in table.stdout
-    report = json.loads(runner.invoke(app, ["estimate", "-m", path, "-s", "4096", "--format", "json"]).stdout)
+    assert table.stdout.startswith("WARNING: core geometry from the llama architecture defaults")
+    cap = runner.invoke(app, ["capacity", "-m", path, "--gpu", "H100-80GB", "--allow-defaults"],
+                        env={"COLUMNS": "200"})
+    assert cap.exit_code == 0, cap.output
+    assert cap.stdout.startswith("WARNING: core geometry from the llama architecture defaults")
+    report = json.loads(runner.invoke(app, ["estimate", "-m", path, "-s", "4096", "--format", "json",
+                                            "--allow-defaults"]).stdout)
     assert report["notes"][0].startswith("WARNING: core geometry")
     # LlamaConfig defaults: 32 layers, 32 heads (MHA), hidden 4096 -> head dim 128
-    assert report["totals"]["kv_cache_bytes"] == 2 * 32 * 32 * 128 * 2 * 4096
+    assert report["totals"]["kv_cache_bytes"] == 2 * 32 * 32 * 128 * 2 * 4096  # K+V, layers, heads, dim, fp16, tokens
 
 
-def test_near_empty_config_in_a_plan_warns_beside_the_pass(runner, tmp_path) -> None:
+def test_allow_defaults_in_the_library() -> None:
+    import kvplan
+    from kvplan.errors import ConfigError
+    from kvplan.models import parse_config
+
+    geometry = parse_config({"model_type": "llama", "hidden_size": 4096}, model_id="sparse")
+    with pytest.raises(ConfigError, match="does not give num_hidden_layers, num_attention_heads"):
+        kvplan.estimate(geometry, seq_len=4096)
+    est = kvplan.estimate(geometry, seq_len=4096, allow_defaults=True)
+    assert est.kv_cache_bytes == 2 * 32 * 32 * 128 * 2 * 4096  # K+V, layers, heads, head dim, fp16, tokens
+
+
+def test_sub_config_defaults_are_the_checkpoints_own() -> None:
+    """transformers saves a nested text_config as its difference from the class defaults (recursive_diff_dict),
+    so a key missing there is the default's value: llava-1.5-7b-hf (text_config without layers) is sized."""
+    import kvplan
+
+    est = kvplan.estimate("llava-hf/llava-1.5-7b-hf", seq_len=4096)
+    assert est.kv_cache_bytes == 2 * 32 * 32 * 128 * 2 * 4096  # K+V, llama defaults 32 layers x 32 heads x 128, fp16
+
+
+def test_near_empty_config_in_a_plan(runner, tmp_path) -> None:
     write(tmp_path, {"model_type": "llama"}, "empty.json")
     plan = tmp_path / "plan.yaml"
     plan.write_text("scenarios:\n  - name: a\n    model: ./empty.json\n    seq_len: 4k\n    max_kv_bytes: 10GiB\n")
+    refused = runner.invoke(app, ["check", str(plan)])
+    assert "scenario 'a': empty: the config does not give num_hidden_layers" in one_error_line(refused)
+    assert "or allow_defaults: true to size the default anyway" in refused.stderr
+    plan.write_text(plan.read_text().replace("seq_len: 4k", "seq_len: 4k\n    allow_defaults: true"))
     result = runner.invoke(app, ["check", str(plan)], env={"COLUMNS": "200"})
     assert result.exit_code == 0 and "PASS" in result.stdout
     assert "WARNING a: core geometry from the llama architecture defaults" in result.stderr
@@ -236,8 +277,10 @@ def test_near_empty_config_in_a_plan_warns_beside_the_pass(runner, tmp_path) -> 
 @pytest.mark.parametrize("command", [["estimate"], ["capacity", "--gpu", "H100-80GB"], ["compare"]])
 def test_strict_refuses_defaulted_geometry(runner, tmp_path, command: list[str]) -> None:
     path = write(tmp_path, {"model_type": "llama"})
-    line = one_error_line(runner.invoke(app, [*command, "-m", path, "--strict"]))
+    line = one_error_line(runner.invoke(app, [*command, "-m", path, "--strict", "--allow-defaults"]))
     assert "--strict: the config does not give num_hidden_layers, num_attention_heads, hidden_size" in line
+    sub = one_error_line(runner.invoke(app, [*command, "-m", "llava-hf/llava-1.5-7b-hf", "--strict"]))
+    assert "--strict: the config does not give num_hidden_layers" in sub
     full = runner.invoke(app, [*command, "-m", "meta-llama/Llama-3.1-8B", "--strict"])
     assert full.exit_code == 0, full.output
     assert "WARNING" not in full.stdout
@@ -246,7 +289,8 @@ def test_strict_refuses_defaulted_geometry(runner, tmp_path, command: list[str])
 def test_plan_strict_key(runner, tmp_path) -> None:
     write(tmp_path, {"model_type": "llama"}, "empty.json")
     plan = tmp_path / "plan.yaml"
-    plan.write_text("defaults:\n  strict: true\nscenarios:\n  - name: a\n    model: ./empty.json\n    seq_len: 4k\n")
+    plan.write_text("defaults:\n  strict: true\n  allow_defaults: true\nscenarios:\n  - name: a\n"
+                    "    model: ./empty.json\n    seq_len: 4k\n")
     line = one_error_line(runner.invoke(app, ["check", str(plan)]))
     assert "strict: true: the config does not give num_hidden_layers" in line
     plan.write_text(plan.read_text().replace("strict: true", "strict: false"))

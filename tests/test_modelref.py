@@ -121,8 +121,11 @@ def test_empty_folder_says_what_was_looked_for(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("")
     with pytest.raises(SourceError) as err:
         resolve(str(tmp_path))
-    assert err.value.message == f"directory {tmp_path} has no config.json and no .gguf model"
-    assert "config.json" in err.value.hint and "*.gguf" in err.value.hint
+    assert err.value.message == f"directory {tmp_path} has no config.json and no .gguf model (it holds notes.txt)"
+    assert f"kvplan looked for {tmp_path / 'config.json'} (a Hugging Face model) and {tmp_path / '*.gguf'}" in err.value.hint
+    (tmp_path / "notes.txt").unlink()
+    with pytest.raises(SourceError, match=r"no \.gguf model \(it is empty\)"):
+        resolve(str(tmp_path))
 
 
 def test_missing_path_and_missing_hub_repo_are_told_apart(monkeypatch: pytest.MonkeyPatch) -> None:

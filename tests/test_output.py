@@ -152,7 +152,7 @@ def _flat(runner, args: list[str]) -> str:
 def test_estimate_under_tp_headlines_per_gpu_and_total_and_says_replicated(runner) -> None:
     out = _flat(runner, ESTIMATES["deepseek-mla-tp8"])
     per_gpu = 61 * 32768 * (512 + 64) * BF16  # layers, tokens, latent, bf16: one whole copy per rank
-    assert out.startswith(f"KV cache per GPU: {per_gpu / GiB:.2f} GiB (the most loaded of 8 GPUs")
+    assert out.startswith(f"KV cache per GPU, 1 × 32,768 tokens: {per_gpu / GiB:.2f} GiB (the most loaded of 8 GPUs")
     assert f"KV cache, all 8 GPUs: {8 * per_gpu / GiB:.2f} GiB ({8 * per_gpu:,} bytes)" in out
     assert "replicated: each of the 8 tensor-parallel ranks keeps the whole MLA latent" in out
     assert "latent 512+64" in out and "576/0" not in out
@@ -430,7 +430,8 @@ def test_seq_len_and_max_model_len_that_disagree_are_refused(runner) -> None:
 def test_compare_help_shows_the_plot_extra_without_a_backslash(runner, monkeypatch) -> None:
     monkeypatch.setenv("COLUMNS", "200")
     result = runner.invoke(app, ["compare", "--help"])
-    assert result.exit_code == 0 and "kvplan[plot]" in result.stdout and "\\[" not in result.stdout
+    assert result.exit_code == 0 and "pip install '.[plot]' in the kvplan checkout" in " ".join(result.stdout.split())
+    assert "\\[" not in result.stdout
 
 
 def test_uneven_tp_split_is_called_padding_not_replication(runner) -> None:
@@ -504,3 +505,46 @@ def test_models_says_which_columns_a_narrow_terminal_hides(runner, monkeypatch) 
     assert "not shown" not in wide and all(h in wide.splitlines()[1] for h in ("type", "layers", "dtype"))
     monkeypatch.setenv("COLUMNS", "80")  # all models at 80: one per block, the type there too
     assert "  llama; 32× full; KV heads × dim 8 × 128" in runner.invoke(app, ["models"]).stdout
+
+
+def test_the_compare_hint_keeps_the_users_flags(runner) -> None:
+    """Running the hint answers the same question: batch 4 x 8k tokens at each dtype, as estimate sizes them."""
+    import shlex
+
+    args = ["estimate", "-m", "Qwen/Qwen3-32B", "-s", "8k", "-b", "4", "--engine", "vllm", "--kv-dtype", "bf16,fp8"]
+    refused = runner.invoke(app, args)
+    assert refused.exit_code == 2
+    hint = refused.stderr.split("compare them in one run: ", 1)[1].strip()
+    assert hint == ("kvplan compare model --model Qwen/Qwen3-32B --batch 4 --seq-len 8k --kv-dtype bf16,fp8 "
+                    "--engine vllm")
+    compared = runner.invoke(app, [*shlex.split(hint)[1:], "--format", "json"])
+    assert compared.exit_code == 0, compared.output
+    report = json.loads(compared.stdout)
+    assert (report["inputs"]["batch"], report["inputs"]["seq_len"]) == (4, 8 * 1024)
+    bf16 = 64 * 4 * 8192 * KV * 8 * 128 * BF16  # layers, batch, tokens, K+V, kv heads, head dim, bf16
+    sizes = {v["name"]: v["kv_cache_bytes"] for v in report["variants"]}
+    assert sizes["model@bf16"] == bf16 and sizes["model@fp8"] == bf16 // 2
+    for dtype in ("bf16", "fp8"):
+        one = json.loads(runner.invoke(app, [*args[:-1], dtype, "--format", "json"]).stdout)
+        assert one["totals"]["kv_cache_bytes"] == sizes[f"model@{dtype}"]
+    beams = runner.invoke(app, [*args, "--beams", "2"])
+    assert beams.stderr.rstrip().endswith("--engine vllm (compare takes no --beams: it sizes without them)")
+
+
+@pytest.mark.parametrize(("flag", "tokens"), [("--seq-len", 32 * 1024), ("--max-model-len", 32 * 1000)])
+def test_the_headline_shows_the_tokens_counted(runner, flag: str, tokens: int) -> None:
+    """One reading of k, said where it matters: --seq-len 32k = 32,768; --max-model-len 32k = 32,000 (vLLM's)."""
+    out = runner.invoke(app, ["estimate", "-m", "Qwen/Qwen3-8B", flag, "32k"], env={"COLUMNS": "80"})
+    assert out.exit_code == 0, out.output
+    kv = 36 * tokens * KV * 8 * 128 * BF16  # layers, tokens, K+V, kv heads, head dim, bf16
+    assert out.stdout.splitlines()[0].startswith(f"KV cache of 1 × {tokens:,} tokens: {kv / GiB:.2f} GiB ({kv:,} bytes)")
+    compare = runner.invoke(app, ["compare", "mha", flag, "32k"], env={"COLUMNS": "80"})
+    assert compare.stdout.startswith(f"KV cache of 1 × {tokens:,} tokens by attention layout")
+    cap = runner.invoke(app, ["capacity", "-m", "Qwen/Qwen3-8B", "--gpu", "H100", flag, "32k"], env={"COLUMNS": "80"})
+    assert cap.stdout.startswith(f"1 × {tokens:,} tokens fits")
+
+
+@pytest.mark.parametrize("command", ["estimate", "capacity", "compare"])
+def test_every_length_help_says_what_32k_is(runner, command: str) -> None:
+    text = " ".join(runner.invoke(app, [command, "--help"], env={"COLUMNS": "400"}).stdout.split())
+    assert "32k = 32,768" in text and "32k = 32,000" in text

@@ -7,6 +7,7 @@ import typer
 
 import kvplan
 from kvplan.cli.options import (
+    AllowDefaultsOpt,
     BatchOpt,
     BlockSizeOpt,
     CacheTypeKOpt,
@@ -17,6 +18,7 @@ from kvplan.cli.options import (
     GgufFileOpt,
     KvDtypeKOpt,
     MaxNumBatchedTokensOpt,
+    ModelArg,
     ModelOpt,
     NoMlaOpt,
     NoWindowOpt,
@@ -28,12 +30,14 @@ from kvplan.cli.options import (
     VerboseOpt,
     emit,
     lazy_table,
+    one_model,
 )
 from kvplan.errors import EXIT_NOT_FIT
 from kvplan.report.plot import check_plot_path, write_capacity_plot
 
 GpuOpt = Annotated[str | None, typer.Option("--gpu", "-g", help="A catalog GPU, case-insensitive: H100, H100-80GB, "
-                   "h100-sxm, H200, B200, A100-40GB, L40S, RTX4090, MI300X, M2-Ultra ... (kvplan gpus lists them).")]
+                   "h100-sxm, H200, B200, A100-40GB, L40S, RTX4090, MI300X, M2-Ultra ... (kvplan gpus lists them); "
+                   "local: this machine's GPU (nvidia-smi, torch.cuda, or rocm-smi; exit 2 when there is none).")]
 GpuMemOpt = Annotated[str | None, typer.Option("--gpu-mem", help="Memory of one GPU for anything not in the "
                       "catalog (or to override it): 80GiB, 24G, 23.58GiB.")]
 GpuBandwidthOpt = Annotated[str | None, typer.Option("--gpu-bandwidth", help="Memory bandwidth of one GPU, "
@@ -41,8 +45,10 @@ GpuBandwidthOpt = Annotated[str | None, typer.Option("--gpu-bandwidth", help="Me
 NumGpusOpt = Annotated[int | None, typer.Option("--num-gpus", min=1, help="GPUs available (default: tp x pp); "
                        "with only --num-gpus, tp = num-gpus.")]
 MaxModelLenOpt = Annotated[str | None, typer.Option("--max-model-len", help="Tokens per request, "
-                           "as vLLM's --max-model-len (default: the model's maximum context). 4096, 32k, 128k.")]
-CapSeqLenOpt = Annotated[str | None, typer.Option("--seq-len", "-s", help="--max-model-len as estimate spells it.")]
+                           "as vLLM's --max-model-len and read as vLLM reads it: 32k = 32,000, 32K = 32,768 "
+                           "(default: the model's maximum context).")]
+CapSeqLenOpt = Annotated[str | None, typer.Option("--seq-len", "-s", help="--max-model-len as estimate spells and "
+                         "reads it: k = 1024, so 32k = 32,768.")]
 UtilOpt = Annotated[float | None, typer.Option("--gpu-memory-utilization", help="vLLM's "
                     "--gpu-memory-utilization (default 0.9): the share of total memory vLLM may use.")]
 MemFracOpt = Annotated[float | None, typer.Option("--mem-fraction-static", help="SGLang's --mem-fraction-static "
@@ -80,7 +86,8 @@ UbatchOpt = Annotated[int | None, typer.Option("--ubatch-size", "-ub", min=1, he
 TensorSplitOpt = Annotated[str | None, typer.Option("--tensor-split", "-ts", help="llama.cpp --tensor-split: layer "
                            "proportions per device, e.g. 3,1 (per-device KV buffer lines).")]
 CtxSizeOpt = Annotated[str | None, typer.Option("--ctx-size", "-c", help="llama.cpp -c: cells over all slots; "
-                       "with -np N, each slot gets ctx-size / N tokens (sets --max-model-len and --batch).")]
+                       "with -np N, each slot gets ctx-size / N tokens (sets --max-model-len and --batch). An integer, as "
+                       "llama.cpp reads it (it reads -c 32k as 32).")]
 ParallelOpt = Annotated[int | None, typer.Option("--parallel", "-np", min=1, help="llama.cpp -np: slots "
                         "(sequences); with -c sets --batch.")]
 CompareLogOpt = Annotated[Path | None, typer.Option("--compare-log", help="A pasted start-up log of vLLM, SGLang, "
@@ -89,7 +96,7 @@ CompareLogOpt = Annotated[Path | None, typer.Option("--compare-log", help="A pas
                           "is the budget.")]
 CapacityPlotOpt = Annotated[Path | None, typer.Option("--plot", help="Draw the KV cache per GPU against context "
                             "length, with the KV budget left after weights, to FILE (.png or .svg; needs the "
-                            "kvplan[plot] extra).")]
+                            "plot extra: pip install '.[plot]' in the kvplan checkout).")]
 RequireFitOpt = Annotated[bool, typer.Option("--require-fit", help="Exit 1 when --batch requests of --max-model-len "
                           "tokens do not fit (0 when they do; 2 for bad input), for CI.")]
 
@@ -97,6 +104,7 @@ RequireFitOpt = Annotated[bool, typer.Option("--require-fit", help="Exit 1 when 
 EPILOG = (
     "Examples:\n\n"
     "  kvplan capacity -m meta-llama/Llama-3.1-8B --gpu H100 --max-model-len 32k\n\n"
+    "  kvplan capacity Qwen/Qwen3-8B --gpu local\n\n"
     "  kvplan capacity -m meta-llama/Llama-3.1-8B --engine vllm --kv-budget 3.8125GiB --max-model-len 20000\n\n"
     "  kvplan capacity -m openai/gpt-oss-120b --kv-budget 5779095552 --engine-version 0.11\n\n"
     "  kvplan capacity -m openai/gpt-oss-120b --compare-log vllm-startup.log\n\n"
@@ -106,7 +114,8 @@ EPILOG = (
 
 
 def capacity(
-    model: ModelOpt,
+    model_arg: ModelArg = None,
+    model: ModelOpt = None,
     gguf_file: GgufFileOpt = None,
     gpu: GpuOpt = None,
     gpu_mem: GpuMemOpt = None,
@@ -151,8 +160,10 @@ def capacity(
     output: OutputOpt = None,
     strict: StrictOpt = False,
     verbose: VerboseOpt = False,
+    allow_defaults: AllowDefaultsOpt = False,
 ) -> None:
     """What fits on a GPU: KV blocks and tokens, max concurrency and context, GPUs needed, decode floor."""
+    model = one_model(model_arg, model, "capacity")
     if plot is not None:
         check_plot_path(plot)  # before any work
     result = kvplan.capacity(
@@ -165,7 +176,7 @@ def capacity(
         enable_dp_attention=enable_dp_attention, kv_unified=kv_unified, ubatch_size=ubatch_size,
         tensor_split=tensor_split, ctx_size=ctx_size, parallel=parallel, compare_log=compare_log, revision=revision,
         token=token, gguf_file=gguf_file, cache_type_k=cache_type_k, cache_type_v=cache_type_v, no_window=no_window,
-        no_mla=no_mla, strict=strict,
+        no_mla=no_mla, strict=strict, allow_defaults=allow_defaults,
     )
     report = result.to_dict()
     if plot is not None:

@@ -7,6 +7,7 @@ import typer
 
 import kvplan
 from kvplan.cli.options import (
+    AllowDefaultsOpt,
     BatchOpt,
     BlockSizeOpt,
     EngineOpt,
@@ -52,7 +53,7 @@ EPILOG = (
 def compare(
     variants: Annotated[
         Optional[list[str]],
-        typer.Argument(help="Attention layouts to size (default: mha gqa mqa, plus model with --model).", show_default=False),
+        typer.Argument(help="Attention layouts to size (default: mha gqa mqa, plus model with --model); a model may come first, instead of --model: kvplan compare Qwen/Qwen3-8B mha gqa.", show_default=False),
     ] = None,
     model: Annotated[Optional[str], ModelOpt.__metadata__[0]] = None,
     gguf_file: GgufFileOpt = None,
@@ -70,13 +71,13 @@ def compare(
     block_size: BlockSizeOpt = None,
     sweep_seq: Annotated[
         Optional[str],
-        typer.Option("--sweep-seq", help="Also size every variant at these lengths: 1k,4k,32k,128k (one column each)."),
+        typer.Option("--sweep-seq", help="Also size every variant at these lengths: 1k,4k,32k,128k (one column each; k = 1024, 32k = 32,768)."),
     ] = None,
     plot: Annotated[
         Optional[Path],
         typer.Option(
             "--plot",
-            help="Draw KV memory against context length to FILE (.png or .svg; needs the kvplan[plot] extra).",
+            help="Draw KV memory against context length to FILE (.png or .svg; needs the plot extra: pip install '.[plot]' in the kvplan checkout).",
         ),
     ] = None,
     gpu_mem: Annotated[
@@ -88,15 +89,17 @@ def compare(
     output: OutputOpt = None,
     strict: StrictOpt = False,
     verbose: VerboseOpt = False,
+    allow_defaults: AllowDefaultsOpt = False,
 ) -> None:
     """Compare attention layouts (MHA, GQA, MQA, MLA, sliding windows) at one model size: KV bytes and decode reads."""
     if plot is not None:
         check_plot_path(plot)
+    variants, model = kvplan.api.model_first(variants or [], model)
     result = kvplan.compare(
         variants or (), model=model, layers=layers, heads=heads, head_dim=head_dim, hidden_size=hidden_size,
         batch=batch, seq_len=seq_len, max_model_len=max_model_len, kv_dtype=kv_dtype, engine=engine, tp=tp, pp=pp,
         block_size=block_size, sweep_seq=sweep_seq, gpu_mem=gpu_mem, plot=plot, revision=revision, token=token,
-        gguf_file=gguf_file, strict=strict,
+        gguf_file=gguf_file, strict=strict, allow_defaults=allow_defaults,
     )
     report = result.to_dict()
     if plot is not None:

@@ -6,6 +6,7 @@ import typer
 
 import kvplan
 from kvplan.cli.options import (
+    AllowDefaultsOpt,
     BatchOpt,
     BeamsOpt,
     BlockSizeOpt,
@@ -24,6 +25,7 @@ from kvplan.cli.options import (
     MaxModelLenOpt,
     MaxNumBatchedTokensOpt,
     MaxNumSeqsOpt,
+    ModelArg,
     ModelOpt,
     NoMlaOpt,
     NoWindowOpt,
@@ -46,6 +48,7 @@ from kvplan.cli.options import (
     VerboseOpt,
     emit,
     lazy_table,
+    one_model,
 )
 from kvplan.errors import EXIT_NOT_FIT
 from kvplan.units import parse_size
@@ -53,6 +56,7 @@ from kvplan.units import parse_size
 EPILOG = (
     "Examples:\n\n"
     "  kvplan estimate --model meta-llama/Llama-3.1-8B --seq-len 32k --batch 4\n\n"
+    "  kvplan estimate Qwen/Qwen3-8B -s 32k\n\n"
     "  kvplan estimate -m llama-2-7b-hf -s 4096 --kv-dtype fp8 --format yaml\n\n"
     "  kvplan estimate -m ./config.json --set num_key_value_heads=4 --format json\n\n"
     "  kvplan estimate -m meta-llama/Llama-3.1-70B -s 32k --engine vllm --tp 16\n\n"
@@ -61,7 +65,8 @@ EPILOG = (
 
 
 def estimate(
-    model: ModelOpt,
+    model_arg: ModelArg = None,
+    model: ModelOpt = None,
     gguf_file: GgufFileOpt = None,
     batch: BatchOpt = 1,
     seq_len: SeqLenOpt = None,
@@ -98,8 +103,10 @@ def estimate(
     max_cache_len: MaxCacheLenOpt = None,
     strict: StrictOpt = False,
     verbose: VerboseOpt = False,
+    allow_defaults: AllowDefaultsOpt = False,
 ) -> None:
     """Size the KV cache of a model, layer group by layer group."""
+    model = one_model(model_arg, model, "estimate")
     budget_bytes = parse_size(max_kv_bytes, what="--max-kv-bytes") if max_kv_bytes is not None else None
     gpu_budget_bytes = (
         parse_size(max_kv_bytes_per_gpu, what="--max-kv-bytes-per-gpu") if max_kv_bytes_per_gpu is not None else None
@@ -112,7 +119,7 @@ def estimate(
         residual_length=residual_length, offload=offload, max_num_batched_tokens=max_num_batched_tokens,
         max_num_seqs=max_num_seqs, ubatch_size=ubatch_size, kv_unified=kv_unified, cache_type_k=cache_type_k,
         cache_type_v=cache_type_v, no_mla=no_mla, swa_full_tokens_ratio=swa_full_tokens_ratio,
-        max_cache_len=max_cache_len, strict=strict,
+        max_cache_len=max_cache_len, strict=strict, allow_defaults=allow_defaults,
     )
     report = result.to_dict()
     emit(report, fmt, output, lazy_table("estimate_table", report) if fmt is Format.table else None,

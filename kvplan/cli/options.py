@@ -28,15 +28,27 @@ class Format(str, Enum):
 
 
 # ---- shared options (declared once) -------------------------------------------------------------
-ModelOpt = Annotated[
-    str,
-    typer.Option(
-        "--model", "-m",
-        help="A config.json path (or a folder with one), a bundled model (Hub id or short alias, "
-        "see `kvplan models`), any Hugging Face Hub repo id, or a GGUF: a .gguf file (any shard of a split "
-        "set), a folder of one GGUF model, or org/repo:Q4_K_M as llama.cpp's -hf writes it.",
-    ),
-]
+_MODEL_HELP = ("A config.json path (or a folder with one), a bundled model (Hub id or short alias, see `kvplan "
+               "models`), any Hugging Face Hub repo id or model page URL, or a GGUF: a .gguf file (any shard of a "
+               "split set), a folder of one GGUF model, or org/repo:Q4_K_M as llama.cpp's -hf writes it.")
+ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help=_MODEL_HELP + " Or give it first, without -m.")]
+#: The model given first, without -m: `kvplan capacity Qwen/Qwen3-8B --gpu H100`.
+ModelArg = Annotated[Optional[str], typer.Argument(metavar="[MODEL]", show_default=False,
+                                                   help="The model, as --model/-m takes it.")]
+
+
+def one_model(positional: str | None, option: str | None, command: str) -> str:
+    """The model given first or with --model/-m: one of them, not both and not neither (exit 2)."""
+    if positional is not None and option is not None and positional != option:
+        raise InputError(f"two models given: {positional!r} first and --model {option!r}",
+                         f"give one: kvplan {command} {option} ... or kvplan {command} --model {option} ...")
+    model = option if option is not None else positional
+    if model is None:
+        raise InputError(f"kvplan {command} needs a model", f"e.g. kvplan {command} Qwen/Qwen3-8B (or -m PATH, a "
+                         "config.json, a .gguf, a Hub id or URL; kvplan models lists the bundled ones)")
+    return model
+
+
 GgufFileOpt = Annotated[
     Optional[str],
     typer.Option("--gguf-file", help="The .gguf file in the --model Hub repo to read (its header only, by "
@@ -49,11 +61,13 @@ SeqLenOpt = Annotated[
     Optional[str],
     typer.Option(
         "--seq-len", "-s",
-        help="Tokens held per sequence: 4096, 4k (= 4096), 128k, 1M (k = 1024). Default: the model's maximum context.",
+        help="Tokens held per sequence: 4096, 4k (= 4096), 128k, 1M; k = 1024, so 32k = 32,768 (--max-model-len 32k "
+        "is 32,000, as vLLM reads it). Default: the model's maximum context.",
     ),
 ]
 #: vLLM's name for --seq-len, a separate option so notes can name the flag the user typed.
-MaxModelLenOpt = Annotated[Optional[str], typer.Option("--max-model-len", help="vLLM's name for --seq-len.")]
+MaxModelLenOpt = Annotated[Optional[str], typer.Option("--max-model-len", help="vLLM's name for --seq-len, read as "
+                           "vLLM reads it: 32k = 32,000, 32K = 32,768 (--seq-len 32k is 32,768).")]
 KvDtypeOpt = Annotated[
     str,
     typer.Option(
@@ -79,7 +93,8 @@ CacheTypeKOpt = Annotated[Optional[str], typer.Option("--cache-type-k", "-ctk", 
 
 EncoderLenOpt = Annotated[
     Optional[str],
-    typer.Option("--encoder-len", help="Encoder positions for cross-attention (default: from the config)."),
+    typer.Option("--encoder-len", help="Encoder positions for cross-attention (default: from the config); "
+                 "k = 1024: 1.5k = 1,536."),
 ]
 SetOpt = Annotated[
     Optional[list[str]],
@@ -88,6 +103,9 @@ SetOpt = Annotated[
 StrictOpt = Annotated[bool, typer.Option(
     "--strict", help="Refuse a config whose core geometry (layers, heads, hidden size, KV heads, head dim) would come "
     "from architecture defaults rather than the config (exit 2).")]
+AllowDefaultsOpt = Annotated[bool, typer.Option(
+    "--allow-defaults", help="Size a config whose layer count, heads or hidden size are missing, from the "
+    "architecture's defaults (without it such a config is refused, exit 2); the answer's first line warns.")]
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table for people; yaml or json for machines.")]
 OutputOpt = Annotated[
     Optional[Path],
@@ -131,11 +149,13 @@ BlockSizeOpt = Annotated[Optional[int], typer.Option("--block-size", min=1, help
                          "--block-size (default: the engine's; vLLM 16, 64 for MLA; TensorRT-LLM 32; SGLang page 1).")]
 BeamsOpt = Annotated[int, typer.Option("--beams", min=1, help="Beams per request: B x beams sequences each keep a cache.")]
 PromptLenOpt = Annotated[Optional[str], typer.Option("--prompt-len", help="Prompt tokens of each sequence (part of "
-                         "--seq-len); used by --share-prefix and the Hugging Face residual/prefill peaks.")]
+                         "--seq-len; k = 1024: 2k = 2,048); used by --share-prefix and the Hugging Face "
+                         "residual/prefill peaks.")]
 SharePrefixOpt = Annotated[bool, typer.Option("--share-prefix", help="Keep each prompt's full blocks once per request, "
                            "not per beam (prefix caching). Needs --prompt-len.")]
 SharedPrefixTokensOpt = Annotated[Optional[str], typer.Option("--shared-prefix-tokens", help="Tokens of a prefix "
-                                  "(system prompt) shared by all sequences; its full blocks are kept once.")]
+                                  "(system prompt) shared by all sequences (k = 1024: 2k = 2,048); its full blocks "
+                                  "are kept once.")]
 NoWindowOpt = Annotated[bool, typer.Option("--no-window", "--swa-full", help="Account sliding/chunked layers as full "
                         "attention, as vLLM --disable-hybrid-kv-cache-manager and llama.cpp --swa-full (its spelling "
                         "here too: the SWA cache gets as many cells as the base cache) do.")]
@@ -146,8 +166,9 @@ ResidualLengthOpt = Annotated[int, typer.Option("--residual-length", min=1, help
 OffloadOpt = Annotated[Optional[str], typer.Option("--offload", help="KV kept in CPU memory: a fraction (0.25) of "
                        "every GPU's cache, or layers:N (the first N layers' caches).")]
 MaxNumBatchedTokensOpt = Annotated[Optional[str], typer.Option("--max-num-batched-tokens", help="vLLM's "
-                                   "--max-num-batched-tokens (default 8192, vllm serve on >= 70 GiB GPUs): sliding "
-                                   "and chunked layers hold this much beyond the window.")]
+                                   "--max-num-batched-tokens (default 8192, vllm serve on >= 70 GiB GPUs), read as "
+                                   "vLLM reads it (8k = 8,000, 8K = 8,192): sliding and chunked layers hold this "
+                                   "much beyond the window.")]
 MaxNumSeqsOpt = Annotated[Optional[int], typer.Option("--max-num-seqs", min=1, help="vLLM's --max-num-seqs: warns "
                           "when batch x beams exceeds it.")]
 UbatchSizeOpt = Annotated[Optional[int], typer.Option("--ubatch-size", min=1, help="llama.cpp --ubatch-size "
@@ -163,7 +184,7 @@ KvUnifiedOpt = Annotated[bool, typer.Option("--kv-unified", "-kvu", help="llama.
 SwaRatioOpt = Annotated[Optional[float], typer.Option("--swa-full-tokens-ratio", help="SGLang's "
                         "--swa-full-tokens-ratio (default 0.8): SWA pool size over full pool size.")]
 MaxCacheLenOpt = Annotated[Optional[str], typer.Option("--max-cache-len", help="hf-static max_cache_len: tokens "
-                           "preallocated per sequence (default --seq-len).")]
+                           "preallocated per sequence (default --seq-len; k = 1024: 4k = 4,096).")]
 
 
 class writing_stdout:

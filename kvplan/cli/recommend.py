@@ -10,11 +10,13 @@ from kvplan.cli.options import (
     Format,
     FormatOpt,
     GgufFileOpt,
+    ModelArg,
     ModelOpt,
     OutputOpt,
     RevisionOpt,
     TokenOpt,
     emit,
+    one_model,
 )
 
 RecMaxModelLenOpt = Annotated[str, typer.Option("--max-model-len", help="Tokens per request, as vLLM's "
@@ -49,7 +51,9 @@ EPILOG = (
 
 
 def recommend(
-    model: ModelOpt,
+    model_arg: ModelArg = None,
+    model: ModelOpt = None,
+    *,
     max_model_len: RecMaxModelLenOpt,
     concurrency: ConcurrencyOpt = 1,
     gpu: GpuListOpt = "all",
@@ -69,6 +73,7 @@ def recommend(
 ) -> None:
     """What to run a model on: the cheapest deployments holding --concurrency requests of --max-model-len tokens,
     with each engine's launch command."""
+    model = one_model(model_arg, model, "recommend")
     result = kvplan.recommend(
         model, max_model_len=max_model_len, concurrency=concurrency, gpu=gpu, engine=engine, kv_dtype=kv_dtype,
         max_gpus=max_gpus, nodes=nodes, gpus_per_node=gpus_per_node, prices=prices, max_itl=max_itl, top=top,

@@ -18,12 +18,15 @@ from kvplan.cli.options import (
     GgufFileOpt,
     KvDtypeOpt,
     KvUnifiedOpt,
+    ModelArg,
     ModelOpt,
     OutputOpt,
     RevisionOpt,
     SetOpt,
     TokenOpt,
+    echo_wrapped,
     emit,
+    one_model,
 )
 from kvplan.errors import EXIT_NOT_FIT, InputError
 
@@ -85,7 +88,8 @@ EPILOG = (
 
 
 def verify(
-    model: ModelOpt,
+    model_arg: ModelArg = None,
+    model: ModelOpt = None,
     gguf_file: GgufFileOpt = None,
     layout: Annotated[Layout, typer.Option("--layout", help="Cache layout of the decode.")] = Layout.dynamic,
     layers: Annotated[
@@ -94,15 +98,15 @@ def verify(
     ] = None,
     batch: BatchOpt = 1,
     beams: Annotated[int, typer.Option("--beams", min=1, help="Beams per sequence: batch x beams rows.")] = 1,
-    prompt_len: Annotated[int, typer.Option("--prompt-len", min=1, help="Prompt tokens of the prefill.")] = 32,
-    gen_len: Annotated[int, typer.Option("--gen-len", min=0, help="Decode steps after the prefill.")] = 8,
+    prompt_len: Annotated[int, typer.Option("--prompt-len", min=1, help="Prompt tokens of the prefill (an integer: 4096, not 4k).")] = 32,
+    gen_len: Annotated[int, typer.Option("--gen-len", min=0, help="Decode steps after the prefill (an integer).")] = 8,
     kv_dtype: KvDtypeOpt = "auto",
     block_size: Annotated[
         int, typer.Option("--block-size", min=1, help="Tokens per block of the paged layout (vLLM's --block-size).")
     ] = 16,
     max_cache_len: Annotated[
         int | None,
-        typer.Option("--max-cache-len", min=1, help="Slots of static/sliding caches (default prompt + gen)."),
+        typer.Option("--max-cache-len", min=1, help="Slots of static/sliding caches (default prompt + gen; an integer)."),
     ] = None,
     quant_group_size: Annotated[
         int, typer.Option("--quant-group-size", min=1, help="Values per scale/zero group (quantized layout).")
@@ -153,6 +157,7 @@ def verify(
 
     Exit code 1 when a measurement misses its tolerance.
     """
+    model = one_model(model_arg, model, "verify")
     llama_flags = {"-c": ctx_size != 0, "-np": parallel != 1, "-ctk": cache_type_k is not None,
                    "-ctv": cache_type_v is not None, "-fa": flash_attn is not FlashAttn.auto, "-kvu": kv_unified,
                    "-ub": ubatch_size != 512, "-ngl": n_gpu_layers != 0, "--swa-full": swa_full,
@@ -221,6 +226,12 @@ def verify(
     else:
         from kvplan.verify.decode import run_verify
 
+        if not gpu:
+            from kvplan.verify.cost import foretell
+
+            warning = foretell(plan, lambda n, **given: plan_verify(geometry, num_layers=n, **{**options, **given}))
+            if warning is not None:
+                echo_wrapped(warning)
         measurement = run_verify(
             plan, gpu=gpu, seed=seed, progress=progress, max_memory=limit,
             bandwidth=int(bandwidth * 1e9) if bandwidth else None,

@@ -27,8 +27,8 @@ from kvplan.safeload import nesting_depth
 from kvplan.specs import LayerSpec, NoCacheSpec
 
 __all__ = [
-    "DTYPE_BYTES", "PARSERS", "REGISTRY", "WEIGHT_REGISTRY", "WeightsEstimate", "apply_overrides", "count_weights",
-    "overridden_config", "parse_config", "parse_override", "require_config_geometry", "resolve_weights",
+    "DTYPE_BYTES", "PARSERS", "REGISTRY", "WEIGHT_REGISTRY", "WeightsEstimate", "apply_overrides", "check_defaults",
+    "count_weights", "overridden_config", "parse_config", "parse_override", "require_config_geometry", "resolve_weights",
     "serve_weights", "served_dtype", "supported_model_types", "weights_from_safetensors", "with_exact_bytes",
 ]
 
@@ -257,7 +257,9 @@ def parse_config(
         config_dtype=dtype,
         config_dtype_source=dtype_source,
         provenance=_dedupe(reader.provenance),
-        notes=tuple(n for n in (_defaults_warning(reader, str(model_type or outer_type or "generic")),) if n)
+        defaults_in_sub_config=nested_key is not None,
+        notes=tuple(n for n in (_defaults_warning(reader, str(model_type or outer_type or "generic"),
+                                                  nested=nested_key is not None),) if n)
         + tuple(reader.notes),
     )
 
@@ -322,7 +324,7 @@ def defaulted_core(geometry: ModelGeometry) -> list[str]:
 
 
 def require_config_geometry(geometry: ModelGeometry, *, what: str = "--strict") -> None:
-    """``--strict``: refuse a config whose core geometry comes from architecture defaults."""
+    """``--strict``: refuse a config whose core geometry comes from architecture defaults (even a sub-config's)."""
     fields = defaulted_core(geometry)
     if fields:
         raise ConfigError(
@@ -332,11 +334,36 @@ def require_config_geometry(geometry: ModelGeometry, *, what: str = "--strict") 
         )
 
 
-def _defaults_warning(reader: ConfigReader, model_type: str) -> str | None:
+def check_defaults(geometry: ModelGeometry, *, allow_defaults: bool = False, strict: bool = False,
+                   allow_flag: str = "--allow-defaults", strict_flag: str = "--strict") -> None:
+    """No confident number from defaults: refuse a config whose layer count, heads or hidden size would come from
+    the architecture's defaults, unless ``allow_defaults``. A nested sub-config's missing key is not a guess
+    (transformers saves a sub-config as its difference from the class defaults); ``strict`` refuses it too."""
+    if strict:
+        require_config_geometry(geometry, what=strict_flag)
+    if allow_defaults or geometry.defaults_in_sub_config:
+        return
+    defaulted = [p for p in geometry.provenance if p.field in CORE_FIELDS and p.source.startswith("default of")]
+    if not defaulted:
+        return
+    given = ", ".join(f"{p.field} = {p.value}" for p in defaulted)
+    sets = " ".join(f"--set {p.source.rsplit(': ', 1)[-1]}=N" for p in defaulted)
+    raise ConfigError(
+        f"{geometry.model_id}: the config does not give {', '.join(p.field for p in defaulted)}; kvplan would "
+        f"size it from the {geometry.model_type} architecture defaults ({given}), right only if the model is "
+        "that default size",
+        f"add the fields to the config or pass {sets}; or {allow_flag} to size the default anyway",
+    )
+
+
+def _defaults_warning(reader: ConfigReader, model_type: str, *, nested: bool = False) -> str | None:
     fields = [p for p in _dedupe(reader.provenance) if p.field in CORE_FIELDS and p.source.startswith("default of")]
     if not fields:
         return None
     given = ", ".join(f"{p.field} = {p.value}" for p in fields)
+    if not nested:
+        return (f"{WARNING_PREFIX}core geometry from the {model_type} architecture defaults, not the config "
+                f"({given}): right only if the model is that default size (sized anyway: --allow-defaults)")
     return (f"{WARNING_PREFIX}core geometry from the {model_type} architecture defaults, not the config ({given}): "
             "right only if the model is that default size (--strict refuses such a config)")
 

@@ -108,14 +108,16 @@ def estimate_headline(report: dict[str, Any]) -> list[Text]:
     gpus = tp * pp
     total = totals["kv_cache_bytes"]
     lines: list[Text] = []
+    # NOTE: the tokens sized, as counted (--seq-len 32k = 32,768; --max-model-len 32k = 32,000, as vLLM reads it).
+    counted = "" if inputs["seq_len"] is None else f"{inputs['batch']} × {inputs['seq_len']:,} tokens"
     if gpus > 1:
-        lines.append(Text(f"KV cache per GPU: {format_bytes(totals['kv_cache_bytes_per_gpu'])} "
+        lines.append(Text(f"KV cache per GPU{', ' + counted if counted else ''}: {format_bytes(totals['kv_cache_bytes_per_gpu'])} "
                           f"(the most loaded of {gpus} GPUs, tp {tp} × pp {pp})", style="bold"))
         replicated = replication(report)
         lines.append(Text(f"KV cache, all {gpus} GPUs: {format_bytes(total)} ({total:,} bytes)"
                           + (f"; {replicated}" if replicated else "")))
     else:
-        lines.append(Text(f"KV cache: {format_bytes(total)} ({total:,} bytes)", style="bold"))
+        lines.append(Text(f"KV cache{' of ' + counted if counted else ''}: {format_bytes(total)} ({total:,} bytes)", style="bold"))
     full_rate, effective = totals["bytes_per_token"], effective_bytes_per_token(report)
     scope = "all layers" + (f", all {gpus} GPUs" if gpus > 1 else "")
     if effective is not None and full_rate and effective != full_rate:
@@ -158,7 +160,7 @@ def estimate_table(report: dict[str, Any]) -> Group:
         lambda: _estimate_grid(report, compact=True),
         lambda: _estimate_vertical(report),
     )
-    return Group(*estimate_headline(report), *warning_lines(report), Text(title), body,
+    return Group(*warning_lines(report), *estimate_headline(report), Text(title), body,
                  Text("; ".join(legend), style="dim"),
                  *_deployment_lines(report))
 
@@ -490,7 +492,8 @@ def compare_table(report: dict[str, Any]) -> Group:
     """
     model, inputs, variants = report["model"], report["inputs"], report["variants"]
     seq_len, sweep = inputs["seq_len"], inputs["sweep_seq_lens"]
-    title = (f"KV cache by attention layout: {model['id']} ({inputs['num_attention_layers']} attention layers, "
+    title = (f"KV cache of {inputs['batch']} × {seq_len:,} tokens by attention layout: {model['id']} "
+             f"({inputs['num_attention_layers']} attention layers, "
              f"{inputs['num_attention_heads']} query heads, head dim {inputs['head_dim_k']})")
     lengths = sorted({*sweep, seq_len})
     per_gpu = inputs["tp"] * inputs["pp"] > 1
@@ -737,7 +740,7 @@ def capacity_table(report: dict[str, Any], *, verbose: bool = False) -> Group:
         table.add_row("decode floor", f"{cap['decode_floor_seconds'] * 1000:.2f} ms/token",
                       f"<= {cap['decode_tokens_per_s']:,.0f} tokens/s at batch {inputs['batch']} "
                       f"({_size(cap['decode_bytes_per_step'])} read per step)")
-    lines: list[RenderableType] = [verdict, *warning_lines(report), title, table, *_capacity_fixes(report),
+    lines: list[RenderableType] = [*warning_lines(report), verdict, title, table, *_capacity_fixes(report),
                                    *_capacity_log(report)]
     return Group(*lines, *_capacity_log_comparison(report))
 
@@ -775,7 +778,7 @@ def _capacity_short(report: dict[str, Any]) -> Group:
     table.add_row("max context", _n(cap["max_context_len"]), f"at batch {inputs['batch']} ({cap['max_context_limit']})")
     if not cap["fits"] and cap["min_num_gpus"] is not None:
         table.add_row("GPUs needed", _n(cap["min_num_gpus"]), f"for one {tokens:,}-token request")
-    lines: list[RenderableType] = [_capacity_verdict(report), *warning_lines(report), _capacity_title(report), table]
+    lines: list[RenderableType] = [*warning_lines(report), _capacity_verdict(report), _capacity_title(report), table]
     lines += [*_capacity_fixes(report), *_capacity_log(report), *_capacity_log_comparison(report)]
     return Group(*lines)
 

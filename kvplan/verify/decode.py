@@ -17,6 +17,7 @@ import json
 import os
 import socket
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -369,6 +370,9 @@ class _progress:
     def __enter__(self) -> Callable[[], None]:
         if not self.enabled:
             return lambda: None
+        if not sys.stderr.isatty():
+            self.enabled = False  # plain lines: no bar to close
+            return _progress_lines(self.plan)
         from rich.console import Console
         from rich.progress import (
             BarColumn,
@@ -399,6 +403,32 @@ class _progress:
     def __exit__(self, *exc: object) -> None:
         if self.enabled:
             self.bar.__exit__(None, None, None)
+
+
+#: Seconds between progress lines when stderr is not a terminal (a pipe or a CI log, where no bar is drawn).
+PROGRESS_EVERY_S = 5.0
+
+
+def _progress_lines(plan: VerifyPlan, every_s: float | None = None,
+                    clock: Callable[[], float] = time.monotonic) -> Callable[[], None]:
+    """Progress for a pipe: a plain line on stderr every ``every_s`` seconds (default :data:`PROGRESS_EVERY_S`):
+    the step, the rate and the time left."""
+    every_s = PROGRESS_EVERY_S if every_s is None else every_s
+    total, begin = 1 + plan.gen_tokens, clock()
+    state = {"done": 0, "said": begin}
+
+    def advance() -> None:
+        state["done"] += 1
+        now = clock()
+        if now - state["said"] < every_s or state["done"] >= total:
+            return
+        state["said"] = now
+        rate = state["done"] / (now - begin)
+        left = (total - state["done"]) / rate if rate else 0.0
+        print(f"verify: step {state['done']:,}/{total:,} ({plan.layout}, {rate:.2f} steps/s, about {left:.0f} s left)",
+              file=sys.stderr, flush=True)
+
+    return advance
 
 
 # ---- entry points --------------------------------------------------------------------------------
