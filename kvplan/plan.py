@@ -17,7 +17,7 @@ from typing import Any
 
 from kvplan.errors import InputError, KvplanError
 from kvplan.hubref import validate_revision
-from kvplan.safeload import load_yaml, read_bounded_text
+from kvplan.safeload import AmbiguousNumber, load_yaml, read_bounded_text
 from kvplan.units import parse_size, parse_tokens
 
 #: Top-level keys of a plan file.
@@ -279,7 +279,14 @@ def load_plan(path: Path) -> Plan:
     text = read_bounded_text(path, label=f"plan file {label}", what="plan file")
     try:
         # NOTE: bounded (size, depth, aliases expanded, recursion) before anything is built.
-        data = load_yaml(text, label=label)
+        data = load_yaml(text, label=label, plain_numbers=True)
+    except AmbiguousNumber as exc:
+        where = f" line {exc.mark.line + 1}" if exc.mark is not None else ""
+        raise InputError(
+            f"{label}{where}: {_field_at(text, exc.mark)}{exc.value} is {exc.meaning:,} in YAML 1.1 ({exc.form}), "
+            "not the decimal number the command line reads",
+            "write the number in plain decimal digits without a leading zero, e.g. 10000",
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""

@@ -78,7 +78,11 @@ def _error(message: str, hint: str | None) -> None:
     # NOTE: wrapped only on a terminal: in a pipe or CI log each stays one greppable line.
     tty = getattr(sys.stderr, "isatty", None)
     width = max(shutil.get_terminal_size((80, 24)).columns, 20) if tty is not None and tty() else None
-    typer.echo(error_text(message, hint, width), err=True)
+    try:
+        typer.echo(error_text(message, hint, width), err=True)
+    except (OSError, ValueError):
+        # NOTE: stderr is full (/dev/full) or closed: the message is lost, but the exit code still says what happened.
+        pass
 
 
 def error_text(message: str, hint: str | None, width: int | None = None) -> str:
