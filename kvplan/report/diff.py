@@ -17,7 +17,7 @@ from kvplan import __version__
 from kvplan.errors import InputError
 from kvplan.report import SCHEMA_VERSION
 from kvplan.safeload import load_json, load_yaml, read_bounded_text
-from kvplan.units import parse_size
+from kvplan.units import MAX_SIZE_BYTES, parse_size, shown_int
 
 DIFFABLE = ("check", "estimate")
 #: Report schema versions diff reads: 1 is the one before compact check rows (its check rows are the
@@ -89,7 +89,7 @@ def load_report(path: Path) -> dict[str, Any]:
 
 
 def _kv_bytes_ok(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_SIZE_BYTES
 
 
 def _check_shape(report: dict[str, Any], label: str) -> None:
@@ -103,7 +103,8 @@ def _check_shape(report: dict[str, Any], label: str) -> None:
 
     def need_bytes(value: Any, where: str) -> None:
         if not _kv_bytes_ok(value):
-            raise InputError(f"{label}: {where} must be a non-negative integer, got {value!r}", hint)
+            got = shown_int(value) if isinstance(value, int) else repr(value)[:100]
+            raise InputError(f"{label}: {where} must be an integer from 0 to 2**64 (16 EiB), got {got}", hint)
 
     if report["command"] == "check":
         scenarios = report.get("scenarios")
