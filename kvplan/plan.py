@@ -211,6 +211,12 @@ class Plan:
             return model
         return os.path.normpath(os.path.join(self.base_dir, model))
 
+    def input_paths(self) -> tuple[str, ...]:
+        """Every model the scenarios name, as given and as located (a path, or a Hub id that names no file): what
+        ``--output`` may not overwrite."""
+        named = {scenario.inputs["model"] for scenario in self.scenarios if scenario.inputs.get("model")}
+        return tuple(sorted(named | {self.model_location(model) for model in named}))
+
     def line_of(self, *path: Any) -> int | None:
         """1-based line of the key or list item at ``path`` (``"scenarios", 2, "batch"``) in the plan file: that
         of its nearest enclosing node the file has when the key is not written there (a default)."""

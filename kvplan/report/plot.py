@@ -7,12 +7,14 @@ through its object API (``Figure``), so no pyplot backend or global state is tou
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from kvplan.errors import InputError
+from kvplan.outfile import write_atomic
 from kvplan.units import format_bytes
 
 PLOT_SUFFIXES = (".png", ".svg")
@@ -141,10 +143,10 @@ def write_plot(
     axes.set_title(title)
     axes.grid(True, which="major", alpha=0.3)
     axes.legend(loc=legend_loc)
-    try:
-        figure.savefig(path, format=path.suffix.lower().lstrip("."))
-    except OSError as exc:
-        raise InputError(f"cannot write --plot {path}: {exc.strerror or exc}", "check the path") from None
+    image = io.BytesIO()
+    figure.savefig(image, format=path.suffix.lower().lstrip("."))
+    # NOTE: as --output: whole or not at all, a FIFO or device written into, a read-only file refused.
+    write_atomic(path, image.getvalue(), flag="--plot")
 
 
 def context_axis(requested: int, model_max: int | None, *, points: int = 48) -> list[int]:
