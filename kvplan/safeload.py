@@ -26,13 +26,20 @@ def read_bounded_text(
     path: Path, *, label: str, what: str = "file", error: type[KvplanError] = InputError,
     max_bytes: int = MAX_FILE_BYTES,
 ) -> str:
-    """UTF-8 text of a regular file (or FIFO/char device, read up to ``max_bytes + 1`` bytes)."""
+    """UTF-8 text of a regular file (or FIFO/char device, read up to ``max_bytes + 1`` bytes).
+
+    Opened without waiting for a writer: a named pipe nobody writes to is an error at once, not a hang (a pipe
+    with a writer, as ``<(cat config.json)`` gives, is read as usual)."""
     try:
-        with open(path, "rb") as handle:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+        with open(fd, "rb") as handle:
             mode = os.fstat(handle.fileno()).st_mode
             if stat.S_ISDIR(mode):
                 raise error(f"{label} is a directory, not a {what}", f"pass the {what} itself")
+            os.set_blocking(fd, True)  # NOTE: a FIFO with no writer now reads as empty (end of file), never blocks
             data = handle.read(max_bytes + 1)
+            if not data and stat.S_ISFIFO(mode):
+                raise error(f"{label} is a named pipe (FIFO) with nothing written to it", f"pass the {what} itself")
     except IsADirectoryError:
         raise error(f"{label} is a directory, not a {what}", f"pass the {what} itself") from None
     except OSError as exc:

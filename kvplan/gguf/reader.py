@@ -13,6 +13,7 @@ The value and tensor type tables come from llama.cpp's own ``gguf`` package (``k
 from __future__ import annotations
 
 import os
+import stat
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -65,8 +66,19 @@ class LocalSource(ByteSource):
     def __init__(self, path: str) -> None:
         self.label = path
         try:
-            self._file = open(path, "rb")
-            self.size = os.fstat(self._file.fileno()).st_size
+            # NOTE: opened without waiting, then refused unless regular: a header is read by seeking, and a FIFO with
+            # no writer would block the open forever.
+            self._file = open(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb")
+            info = os.fstat(self._file.fileno())
+            self.size = info.st_size
+        except OSError as exc:
+            raise ConfigError(f"cannot read {path}: {exc.strerror or exc}", "check the path and its permissions") from None
+        if not stat.S_ISREG(info.st_mode):
+            self._file.close()
+            raise ConfigError(f"{path} is not a regular file (a pipe, device or directory); a GGUF header is read by "
+                              "seeking", "pass the .gguf file itself")
+        try:
+            os.set_blocking(self._file.fileno(), True)
         except OSError as exc:
             raise ConfigError(f"cannot read {path}: {exc.strerror or exc}", "check the path and its permissions") from None
 
