@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import stat
 import sys
 from functools import lru_cache
@@ -20,6 +21,10 @@ from typing import Any
 
 from kvplan.errors import InputError, KvplanError
 from kvplan.limits import MAX_FILE_BYTES, MAX_NESTING, MAX_YAML_NODES
+
+
+#: How long a named pipe (FIFO) given as a file may stay silent before kvplan says so.
+FIFO_WAIT_S = 10.0
 
 
 def read_bounded_text(
@@ -36,10 +41,11 @@ def read_bounded_text(
             mode = os.fstat(handle.fileno()).st_mode
             if stat.S_ISDIR(mode):
                 raise error(f"{label} is a directory, not a {what}", f"pass the {what} itself")
-            os.set_blocking(fd, True)  # NOTE: a FIFO with no writer now reads as empty (end of file), never blocks
+            if stat.S_ISFIFO(mode) and not select.select([fd], [], [], FIFO_WAIT_S)[0]:
+                raise error(f"{label} is a named pipe (FIFO) and nothing was written to it in {FIFO_WAIT_S:g} s",
+                            f"pass the {what} itself, or start the process that writes the pipe first")
+            os.set_blocking(fd, True)
             data = handle.read(max_bytes + 1)
-            if not data and stat.S_ISFIFO(mode):
-                raise error(f"{label} is a named pipe (FIFO) with nothing written to it", f"pass the {what} itself")
     except IsADirectoryError:
         raise error(f"{label} is a directory, not a {what}", f"pass the {what} itself") from None
     except OSError as exc:
