@@ -22,7 +22,6 @@ from typing import Any
 from kvplan.errors import InputError, KvplanError
 from kvplan.limits import MAX_FILE_BYTES, MAX_NESTING, MAX_YAML_NODES
 
-
 #: How long a named pipe (FIFO) given as a file may stay silent before kvplan says so.
 FIFO_WAIT_S = 10.0
 
