@@ -17,6 +17,7 @@ from typing import Any
 
 from kvplan.errors import InputError, KvplanError
 from kvplan.hubref import validate_revision
+from kvplan.limits import MAX_SCENARIOS
 from kvplan.safeload import AmbiguousNumber, load_yaml, read_bounded_text
 from kvplan.units import parse_size, parse_tokens
 
@@ -343,6 +344,10 @@ def parse_plan(data: Any, *, label: str = "<plan>", text: str = "") -> Plan:
             f"{at(('scenarios',))}: 'scenarios' must be a non-empty list, got {_type_name(scenarios)}",
             "each entry is a mapping such as `- name: chat\\n  model: meta-llama/Llama-3.1-8B`",
         )
+    if len(scenarios) > MAX_SCENARIOS:
+        raise InputError(
+            f"{at(('scenarios',))}: {len(scenarios):,} scenarios, past kvplan's limit of {MAX_SCENARIOS:,} per plan (the "
+            "report `kvplan diff` reads back stays within its size limit)", "split the plan into several files")
     defaults = data.get("defaults") or {}
     if not isinstance(defaults, dict):
         raise InputError(f"{at(('defaults',))}: 'defaults' must be a mapping, got {_type_name(defaults)}")

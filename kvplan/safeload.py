@@ -226,7 +226,7 @@ def _unique_key_loader(*, pure: bool, plain_numbers: bool = False) -> type:
     return UniqueKeyLoader
 
 
-def load_yaml(text: str, *, label: str, plain_numbers: bool = False) -> Any:
+def load_yaml(text: str, *, label: str, plain_numbers: bool = False, max_nodes: int = MAX_YAML_NODES) -> Any:
     """One YAML document as plain data (``yaml.safe_load``), bounded first (:func:`check_yaml_bounds`).
     yaml.YAMLError passes through for the caller to word (it knows the file's purpose); a key given twice
     and an integer too long to read are InputErrors; with ``plain_numbers``, a number in a YAML 1.1 form
@@ -234,13 +234,13 @@ def load_yaml(text: str, *, label: str, plain_numbers: bool = False) -> Any:
     import yaml
 
     try:
-        check_yaml_bounds(text, label=label)
+        check_yaml_bounds(text, label=label, max_nodes=max_nodes)
         return _construct(text, label=label, pure=False, plain_numbers=plain_numbers)
     except yaml.YAMLError:
         if _yaml_loader() is yaml.SafeLoader:
             raise
     # NOTE: libyaml rejected the text: PyYAML's own parser words the error (what it expected and found).
-    check_yaml_bounds(text, label=label, pure=True)
+    check_yaml_bounds(text, label=label, pure=True, max_nodes=max_nodes)
     return _construct(text, label=label, pure=True, plain_numbers=plain_numbers)
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from kvplan import __version__
 from kvplan.errors import InputError
+from kvplan.limits import MAX_REPORT_BYTES, MAX_REPORT_NODES
 from kvplan.report import SCHEMA_VERSION
 from kvplan.safeload import load_json, load_yaml, read_bounded_text
 from kvplan.units import MAX_SIZE_BYTES, parse_size, shown_int
@@ -65,10 +66,11 @@ def load_report(path: Path) -> dict[str, Any]:
     import yaml  # NOTE: ~20 ms to import; only diff reads YAML reports
 
     hint = "pass files written by `kvplan check --output` or `kvplan estimate --format yaml`"
-    text = read_bounded_text(path, label=f"report {path}", what="report")
+    # NOTE: the report limits, which `kvplan check` never exceeds: diff reads whatever kvplan wrote.
+    text = read_bounded_text(path, label=f"report {path}", what="report", max_bytes=MAX_REPORT_BYTES)
     try:
         data = load_json(text, label=str(path), hint=hint) if path.suffix.lower() == ".json" else load_yaml(
-            text, label=str(path))
+            text, label=str(path), max_nodes=MAX_REPORT_NODES)
     except yaml.YAMLError as exc:
         raise InputError(f"{path}: not a YAML/JSON report: {str(exc).splitlines()[0]}", hint) from None
     command = data.get("command") if isinstance(data, dict) else None
