@@ -88,11 +88,11 @@ class GgufMetaReader:
                 )
             return None
         value = self._int(key, self.meta[key], zero_ok=zero_ok)
-        if value > MAX_DIM and suffix not in ("context_length", "attention.sliding_window"):
-            raise ConfigError(f"{self.label}: {key} = {value:,} is absurdly large (limit {MAX_DIM:,})", "the GGUF metadata is corrupt")
         if suffix == "block_count" and value > MAX_LAYERS.maximum:  # the limit config.json's layer count has
             raise ConfigError(f"{self.label}: {key} = {value:,} is past kvplan's limit of {MAX_LAYERS.maximum:,} layers "
                               f"({MAX_LAYERS.why})", "the GGUF metadata is corrupt")
+        if value > MAX_DIM and suffix not in ("context_length", "attention.sliding_window"):
+            raise ConfigError(f"{self.label}: {key} = {value:,} is absurdly large (limit {MAX_DIM:,})", "the GGUF metadata is corrupt")
         self.record(field, value, f"gguf: {key}")
         return value
 
