@@ -36,7 +36,7 @@ MAX_DIM = Limit(maximum=1_048_576, why="64x the widest published LLM, hidden siz
 
 #: ``--model``: longer than any path (PATH_MAX 4,096) or Hub id (96 + 1 + 96 characters).
 MAX_MODEL_ARG_CHARS = 4096
-#: config.json, plan and report files. Real configs are under 100 KiB (the largest, with label maps, ~1 MiB).
+#: config.json and plan files. Real configs are under 100 KiB (the largest, with label maps, ~1 MiB).
 MAX_FILE_BYTES = 16 * 1024**2
 #: JSON/YAML nesting. Real configs nest 4 levels, plans 4, reports 6.
 MAX_NESTING = 100

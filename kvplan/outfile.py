@@ -163,11 +163,11 @@ def _interrupts_raise() -> Iterator[None]:
     try:
         yield
     except Interrupted as exc:
-        for signum, old in previous.items():
-            signal.signal(signum, old)
+        for number, old in previous.items():
+            signal.signal(number, old)
         previous.clear()
         os.kill(os.getpid(), exc.signum)  # the default action (or the caller's handler), as without kvplan's handler
         raise
     finally:
-        for signum, old in previous.items():
-            signal.signal(signum, old)
+        for number, old in previous.items():
+            signal.signal(number, old)

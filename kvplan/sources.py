@@ -305,7 +305,7 @@ def _bounded_progress() -> type:
     the chunk, so at most one chunk (10 MiB) past the limit is read, whatever the body's length."""
     from huggingface_hub.utils import tqdm as hub_tqdm
 
-    class BoundedProgress(hub_tqdm):  # type: ignore[misc,valid-type]
+    class BoundedProgress(hub_tqdm):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self.received = int(kwargs.get("initial") or 0)
@@ -318,7 +318,7 @@ def _bounded_progress() -> type:
             self.received += int(n or 0)
             if self.received > MAX_FILE_BYTES:
                 raise _TooLarge("larger")
-            return super().update(n)  # type: ignore[no-any-return]
+            return super().update(n)
 
     return BoundedProgress
 

@@ -42,9 +42,10 @@ def check(
     loaded = load_plan(plan)
     run = run_check(loaded, formats=formats, table=fmt is Format.table and not to_stdout, full=full,
                     generated_at=generated_at)
+    inputs = (plan, *map(Path, loaded.input_paths()))  # --output may be none of them
     try:
         with writing_stdout():
-            write_check(run, fmt.value, output, lambda text: typer.echo(text, nl=False), inputs=(plan, *loaded.input_paths()))
+            write_check(run, fmt.value, output, lambda text: typer.echo(text, nl=False), inputs=inputs)
     finally:
         run.close()
     for name, message in run.warnings:
