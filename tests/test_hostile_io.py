@@ -345,7 +345,7 @@ def test_diff_of_a_report_with_totals_past_float_range_is_exit_2(tmp_path: Path,
     new.write_text(json.dumps(report))
     result = invoke(runner, "diff", str(old), str(new))
     assert result.exit_code == 2
-    assert "totals.kv_cache_bytes must be an integer from 0 to 2**64 (16 EiB), got 1.00e400" in error_line(result)
+    assert "totals.kv_cache_bytes must be a non-negative integer up to 2**64 (16 EiB), got 1.00e400" in error_line(result)
 
 
 # ---- items 10 and 12: GGUF counts and versions ------------------------------------------------------------------

@@ -106,7 +106,7 @@ def _check_shape(report: dict[str, Any], label: str) -> None:
     def need_bytes(value: Any, where: str) -> None:
         if not _kv_bytes_ok(value):
             got = shown_int(value) if isinstance(value, int) else repr(value)[:100]
-            raise InputError(f"{label}: {where} must be an integer from 0 to 2**64 (16 EiB), got {got}", hint)
+            raise InputError(f"{label}: {where} must be a non-negative integer up to 2**64 (16 EiB), got {got}", hint)
 
     if report["command"] == "check":
         scenarios = report.get("scenarios")
