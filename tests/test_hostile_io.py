@@ -404,6 +404,23 @@ def test_gguf_counts_past_their_bound_are_refused_before_reading(counts: tuple[i
     assert phrase in error_line(result)
 
 
+def test_gguf_kept_text_is_bounded_in_all(tmp_path: Path) -> None:
+    from kvplan.gguf.reader import MAX_KEPT_BYTES, MAX_STRING_BYTES, LocalSource, read_header
+
+    each = MAX_STRING_BYTES - 1024  # every string near its own limit; together past the header's
+    count = MAX_KEPT_BYTES // each + 1
+    path = tmp_path / "wordy.gguf"
+    with open(path, "wb") as handle:
+        handle.write(b"GGUF" + struct.pack("<IQQ", 3, 0, count))
+        for index in range(count):
+            handle.write(_s(b"k%d" % index) + struct.pack("<IQ", 8, each))
+            handle.seek(each, os.SEEK_CUR)  # sparse text
+    source = LocalSource(str(path))
+    with pytest.raises(Exception, match=f"pass {MAX_KEPT_BYTES // 1024**2} MiB at k{count - 1}"):
+        read_header(source)
+    source.close()
+
+
 def test_gguf_block_count_has_the_config_layer_limit(tmp_path: Path, runner: Any) -> None:
     def header(blocks: int) -> bytes:
         return (b"GGUF" + struct.pack("<IQQ", 3, 0, 2) + _kv_string(b"general.architecture", b"llama")

@@ -38,6 +38,8 @@ MAX_TENSOR_COUNT = 1 << 20
 """64 tensors per layer at kvplan's 16,384-layer limit (:data:`kvplan.limits.MAX_LAYERS`)."""
 MAX_ARRAY_LENGTH = 1 << 24
 MAX_STRING_BYTES = 1 << 24
+MAX_KEPT_BYTES = 1 << 26
+"""64 MiB of kept text in all: a 65,536-entry vocabulary of long tokens is a few MiB, a chat template ~100 KiB."""
 """16 MiB, kvplan's limit for a config.json; the longest real strings are chat templates of ~100 KiB."""
 #: Smallest possible encodings, for checking counts against the bytes left before reading.
 MIN_KV_BYTES = 8 + 4 + 1  # key length, value type, one-byte value
@@ -150,6 +152,8 @@ class _Cursor:
         self._buf_start = 0
         self._chunk = chunk
         self.read_bytes = 0
+        self.kept_bytes = 0
+        """Bytes of the strings kept (keys, tensor names, text values), bounded by :data:`MAX_KEPT_BYTES`."""
 
     @property
     def left(self) -> int:
@@ -230,7 +234,15 @@ class _Cursor:
         return value
 
     def string(self, what: str, version: int) -> bytes:
-        return self.take(self.count(f"length of {what}", each=1, version=version, most=MAX_STRING_BYTES), what)
+        length = self.count(f"length of {what}", each=1, version=version, most=MAX_STRING_BYTES)
+        self.kept_bytes += length
+        if self.kept_bytes > MAX_KEPT_BYTES:
+            raise ConfigError(
+                f"{self.source.label}: the header's keys, names and text values pass {MAX_KEPT_BYTES // 1024**2} MiB at "
+                f"{what} (real GGUF headers keep a few MiB; long vocabularies are counted, not kept)",
+                "the GGUF header is corrupt; download the file again",
+            )
+        return self.take(length, what)
 
 
 def read_header(source: ByteSource) -> GgufHeader:
