@@ -572,12 +572,19 @@ def test_yaml_reports_escape_line_breaks_and_bidi_controls(text: str, pure: bool
 
 
 # ---- item 16: an error that cannot be written still exits 2 ------------------------------------------------------
-def test_an_error_on_a_full_stderr_keeps_exit_2(tmp_path: Path) -> None:
+@pytest.mark.parametrize("case", ["error", "budget"])
+def test_a_full_stderr_keeps_the_exit_code(case: str, tmp_path: Path) -> None:
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full")
+    (tmp_path / "config.json").write_text(json.dumps(make_config()))
+    plan = write_plan(tmp_path, "scenarios:\n  - {name: a, model: ./config.json, seq_len: 1000, max_kv_bytes: 1MiB}\n")
+    args = ["estimate", "-m", str(tmp_path / "missing.json")] if case == "error" else ["check", str(plan), "--format",
+                                                                                        "json"]
     with open("/dev/full", "w") as full:
-        done = subprocess.run([sys.executable, "-m", "kvplan", "estimate", "-m", str(tmp_path / "missing.json")],
-                              stderr=full, stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                              timeout=120)
-    assert done.returncode == 2
-    assert done.stdout == b""
+        done = subprocess.run([sys.executable, "-m", "kvplan", *args], stderr=full, stdout=subprocess.PIPE,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    if case == "error":  # the error line is lost; the code still says "bad input"
+        assert done.returncode == 2 and done.stdout == b""
+    else:  # the FAIL line is lost; the report and "a budget is exceeded" are not
+        assert done.returncode == 1
+        assert json.loads(done.stdout)["scenarios"][0]["kv_cache_bytes"] == PER_TOKEN * 1000 > 1024**2

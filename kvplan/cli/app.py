@@ -158,8 +158,33 @@ def _app_for(argv: list[str]) -> typer.Typer:
     return make_app([argv[0]])
 
 
+class _StderrKeepsGoing:
+    """sys.stderr whose failed writes (a full disk, a closed pipe) are dropped: a note, FAIL line or error that
+    cannot be shown must not turn the command's exit code (0, 1 or 2) into a crash."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self._stream.write(text))
+        except (OSError, ValueError):
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except (OSError, ValueError):
+            pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def main() -> None:
     """Console entry point: typer's own exits pass through; anything unexpected is exit 101."""
+    if sys.stderr is not None and not isinstance(sys.stderr, _StderrKeepsGoing):
+        sys.stderr = _StderrKeepsGoing(sys.stderr)
     try:
         _app_for(sys.argv[1:])()
     except SystemExit:
