@@ -344,8 +344,11 @@ LIMIT_FLAGS = {
     "MAX_TP": "`--tp` / `--tensor-parallel-size`", "MAX_PP": "`--pp` / `--pipeline-parallel-size`",
     "MAX_NUM_GPUS": "`--num-gpus`", "MAX_BEAMS": "`--beams`", "MAX_BATCH": "`--batch`",
     "MAX_LAYERS": "layers in a config, `compare --layers`", "MAX_DIM": "`compare --heads/--head-dim/--hidden-size`",
-    "MAX_MODEL_ARG_CHARS": "`--model`, characters", "MAX_FILE_BYTES": "config.json, plan and report files, bytes",
+    "MAX_MODEL_ARG_CHARS": "`--model`, characters", "MAX_FILE_BYTES": "config.json and plan files, bytes",
     "MAX_NESTING": "JSON / YAML nesting, levels", "MAX_YAML_NODES": "YAML nodes, aliases expanded",
+    "MAX_SCENARIOS": "scenarios in a `kvplan check` plan",
+    "MAX_REPORT_NODES": "report YAML nodes (`kvplan diff` reads, `kvplan check` writes at most)",
+    "MAX_REPORT_BYTES": "report files, bytes (`kvplan diff` reads, `kvplan check` writes at most)",
 }
 
 

@@ -393,8 +393,10 @@ def capacity(
     )
     if isinstance(pp, bool) or not isinstance(pp, int) or pp < 1:  # before num_gpus // pp below
         raise InputError(f"--pp must be a positive integer, got {pp!r}", "e.g. --pp 2 (pipeline stages)")
+    # NOTE: --num-gpus without --tp: every GPU of the ranks in tensor parallel (vLLM's DP ranks each take tp x pp).
+    ranks = 1 if get_engine(engine).dp_within_tp or isinstance(dp, bool) or not isinstance(dp, int) else max(dp, 1)
     inputs = CapacityInputs(
-        gpu=gpu_spec, engine=engine, tp=tp if tp is not None else max(1, (num_gpus or 1) // pp),
+        gpu=gpu_spec, engine=engine, tp=tp if tp is not None else max(1, (num_gpus or 1) // (pp * ranks)),
         pp=pp, num_gpus=num_gpus, kv_dtype=kv_dtype, dtype=dtype,
         max_model_len=model_len,
         batch=batch, block_size=block_size, gpu_memory_utilization=gpu_memory_utilization,

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from kvplan.checks import CheckRunner, ScenarioResult, check_header
+from kvplan.errors import InputError
+from kvplan.limits import MAX_REPORT_BYTES, MAX_REPORT_NODES
 from kvplan.outfile import refuse_inputs, write_atomic
 from kvplan.plan import Plan
 from kvplan.report import to_yaml
@@ -30,6 +32,46 @@ _CHUNK = 1 << 20
 def _json_row(row: dict[str, Any], first: bool) -> str:
     text = json.dumps(row, indent=2, sort_keys=False)
     return ("" if first else ",\n") + "\n".join("    " + line for line in text.split("\n"))
+
+
+class _ReportSize:
+    """The nodes and bytes of the report being written, refused past what `kvplan diff` reads
+    (:data:`~kvplan.limits.MAX_REPORT_NODES`, :data:`~kvplan.limits.MAX_REPORT_BYTES`), so kvplan reads back
+    every report it writes."""
+
+    __slots__ = ("bytes", "nodes")
+
+    def __init__(self) -> None:
+        self.nodes, self.bytes = _HEADER_NODES, _HEADER_BYTES
+
+    def add(self, row: dict[str, Any], pieces: Iterable[str], *, name: str, full: bool) -> None:
+        self.nodes += _count_nodes(row)
+        self.bytes += max(len(piece.encode("utf-8")) for piece in pieces)
+        if self.nodes > MAX_REPORT_NODES or self.bytes > MAX_REPORT_BYTES:
+            what = (f"{self.nodes:,} YAML nodes (limit {MAX_REPORT_NODES:,})" if self.nodes > MAX_REPORT_NODES else
+                    f"{self.bytes / 1024**2:,.0f} MiB (limit {MAX_REPORT_BYTES // 1024**2} MiB)")
+            raise InputError(
+                f"the check report passes {what} at scenario {name!r}, more than `kvplan diff` reads back",
+                "write compact rows (without --full), or split the plan" if full else
+                "split the plan, or shorten what each scenario repeats (long names, large set: overrides)")
+
+
+#: Room kept for the report's header (its own nodes and bytes are a few dozen / a few KiB).
+_HEADER_NODES, _HEADER_BYTES = 1_000, 64 * 1024
+
+
+def _count_nodes(value: Any) -> int:
+    """YAML nodes of ``value`` as the reader counts them: each mapping, sequence, key and scalar."""
+    count, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        count += 1
+        if isinstance(item, dict):
+            count += len(item)
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return count
 
 
 def table_row(result: ScenarioResult, row: dict[str, Any]) -> dict[str, Any]:
@@ -92,6 +134,7 @@ def run_check(plan: Plan, *, formats: set[str], table: bool = False, full: bool 
     run = CheckRun(header={}, rows=[] if table else None)
     run.spools = {fmt: tempfile.TemporaryFile("w+", encoding="utf-8") for fmt in sorted(formats)}
     failed = 0
+    size = _ReportSize()
     try:
         for index, result in enumerate(CheckRunner(plan=plan).results()):
             name = result.scenario.name
@@ -99,10 +142,11 @@ def run_check(plan: Plan, *, formats: set[str], table: bool = False, full: bool 
             run.failures.extend((name, gate.message) for gate in result.gates if not gate.passed)
             run.warnings.extend((name, warning) for warning in result.warnings)
             row = result.full_row() if full else result.compact_row()
-            if "yaml" in run.spools:
-                run.spools["yaml"].write(to_yaml([row]))
-            if "json" in run.spools:
-                run.spools["json"].write(_json_row(row, index == 0))
+            pieces = {fmt: to_yaml([row]) if fmt == "yaml" else _json_row(row, index == 0) for fmt in run.spools}
+            if pieces:
+                size.add(row, pieces.values(), name=name, full=full)
+            for fmt, piece in pieces.items():
+                run.spools[fmt].write(piece)
             if run.rows is not None:
                 run.rows.append(table_row(result, row))
     except BaseException:

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from kvplan.engines import get_engine
@@ -95,6 +96,9 @@ def tensor_split_shares(text: str | None) -> tuple[float, ...] | None:
         shares = tuple(float(p) for p in re.split(r"[,/]", text) if p.strip())
     except ValueError:
         raise InputError(f"--tensor-split {text!r} is not a list of proportions", "e.g. --tensor-split 3,1") from None
+    if not all(math.isfinite(s) for s in shares):
+        raise InputError(f"--tensor-split {text!r} holds a value that is not a finite number (nan or inf)",
+                         "give finite proportions, e.g. -ts 3,1")
     if not shares or any(s < 0 for s in shares) or sum(shares) <= 0:
         raise InputError(f"--tensor-split {text!r} needs non-negative proportions, not all zero", "e.g. -ts 3,1")
     return shares

@@ -36,12 +36,21 @@ MAX_DIM = Limit(maximum=1_048_576, why="64x the widest published LLM, hidden siz
 
 #: ``--model``: longer than any path (PATH_MAX 4,096) or Hub id (96 + 1 + 96 characters).
 MAX_MODEL_ARG_CHARS = 4096
-#: config.json, plan and report files. Real configs are under 100 KiB (the largest, with label maps, ~1 MiB).
+#: config.json and plan files. Real configs are under 100 KiB (the largest, with label maps, ~1 MiB).
 MAX_FILE_BYTES = 16 * 1024**2
 #: JSON/YAML nesting. Real configs nest 4 levels, plans 4, reports 6.
 MAX_NESTING = 100
-#: YAML nodes after alias expansion (a 1,000-scenario check report has about 100,000).
+#: YAML nodes after alias expansion, in a config or plan (a 10,000-scenario plan has about 30,000).
 MAX_YAML_NODES = 500_000
+#: Scenarios in a plan: a sweep of 10 models x 10 lengths x 10 batch sizes x 10 deployments.
+MAX_SCENARIOS = 10_000
+#: A report's YAML nodes, read by `kvplan diff` and never exceeded by what `kvplan check` writes (check refuses a
+#: report past it). NOTE: a compact check row has 30-100 nodes (MAX_SCENARIOS rows: at most about 1,000,000), a
+#: --full row 300-720 (Nemotron-H, require_fit_on), so about 2,900 --full rows fit.
+MAX_REPORT_NODES = 2_097_152
+#: A report's bytes, read by `kvplan diff` and never exceeded by what `kvplan check` writes. NOTE: a compact row is
+#: 0.3-1 KB of YAML or JSON (MAX_SCENARIOS rows: about 10 MB), a --full row up to 17 KB of JSON.
+MAX_REPORT_BYTES = 64 * 1024**2
 
 
 def check_limit(value: int | None, limit: Limit, what: str) -> None:

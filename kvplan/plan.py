@@ -17,7 +17,8 @@ from typing import Any
 
 from kvplan.errors import InputError, KvplanError
 from kvplan.hubref import validate_revision
-from kvplan.safeload import load_yaml, read_bounded_text
+from kvplan.limits import MAX_SCENARIOS
+from kvplan.safeload import AmbiguousNumber, load_yaml, read_bounded_text
 from kvplan.units import parse_size, parse_tokens
 
 #: Top-level keys of a plan file.
@@ -215,6 +216,12 @@ class Plan:
             return model
         return os.path.normpath(os.path.join(self.base_dir, model))
 
+    def input_paths(self) -> tuple[str, ...]:
+        """Every model the scenarios name, as given and as located (a path, or a Hub id that names no file): what
+        ``--output`` may not overwrite."""
+        named = {scenario.inputs["model"] for scenario in self.scenarios if scenario.inputs.get("model")}
+        return tuple(sorted(named | {self.model_location(model) for model in named}))
+
     def line_of(self, *path: Any) -> int | None:
         """1-based line of the key or list item at ``path`` (``"scenarios", 2, "batch"``) in the plan file: that
         of its nearest enclosing node the file has when the key is not written there (a default)."""
@@ -283,7 +290,14 @@ def load_plan(path: Path) -> Plan:
     text = read_bounded_text(path, label=f"plan file {label}", what="plan file")
     try:
         # NOTE: bounded (size, depth, aliases expanded, recursion) before anything is built.
-        data = load_yaml(text, label=label)
+        data = load_yaml(text, label=label, plain_numbers=True)
+    except AmbiguousNumber as exc:
+        where = f" line {exc.mark.line + 1}" if exc.mark is not None else ""
+        raise InputError(
+            f"{label}{where}: {_field_at(text, exc.mark)}{exc.value} is {exc.meaning:,} in YAML 1.1 ({exc.form}), "
+            "not the decimal number the command line reads",
+            "write the number in plain decimal digits without a leading zero, e.g. 10000",
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
@@ -334,6 +348,10 @@ def parse_plan(data: Any, *, label: str = "<plan>", text: str = "") -> Plan:
             f"{at(('scenarios',))}: 'scenarios' must be a non-empty list, got {_type_name(scenarios)}",
             "each entry is a mapping such as `- name: chat\\n  model: meta-llama/Llama-3.1-8B`",
         )
+    if len(scenarios) > MAX_SCENARIOS:
+        raise InputError(
+            f"{at(('scenarios',))}: {len(scenarios):,} scenarios, past kvplan's limit of {MAX_SCENARIOS:,} per plan (the "
+            "report `kvplan diff` reads back stays within its size limit)", "split the plan into several files")
     defaults = data.get("defaults") or {}
     if not isinstance(defaults, dict):
         raise InputError(f"{at(('defaults',))}: 'defaults' must be a mapping, got {_type_name(defaults)}")

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import select
 import stat
 import sys
 from functools import lru_cache
@@ -20,17 +22,28 @@ from typing import Any
 from kvplan.errors import InputError, KvplanError
 from kvplan.limits import MAX_FILE_BYTES, MAX_NESTING, MAX_YAML_NODES
 
+#: How long a named pipe (FIFO) given as a file may stay silent before kvplan says so.
+FIFO_WAIT_S = 10.0
+
 
 def read_bounded_text(
     path: Path, *, label: str, what: str = "file", error: type[KvplanError] = InputError,
     max_bytes: int = MAX_FILE_BYTES,
 ) -> str:
-    """UTF-8 text of a regular file (or FIFO/char device, read up to ``max_bytes + 1`` bytes)."""
+    """UTF-8 text of a regular file (or FIFO/char device, read up to ``max_bytes + 1`` bytes).
+
+    Opened without waiting for a writer: a named pipe nobody writes to is an error at once, not a hang (a pipe
+    with a writer, as ``<(cat config.json)`` gives, is read as usual)."""
     try:
-        with open(path, "rb") as handle:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+        with open(fd, "rb") as handle:
             mode = os.fstat(handle.fileno()).st_mode
             if stat.S_ISDIR(mode):
                 raise error(f"{label} is a directory, not a {what}", f"pass the {what} itself")
+            if stat.S_ISFIFO(mode) and not select.select([fd], [], [], FIFO_WAIT_S)[0]:
+                raise error(f"{label} is a named pipe (FIFO) and nothing was written to it in {FIFO_WAIT_S:g} s",
+                            f"pass the {what} itself, or start the process that writes the pipe first")
+            os.set_blocking(fd, True)
             data = handle.read(max_bytes + 1)
     except IsADirectoryError:
         raise error(f"{label} is a directory, not a {what}", f"pass the {what} itself") from None
@@ -159,13 +172,46 @@ class _DuplicateKey(Exception):
         self.key, self.line = key, line
 
 
-@lru_cache(maxsize=2)
-def _unique_key_loader(*, pure: bool) -> type:
+class AmbiguousNumber(Exception):
+    """A YAML 1.1 number form the command line reads otherwise (``010000`` octal, ``1:08:16`` base 60)."""
+
+    def __init__(self, value: str, mark: Any, meaning: Any) -> None:
+        super().__init__(value, mark)
+        self.value, self.mark, self.meaning = value, mark, meaning
+
+    @property
+    def form(self) -> str:
+        text = self.value.lstrip("+-").lower()
+        return ("base 60" if ":" in text else "hex" if text.startswith("0x") else "binary" if text.startswith("0b")
+                else "digits grouped by _" if "_" in text else "octal")
+
+
+#: Numbers as the command line writes them: decimal digits, no leading zero, no ``_``, no base-60 ``:``.
+_PLAIN_INT = re.compile(r"[-+]?(?:0|[1-9][0-9]*)")
+_PLAIN_FLOAT = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)")
+
+
+@lru_cache(maxsize=4)
+def _unique_key_loader(*, pure: bool, plain_numbers: bool = False) -> type:
     """The safe loader, refusing a key given twice in one mapping (PyYAML keeps the last silently); keys
-    brought in by a merge (``<<: *base``) may be overridden, as YAML means them to be."""
+    brought in by a merge (``<<: *base``) may be overridden, as YAML means them to be. ``plain_numbers``:
+    an int or float written in a YAML 1.1 form the command line does not read the same way (octal
+    ``010000`` = 4,096, base 60 ``1:08:16`` = 4,096, hex, binary, ``1_000``) raises :class:`AmbiguousNumber`."""
     import yaml
 
     class UniqueKeyLoader(_yaml_loader(pure=pure)):  # type: ignore[misc]
+        def construct_yaml_int(self, node: Any) -> Any:
+            value = super().construct_yaml_int(node)
+            if plain_numbers and not _PLAIN_INT.fullmatch(node.value):
+                raise AmbiguousNumber(node.value, node.start_mark, value)
+            return value
+
+        def construct_yaml_float(self, node: Any) -> Any:
+            value = super().construct_yaml_float(node)
+            if plain_numbers and not _PLAIN_FLOAT.fullmatch(node.value):
+                raise AmbiguousNumber(node.value, node.start_mark, value)
+            return value
+
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:
             seen: set[str] = set()
             for key_node, _value in node.value:
@@ -175,28 +221,31 @@ def _unique_key_loader(*, pure: bool) -> type:
                     seen.add(key_node.value)
             return super().construct_mapping(node, deep=deep)
 
+    UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", UniqueKeyLoader.construct_yaml_int)
+    UniqueKeyLoader.add_constructor("tag:yaml.org,2002:float", UniqueKeyLoader.construct_yaml_float)
     return UniqueKeyLoader
 
 
-def load_yaml(text: str, *, label: str) -> Any:
+def load_yaml(text: str, *, label: str, plain_numbers: bool = False, max_nodes: int = MAX_YAML_NODES) -> Any:
     """One YAML document as plain data (``yaml.safe_load``), bounded first (:func:`check_yaml_bounds`).
     yaml.YAMLError passes through for the caller to word (it knows the file's purpose); a key given twice
-    and an integer too long to read are InputErrors."""
+    and an integer too long to read are InputErrors; with ``plain_numbers``, a number in a YAML 1.1 form
+    other than plain decimal raises :class:`AmbiguousNumber` for the caller to word."""
     import yaml
 
     try:
-        check_yaml_bounds(text, label=label)
-        return _construct(text, label=label, pure=False)
+        check_yaml_bounds(text, label=label, max_nodes=max_nodes)
+        return _construct(text, label=label, pure=False, plain_numbers=plain_numbers)
     except yaml.YAMLError:
         if _yaml_loader() is yaml.SafeLoader:
             raise
     # NOTE: libyaml rejected the text: PyYAML's own parser words the error (what it expected and found).
-    check_yaml_bounds(text, label=label, pure=True)
-    return _construct(text, label=label, pure=True)
+    check_yaml_bounds(text, label=label, pure=True, max_nodes=max_nodes)
+    return _construct(text, label=label, pure=True, plain_numbers=plain_numbers)
 
 
-def _construct(text: str, *, label: str, pure: bool) -> Any:
-    loader = _unique_key_loader(pure=pure)(text)
+def _construct(text: str, *, label: str, pure: bool, plain_numbers: bool = False) -> Any:
+    loader = _unique_key_loader(pure=pure, plain_numbers=plain_numbers)(text)
     try:
         return loader.get_single_data()
     except _DuplicateKey as exc:

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from kvplan.errors import ConfigError, SourceError
 from kvplan.hubref import is_repo_id, validate_revision
+from kvplan.limits import MAX_FILE_BYTES
 from kvplan.safeload import load_json, read_bounded_text
 from kvplan.textsafe import printable
 
@@ -206,7 +207,8 @@ def _fetch_hub_config(repo_id: str, *, revision: str | None, token: str | None) 
 
     def fetch(*, local_files_only: bool) -> str:
         return hf_hub_download(repo_id, "config.json", revision=revision, token=hub_token, endpoint=endpoint,
-                               cache_dir=cache_dir, etag_timeout=timeout, local_files_only=local_files_only)
+                               cache_dir=cache_dir, etag_timeout=timeout, local_files_only=local_files_only,
+                               tqdm_class=_bounded_progress())
 
     def cached_or_fail(failure: str) -> tuple[dict[str, Any], str]:
         cached = try_to_load_from_cache(repo_id, "config.json", cache_dir=cache_dir, revision=revision)
@@ -261,6 +263,10 @@ def _fetch_hub_config(repo_id: str, *, revision: str | None, token: str | None) 
             # NOTE: huggingface_hub itself answers from its cache when the metadata request fails.
             note = f"{seen}; config.json of {label} read from the local Hub cache ({local})"
         return read_json_config(Path(local), label=f"{label} config.json"), note
+    if isinstance(exc, _TooLarge):
+        raise SourceError(
+            f"{label} config.json is {exc.what} than kvplan's {MAX_FILE_BYTES // 1024**2} MiB limit for a config.json; "
+            "the download was stopped there", "a real config.json is far smaller; check the repo id") from None
     if isinstance(exc, hub_errors.GatedRepoError):
         raise SourceError(
             f"{repo_id} is gated: your token is missing or has not been granted access",
@@ -282,6 +288,39 @@ def _fetch_hub_config(repo_id: str, *, revision: str | None, token: str | None) 
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         failure = f"fetching config.json failed: {printable(text[:200])}"
     return cached_or_fail(failure)
+
+
+class _TooLarge(Exception):
+    """A Hub download past :data:`~kvplan.limits.MAX_FILE_BYTES`, stopped as it came in."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what = what
+
+
+@lru_cache(maxsize=1)
+def _bounded_progress() -> type:
+    """huggingface_hub's (silent) progress bar, raising :class:`_TooLarge` when the announced size or the bytes
+    received pass the config.json limit: huggingface_hub's ``http_get`` reports every chunk to it before writing
+    the chunk, so at most one chunk (10 MiB) past the limit is read, whatever the body's length."""
+    from huggingface_hub.utils import tqdm as hub_tqdm
+
+    class BoundedProgress(hub_tqdm):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.received = int(kwargs.get("initial") or 0)
+            total = kwargs.get("total")
+            if isinstance(total, int) and total > MAX_FILE_BYTES:
+                self.close()
+                raise _TooLarge(f"{total:,} bytes, larger")
+
+        def update(self, n: float | None = 1) -> bool | None:
+            self.received += int(n or 0)
+            if self.received > MAX_FILE_BYTES:
+                raise _TooLarge("larger")
+            return super().update(n)
+
+    return BoundedProgress
 
 
 class _AbandonedFetch(RuntimeError):

@@ -27,6 +27,17 @@ _NUM_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$")
 
 #: Largest token count we accept: 2**40 tokens is far beyond any model.
 MAX_TOKENS = 2**40
+#: Largest byte size we accept: 2**64 bytes (16 EiB), the whole 64-bit address space. Past it a size is a typo, and
+#: past float range (about 10**308) it could not even be shown as GiB.
+MAX_SIZE_BYTES = 2**64
+
+
+def shown_int(value: int) -> str:
+    """``value`` with thousands separators, or in scientific notation (``1.00e400``) past 2**128."""
+    if value.bit_length() <= 128:
+        return f"{value:,}"
+    digits = str(abs(value))
+    return f"{'-' if value < 0 else ''}{digits[0]}.{digits[1:3]}e{len(digits) - 1}"
 
 
 #: Digits a number on the command line or in a plan may have: 10**30 bytes is far past any memory.
@@ -67,7 +78,7 @@ def parse_tokens(text: str | int, *, what: str = "--seq-len") -> int:
     if value <= 0:
         raise InputError(f"{what} must be a positive number of tokens, got {value}", "e.g. 4096 or 32k")
     if value > MAX_TOKENS:
-        raise InputError(f"{what} {value:,} tokens is absurdly large (limit {MAX_TOKENS:,})", "check the value and its suffix")
+        raise InputError(f"{what} {shown_int(value)} tokens is absurdly large (limit {MAX_TOKENS:,})", "check the value and its suffix")
     return value
 
 
@@ -92,7 +103,10 @@ def parse_size(text: str | int, *, what: str = "size") -> int:
         _check_digits(match.group(1), text, what)
         value = int(_exact(match.group(1)) * _SIZE_SUFFIX[match.group(2).lower()])
     if value < 0:
-        raise InputError(f"{what} must not be negative, got {value}")
+        raise InputError(f"{what} must not be negative, got {shown_int(value)}")
+    if value > MAX_SIZE_BYTES:
+        raise InputError(f"{what} {shown_int(value)} bytes is past kvplan's limit of 16 EiB (2**64 bytes, the 64-bit "
+                         "address space)", "check the value and its unit")
     return value
 
 

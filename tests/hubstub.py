@@ -8,7 +8,8 @@ range answered is kept in ``ranges`` so tests can check how much of a file was r
 
 ``fault`` makes it a hostile Hub for every request: ``hang`` (accept, never answer), ``trickle``
 (headers, then one byte a second), ``500``/``503``/``429``/``403`` (a bare HTTP error, no Hub error
-code), ``redirect`` (302 to itself, forever) and ``short`` (a Content-Length it never sends).
+code), ``redirect`` (302 to itself, forever), ``short`` (a Content-Length it never sends) and ``flood`` (a
+config.json body with no Content-Length that never ends: 256 MiB, counted in ``sent_bytes``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
 class HubStub:
-    FAULTS = ("hang", "trickle", "500", "503", "429", "403", "redirect", "short")
+    FAULTS = ("hang", "trickle", "500", "503", "429", "403", "redirect", "short", "flood")
+    FLOOD_BYTES = 256 * 1024**2
 
     def __init__(
         self,
@@ -43,6 +45,7 @@ class HubStub:
         self.fault = fault
         self.closing = threading.Event()
         self.requests: list[tuple[str, str]] = []
+        self.sent_bytes = 0
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -103,7 +106,28 @@ class HubStub:
         req.send_header("X-Repo-Commit", COMMIT)
         req.end_headers()
         if body:
-            req.wfile.write(data)
+            try:
+                req.wfile.write(data)
+            except OSError:  # the client stopped reading (a body past kvplan's limit)
+                pass
+
+    def flood(self, req: BaseHTTPRequestHandler) -> None:
+        """A 200 with an ETag and a commit but no Content-Length; the GET body runs on until the client hangs up."""
+        req.send_response(200)
+        req.send_header("Content-Type", "application/json")
+        req.send_header("ETag", '"flood"')
+        req.send_header("X-Repo-Commit", COMMIT)
+        req.end_headers()
+        if req.command == "HEAD":
+            return
+        block = b" " * (1 << 20)
+        try:
+            while self.sent_bytes < self.FLOOD_BYTES and not self.closing.is_set():
+                req.wfile.write(block)
+                self.sent_bytes += len(block)
+        except OSError:
+            pass
+        req.close_connection = True
 
     def model_info(self, req: BaseHTTPRequestHandler, rest: str, body: bool) -> None:
         repo = rest.split("/revision/")[0]
@@ -177,6 +201,8 @@ class HubStub:
             req.end_headers()
             req.wfile.write(payload)
             return
+        if fault == "flood":
+            return self.flood(req)
         data = next(iter(self.repos.values()), b"{}")
         req.send_response(200)
         req.send_header("Content-Type", "application/json")

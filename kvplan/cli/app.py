@@ -78,7 +78,11 @@ def _error(message: str, hint: str | None) -> None:
     # NOTE: wrapped only on a terminal: in a pipe or CI log each stays one greppable line.
     tty = getattr(sys.stderr, "isatty", None)
     width = max(shutil.get_terminal_size((80, 24)).columns, 20) if tty is not None and tty() else None
-    typer.echo(error_text(message, hint, width), err=True)
+    try:
+        typer.echo(error_text(message, hint, width), err=True)
+    except (OSError, ValueError):
+        # NOTE: stderr is full (/dev/full) or closed: the message is lost, but the exit code still says what happened.
+        pass
 
 
 def error_text(message: str, hint: str | None, width: int | None = None) -> str:
@@ -154,8 +158,33 @@ def _app_for(argv: list[str]) -> typer.Typer:
     return make_app([argv[0]])
 
 
+class _StderrKeepsGoing:
+    """sys.stderr whose failed writes (a full disk, a closed pipe) are dropped: a note, FAIL line or error that
+    cannot be shown must not turn the command's exit code (0, 1 or 2) into a crash."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self._stream.write(text))
+        except (OSError, ValueError):
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except (OSError, ValueError):
+            pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def main() -> None:
     """Console entry point: typer's own exits pass through; anything unexpected is exit 101."""
+    if sys.stderr is not None and not isinstance(sys.stderr, _StderrKeepsGoing):
+        sys.stderr = _StderrKeepsGoing(sys.stderr)
     try:
         _app_for(sys.argv[1:])()
     except SystemExit:

@@ -33,6 +33,7 @@ from kvplan.cli.options import (
     one_model,
 )
 from kvplan.errors import EXIT_NOT_FIT
+from kvplan.outfile import refuse_inputs
 from kvplan.report.plot import check_plot_path, write_capacity_plot
 
 GpuOpt = Annotated[str | None, typer.Option("--gpu", "-g", help="A catalog GPU, case-insensitive: H100, H100-80GB, "
@@ -166,6 +167,7 @@ def capacity(
     model = one_model(model_arg, model, "capacity")
     if plot is not None:
         check_plot_path(plot)  # before any work
+        refuse_inputs(plot, (model, compare_log), flag="--plot")
     result = kvplan.capacity(
         model, gpu=gpu, gpu_mem=gpu_mem, gpu_bandwidth=gpu_bandwidth, num_gpus=num_gpus, tp=tp, pp=pp, engine=engine,
         kv_dtype=kv_dtype, dtype=dtype, max_model_len=max_model_len, seq_len=seq_len, batch=batch,

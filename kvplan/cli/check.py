@@ -40,11 +40,13 @@ def check(
     to_stdout = output is not None and str(output) == "-"
     formats = {f for f in (output_format(fmt.value, output), "yaml" if to_stdout else fmt.value)
                if f in ("yaml", "json")}
-    run = run_check(load_plan(plan), formats=formats, table=fmt is Format.table and not to_stdout, full=full,
+    loaded = load_plan(plan)
+    run = run_check(loaded, formats=formats, table=fmt is Format.table and not to_stdout, full=full,
                     generated_at=generated_at)
+    inputs = (plan, *map(Path, loaded.input_paths()))  # --output may be none of them
     try:
         with writing_stdout():
-            write_check(run, fmt.value, output, lambda text: typer.echo(text, nl=False), inputs=(plan,),
+            write_check(run, fmt.value, output, lambda text: typer.echo(text, nl=False), inputs=inputs,
                         verbose=verbose)
     finally:
         run.close()

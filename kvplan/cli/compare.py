@@ -28,6 +28,7 @@ from kvplan.cli.options import (
     emit,
     lazy_table,
 )
+from kvplan.outfile import refuse_inputs
 from kvplan.report.plot import check_plot_path, write_compare_plot
 
 DIMS = "Base dims (instead of --model)"
@@ -95,6 +96,8 @@ def compare(
     if plot is not None:
         check_plot_path(plot)
     variants, model = kvplan.api.model_first(variants or [], model)
+    if plot is not None:
+        refuse_inputs(plot, (model,), flag="--plot")
     result = kvplan.compare(
         variants or (), model=model, layers=layers, heads=heads, head_dim=head_dim, hidden_size=hidden_size,
         batch=batch, seq_len=seq_len, max_model_len=max_model_len, kv_dtype=kv_dtype, engine=engine, tp=tp, pp=pp,

@@ -24,6 +24,7 @@ from kvplan.errors import ConfigError
 from kvplan.geometry import ModelGeometry, Provenance
 from kvplan.gguf.archs import SWA_PERIOD, SWA_PERIOD_DENSE_FIRST, check_architecture
 from kvplan.gguf.reader import ArraySummary, GgufHeader
+from kvplan.limits import MAX_LAYERS
 from kvplan.specs import (
     ChunkedLocalSpec,
     FullAttentionSpec,
@@ -103,6 +104,9 @@ class GgufMetaReader:
                 )
             return None
         value = self._int(key, self.meta[key], zero_ok=zero_ok)
+        if suffix == "block_count" and value > MAX_LAYERS.maximum:  # the limit config.json's layer count has
+            raise ConfigError(f"{self.label}: {key} = {value:,} is past kvplan's limit of {MAX_LAYERS.maximum:,} layers "
+                              f"({MAX_LAYERS.why})", "the GGUF metadata is corrupt")
         if value > MAX_DIM and suffix not in ("context_length", "attention.sliding_window"):
             raise ConfigError(f"{self.label}: {key} = {value:,} is absurdly large (limit {MAX_DIM:,})", "the GGUF metadata is corrupt")
         self.record(field, value, f"gguf: {key}")

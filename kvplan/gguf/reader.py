@@ -13,6 +13,7 @@ The value and tensor type tables come from llama.cpp's own ``gguf`` package (``k
 from __future__ import annotations
 
 import os
+import stat
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,12 +22,25 @@ from typing import Any
 from kvplan.errors import ConfigError
 
 MAGIC = b"GGUF"
+#: NOTE: v1 (2023) counted in u32; v2 moved every count and length to u64 and v3 only added big-endian files, so
+#: v2 and v3 read alike (gguf-py's GGUFReader reads both with u64 counts and refuses v1).
 SUPPORTED_VERSIONS = (2, 3)
 DEFAULT_ALIGNMENT = 32
 #: ggml tensors have at most 4 dimensions (GGML_MAX_DIMS).
 MAX_DIMS = 4
 #: Arrays longer than this are summarised (tokenizer vocabularies), not kept.
 MAX_KEPT_ARRAY = 1 << 16
+#: Bounds on what a header may claim, besides the file's size: a corrupt or hostile count must cost seconds, not
+#: hours. NOTE: real GGUFs hold 20-60 metadata keys, a few hundred to ~2,000 tensors, and vocabularies of up to
+#: 262,144 tokens (Gemma 3) with up to ~500,000 merges.
+MAX_KV_COUNT = 1 << 16
+MAX_TENSOR_COUNT = 1 << 20
+"""64 tensors per layer at kvplan's 16,384-layer limit (:data:`kvplan.limits.MAX_LAYERS`)."""
+MAX_ARRAY_LENGTH = 1 << 24
+MAX_STRING_BYTES = 1 << 24
+MAX_KEPT_BYTES = 1 << 26
+"""64 MiB of kept text in all: a 65,536-entry vocabulary of long tokens is a few MiB, a chat template ~100 KiB."""
+"""16 MiB, kvplan's limit for a config.json; the longest real strings are chat templates of ~100 KiB."""
 #: Smallest possible encodings, for checking counts against the bytes left before reading.
 MIN_KV_BYTES = 8 + 4 + 1  # key length, value type, one-byte value
 MIN_TENSOR_INFO_BYTES = 8 + 4 + 4 + 8  # name length, n_dims, type, offset
@@ -37,6 +51,7 @@ _SCALARS: dict[int, tuple[str, int]] = {
     6: ("<f", 4), 7: ("<?", 1), 10: ("<Q", 8), 11: ("<q", 8), 12: ("<d", 8),
 }
 _STRING, _ARRAY = 8, 9
+_U64 = struct.Struct("<Q")
 
 
 def gguf_module() -> Any:
@@ -65,8 +80,19 @@ class LocalSource(ByteSource):
     def __init__(self, path: str) -> None:
         self.label = path
         try:
-            self._file = open(path, "rb")
-            self.size = os.fstat(self._file.fileno()).st_size
+            # NOTE: opened without waiting, then refused unless regular: a header is read by seeking, and a FIFO with
+            # no writer would block the open forever.
+            self._file = open(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb")
+            info = os.fstat(self._file.fileno())
+            self.size = info.st_size
+        except OSError as exc:
+            raise ConfigError(f"cannot read {path}: {exc.strerror or exc}", "check the path and its permissions") from None
+        if not stat.S_ISREG(info.st_mode):
+            self._file.close()
+            raise ConfigError(f"{path} is not a regular file (a pipe, device or directory); a GGUF header is read by "
+                              "seeking", "pass the .gguf file itself")
+        try:
+            os.set_blocking(self._file.fileno(), True)
         except OSError as exc:
             raise ConfigError(f"cannot read {path}: {exc.strerror or exc}", "check the path and its permissions") from None
 
@@ -126,6 +152,8 @@ class _Cursor:
         self._buf_start = 0
         self._chunk = chunk
         self.read_bytes = 0
+        self.kept_bytes = 0
+        """Bytes of the strings kept (keys, tensor names, text values), bounded by :data:`MAX_KEPT_BYTES`."""
 
     @property
     def left(self) -> int:
@@ -163,9 +191,40 @@ class _Cursor:
     def u64(self, what: str) -> int:
         return self.unpack("<Q", 8, what)
 
-    def count(self, what: str, *, each: int, version: int) -> int:
-        """A count (u64 in v3, u32 in v2), refused when ``count * each`` bytes cannot fit in the file."""
-        value = self.u64(what) if version >= 3 else self.u32(what)
+    def skip(self, n: int, what: str) -> None:
+        """Step over ``n`` bytes without reading them (a vocabulary's scores: no memory, no Hub download)."""
+        if n > self.left:
+            raise self.cut(what)
+        self.pos += n
+
+    def skip_strings(self, n: int, what: str) -> None:
+        """Step over ``n`` length-prefixed strings, reading only their lengths (a tokenizer's vocabulary)."""
+        unpack = _U64.unpack_from
+        while n:
+            if not self._buf_start <= self.pos < self._buf_start + len(self._buf) - 8:
+                self.skip(self.u64(f"length of {what}"), what)  # reads the next buffer
+                n -= 1
+                continue
+            # NOTE: a tight loop over the buffer (a vocabulary of 262,144 tokens, or a hostile 2**24 of them)
+            buf, at, end, done = self._buf, self.pos - self._buf_start, len(self._buf) - 8, 0
+            while done < n and at <= end:
+                at += 8 + unpack(buf, at)[0]
+                done += 1
+            self.pos = self._buf_start + at
+            n -= done
+            if self.pos > self.source.size:
+                raise self.cut(what)
+
+    def count(self, what: str, *, each: int, version: int, most: int | None = None) -> int:
+        """A u64 count (every version kvplan reads), refused when ``count * each`` bytes cannot fit in the file or
+        it is past ``most``."""
+        value = self.u64(what)
+        if most is not None and value > most:
+            raise ConfigError(
+                f"{self.source.label}: {what} is {value:,}, past kvplan's limit of {most:,} (real GGUF files stay far "
+                "below it)",
+                "the GGUF header is corrupt; download the file again",
+            )
         if value * each > self.left:
             raise ConfigError(
                 f"{self.source.label}: {what} is {value:,}, but only {self.left:,} bytes of the file are left "
@@ -175,7 +234,15 @@ class _Cursor:
         return value
 
     def string(self, what: str, version: int) -> bytes:
-        return self.take(self.count(f"length of {what}", each=1, version=version), what)
+        length = self.count(f"length of {what}", each=1, version=version, most=MAX_STRING_BYTES)
+        self.kept_bytes += length
+        if self.kept_bytes > MAX_KEPT_BYTES:
+            raise ConfigError(
+                f"{self.source.label}: the header's keys, names and text values pass {MAX_KEPT_BYTES // 1024**2} MiB at "
+                f"{what} (real GGUF headers keep a few MiB; long vocabularies are counted, not kept)",
+                "the GGUF header is corrupt; download the file again",
+            )
+        return self.take(length, what)
 
 
 def read_header(source: ByteSource) -> GgufHeader:
@@ -191,12 +258,13 @@ def read_header(source: ByteSource) -> GgufHeader:
         )
     version = cur.u32("version")
     if version not in SUPPORTED_VERSIONS:
+        old = " (GGUF v1, 2023, counted in 32 bits; llama.cpp and gguf-py no longer read it)" if version == 1 else ""
         raise ConfigError(
-            f"{label}: GGUF version {version} is not supported (kvplan reads versions 2 and 3)",
-            "re-convert the model with a current llama.cpp",
+            f"{label}: GGUF version {version} is not supported{old}; kvplan reads versions 2 and 3",
+            "re-convert the model with a current llama.cpp (convert_hf_to_gguf.py)",
         )
-    n_tensors = cur.count("tensor count", each=MIN_TENSOR_INFO_BYTES, version=version)
-    n_kv = cur.count("metadata key/value count", each=MIN_KV_BYTES, version=version)
+    n_tensors = cur.count("tensor count", each=MIN_TENSOR_INFO_BYTES, version=version, most=MAX_TENSOR_COUNT)
+    n_kv = cur.count("metadata key/value count", each=MIN_KV_BYTES, version=version, most=MAX_KV_COUNT)
     metadata: dict[str, Any] = {}
     for index in range(n_kv):
         key = _text(cur.string(f"key {index}", version), label, f"key {index}")
@@ -213,7 +281,7 @@ def read_header(source: ByteSource) -> GgufHeader:
         n_dims = cur.u32(f"dimensions of {name}")
         if not 1 <= n_dims <= MAX_DIMS:
             raise ConfigError(f"{label}: tensor {name} has {n_dims} dimensions (ggml allows 1-{MAX_DIMS})", "the file is corrupt")
-        shape = tuple(cur.u64(f"shape of {name}") if version >= 3 else cur.u32(f"shape of {name}") for _ in range(n_dims))
+        shape = tuple(cur.u64(f"shape of {name}") for _ in range(n_dims))
         ggml_type = cur.u32(f"type of {name}")
         offset = cur.u64(f"offset of {name}")
         try:
@@ -264,21 +332,20 @@ def _value(cur: _Cursor, vtype: int, key: str, version: int) -> Any:
         if etype == _ARRAY:
             raise ConfigError(f"{cur.source.label}: {key} is an array of arrays", "the GGUF header is corrupt")
         if etype == _STRING:
-            length = cur.count(f"length of {key}", each=8, version=version)
+            length = cur.count(f"length of {key}", each=8, version=version, most=MAX_ARRAY_LENGTH)
             read: Callable[[], Any] = lambda: _text(cur.string(key, version), cur.source.label, key)  # noqa: E731
         elif etype in _SCALARS:
             fmt, size = _SCALARS[etype]
-            length = cur.count(f"length of {key}", each=size, version=version)
+            length = cur.count(f"length of {key}", each=size, version=version, most=MAX_ARRAY_LENGTH)
             if length > MAX_KEPT_ARRAY:
-                cur.take(length * size, key)  # a vocabulary's scores or types: skipped, not decoded
+                cur.skip(length * size, key)  # a vocabulary's scores or types: skipped, not read
                 return ArraySummary(element_type=fmt, length=length)
             raw = cur.take(length * size, key)
             return list(struct.unpack(f"<{length}{fmt[1]}", raw))
         else:
             raise ConfigError(f"{cur.source.label}: {key} has unknown element type {etype}", "the GGUF header is corrupt")
         if length > MAX_KEPT_ARRAY:
-            for _ in range(length):
-                cur.string(key, version)
+            cur.skip_strings(length, key)
             return ArraySummary(element_type="str", length=length)
         return [read() for _ in range(length)]
     raise ConfigError(f"{cur.source.label}: {key} has unknown value type {vtype}", "the GGUF header is corrupt")

@@ -11,6 +11,7 @@ The package around it turns reports into what people and machines read, and neve
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -173,4 +174,13 @@ def to_yaml(data: Any) -> str:
     import yaml  # NOTE: ~20 ms to import; `kvplan estimate` (a table) never needs it
 
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-    return yaml.dump(data, Dumper=dumper, sort_keys=False, allow_unicode=True, default_flow_style=False, width=100)
+    text: str = yaml.dump(data, Dumper=dumper, sort_keys=False, allow_unicode=True, default_flow_style=False, width=100)
+    if not text.isascii() and _YAML_UNSAFE.search(text):
+        # NOTE: a line break YAML reads as one (NEL U+0085, U+2028/9: a round trip folds it), a C1 control or a bidi
+        # override (shows the text reordered) passes "printable" in both emitters: written as escapes instead.
+        text = yaml.dump(data, Dumper=dumper, sort_keys=False, allow_unicode=False, default_flow_style=False, width=100)
+    return text
+
+
+#: Characters emitted raw under ``allow_unicode`` that a YAML report must not carry raw.
+_YAML_UNSAFE = re.compile("[\x80-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]")

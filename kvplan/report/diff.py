@@ -15,9 +15,10 @@ from typing import Any
 
 from kvplan import __version__
 from kvplan.errors import InputError
+from kvplan.limits import MAX_REPORT_BYTES, MAX_REPORT_NODES
 from kvplan.report import SCHEMA_VERSION
 from kvplan.safeload import load_json, load_yaml, read_bounded_text
-from kvplan.units import parse_size
+from kvplan.units import MAX_SIZE_BYTES, parse_size, shown_int
 
 DIFFABLE = ("check", "estimate")
 #: Report schema versions diff reads: 1 is the one before compact check rows (its check rows are the
@@ -65,10 +66,11 @@ def load_report(path: Path) -> dict[str, Any]:
     import yaml  # NOTE: ~20 ms to import; only diff reads YAML reports
 
     hint = "pass files written by `kvplan check --output` or `kvplan estimate --format yaml`"
-    text = read_bounded_text(path, label=f"report {path}", what="report")
+    # NOTE: the report limits, which `kvplan check` never exceeds: diff reads whatever kvplan wrote.
+    text = read_bounded_text(path, label=f"report {path}", what="report", max_bytes=MAX_REPORT_BYTES)
     try:
         data = load_json(text, label=str(path), hint=hint) if path.suffix.lower() == ".json" else load_yaml(
-            text, label=str(path))
+            text, label=str(path), max_nodes=MAX_REPORT_NODES)
     except yaml.YAMLError as exc:
         raise InputError(f"{path}: not a YAML/JSON report: {str(exc).splitlines()[0]}", hint) from None
     command = data.get("command") if isinstance(data, dict) else None
@@ -89,7 +91,7 @@ def load_report(path: Path) -> dict[str, Any]:
 
 
 def _kv_bytes_ok(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_SIZE_BYTES
 
 
 def _check_shape(report: dict[str, Any], label: str) -> None:
@@ -103,7 +105,8 @@ def _check_shape(report: dict[str, Any], label: str) -> None:
 
     def need_bytes(value: Any, where: str) -> None:
         if not _kv_bytes_ok(value):
-            raise InputError(f"{label}: {where} must be a non-negative integer, got {value!r}", hint)
+            got = shown_int(value) if isinstance(value, int) else repr(value)[:100]
+            raise InputError(f"{label}: {where} must be a non-negative integer up to 2**64 (16 EiB), got {got}", hint)
 
     if report["command"] == "check":
         scenarios = report.get("scenarios")

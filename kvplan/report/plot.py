@@ -7,12 +7,14 @@ through its object API (``Figure``), so no pyplot backend or global state is tou
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kvplan.errors import InputError
+from kvplan.outfile import write_atomic
 from kvplan.units import format_bytes
 
 if TYPE_CHECKING:
@@ -99,10 +101,10 @@ def write_plot(path: Path, seq_lens: Sequence[int], series: Mapping[str, Sequenc
     """:func:`draw_plot` written to ``path`` (PNG or SVG, by its suffix)."""
     check_plot_path(path)
     figure = draw_plot(seq_lens, series, **options)
-    try:
-        figure.savefig(path, format=path.suffix.lower().lstrip("."))
-    except OSError as exc:
-        raise InputError(f"cannot write --plot {path}: {exc.strerror or exc}", "check the path") from None
+    image = io.BytesIO()
+    figure.savefig(image, format=path.suffix.lower().lstrip("."))
+    # NOTE: as --output: whole or not at all, a FIFO or device written into, a read-only file refused.
+    write_atomic(path, image.getvalue(), flag="--plot")
 
 
 def draw_plot(
