@@ -60,18 +60,24 @@ def vllm_tokens(text: str | int | None, flag: str) -> tuple[int | None, str | No
 
 
 def llama_context(ctx_size: str | None, parallel: int | None, max_model_len: str | None, batch: int,
-                  engine: str) -> tuple[str | None, int]:
-    """llama.cpp ``-c C -np N`` as kvplan's (``--max-model-len``, ``--batch``): N slots of C / N tokens."""
+                  engine: str, *, kv_unified: bool = False,
+                  model_max: int | None = None) -> tuple[str | None, int, str | None]:
+    """llama.cpp ``-c C -np N`` as kvplan's (``--max-model-len``, ``--batch``) and a note: N slots of C / N tokens.
+
+    ``-c 0`` is llama.cpp's default, the model's trained context (``model_max``) over all slots. A ``C`` that
+    ``N`` does not divide is rounded as ``llama_context`` does (src/llama-context.cpp): ``n_ctx = GGML_PAD(C, 256)``,
+    ``n_ctx_seq = GGML_PAD(n_ctx / N, 256)`` per slot, and ``n_ctx = n_ctx_seq * N`` (a unified cache, ``-kvu``,
+    is not split: each slot takes C / N here, the same cells)."""
     if ctx_size is None and parallel is None:
-        return max_model_len, batch
-    if engine.lower().replace("-", "").replace(".", "") not in ("llamacpp",):
+        return max_model_len, batch, None
+    if get_engine(engine).name != "llama.cpp":
         raise InputError("--ctx-size/-c and --parallel/-np are llama.cpp's flags", "add --engine llama.cpp")
     if ctx_size is not None and max_model_len is not None:
         raise InputError("give --ctx-size (llama.cpp) or --max-model-len, not both",
                          "-c is the cells over all slots; --max-model-len the tokens of one")
     slots = parallel or batch
     if ctx_size is None:
-        return max_model_len, slots
+        return max_model_len, slots, None
     text = str(ctx_size).strip()
     if not text.isdigit():
         # NOTE: common/arg.cpp parses int flags with std::stoi, which stops at the first non-digit: -c 16k is 16.
@@ -79,11 +85,31 @@ def llama_context(ctx_size: str | None, parallel: int | None, max_model_len: str
         raise InputError(f"-c {text}: llama.cpp reads -c with std::stoi, which stops at the first non-digit "
                          f"({text[:digits] or 'nothing'}), so kvplan refuses to guess",
                          f"pass the cells as an integer, e.g. -c {parse_tokens(text, what='--ctx-size') if digits else 32768}")
-    cells = parse_tokens(text, what="--ctx-size")
+    note = None
+    if int(text) == 0:
+        if model_max is None:
+            raise InputError("-c 0 (llama.cpp's default) is the model's trained context, which this model does not "
+                             "name", "pass -c CELLS")
+        cells = model_max
+        note = f"-c 0 (llama.cpp's default): n_ctx = the model's trained context, {cells:,} cells over {slots} slot(s)"
+    else:
+        cells = parse_tokens(text, what="--ctx-size")
     if cells % slots:
-        raise InputError(f"-c {cells} is not a multiple of -np {slots}: llama.cpp rounds n_ctx down to a multiple",
-                         f"use -c {cells // slots * slots}")
-    return str(cells // slots), slots
+        if kv_unified:
+            per_slot = cells // slots
+            return str(per_slot), slots, (f"-c {cells} over -np {slots} with -kvu: one pool of {cells:,} cells, "
+                                          f"sized here as {slots} x {per_slot:,} tokens")
+        n_ctx = -(-cells // LLAMA_PAD) * LLAMA_PAD
+        per_slot = -(-(n_ctx // slots) // LLAMA_PAD) * LLAMA_PAD
+        return str(per_slot), slots, (
+            f"-c {cells} is not divisible by -np {slots}: llama.cpp pads n_ctx to {n_ctx:,} and gives each slot "
+            f"n_ctx_seq = GGML_PAD({n_ctx:,} / {slots}, 256) = {per_slot:,} cells (n_ctx {per_slot * slots:,}; "
+            "src/llama-context.cpp, 'n_ctx is not divisible by n_seq_max')")
+    return str(cells // slots), slots, note
+
+
+#: llama.cpp's GGML_PAD of contexts (src/llama-context.cpp).
+LLAMA_PAD = 256
 
 
 def tensor_split_shares(text: str | None) -> tuple[float, ...] | None:

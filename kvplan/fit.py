@@ -323,7 +323,7 @@ def _deployment(inputs: CapacityInputs, tp: int) -> Deployment:
     return Deployment(engine=get_engine(inputs.engine).name, tp=tp, pp=inputs.pp, block_size=inputs.block_size,
                       max_num_batched_tokens=inputs.max_num_batched_tokens, kv_unified=inputs.kv_unified,
                       ubatch_size=inputs.ubatch_size, cache_type_v=inputs.cache_type_v,
-                      no_window=inputs.no_window)
+                      no_window=inputs.no_window, offload=inputs.offload)
 
 
 def _validate(inputs: CapacityInputs) -> None:

@@ -142,6 +142,8 @@ class BudgetRequest:
     max_num_seqs: int | None = None
     ubatch_size: int | None = None
     version: str | None = None
+    enforce_eager: bool = False
+    """vLLM ``--enforce-eager``: no CUDA graphs are captured, so none are reserved."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

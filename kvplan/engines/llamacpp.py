@@ -259,3 +259,19 @@ def layer_devices(num_layers: int, split: tuple[float, ...]) -> list[int]:
         x = il / slots
         out.append(next((d for d, c in enumerate(cumulative) if c > x), len(split) - 1))
     return out
+
+
+def check_flash_attn(flash_attn: str, v_type: str) -> list[str]:
+    """llama.cpp ``-fa on|off|auto`` against the V cache type (``llama_init_from_model``, src/llama-context.cpp):
+    a quantised V cache needs flash attention, so ``-fa off`` with one is refused as llama.cpp refuses it."""
+    if flash_attn not in ("on", "off", "auto"):
+        raise InputError(f"-fa {flash_attn!r}: llama.cpp takes on, off or auto", "e.g. -fa on")
+    quantised = lookup_dtype(v_type).scheme == "ggml"
+    if flash_attn == "off" and quantised:
+        raise InputError(f"llama.cpp refuses a quantised V cache ({_ggml(v_type)}) with -fa off ('quantized V cache "
+                         "requires flash_attn to be enabled', src/llama-context.cpp)",
+                         "use -fa on (or auto), or -ctv f16")
+    if flash_attn == "off":
+        return ["llama.cpp -fa off: the KV cache holds the same bytes (V stored transposed); the compute buffers "
+                "differ, which kvplan's estimate does not model"]
+    return []

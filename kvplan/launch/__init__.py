@@ -53,9 +53,10 @@ class Launch:
         text = f"--cmd read as {_TITLES[self.engine]} ({self.program}), model {self.model}"
         if read:
             text += "; sized: " + ", ".join(read)
-        not_sized = [*self.ignored, *(self.given[k] for k in unused)]
-        if not_sized:
-            text += "; not sized (no effect on KV memory in kvplan): " + ", ".join(not_sized)
+        if self.ignored:
+            text += "; not sized (no effect on memory in kvplan): " + ", ".join(self.ignored)
+        if unused:
+            text += "; not read by this command: " + ", ".join(self.given[k] for k in unused)
         return text
 
 
