@@ -262,7 +262,7 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
         def fits(batch: int, t: int) -> bool:
             return avail > 0 and kv.need(batch, t) <= avail
 
-        requests = _largest(lambda b: fits(b, tokens), hi_start=max(1, int(concurrency) + 1))
+        requests = _largest(lambda b: fits(b, tokens), hi_start=max(1, int(concurrency) + 1), cap=MAX_BATCH.maximum)
     is_fit = fits(inputs.batch, tokens)
 
     limit = max(tokens, geometry.max_context_tokens or 0)
