@@ -32,7 +32,8 @@ class Flag:
     """The value (None for a switch) as API keywords; raises InputError for a value the engine refuses."""
     takes_value: bool = True
     optional_value: tuple[str, ...] = ()
-    """A switch that may take one of these words as its value (llama.cpp's old ``-fa`` had none)."""
+    """A switch whose value may be left out (llama.cpp's old bare ``-fa``); the next word, unless it is a flag, is
+    its value (one of these words, else the flag's reader refuses it)."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -102,7 +103,7 @@ def read_flags(words: Sequence[str], table: Sequence[Flag], *, switches: frozens
             value = words[i]
             i += 1
         elif not flag.takes_value and value is None and flag.optional_value and i < len(words) \
-                and words[i].lower() in flag.optional_value:
+                and not is_flag(words[i]):
             value = words[i]
             i += 1
         for keyword, result in flag.read(value).items():
