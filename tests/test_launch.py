@@ -192,7 +192,7 @@ def test_trtllm_serve_line_equals_kvplans_own_options() -> None:
 
 # ---- llama.cpp ---------------------------------------------------------------------------------------
 gguf = pytest.importorskip("gguf")
-from test_gguf_commands import BLOCK_BYTES, HEAD, KV_HEADS, LAYERS, OUTPUT_BYTES, write_quantised  # noqa: E402
+from test_gguf_commands import BLOCK_BYTES, HEAD, KV_HEADS, LAYERS, OUTPUT_BYTES, write_quantised
 
 
 @pytest.fixture
