@@ -285,3 +285,13 @@ def test_llama_flags_with_another_engine_are_exit_2() -> None:
     code, _out, err = run("capacity", "-m", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--engine", "sglang",
                           "--enforce-eager")
     assert code == 2 and "vLLM's flag" in err
+
+
+def test_llama_ngl_and_nkvo_log_the_host_layers_kv_in_a_cpu_buffer(model_gguf: Path) -> None:
+    mib = 1 << 20
+    layer = 2 * KV_HEADS * HEAD * 2 * 4096  # one layer's K+V, f16, 4,096 cells
+    lines = kvplan.capacity(cmd=f"llama-cli -m {model_gguf} -c 4096 -ngl 2", gpu_mem="1GiB").engine_log["lines"]
+    assert lines[:2] == [f"llama_kv_cache:        CPU KV buffer size = {3 * layer / mib:8.2f} MiB",
+                         f"llama_kv_cache:      CUDA0 KV buffer size = {1 * layer / mib:8.2f} MiB"]
+    lines = kvplan.capacity(cmd=f"llama-cli -m {model_gguf} -c 4096 -nkvo", gpu_mem="1GiB").engine_log["lines"]
+    assert lines[0] == f"llama_kv_cache:        CPU KV buffer size = {LAYERS * layer / mib:8.2f} MiB"

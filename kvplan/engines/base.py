@@ -452,6 +452,10 @@ class PoolFacts:
     swa_full_layers: tuple[int, ...] = ()
     """Windowed layers accounted as full attention by ``--swa-full``/``--no-window`` (llama.cpp keeps them in
     their own, full-size, SWA cache)."""
+    host_kv_layers: int = 0
+    """llama.cpp ``-ngl``/``-nkvo``: the first layers whose KV cache is in host memory (a ``CPU`` buffer)."""
+    gpu_layer_start: int = 0
+    """llama.cpp ``-ngl``: ``i_gpu_start``, the first layer on a GPU (the split counts from it)."""
 
 
 def version_tuple(text: str, *, engine: str) -> tuple[int, ...]:
