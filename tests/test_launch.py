@@ -295,3 +295,43 @@ def test_llama_ngl_and_nkvo_log_the_host_layers_kv_in_a_cpu_buffer(model_gguf: P
                          f"llama_kv_cache:      CUDA0 KV buffer size = {1 * layer / mib:8.2f} MiB"]
     lines = kvplan.capacity(cmd=f"llama-cli -m {model_gguf} -c 4096 -nkvo", gpu_mem="1GiB").engine_log["lines"]
     assert lines[0] == f"llama_kv_cache:        CPU KV buffer size = {LAYERS * layer / mib:8.2f} MiB"
+
+
+# ---- lines run in a container ----------------------------------------------------------------------------
+def test_vllm_docker_line_from_vllm_docs() -> None:
+    # docs.vllm.ai/en/latest/deployment/docker.html: the vllm/vllm-openai image's entrypoint is the API server
+    line = ('docker run --runtime nvidia --gpus all -v ~/.cache/huggingface:/root/.cache/huggingface '
+            '--env "HUGGING_FACE_HUB_TOKEN=<secret>" -p 8000:8000 --ipc=host vllm/vllm-openai:latest '
+            '--model mistralai/Mistral-7B-v0.1')
+    pasted = kvplan.capacity(cmd=line, gpu="A100-40GB").to_dict()
+    own = kvplan.capacity("mistralai/Mistral-7B-v0.1", gpu="A100-40GB", engine="vllm").to_dict()
+    assert strip_cmd_note(pasted) == strip_cmd_note(own)
+    assert "<secret>" not in " ".join(pasted["notes"])
+
+
+def test_llama_cpp_docker_line_from_llama_cpp_docs(model_gguf: Path) -> None:
+    # ggml-org/llama.cpp docs/docker.md (server image); the model path swapped for the test's GGUF
+    line = (f"docker run -p 8080:8080 -v /path/to/models:/models --gpus all ghcr.io/ggml-org/llama.cpp:server-cuda "
+            f"-m {model_gguf} -c 512 --host 0.0.0.0 --port 8080 --n-gpu-layers 99")
+    est = kvplan.estimate(cmd=line)
+    # llama-server -np auto: 4 slots, one unified pool of -c 512 cells padded to 256; -ngl 99 >= 4 + 1: all on GPU
+    assert est.kv_cache_bytes == est.kv_cache_bytes_per_gpu == 2 * LAYERS * KV_HEADS * HEAD * 2 * 512
+
+
+def test_sglang_docker_line_and_dp_attention_line_from_sglang_benchmark_readme() -> None:
+    # sgl-project/sglang benchmark/deepseek_v3/README.md
+    docker = ("docker run --gpus all --shm-size 32g -p 30000:30000 -v ~/.cache/huggingface:/root/.cache/huggingface "
+              "--ipc=host lmsysorg/sglang:latest \\\n    python3 -m sglang.launch_server --model deepseek-ai/DeepSeek-V3 "
+              "--tp 8 --trust-remote-code --port 30000")
+    dp = ("SGL_ENABLE_JIT_DEEPGEMM=1 python3 -m sglang.launch_server --model deepseek-ai/DeepSeek-V3 --tp 8 "
+          "--trust-remote-code --enable-dp-attention --dp-size 8")
+    plain = kvplan.capacity(cmd=docker, gpu="H200", max_model_len=4096).to_dict()
+    attn_dp = kvplan.capacity(cmd=dp, gpu="H200", max_model_len=4096).to_dict()
+    own = kvplan.capacity("deepseek-ai/DeepSeek-V3", gpu="H200", engine="sglang", tp=8, dp=8,
+                          enable_dp_attention=True, max_model_len=4096).to_dict()
+    assert strip_cmd_note(attn_dp) == strip_cmd_note(own)
+    # the MLA latent, 61 layers x (512 + 64) x bf16, per request either way; with DP attention each of the 8 ranks
+    # has its own pool instead of 8 TP ranks holding the same latent
+    assert plain["capacity"]["kv_bytes_per_request"] == attn_dp["capacity"]["kv_bytes_per_request"] \
+        == 61 * (512 + 64) * 2 * 4096
+    assert 8 * attn_dp["capacity"]["max_tokens"] > plain["capacity"]["max_tokens"]

@@ -73,7 +73,7 @@ def read_launch(text: str) -> Launch:
     ignored = list(flags.ignored) + [f"argument {word!r}" for word in positional]
     ignored += [f"{name}=" for name in env]
     if engine == "llama.cpp":
-        notes += _llama_defaults(program, keywords, given)
+        notes += _llama_defaults(program.split(" (docker ")[0], keywords, given)
     model = keywords.get("model")
     if model is None:
         flag = {"vllm": "MODEL (vllm serve MODEL) or --model", "sglang": "--model-path",
@@ -84,7 +84,35 @@ def read_launch(text: str) -> Launch:
                   ignored=tuple(ignored), notes=tuple(notes))
 
 
+#: Container images whose entrypoint is the engine's server: image name part -> (engine module, program).
+_IMAGES = (("vllm/vllm-openai", vllm, "vllm serve"), ("llama.cpp:server", llamacpp, "llama-server"),
+           ("llama.cpp:light", llamacpp, "llama-cli"))
+
+
 def _program(argv: list[str]) -> tuple[str, str, list[str], Any]:
+    if argv[0].rsplit("/", 1)[-1] in ("docker", "podman"):
+        return _container(argv)
+    return _program_at(argv)
+
+
+def _container(argv: list[str]) -> tuple[str, str, list[str], Any]:
+    """``docker run ... IMAGE [ARGS]``: an engine image's entrypoint (vllm/vllm-openai, llama.cpp's server and
+    light images) takes ARGS as its flags; another image runs the command it is given."""
+    for i, word in enumerate(argv):
+        for part, module, program in _IMAGES:
+            if part in word:
+                return f"{program} (docker {word})", module.ENGINE, argv[i + 1:], module
+    for i in range(1, len(argv)):
+        try:
+            return _program_at(argv[i:])
+        except InputError:
+            continue
+    raise InputError("--cmd: no engine found in the docker line",
+                     "kvplan reads the vllm/vllm-openai and llama.cpp server images, or an engine command given to "
+                     "the image (python3 -m sglang.launch_server ..., trtllm-serve ...)")
+
+
+def _program_at(argv: list[str]) -> tuple[str, str, list[str], Any]:
     found = llamacpp.program_words(argv)
     if found is not None:
         return found[0], llamacpp.ENGINE, found[1], llamacpp
