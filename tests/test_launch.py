@@ -178,16 +178,30 @@ def test_sglang_flags_with_their_own_names() -> None:
 
 
 # ---- TensorRT-LLM --------------------------------------------------------------------------------------
-def test_trtllm_serve_line_equals_kvplans_own_options() -> None:
-    # nvidia.github.io/TensorRT-LLM/commands/trtllm-serve: trtllm-serve MODEL with its click options
-    # (model swapped for a bundled one)
-    line = ("trtllm-serve meta-llama/Llama-3.1-8B-Instruct --max_batch_size 64 --max_num_tokens 8192 "
-            "--max_seq_len 8192 --tp_size 1 --kv_cache_free_gpu_memory_fraction 0.8 --host localhost --port 8000")
-    pasted = kvplan.capacity(cmd=line, gpu="H100").to_dict()
-    own = kvplan.capacity("meta-llama/Llama-3.1-8B-Instruct", gpu="H100", engine="trtllm", max_model_len=8192,
-                          max_num_batched_tokens=8192, max_num_seqs=64, free_gpu_memory_fraction=0.8).to_dict()
+#: TinyLlama/TinyLlama-1.1B-Chat-v1.0's config.json fields (the Hub card), served by the local Hub stand-in.
+TINYLLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2048,
+             "intermediate_size": 5632, "num_hidden_layers": 22, "num_attention_heads": 32, "num_key_value_heads": 4,
+             "max_position_embeddings": 2048, "vocab_size": 32000, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
+             "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+
+
+def test_trtllm_serve_quick_start_line_equals_kvplans_own_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    # nvidia.github.io/TensorRT-LLM/quick-start-guide.html ("Deploy with trtllm-serve"), with the
+    # click options of tensorrt_llm/commands/serve.py added
+    from hubstub import HubStub
+
+    line = ('trtllm-serve "TinyLlama/TinyLlama-1.1B-Chat-v1.0" --max_batch_size 64 --max_num_tokens 8192 '
+            "--kv_cache_free_gpu_memory_fraction 0.8 --host localhost --port 8000")
+    with HubStub({"TinyLlama/TinyLlama-1.1B-Chat-v1.0": TINYLLAMA}) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+        pasted = kvplan.capacity(cmd=line, gpu="L4", weights_from="config").to_dict()
+        own = kvplan.capacity("TinyLlama/TinyLlama-1.1B-Chat-v1.0", gpu="L4", engine="trtllm", weights_from="config",
+                              max_num_batched_tokens=8192, max_num_seqs=64, free_gpu_memory_fraction=0.8).to_dict()
     assert strip_cmd_note(pasted) == strip_cmd_note(own)
     assert pasted["inputs"]["free_gpu_memory_fraction"] == 0.8
+    # 22 layers, 4 KV heads of 2048 / 32 = 64, bf16, the model's 2,048 tokens in blocks of 32
+    assert pasted["capacity"]["kv_bytes_per_request"] == 2 * 22 * 4 * 64 * 2 * 2048
 
 
 # ---- llama.cpp ---------------------------------------------------------------------------------------
