@@ -205,9 +205,15 @@ def _weights_on_gpu(weights: WeightsEstimate, n_gpu_layers: int, notes: list[str
         notes.append(f"-ngl {n_gpu_layers}: the weights given are not split by layer; all are counted on the GPU")
         return weights
     placed = replace(split, n_gpu_layers=n_gpu_layers)
-    if not placed.gpu_start()[1]:
+    start, on_gpu = placed.gpu_start()
+    if not on_gpu:
         notes.append("llama.cpp -ngl 0: every weight is in host memory")
-    return replace(weights, device_split=placed)
+    elif start:
+        notes.append(f"llama.cpp -ngl {n_gpu_layers}: the weights of blocks {start}-{len(placed.block_bytes) - 1} and "
+                     "the output layer on the GPU; token_embd and the other blocks in host memory")
+    # NOTE: the layer split's own note speaks of every layer offloaded (-ngl all): the -ngl note replaces it.
+    kept = tuple(n for n in weights.notes if "-ngl all" not in n) if start else weights.notes
+    return replace(weights, device_split=placed, notes=kept)
 
 
 def _cpu_offload(cpu_offload_gb: float | None, engine: str, notes: list[str]) -> int:
