@@ -349,3 +349,22 @@ def test_sglang_docker_line_and_dp_attention_line_from_sglang_benchmark_readme()
     assert plain["capacity"]["kv_bytes_per_request"] == attn_dp["capacity"]["kv_bytes_per_request"] \
         == 61 * (512 + 64) * 2 * 4096
     assert 8 * attn_dp["capacity"]["max_tokens"] > plain["capacity"]["max_tokens"]
+
+
+def test_flags_read_as_kvplans_default_are_named() -> None:
+    launch = read_launch("vllm serve org/m --max-model-len auto")
+    assert "max_model_len" not in launch.keywords
+    assert "as kvplan's default: --max-model-len auto" in launch.summary()
+    assert "as kvplan's default: -ngl all" in read_launch("llama-cli -m m.gguf -ngl all").summary()
+
+
+def test_model_comes_from_the_line_and_without_either_is_exit_2() -> None:
+    code, out, err = run("estimate", "--format", "json", "--cmd", "vllm serve meta-llama/Llama-3.1-8B --max-model-len 4k")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["model"]["id"] == "meta-llama/Llama-3.1-8B" and report["inputs"]["engine"] == "vllm"
+    assert report["totals"]["kv_cache_bytes"] == 2 * 32 * 8 * 128 * 2 * 4000  # K+V, layers, kv heads, bf16, 4k = 4,000
+    code, _out, err = run("estimate", "-s", "4k")
+    assert code == 2 and "no model given" in err
+    code, _out, err = run("capacity", "-m", "gpt2", "--gpu", "H100", "--cmd", "vllm serve meta-llama/Llama-3.1-8B")
+    assert code == 2 and "--model gpt2 and the --cmd line's meta-llama/Llama-3.1-8B disagree" in " ".join(err.split())

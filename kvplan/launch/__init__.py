@@ -45,6 +45,8 @@ class Launch:
     given: dict[str, str] = field(default_factory=dict)
     """API keyword -> the words of the line that set it (``-tp 2``), for messages and notes."""
     ignored: tuple[str, ...] = ()
+    defaults: tuple[str, ...] = ()
+    """Flags read whose value is kvplan's default (``--max-model-len auto``: the model's maximum)."""
     notes: tuple[str, ...] = ()
 
     def summary(self, unused: Collection[str] = ()) -> str:
@@ -53,6 +55,8 @@ class Launch:
         text = f"--cmd read as {_TITLES[self.engine]} ({self.program}), model {self.model}"
         if read:
             text += "; sized: " + ", ".join(read)
+        if self.defaults:
+            text += "; as kvplan's default: " + ", ".join(self.defaults)
         if self.ignored:
             text += "; not sized (no effect on memory in kvplan): " + ", ".join(self.ignored)
         if unused:
@@ -81,7 +85,7 @@ def read_launch(text: str) -> Launch:
         raise InputError(f"--cmd: the {_TITLES[engine]} line names no model", f"add {flag} to the line")
     keywords["engine"] = engine
     return Launch(engine=engine, program=program, model=str(model), keywords=keywords, given=given,
-                  ignored=tuple(ignored), notes=tuple(notes))
+                  ignored=tuple(ignored), defaults=tuple(flags.defaults), notes=tuple(notes))
 
 
 #: Container images whose entrypoint is the engine's server: image name part -> (engine module, program).

@@ -45,6 +45,8 @@ class ReadFlags:
     positional: list[str] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
     """Flags read but not sized (``--port``, ``--host`` ...), in the order given, each once."""
+    defaults: list[str] = field(default_factory=list)
+    """Flags whose value is kvplan's default already (``--max-model-len auto``, ``-ngl all``)."""
 
 
 def split_line(text: str) -> tuple[dict[str, str], list[str]]:
@@ -106,7 +108,10 @@ def read_flags(words: Sequence[str], table: Sequence[Flag], *, switches: frozens
                 and not is_flag(words[i]):
             value = words[i]
             i += 1
-        for keyword, result in flag.read(value).items():
+        keywords = flag.read(value)
+        if not keywords:
+            out.defaults.append(name if value is None else f"{name} {value}")
+        for keyword, result in keywords.items():
             out.keywords[keyword] = result
             out.given[keyword] = name if value is None else f"{name} {value}"
     return out
