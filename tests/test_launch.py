@@ -368,3 +368,9 @@ def test_model_comes_from_the_line_and_without_either_is_exit_2() -> None:
     assert code == 2 and "no model given" in err
     code, _out, err = run("capacity", "-m", "gpt2", "--gpu", "H100", "--cmd", "vllm serve meta-llama/Llama-3.1-8B")
     assert code == 2 and "--model gpt2 and the --cmd line's meta-llama/Llama-3.1-8B disagree" in " ".join(err.split())
+
+
+def test_engine_beside_the_line_agrees_by_profile(model_gguf: Path) -> None:
+    for engine in ("llama.cpp", "llamacpp", "ollama"):
+        code, _out, err = run("estimate", "--engine", engine, "--cmd", f"llama-cli -m {model_gguf} -c 1024")
+        assert code == 0, (engine, err)

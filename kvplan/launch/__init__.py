@@ -177,5 +177,9 @@ def _same(key: str, ours: Any, theirs: Any) -> bool:
     if key == "engine":
         from kvplan.engines import get_engine
 
-        return bool(get_engine(str(ours)).name == get_engine(str(theirs)).name)
+        def name(engine: Any) -> str:
+            text = str(engine).strip().lower()
+            return "llama.cpp" if text == "ollama" else get_engine(text).name  # Ollama runs llama.cpp
+
+        return name(ours) == name(theirs)
     return str(ours).strip().lower() == str(theirs).strip().lower()
