@@ -34,18 +34,26 @@ from kvplan.calc import Estimate, with_adjustments
 from kvplan.calc import estimate as calc_estimate
 from kvplan.dtypes import DEFAULT_GROUP_SIZE
 from kvplan.engine_flags import (
+    check_engine_version,
+    cpu_offload_bytes,
+    engine_flag,
+    engine_for,
+    flash_attn_notes,
+    kv_host_layers,
     kv_types,
     llama_context,
+    quantised_for,
     tensor_split_shares,
     typed_length,
     typed_tokens,
     vllm_tokens,
+    weights_on_gpu,
 )
 from kvplan.engines import EngineProfile, get_engine
 from kvplan.engines.base import without_mla
 from kvplan.errors import InputError
 from kvplan.geometry import ModelGeometry
-from kvplan.modelref import GGUF_KINDS, Geometry, load, normalise_overrides, resolve
+from kvplan.modelref import Geometry, load, normalise_overrides, resolve
 from kvplan.models import (
     WeightsEstimate,
     require_config_geometry,
@@ -122,145 +130,6 @@ def _input_error(message: str, hint: str) -> Exception:
 def _no_model() -> Exception:
     return InputError("no model given", "pass --model MODEL (a Hub id, a config.json, a .gguf), or the engine's "
                       "launch line as --cmd '...'")
-
-
-# ---- the engine and its flags ----------------------------------------------------------------------
-
-#: Engines whose --engine-version changes what kvplan prints (log lines, budget terms).
-VERSIONED_ENGINES = ("vllm", "sglang")
-
-
-def engine_for(model: str | Geometry | ModelGeometry, gguf_file: str | None, engine: str | None, *,
-               fallback: str) -> tuple[str, list[str]]:
-    """The engine a model is sized for, and a note saying why: ``engine`` as given (``ollama`` is read as
-    llama.cpp, which it runs); when None, llama.cpp for a GGUF (a ``.gguf`` file or folder, ``org/repo:QUANT``,
-    ``gguf_file``), else ``fallback``."""
-    if engine is not None:
-        if str(engine).strip().lower() == "ollama":
-            return "llama.cpp", ["--engine ollama: Ollama runs llama.cpp, so the model is sized as llama.cpp "
-                                 "(Ollama's num_ctx is llama.cpp's -c, OLLAMA_NUM_PARALLEL its -np)"]
-        return engine, []
-    if isinstance(model, Geometry):
-        kind: str | None = model.source.kind
-    elif isinstance(model, ModelGeometry):
-        kind = None
-    else:
-        kind = resolve(model, gguf_file=gguf_file).kind
-    if kind in GGUF_KINDS:
-        return "llama.cpp", ["engine llama.cpp: the model is a GGUF, which llama.cpp runs (pass --engine to size "
-                             "it for another engine)"]
-    return fallback, []
-
-
-def _check_engine_version(engine: str, version: str | None) -> None:
-    if version is not None and get_engine(engine).name not in VERSIONED_ENGINES:
-        raise InputError(f"--engine-version {version}: versions apply to vLLM and SGLang only (their log lines and "
-                         f"budget terms changed across releases); kvplan follows one {get_engine(engine).title}",
-                         "drop --engine-version")
-
-
-def _vllm_only(engine: str, flag: str, engines: tuple[str, ...] = ("vllm",)) -> None:
-    if get_engine(engine).name not in engines:
-        names = " and ".join(get_engine(e).title for e in engines)
-        raise InputError(f"{flag} is {names}'s flag, but --engine is {get_engine(engine).name}",
-                         f"add --engine {engines[0]}, or drop {flag}")
-
-
-def _flash_attn(flash_attn: str | None, engine: str, v_type: str) -> list[str]:
-    """llama.cpp ``-fa``: on, off or auto; off with a quantised V cache is refused as llama.cpp refuses it."""
-    if flash_attn is None:
-        return []
-    _vllm_only(engine, "-fa/--flash-attn", ("llama.cpp",))
-    from kvplan.engines.llamacpp import check_flash_attn
-    from kvplan.launch.llamacpp import flash_attn_value
-
-    return check_flash_attn(flash_attn_value(flash_attn), "fp16" if v_type == "auto" else v_type)
-
-
-def kv_host_layers(num_layers: int, n_gpu_layers: int | None, no_kv_offload: bool, engine: str) -> tuple[int, list[str]]:
-    """KV layers llama.cpp keeps in host memory: ``-nkvo`` all of them; ``-ngl N`` the layers before
-    ``i_gpu_start = max(n_layer + 1 - N, 0)`` (``llama_model::load_tensors``; each layer's KV sits on its
-    layer's device, ``src/llama-kv-cache.cpp``)."""
-    if n_gpu_layers is None and not no_kv_offload:
-        return 0, []
-    _vllm_only(engine, "-ngl/-nkvo", ("llama.cpp",))
-    if n_gpu_layers is not None and n_gpu_layers < 0:
-        raise InputError(f"-ngl {n_gpu_layers}: give the layers on the GPU (0 or more)", "e.g. -ngl 99 (all)")
-    if no_kv_offload:
-        return num_layers, [f"llama.cpp -nkvo: the KV cache of all {num_layers} layers is in host memory, none on "
-                            "the GPU"]
-    assert n_gpu_layers is not None
-    start = max(num_layers + 1 - n_gpu_layers, 0)
-    host = min(start, num_layers)
-    if not host:
-        return 0, []
-    return host, [f"llama.cpp -ngl {n_gpu_layers}: layers 0-{host - 1} ({host} of {num_layers}) and their KV cache "
-                  f"in host memory (i_gpu_start = max({num_layers} + 1 - {n_gpu_layers}, 0) = {start}, "
-                  "llama_model::load_tensors); KV per GPU counts the other layers"]
-
-
-def _weights_on_gpu(weights: WeightsEstimate, n_gpu_layers: int, notes: list[str]) -> WeightsEstimate:
-    split = weights.device_split
-    if split is None or not hasattr(split, "n_gpu_layers"):
-        notes.append(f"-ngl {n_gpu_layers}: the weights given are not split by layer; all are counted on the GPU")
-        return weights
-    placed = replace(split, n_gpu_layers=n_gpu_layers)
-    start, on_gpu = placed.gpu_start()
-    if not on_gpu:
-        notes.append("llama.cpp -ngl 0: every weight is in host memory")
-    elif start:
-        notes.append(f"llama.cpp -ngl {n_gpu_layers}: the weights of blocks {start}-{len(placed.block_bytes) - 1} and "
-                     "the output layer on the GPU; token_embd and the other blocks in host memory")
-    # NOTE: the layer split's own note speaks of every layer offloaded (-ngl all): the -ngl note replaces it.
-    kept = tuple(n for n in weights.notes if "-ngl all" not in n) if start else weights.notes
-    return replace(weights, device_split=placed, notes=kept)
-
-
-def _cpu_offload(cpu_offload_gb: float | None, engine: str, notes: list[str]) -> int:
-    """vLLM/SGLang ``--cpu-offload-gb``: GiB of weights per GPU in host memory, as bytes."""
-    if not cpu_offload_gb:
-        return 0
-    _vllm_only(engine, "--cpu-offload-gb", ("vllm", "sglang"))
-    if cpu_offload_gb < 0:
-        raise InputError(f"--cpu-offload-gb {cpu_offload_gb:g} is negative", "e.g. --cpu-offload-gb 4")
-    offload_bytes = int(cpu_offload_gb * 2**30)
-    notes.append(f"--cpu-offload-gb {cpu_offload_gb:g}: {offload_bytes:,} B of each GPU's weights in host memory "
-                 "(GiB, as vLLM's EngineArgs reads it), so the KV budget grows by as much")
-    return offload_bytes
-
-
-#: vLLM --quantization values that name a checkpoint's own method (vllm/model_executor/layers/quantization).
-_SAME_METHOD = {"awq_marlin": "awq", "gptq_marlin": "gptq", "gptq_marlin_24": "gptq", "fbgemm_fp8": "fp8",
-                "modelopt": "modelopt", "compressed_tensors": "compressed-tensors"}
-
-
-def _quantized(loaded: Geometry, quantization: str, engine: str, weights_from: str,
-               notes: list[str]) -> tuple[Geometry, str]:
-    """``--quantization``: a checkpoint's own method is accepted as it is; ``fp8`` on a 16-bit checkpoint is
-    vLLM's and SGLang's online quantisation (linear weights in fp8 on load, ``Fp8LinearMethod``); any other
-    method needs a checkpoint made with it, as the engine requires."""
-    _vllm_only(engine, "--quantization", ("vllm", "sglang"))
-    method = quantization.strip().lower()
-    qc = loaded.config.get("quantization_config") if isinstance(loaded.config, Mapping) else None
-    own = str(qc.get("quant_method", "")).lower() if isinstance(qc, Mapping) else ""
-    if own:
-        if _SAME_METHOD.get(method, method).replace("_", "-") != own.replace("_", "-"):
-            raise InputError(f"--quantization {quantization}: {loaded.model_id} is a {own} checkpoint (its "
-                             "quantization_config), and the engine refuses another method",
-                             f"drop --quantization, or use --quantization {own}")
-        notes.append(f"--quantization {quantization}: the checkpoint's own method ({own}), as its config says")
-        return loaded, weights_from
-    if method != "fp8":
-        raise InputError(f"--quantization {quantization} needs a checkpoint quantised with it (a "
-                         f"quantization_config), and {loaded.model_id} has none",
-                         "use --quantization fp8 (quantised on load), or a quantised checkpoint")
-    if weights_from == "safetensors":
-        raise InputError("--weights-from safetensors counts the 16-bit checkpoint, --quantization fp8 the weights "
-                         "quantised on load", "pass one of them")
-    notes.append("--quantization fp8: linear weights quantised to fp8 on load (vLLM/SGLang Fp8LinearMethod), "
-                 "counted from config.json with a float32 scale per output row (vLLM keeps one per tensor)")
-    config = {**loaded.config, "quantization_config": {"quant_method": "fp8"}}
-    return replace(loaded, config=config), "config"
 
 
 def _from_launch(fn: Any, cmd: str, params: dict[str, Any]) -> Any:
@@ -375,7 +244,7 @@ def estimate(
         raise _no_model()
     engine, engine_notes = engine_for(model, gguf_file, engine, fallback="ideal")
     kv_dtype, cache_type_v = kv_types(kv_dtype, cache_type_k, cache_type_v, engine)
-    flag_notes_fa = _flash_attn(flash_attn, engine, cache_type_v or kv_dtype)
+    flag_notes_fa = flash_attn_notes(flash_attn, engine, cache_type_v or kv_dtype)
     if "," in kv_dtype:
         named = model if isinstance(model, str) else model.model_id
         raise InputError(f"estimate sizes one KV dtype, got --kv-dtype {kv_dtype}",
@@ -526,7 +395,7 @@ def capacity(
     if model is None:
         raise _no_model()
     engine, engine_notes = engine_for(model, gguf_file, engine, fallback="vllm")
-    _check_engine_version(engine, engine_version)
+    check_engine_version(engine, engine_version)
     from kvplan.capacity_types import CapacityInputs
     from kvplan.fit import plan_capacity
     from kvplan.gpus import GpuSpec
@@ -537,7 +406,7 @@ def capacity(
         # NOTE: kvplan's --seq-len reads k as 1024; max_model_len (vLLM's name) reads it as vLLM does.
         max_model_len = str(parse_tokens(text, what="--seq-len"))
     kv_dtype, cache_type_v = kv_types(kv_dtype, cache_type_k, cache_type_v, engine)
-    engine_notes += _flash_attn(flash_attn, engine, cache_type_v or kv_dtype)
+    engine_notes += flash_attn_notes(flash_attn, engine, cache_type_v or kv_dtype)
     log: ParsedLog | None = None
     log_notes: list[str] = []
     if compare_log is not None:
@@ -570,7 +439,7 @@ def capacity(
     if ctx_note:
         engine_notes.append(ctx_note)
     if quantization is not None:
-        loaded, weights_from = _quantized(loaded, quantization, engine, weights_from, engine_notes)
+        loaded, weights_from = quantised_for(loaded, quantization, engine, weights_from, engine_notes)
     kv_budget_bytes = size(kv_budget, "--kv-budget")
     # NOTE: vLLM-named flags read token counts as vLLM does (32k = 32,000, 32K = 32,768), with a note.
     model_len, len_note = vllm_tokens(max_model_len or None, "--max-model-len")
@@ -585,10 +454,10 @@ def capacity(
     cpu_layers, layer_notes = kv_host_layers(num_layers, n_gpu_layers, no_kv_offload, engine)
     engine_notes += layer_notes
     if n_gpu_layers is not None and weights is not None:
-        weights = _weights_on_gpu(weights, n_gpu_layers, engine_notes)
-    cpu_offload_bytes = _cpu_offload(cpu_offload_gb, engine, engine_notes)
+        weights = weights_on_gpu(weights, n_gpu_layers, engine_notes)
+    offload_bytes = cpu_offload_bytes(cpu_offload_gb, engine, engine_notes)
     if enforce_eager:
-        _vllm_only(engine, "--enforce-eager")
+        engine_flag(engine, "--enforce-eager")
     inputs = CapacityInputs(
         gpu=gpu_spec, engine=engine, tp=tp if tp is not None else max(1, (num_gpus or 1) // pp),
         pp=pp, num_gpus=num_gpus, kv_dtype=kv_dtype, dtype=dtype,
@@ -599,7 +468,7 @@ def capacity(
         reserve_bytes=size(reserve, "--reserve"), kv_budget_bytes=kv_budget_bytes, engine_version=engine_version,
         dp=dp, enable_dp_attention=enable_dp_attention, kv_unified=kv_unified, ubatch_size=ubatch_size,
         tensor_split=split, cache_type_v=value_type_name(cache_type_v), no_window=no_window,
-        max_num_seqs=max_num_seqs, enforce_eager=enforce_eager, cpu_offload_bytes=cpu_offload_bytes,
+        max_num_seqs=max_num_seqs, enforce_eager=enforce_eager, cpu_offload_bytes=offload_bytes,
         offload=Offload(layers=cpu_layers) if cpu_layers else None,
     )
     cap = plan_capacity(loaded.model_geometry, weights, inputs)

@@ -9,32 +9,13 @@ and ``-hff FILE`` name a Hub GGUF.
 
 from __future__ import annotations
 
+from kvplan.engine_flags import FLASH_ATTN_WORDS, flash_attn_value
 from kvplan.errors import InputError
 from kvplan.launch.shell import Flag, Keywords, to_int
 
 ENGINE = "llama.cpp"
 #: llama-server's -np auto (tools/server/server.cpp): 4 slots sharing one unified KV pool.
 SERVER_AUTO_SLOTS = 4
-
-_TRUTHY = ("on", "enabled", "true", "1")
-_FALSEY = ("off", "disabled", "false", "0")
-_AUTOY = ("auto", "-1")
-
-
-def flash_attn_value(value: str | None) -> str:
-    """``-fa`` as common/arg.cpp reads it: on, off or auto (an old llama.cpp's bare ``-fa``: on)."""
-    if value is None:
-        return "on"
-    text = value.strip().lower()
-    if text in _TRUTHY:
-        return "on"
-    if text in _FALSEY:
-        return "off"
-    if text in _AUTOY:
-        return "auto"
-    raise InputError(f"-fa {value!r}: llama.cpp takes on, off or auto ('unknown value for --flash-attn')",
-                     "e.g. -fa on")
-
 
 def _ngl(value: str | None) -> Keywords:
     text = str(value).strip().lower()
@@ -61,7 +42,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag(names=("-nkvo", "--no-kv-offload"), read=lambda _v: {"no_kv_offload": True}, takes_value=False),
     Flag(names=("-kvo", "--kv-offload"), read=lambda _v: {"no_kv_offload": False}, takes_value=False),
     Flag(names=("-fa", "--flash-attn"), read=lambda v: {"flash_attn": flash_attn_value(v)}, takes_value=False,
-         optional_value=(*_TRUTHY, *_FALSEY, *_AUTOY)),
+         optional_value=FLASH_ATTN_WORDS),
     Flag(names=("-ctk", "--cache-type-k"), read=lambda v: {"cache_type_k": v}),
     Flag(names=("-ctv", "--cache-type-v"), read=lambda v: {"cache_type_v": v}),
     Flag(names=("-kvu", "--kv-unified"), read=lambda _v: {"kv_unified": True}, takes_value=False),
