@@ -374,3 +374,22 @@ def test_engine_beside_the_line_agrees_by_profile(model_gguf: Path) -> None:
     for engine in ("llama.cpp", "llamacpp", "ollama"):
         code, _out, err = run("estimate", "--engine", engine, "--cmd", f"llama-cli -m {model_gguf} -c 1024")
         assert code == 0, (engine, err)
+
+
+def test_the_engines_flags_work_as_kvplans_own_options(model_gguf: Path) -> None:
+    own = ["capacity", "-m", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--engine-version", "0.33",
+           "--max-model-len", "8192", "--enforce-eager", "--cpu-offload-gb", "2", "--quantization", "fp8",
+           "--max-num-seqs", "64", "--format", "json"]
+    line = ("vllm serve meta-llama/Llama-3.1-8B --max-model-len 8192 --enforce-eager --cpu-offload-gb 2 "
+            "--quantization fp8 --max-num-seqs 64")
+    code, out, err = run(*own)
+    assert code == 0, err
+    code, pasted, err = run("capacity", "--gpu", "H100", "--engine-version", "0.33", "--format", "json", "--cmd", line)
+    assert code == 0, err
+    assert strip_cmd_note(json.loads(out)) == strip_cmd_note(json.loads(pasted))
+    code, out, err = run("estimate", "-m", str(model_gguf), "-c", "4096", "-ngl", "2", "-fa", "auto", "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["totals"]["kv_cache_bytes_per_gpu"] == 2 * 1 * KV_HEADS * HEAD * 2 * 4096  # one layer
+    code, out, err = run("estimate", "-m", str(model_gguf), "-c", "4096", "-nkvo", "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["totals"]["kv_cache_bytes_per_gpu"] == 0
