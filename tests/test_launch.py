@@ -393,3 +393,13 @@ def test_the_engines_flags_work_as_kvplans_own_options(model_gguf: Path) -> None
     code, out, err = run("estimate", "-m", str(model_gguf), "-c", "4096", "-nkvo", "--format", "json")
     assert code == 0, err
     assert json.loads(out)["totals"]["kv_cache_bytes_per_gpu"] == 0
+
+
+def test_the_header_says_a_gguf_is_sized_for_llama_cpp(model_gguf: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "120")
+    code, out, err = run("capacity", "-m", str(model_gguf), "--gpu", "RTX4090")
+    assert code == 0, err
+    assert "llama.cpp for a GGUF" in out
+    code, out, err = run("estimate", "-m", str(model_gguf), "-s", "1k")
+    assert code == 0, err
+    assert "engine llama.cpp for a GGUF" in out

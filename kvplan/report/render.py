@@ -115,7 +115,8 @@ def estimate_table(report: dict[str, Any]) -> Group:
     engine = inputs.get("engine", "ideal")
     title = (f"{model['id']} ({model['model_type']}): batch {inputs['batch']} × {seq} tokens, KV {inputs['kv_dtype']}"
              + (f", encoder {inputs['encoder_len']:,}" if inputs["encoder_len"] else "")
-             + ("" if engine == "ideal" else f", engine {engine}"))
+             + ("" if engine == "ideal" else f", engine {engine}")
+             + (" for a GGUF" if engine == "llama.cpp" and model.get("source") in ("gguf", "hub-gguf") else ""))
     layers = report["layers"]
     held = any(layer["tokens_held"] not in (None, inputs["seq_len"]) for layer in layers)
     legend = ["per tok·layer: bytes of one token in one layer"]
@@ -591,8 +592,10 @@ def capacity_table(report: dict[str, Any]) -> Group:
     budget, cap = report["budget"], report["capacity"]
     engine = inputs["engine"]
     tokens = inputs["max_model_len"]
+    # NOTE: a GGUF is sized for llama.cpp unless --engine says otherwise: the title says which file made it so.
+    served = f"{engine} for a GGUF" if engine == "llama.cpp" and model.get("source") in ("gguf", "hub-gguf") else engine
     title = (f"Capacity of {model['id']} on {inputs['gpu'] or 'a --kv-budget'} (tp {inputs['tp']}, pp {inputs['pp']}, "
-             f"{engine}, KV {inputs['kv_dtype']})")
+             f"{served}, KV {inputs['kv_dtype']})")
     verdict = f"{inputs['batch']} × {tokens:,} tokens {'fits' if cap['fits'] else 'does NOT fit'}: needs "
     verdict += f"{_size(cap['kv_bytes_needed'])} of KV per GPU, " + (
         f"{_size(cap['kv_bytes_available'])} available" if cap["kv_bytes_available"] > 0
