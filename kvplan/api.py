@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import inspect
 import json
 import shlex
 from collections import OrderedDict
@@ -30,17 +31,25 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kvplan.adjust import DEFAULT_RESIDUAL_LENGTH, Adjustment, deployment_from_flags, value_type_name
+from kvplan.adjust import DEFAULT_RESIDUAL_LENGTH, Adjustment, Offload, deployment_from_flags, value_type_name
 from kvplan.calc import Estimate, with_adjustments
 from kvplan.calc import estimate as calc_estimate
 from kvplan.dtypes import DEFAULT_GROUP_SIZE
 from kvplan.engine_flags import (
+    check_engine_version,
+    cpu_offload_bytes,
+    engine_flag,
+    engine_for,
+    flash_attn_notes,
+    kv_host_layers,
     kv_types,
     llama_context,
+    quantised_for,
     tensor_split_shares,
     typed_length,
     typed_tokens,
     vllm_tokens,
+    weights_on_gpu,
 )
 from kvplan.engines import EngineProfile, get_engine
 from kvplan.engines.base import without_mla
@@ -121,6 +130,27 @@ def _input_error(message: str, hint: str) -> Exception:
     return InputError(message, hint)
 
 
+def _no_model() -> Exception:
+    return InputError("no model given", "pass --model MODEL (a Hub id, a config.json, a .gguf), or the engine's "
+                      "launch line as --cmd '...'")
+
+
+def _from_launch(fn: Any, cmd: str, params: dict[str, Any]) -> Any:
+    """``fn(**params)`` with ``cmd`` (an engine's launch line) read into its keywords (:mod:`kvplan.launch`):
+    a keyword also given here must agree with the line; the line's reading leads the notes."""
+    from kvplan.launch import merge, read_launch
+
+    launch = read_launch(cmd)
+    signature = inspect.signature(fn)
+    explicit = {name: value for name, value in params.items()
+                if name != "cmd" and value != signature.parameters[name].default}
+    kwargs, notes = merge(launch, explicit, accepted=[n for n in signature.parameters if n != "cmd"])
+    result = fn(**kwargs)
+    if isinstance(result, EstimateResult):
+        return replace(result, flag_notes=(*notes, *result.flag_notes))
+    return replace(result, weight_notes=(*notes, *result.weight_notes))
+
+
 # ---- estimate ------------------------------------------------------------------------------------
 
 
@@ -164,7 +194,7 @@ class EstimateResult:
 
 
 def estimate(
-    model: str | Geometry | ModelGeometry,
+    model: str | Geometry | ModelGeometry | None = None,
     *,
     batch: int = 1,
     seq_len: int | str | None = None,
@@ -174,7 +204,7 @@ def estimate(
     overrides: Mapping[str, Any] | Iterable[str] | None = None,
     revision: str | None = None,
     token: str | None = None,
-    engine: str = "ideal",
+    engine: str | None = None,
     tp: int = 1,
     pp: int = 1,
     block_size: int | None = None,
@@ -198,13 +228,28 @@ def estimate(
     no_mla: bool = False,
     strict: bool = False,
     allow_defaults: bool = False,
+    ctx_size: int | str | None = None,
+    parallel: int | None = None,
+    n_gpu_layers: int | None = None,
+    no_kv_offload: bool = False,
+    flash_attn: str | None = None,
+    cmd: str | None = None,
 ) -> EstimateResult:
     """`kvplan estimate`: the KV cache of ``batch`` sequences of ``seq_len`` tokens (``"32k"`` = 32,768), or of
     ``max_model_len`` read as vLLM reads it (``"32k"`` = 32,000), with every sizing flag of the command (engine,
-    tp, pp, block_size, beams, kv_dtype, llama.cpp's cache_type_k/cache_type_v ...); a config whose layer
-    count, heads or hidden size would come from architecture defaults is refused (exit 2) unless
-    ``allow_defaults``; ``strict`` refuses a nested sub-config's defaults too."""
+    tp, pp, block_size, beams, kv_dtype, llama.cpp's cache_type_k/cache_type_v ...); a config whose
+    layer count, heads or hidden size would come from architecture defaults is refused (exit 2) unless
+    ``allow_defaults`` (``strict`` refuses a nested sub-config's defaults too). ``engine`` None: llama.cpp for a GGUF,
+    else ``ideal``; llama.cpp's ``ctx_size``/``parallel`` (``-c``/``-np``), ``n_gpu_layers`` (``-ngl``),
+    ``no_kv_offload`` (``-nkvo``) and ``flash_attn`` (``-fa``); ``cmd``: an engine's launch line, read as that
+    engine reads it (:mod:`kvplan.launch`), beside these keywords."""
+    if cmd is not None:
+        return _from_launch(estimate, cmd, locals())
+    if model is None:
+        raise _no_model()
+    engine, engine_notes = engine_for(model, gguf_file, engine, fallback="ideal")
     kv_dtype, cache_type_v = kv_types(kv_dtype, cache_type_k, cache_type_v, engine)
+    flag_notes_fa = flash_attn_notes(flash_attn, engine, cache_type_v or kv_dtype)
     if "," in kv_dtype:
         named = model if isinstance(model, str) else model.model_id
         # NOTE: the hint keeps every flag compare also reads, so running it answers the same question.
@@ -224,12 +269,25 @@ def estimate(
         raise InputError(f"estimate sizes one KV dtype, got --kv-dtype {kv_dtype}",
                          f"compare them in one run: {shlex.join(words)}" + (
                              f" (compare takes no {', '.join(dropped)}: it sizes without them)" if dropped else ""))
+    geometry, source, resolved = _geometry(model, revision=revision, token=token, overrides=overrides,
+                                           gguf_file=gguf_file)
+    ctx_note = None
+    if ctx_size is not None or parallel is not None:
+        if seq_len is not None:
+            raise InputError("give --ctx-size/-c (llama.cpp) or --seq-len, not both",
+                             "-c is the cells over all slots; --seq-len the tokens of one")
+        text, batch, ctx_note = llama_context(_text(ctx_size), parallel, _text(max_model_len), batch, engine,
+                                              kv_unified=kv_unified, model_max=geometry.max_context_tokens)
+        max_model_len = text
     tokens, length_flag, len_note = typed_tokens(seq_len, max_model_len)
     batched, batched_note = vllm_tokens(max_num_batched_tokens, "--max-num-batched-tokens")
     enc = parse_tokens(encoder_len, what="--encoder-len") if encoder_len is not None else None
-    geometry, source, resolved = _geometry(model, revision=revision, token=token, overrides=overrides,
-                                           gguf_file=gguf_file)
     check_defaults(geometry, allow_defaults=allow_defaults, strict=strict)
+    cpu_layers, layer_notes = kv_host_layers(geometry.num_hidden_layers, n_gpu_layers, no_kv_offload, engine)
+    if cpu_layers:
+        if offload is not None:
+            raise InputError("--offload and llama.cpp's -ngl/-nkvo both place KV in host memory", "pass one of them")
+        offload = f"layers:{cpu_layers}"
     deployment = deployment_from_flags(
         engine=engine, tp=tp, pp=pp, block_size=block_size, beams=beams, prompt_len=prompt_len,
         share_prefix=share_prefix, shared_prefix_tokens=shared_prefix_tokens, no_window=no_window,
@@ -242,8 +300,8 @@ def estimate(
         geometry = mla_off(geometry, source, deployment.engine)
     est = calc_estimate(geometry, batch=batch, seq_len=tokens, kv_dtype=kv_dtype, encoder_len=enc,
                         deployment=deployment, adjustments=False)
-    return EstimateResult(priced=est, source=source, overrides=resolved, length_flag=length_flag,
-                          flag_notes=tuple(note for note in (len_note, batched_note) if note))
+    notes = (*engine_notes, *flag_notes_fa, *layer_notes, *(n for n in (ctx_note, len_note, batched_note) if n))
+    return EstimateResult(priced=est, source=source, overrides=resolved, length_flag=length_flag, flag_notes=notes)
 
 
 def _text(value: int | str | None) -> str | None:
@@ -290,7 +348,7 @@ class CapacityResult:
 
 
 def capacity(
-    model: str | Geometry,
+    model: str | Geometry | None = None,
     *,
     gpu: str | GpuSpec | None = None,
     gpu_mem: int | str | None = None,
@@ -298,7 +356,7 @@ def capacity(
     num_gpus: int | None = None,
     tp: int | None = None,
     pp: int = 1,
-    engine: str = "vllm",
+    engine: str | None = None,
     kv_dtype: str = "auto",
     dtype: str = "auto",
     max_model_len: int | str | None = None,
@@ -333,13 +391,32 @@ def capacity(
     no_mla: bool = False,
     strict: bool = False,
     allow_defaults: bool = False,
+    max_num_seqs: int | None = None,
+    enforce_eager: bool = False,
+    cpu_offload_gb: float | None = None,
+    quantization: str | None = None,
+    n_gpu_layers: int | None = None,
+    no_kv_offload: bool = False,
+    flash_attn: str | None = None,
+    cmd: str | None = None,
 ) -> CapacityResult:
     """`kvplan capacity`: what fits on ``gpu`` (a catalog name, ``"local"`` for this machine's first GPU, or a
     ``GpuSpec``; ``gpu_mem`` for any other): KV blocks and tokens, max concurrency and context, minimum TP, decode floor. ``max_model_len``
     reads ``"32k"`` as vLLM does (32,000), ``seq_len`` as kvplan does (32,768); ``compare_log``: an engine's
     start-up log, whose KV figures the report puts beside kvplan's (and whose budget and version it reads
-    when not given); a config whose layer count, heads or hidden size would come from
-    architecture defaults is refused unless ``allow_defaults``; ``strict`` refuses a sub-config's defaults too."""
+    when not given); a config whose layer count, heads or hidden size would come
+    from architecture defaults is refused unless ``allow_defaults`` (``strict`` refuses a sub-config's defaults too).
+    ``engine`` None: llama.cpp for a GGUF, else vLLM. vLLM's ``max_num_seqs``, ``enforce_eager`` (no CUDA graph
+    memory), ``cpu_offload_gb`` (weights per GPU in host memory) and ``quantization`` (``fp8``: a 16-bit
+    checkpoint quantised on load); llama.cpp's ``n_gpu_layers`` (``-ngl``), ``no_kv_offload`` (``-nkvo``) and
+    ``flash_attn`` (``-fa``); ``cmd``: an engine's launch line, read as that engine reads it (:mod:`kvplan.launch`),
+    beside these keywords."""
+    if cmd is not None:
+        return _from_launch(capacity, cmd, locals())
+    if model is None:
+        raise _no_model()
+    engine, engine_notes = engine_for(model, gguf_file, engine, fallback="vllm")
+    check_engine_version(engine, engine_version)
     from kvplan.capacity_types import CapacityInputs
     from kvplan.fit import plan_capacity
     from kvplan.gpus import GpuSpec
@@ -355,6 +432,7 @@ def capacity(
         # NOTE: kvplan's --seq-len reads k as 1024; max_model_len (vLLM's name) reads it as vLLM does.
         max_model_len = str(parse_tokens(text, what="--seq-len"))
     kv_dtype, cache_type_v = kv_types(kv_dtype, cache_type_k, cache_type_v, engine)
+    engine_notes += flash_attn_notes(flash_attn, engine, cache_type_v or kv_dtype)
     log: ParsedLog | None = None
     log_notes: list[str] = []
     if compare_log is not None:
@@ -367,7 +445,6 @@ def capacity(
     # NOTE: with --kv-budget alone the GPU is irrelevant to blocks, tokens and concurrency.
     no_gpu = gpu is None and gpu_mem is None and kv_budget is not None
     gpu_spec = None if no_gpu else resolve_gpu(gpu, gpu_mem, gpu_bandwidth)
-    max_model_len, batch = llama_context(_text(ctx_size), parallel, _text(max_model_len), batch, engine)
 
     def size(value: int | str | None, what: str) -> int | None:
         return parse_size(value, what=what) if value is not None else None
@@ -381,6 +458,13 @@ def capacity(
     check_defaults(loaded.model_geometry, allow_defaults=allow_defaults, strict=strict)
     if no_mla:
         loaded = replace(loaded, model_geometry=mla_off(loaded.model_geometry, loaded.source, engine))
+    max_model_len, batch, ctx_note = llama_context(
+        _text(ctx_size), parallel, _text(max_model_len), batch, engine, kv_unified=kv_unified,
+        model_max=loaded.model_geometry.max_context_tokens)
+    if ctx_note:
+        engine_notes.append(ctx_note)
+    if quantization is not None:
+        loaded, weights_from = quantised_for(loaded, quantization, engine, weights_from, engine_notes)
     kv_budget_bytes = size(kv_budget, "--kv-budget")
     # NOTE: vLLM-named flags read token counts as vLLM does (32k = 32,000, 32K = 32,768), with a note.
     model_len, len_note = vllm_tokens(max_model_len or None, "--max-model-len")
@@ -395,6 +479,14 @@ def capacity(
         raise InputError(f"--pp must be a positive integer, got {pp!r}", "e.g. --pp 2 (pipeline stages)")
     # NOTE: --num-gpus without --tp: every GPU of the ranks in tensor parallel (vLLM's DP ranks each take tp x pp).
     ranks = 1 if get_engine(engine).dp_within_tp or isinstance(dp, bool) or not isinstance(dp, int) else max(dp, 1)
+    num_layers = loaded.model_geometry.num_hidden_layers
+    cpu_layers, layer_notes = kv_host_layers(num_layers, n_gpu_layers, no_kv_offload, engine)
+    engine_notes += layer_notes
+    if n_gpu_layers is not None and weights is not None:
+        weights = weights_on_gpu(weights, n_gpu_layers, engine_notes)
+    offload_bytes = cpu_offload_bytes(cpu_offload_gb, engine, engine_notes)
+    if enforce_eager:
+        engine_flag(engine, "--enforce-eager")
     inputs = CapacityInputs(
         gpu=gpu_spec, engine=engine, tp=tp if tp is not None else max(1, (num_gpus or 1) // (pp * ranks)),
         pp=pp, num_gpus=num_gpus, kv_dtype=kv_dtype, dtype=dtype,
@@ -405,9 +497,11 @@ def capacity(
         reserve_bytes=size(reserve, "--reserve"), kv_budget_bytes=kv_budget_bytes, engine_version=engine_version,
         dp=dp, enable_dp_attention=enable_dp_attention, kv_unified=kv_unified, ubatch_size=ubatch_size,
         tensor_split=split, cache_type_v=value_type_name(cache_type_v), no_window=no_window,
+        max_num_seqs=max_num_seqs, enforce_eager=enforce_eager, cpu_offload_bytes=offload_bytes,
+        offload=Offload(layers=cpu_layers) if cpu_layers else None,
     )
     cap = plan_capacity(loaded.model_geometry, weights, inputs)
-    notes = (*local_notes, *weight_notes, *(note for note in (len_note, batched_note) if note), *log_notes)
+    notes = (*local_notes, *engine_notes, *weight_notes, *(note for note in (len_note, batched_note) if note), *log_notes)
     return CapacityResult(capacity=cap, source=loaded.source, weight_notes=notes, length_flag=length_flag, log=log,
                           log_source=None if compare_log is None else str(compare_log))
 

@@ -57,6 +57,10 @@ def compute_budget(
     memory = inputs.gpu.memory_bytes if inputs.gpu is not None else None
     engine = get_engine(inputs.engine)
     weights_gpu = weights_per_gpu(weights, inputs, tp=tp, pp=pp) if weights is not None else None
+    if weights_gpu is not None and inputs.cpu_offload_bytes:
+        # NOTE: vLLM --cpu-offload-gb (and SGLang's) keeps that much of each GPU's weights in host memory
+        # (vllm/model_executor/models/utils.py maybe_offload_to_cpu), never more than the weights.
+        weights_gpu -= min(inputs.cpu_offload_bytes, weights_gpu)
     if inputs.kv_budget_bytes is not None:
         return Budget(memory_bytes=memory, usable_bytes=inputs.kv_budget_bytes, weights_bytes_per_gpu=weights_gpu,
                       activation_bytes=0, non_torch_bytes=0, reserve_bytes=0, kv_bytes_per_gpu=inputs.kv_budget_bytes,
@@ -74,7 +78,8 @@ def compute_budget(
         gpu_name=inputs.gpu.name if inputs.gpu is not None else None,
         gpu_memory_utilization=inputs.gpu_memory_utilization, mem_fraction_static=inputs.mem_fraction_static,
         free_gpu_memory_fraction=inputs.free_gpu_memory_fraction, max_num_batched_tokens=inputs.max_num_batched_tokens,
-        ubatch_size=inputs.ubatch_size, version=inputs.engine_version,
+        ubatch_size=inputs.ubatch_size, version=inputs.engine_version, max_num_seqs=inputs.max_num_seqs,
+        enforce_eager=inputs.enforce_eager,
     )
     return engine.kv_budget(request)
 

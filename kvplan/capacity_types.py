@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kvplan.adjust import Deployment
+from kvplan.adjust import Deployment, Offload
 from kvplan.engines.base import Budget
 from kvplan.geometry import ModelGeometry
 from kvplan.gpus import GpuSpec
@@ -54,6 +54,14 @@ class CapacityInputs:
     no_window: bool = False
     """``--no-window``/``--swa-full``: sliding and chunked layers hold every token (llama.cpp ``--swa-full``, vLLM
     ``--disable-hybrid-kv-cache-manager``)."""
+    max_num_seqs: int | None = None
+    """vLLM ``--max-num-seqs``: the sampler rows of the profile run (None: vLLM's default for the GPU)."""
+    enforce_eager: bool = False
+    """vLLM ``--enforce-eager``: no CUDA graph memory in the budget."""
+    cpu_offload_bytes: int = 0
+    """vLLM/SGLang ``--cpu-offload-gb`` in bytes: weights per GPU kept in host memory."""
+    offload: Offload | None = None
+    """KV layers in host memory: llama.cpp ``-ngl`` below all layers, or ``-nkvo`` (every layer)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

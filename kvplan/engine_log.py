@@ -54,6 +54,10 @@ def pool_facts(cap: Capacity, priced: tuple[tuple[LayerGroup, ...], KvDtype] | N
         if c.kind != "no_cache":
             kinds[c.kind] = kinds.get(c.kind, 0) + sum(1 for i in c.layer_indices if i in on)
     per_request = cap.num_blocks / cap.max_concurrency if cap.max_concurrency else float("inf")
+    offload = cap.deployment.offload
+    host = offload.layers if offload is not None and offload.layers is not None else 0
+    split = getattr(cap.weights, "device_split", None) if cap.weights is not None else None
+    start = split.gpu_start()[0] if split is not None and hasattr(split, "gpu_start") else 0
     return PoolFacts(
         version=cap.inputs.engine_version, available_kv_bytes=cap.budget.kv_bytes_per_gpu, num_blocks=cap.num_blocks,
         block_size=cap.block_size, blocks_per_request=per_request, num_kv_cache_groups=kv_cache_group_count(list(kinds.values())),
@@ -63,6 +67,7 @@ def pool_facts(cap: Capacity, priced: tuple[tuple[LayerGroup, ...], KvDtype] | N
         layers_on_rank=on_rank, caches=caches, num_layers=n_layers, tensor_split=cap.inputs.tensor_split, pp=dep.pp,
         swa_ratio=get_engine(dep.engine).swa_pool_ratio(dep),
         v_dtype=v_type if v_type != cap.kv_dtype_name else None, swa_full_layers=_swa_full_layers(cap),
+        host_kv_layers=host, gpu_layer_start=start,
     )
 
 

@@ -309,7 +309,7 @@ def _deployment(inputs: CapacityInputs, tp: int) -> Deployment:
     return Deployment(engine=get_engine(inputs.engine).name, tp=tp, pp=inputs.pp, block_size=inputs.block_size,
                       max_num_batched_tokens=inputs.max_num_batched_tokens, kv_unified=inputs.kv_unified,
                       ubatch_size=inputs.ubatch_size, cache_type_v=inputs.cache_type_v,
-                      no_window=inputs.no_window)
+                      no_window=inputs.no_window, offload=inputs.offload)
 
 
 def _validate(inputs: CapacityInputs) -> None:
@@ -419,7 +419,7 @@ def _pool(kv: _Kv, avail: int, tokens: int, per_request: int) -> Pool:
     if guess >= 1 and fits_bytes(guess, tokens) and not fits_bytes(guess + 1, tokens):
         requests = guess  # monotone: the largest that fits is the one whose successor does not
     else:
-        requests = _largest(lambda b: fits_bytes(b, tokens), hi_start=max(1, guess + 1))
+        requests = _largest(lambda b: fits_bytes(b, tokens), hi_start=max(1, guess + 1), cap=MAX_BATCH.maximum)
     return Pool(block_size=bs, num_blocks=max_tokens // bs, max_tokens=max_tokens, max_concurrency=concurrency,
                 requests=requests, notes=(), fits=fits_bytes)
 

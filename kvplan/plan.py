@@ -49,6 +49,12 @@ def _positive_int(value: Any, what: str) -> int:
     return int(value)
 
 
+def _non_negative(value: Any, what: str) -> Any:
+    if value < 0:
+        raise InputError(f"{what} must be 0 or more, got {value}")
+    return value
+
+
 def _tokens(value: Any, what: str) -> int:
     return parse_tokens(value, what=what)
 
@@ -153,6 +159,10 @@ FIELDS: dict[str, Field] = {
               resolve=_fraction),
         Field(name="max_cache_len", kind="inputs", types=_INT_OR_TEXT, expects="a token count such as 8k",
               resolve=_tokens),
+        Field(name="n_gpu_layers", kind="inputs", types=_INT, expects="a layer count, 0 or more (llama.cpp -ngl)",
+              resolve=_non_negative),
+        Field(name="no_kv_offload", kind="inputs", types=_BOOL, expects="true or false (llama.cpp -nkvo)"),
+        Field(name="flash_attn", kind="inputs", types=_TEXT, expects="on, off or auto (llama.cpp -fa)", resolve=_str),
         # capacity: `kvplan capacity` flags, used with require_fit_on
         Field(name="gpu_memory_utilization", kind="capacity", types=_NUMBER, expects="a number such as 0.9",
               resolve=_fraction),
@@ -170,6 +180,11 @@ FIELDS: dict[str, Field] = {
               resolve=_str),
         Field(name="dp", kind="capacity", types=_INT, expects="a positive integer", resolve=_positive_int),
         Field(name="enable_dp_attention", kind="capacity", types=_BOOL, expects="true or false"),
+        Field(name="enforce_eager", kind="capacity", types=_BOOL, expects="true or false (vLLM --enforce-eager)"),
+        Field(name="quantization", kind="capacity", types=_TEXT, expects="a method such as fp8 (--quantization)",
+              resolve=_str),
+        Field(name="cpu_offload_gb", kind="capacity", types=_NUMBER, expects="GiB, 0 or more (--cpu-offload-gb)",
+              resolve=_non_negative),
         # budgets
         Field(name="max_kv_bytes", kind="budget", types=_INT_OR_TEXT, expects="a size such as 40GiB or 42949672960",
               resolve=_size),

@@ -387,6 +387,7 @@ NOT_SCENARIO_KEYS = {
     "cache_type_k": "llama.cpp's spelling of kv_dtype for K (with cache_type_v for V)",
     "compare_log": "reads a log file; a plan checks budgets, not logs",
     "plot": "output (a picture)", "verbose": "output (the whole table)",
+    "cmd": "a launch line; a plan names each of its keys (kvplan.launch.KEYWORDS)",
 }
 
 

@@ -12,18 +12,26 @@ from kvplan.cli.options import (
     BlockSizeOpt,
     CacheTypeKOpt,
     CacheTypeVOpt,
-    EngineOpt,
+    CmdOpt,
+    CpuOffloadGbOpt,
+    EnforceEagerOpt,
+    EngineAutoOpt,
+    FlashAttnOpt,
     Format,
     FormatOpt,
     GgufFileOpt,
     KvDtypeKOpt,
     MaxNumBatchedTokensOpt,
+    MaxNumSeqsOpt,
     ModelArg,
     ModelOpt,
+    NglOpt,
+    NkvoOpt,
     NoMlaOpt,
     NoWindowOpt,
     OutputOpt,
     PpOpt,
+    QuantizationOpt,
     RevisionOpt,
     StrictOpt,
     TokenOpt,
@@ -106,6 +114,7 @@ EPILOG = (
     "Examples:\n\n"
     "  kvplan capacity -m meta-llama/Llama-3.1-8B --gpu H100 --max-model-len 32k\n\n"
     "  kvplan capacity Qwen/Qwen3-8B --gpu local\n\n"
+    "  kvplan capacity --gpu H100 --cmd 'vllm serve meta-llama/Llama-3.1-8B --max-model-len 32k -tp 2'\n\n"
     "  kvplan capacity -m meta-llama/Llama-3.1-8B --engine vllm --kv-budget 3.8125GiB --max-model-len 20000\n\n"
     "  kvplan capacity -m openai/gpt-oss-120b --kv-budget 5779095552 --engine-version 0.11\n\n"
     "  kvplan capacity -m openai/gpt-oss-120b --compare-log vllm-startup.log\n\n"
@@ -117,6 +126,7 @@ EPILOG = (
 def capacity(
     model_arg: ModelArg = None,
     model: ModelOpt = None,
+    cmd: CmdOpt = None,
     gguf_file: GgufFileOpt = None,
     gpu: GpuOpt = None,
     gpu_mem: GpuMemOpt = None,
@@ -124,7 +134,7 @@ def capacity(
     num_gpus: NumGpusOpt = None,
     tp: TpOptional = None,
     pp: PpOpt = 1,
-    engine: EngineOpt = "vllm",
+    engine: EngineAutoOpt = None,
     kv_dtype: KvDtypeKOpt = "auto",
     dtype: DtypeOpt = "auto",
     max_model_len: MaxModelLenOpt = None,
@@ -153,6 +163,13 @@ def capacity(
     tensor_split: TensorSplitOpt = None,
     ctx_size: CtxSizeOpt = None,
     parallel: ParallelOpt = None,
+    n_gpu_layers: NglOpt = None,
+    flash_attn: FlashAttnOpt = None,
+    no_kv_offload: NkvoOpt = False,
+    enforce_eager: EnforceEagerOpt = False,
+    quantization: QuantizationOpt = None,
+    cpu_offload_gb: CpuOffloadGbOpt = None,
+    max_num_seqs: MaxNumSeqsOpt = None,
     compare_log: CompareLogOpt = None,
     plot: CapacityPlotOpt = None,
     revision: RevisionOpt = None,
@@ -164,7 +181,8 @@ def capacity(
     allow_defaults: AllowDefaultsOpt = False,
 ) -> None:
     """What fits on a GPU: KV blocks and tokens, max concurrency and context, GPUs needed, decode floor."""
-    model = one_model(model_arg, model, "capacity")
+    # NOTE: with --cmd the launch line names the model; a model given beside it must be the same one.
+    model = one_model(model_arg, model, "capacity") if cmd is None or model_arg or model else None
     if plot is not None:
         check_plot_path(plot)  # before any work
         refuse_inputs(plot, (model, compare_log), flag="--plot")
@@ -178,7 +196,9 @@ def capacity(
         enable_dp_attention=enable_dp_attention, kv_unified=kv_unified, ubatch_size=ubatch_size,
         tensor_split=tensor_split, ctx_size=ctx_size, parallel=parallel, compare_log=compare_log, revision=revision,
         token=token, gguf_file=gguf_file, cache_type_k=cache_type_k, cache_type_v=cache_type_v, no_window=no_window,
-        no_mla=no_mla, strict=strict, allow_defaults=allow_defaults,
+        no_mla=no_mla, strict=strict, allow_defaults=allow_defaults, n_gpu_layers=n_gpu_layers, flash_attn=flash_attn, no_kv_offload=no_kv_offload,
+        enforce_eager=enforce_eager, quantization=quantization, cpu_offload_gb=cpu_offload_gb,
+        max_num_seqs=max_num_seqs, cmd=cmd,
     )
     report = result.to_dict()
     if plot is not None:

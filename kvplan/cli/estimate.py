@@ -12,8 +12,11 @@ from kvplan.cli.options import (
     BlockSizeOpt,
     CacheTypeKOpt,
     CacheTypeVOpt,
+    CmdOpt,
+    CtxSizeOpt,
     EncoderLenOpt,
-    EngineOpt,
+    EngineAutoOpt,
+    FlashAttnOpt,
     Format,
     FormatOpt,
     GgufFileOpt,
@@ -27,10 +30,13 @@ from kvplan.cli.options import (
     MaxNumSeqsOpt,
     ModelArg,
     ModelOpt,
+    NglOpt,
+    NkvoOpt,
     NoMlaOpt,
     NoWindowOpt,
     OffloadOpt,
     OutputOpt,
+    ParallelOpt,
     PpOpt,
     PromptLenOpt,
     QuantGroupSizeOpt,
@@ -60,13 +66,15 @@ EPILOG = (
     "  kvplan estimate -m llama-2-7b-hf -s 4096 --kv-dtype fp8 --format yaml\n\n"
     "  kvplan estimate -m ./config.json --set num_key_value_heads=4 --format json\n\n"
     "  kvplan estimate -m meta-llama/Llama-3.1-70B -s 32k --engine vllm --tp 16\n\n"
-    "  kvplan estimate -m llama-2-7b-hf -s 4096 --engine llama.cpp --kv-dtype q8_0"
+    "  kvplan estimate -m llama-2-7b-hf -s 4096 --engine llama.cpp --kv-dtype q8_0\n\n"
+    "  kvplan estimate --cmd 'llama-server -m model-Q4_K_M.gguf -c 16384 -np 2 -fa on -ctk q8_0 -ctv q8_0'"
 )
 
 
 def estimate(
     model_arg: ModelArg = None,
     model: ModelOpt = None,
+    cmd: CmdOpt = None,
     gguf_file: GgufFileOpt = None,
     batch: BatchOpt = 1,
     seq_len: SeqLenOpt = None,
@@ -80,7 +88,7 @@ def estimate(
     output: OutputOpt = None,
     max_kv_bytes: MaxKvBytesOpt = None,
     max_kv_bytes_per_gpu: MaxKvBytesPerGpuOpt = None,
-    engine: EngineOpt = "ideal",
+    engine: EngineAutoOpt = None,
     tp: TpOpt = 1,
     pp: PpOpt = 1,
     block_size: BlockSizeOpt = None,
@@ -104,9 +112,15 @@ def estimate(
     strict: StrictOpt = False,
     verbose: VerboseOpt = False,
     allow_defaults: AllowDefaultsOpt = False,
+    ctx_size: CtxSizeOpt = None,
+    parallel: ParallelOpt = None,
+    n_gpu_layers: NglOpt = None,
+    flash_attn: FlashAttnOpt = None,
+    no_kv_offload: NkvoOpt = False,
 ) -> None:
     """Size the KV cache of a model, layer group by layer group."""
-    model = one_model(model_arg, model, "estimate")
+    # NOTE: with --cmd the launch line names the model; a model given beside it must be the same one.
+    model = one_model(model_arg, model, "estimate") if cmd is None or model_arg or model else None
     budget_bytes = parse_size(max_kv_bytes, what="--max-kv-bytes") if max_kv_bytes is not None else None
     gpu_budget_bytes = (
         parse_size(max_kv_bytes_per_gpu, what="--max-kv-bytes-per-gpu") if max_kv_bytes_per_gpu is not None else None
@@ -119,7 +133,8 @@ def estimate(
         residual_length=residual_length, offload=offload, max_num_batched_tokens=max_num_batched_tokens,
         max_num_seqs=max_num_seqs, ubatch_size=ubatch_size, kv_unified=kv_unified, cache_type_k=cache_type_k,
         cache_type_v=cache_type_v, no_mla=no_mla, swa_full_tokens_ratio=swa_full_tokens_ratio,
-        max_cache_len=max_cache_len, strict=strict, allow_defaults=allow_defaults,
+        max_cache_len=max_cache_len, strict=strict, allow_defaults=allow_defaults, ctx_size=ctx_size, parallel=parallel, n_gpu_layers=n_gpu_layers,
+        flash_attn=flash_attn, no_kv_offload=no_kv_offload, cmd=cmd,
     )
     report = result.to_dict()
     emit(report, fmt, output, lazy_table("estimate_table", report) if fmt is Format.table else None,

@@ -44,8 +44,9 @@ def one_model(positional: str | None, option: str | None, command: str) -> str:
                          f"give one: kvplan {command} {option} ... or kvplan {command} --model {option} ...")
     model = option if option is not None else positional
     if model is None:
+        launch = " or --cmd 'vllm serve MODEL ...'" if command in ("capacity", "estimate") else ""
         raise InputError(f"kvplan {command} needs a model", f"e.g. kvplan {command} Qwen/Qwen3-8B (or -m PATH, a "
-                         "config.json, a .gguf, a Hub id or URL; kvplan models lists the bundled ones)")
+                         f"config.json, a .gguf, a Hub id or URL{launch}; kvplan models lists the bundled ones)")
     return model
 
 
@@ -185,6 +186,39 @@ SwaRatioOpt = Annotated[Optional[float], typer.Option("--swa-full-tokens-ratio",
                         "--swa-full-tokens-ratio (default 0.8): SWA pool size over full pool size.")]
 MaxCacheLenOpt = Annotated[Optional[str], typer.Option("--max-cache-len", help="hf-static max_cache_len: tokens "
                            "preallocated per sequence (default --seq-len; k = 1024: 4k = 4,096).")]
+
+# ---- a pasted launch line, and the engines' own flags beside it (kvplan.launch) ----------------------------
+CmdOpt = Annotated[Optional[str], typer.Option("--cmd", help="The engine's whole launch line, quoted: 'vllm serve "
+                   "MODEL ...', 'python -m sglang.launch_server --model-path MODEL ...', 'llama-server -m F.gguf ...' "
+                   "(or llama-cli), 'trtllm-serve MODEL ...'. The engine, the model and every flag that changes "
+                   "memory are read as that engine reads them; the rest is named in a note. A kvplan option the "
+                   "line also sets must agree with it (exit 2).")]
+#: --model, optional: --cmd names the model too.
+ModelOrCmdOpt = Annotated[Optional[str], ModelOpt.__metadata__[0]]
+#: --engine, default from the model: llama.cpp for a GGUF.
+EngineAutoOpt = Annotated[Optional[str], typer.Option("--engine", help="Engine profile: ideal (the formula), vllm, "
+                          "sglang, trtllm, llama.cpp (ollama is read as llama.cpp), hf-dynamic, hf-static. Default: "
+                          "llama.cpp for a GGUF model, else vllm (capacity) or ideal (estimate). Each reproduces what "
+                          "that engine allocates (docs: concepts/engines).")]
+NglOpt = Annotated[Optional[int], typer.Option("--n-gpu-layers", "-ngl", min=0, help="llama.cpp -ngl N: the last N "
+                   "of the layers + output layer on the GPU, the rest (weights and KV) in host memory, as llama.cpp "
+                   "places them (default: all).")]
+FlashAttnOpt = Annotated[Optional[str], typer.Option("--flash-attn", "-fa", help="llama.cpp -fa on|off|auto (default "
+                         "auto): off refuses a quantised V cache, as llama.cpp does.")]
+NkvoOpt = Annotated[bool, typer.Option("--no-kv-offload", "-nkvo", help="llama.cpp -nkvo: the KV cache in host "
+                    "memory, none on the GPU.")]
+EnforceEagerOpt = Annotated[bool, typer.Option("--enforce-eager", help="vLLM --enforce-eager: no CUDA graphs, so "
+                            "none of their memory is taken from the KV budget (vLLM 0.20 on reserves it).")]
+QuantizationOpt = Annotated[Optional[str], typer.Option("--quantization", help="vLLM/SGLang --quantization: fp8 "
+                            "quantises a 16-bit checkpoint's linear weights on load; other methods must be the "
+                            "checkpoint's own (its quantization_config).")]
+CpuOffloadGbOpt = Annotated[Optional[float], typer.Option("--cpu-offload-gb", min=0, help="vLLM/SGLang "
+                            "--cpu-offload-gb: GiB of each GPU's weights kept in host memory.")]
+CtxSizeOpt = Annotated[Optional[str], typer.Option("--ctx-size", "-c", help="llama.cpp -c: cells over all slots "
+                       "(an integer, as llama.cpp's std::stoi reads it); with -np N each slot gets ctx-size / N "
+                       "tokens, rounded as llama.cpp rounds it when N does not divide it.")]
+ParallelOpt = Annotated[Optional[int], typer.Option("--parallel", "-np", min=1, help="llama.cpp -np: slots "
+                        "(sequences); with -c sets --batch.")]
 
 
 class writing_stdout:

@@ -142,6 +142,8 @@ class BudgetRequest:
     max_num_seqs: int | None = None
     ubatch_size: int | None = None
     version: str | None = None
+    enforce_eager: bool = False
+    """vLLM ``--enforce-eager``: no CUDA graphs are captured, so none are reserved."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -452,6 +454,10 @@ class PoolFacts:
     swa_full_layers: tuple[int, ...] = ()
     """Windowed layers accounted as full attention by ``--swa-full``/``--no-window`` (llama.cpp keeps them in
     their own, full-size, SWA cache)."""
+    host_kv_layers: int = 0
+    """llama.cpp ``-ngl``/``-nkvo``: the first layers whose KV cache is in host memory (a ``CPU`` buffer)."""
+    gpu_layer_start: int = 0
+    """llama.cpp ``-ngl``: ``i_gpu_start``, the first layer on a GPU (the split counts from it)."""
 
 
 def version_tuple(text: str, *, engine: str) -> tuple[int, ...]:

@@ -187,7 +187,7 @@ class LlamaCppProfile(EngineProfile):
         cells`` and ``creating     SWA KV cache, size = N cells`` before each cache's lines."""
         kind_type = _ggml(pool.kv_dtype)
         v_type = _ggml(pool.v_dtype or pool.kv_dtype)
-        devices = layer_devices(pool.num_layers, pool.tensor_split or (1.0,) * pool.pp)
+        devices = layer_devices(pool.num_layers, pool.tensor_split or (1.0,) * pool.pp, start=pool.gpu_layer_start)
         windowed = ("sliding_window", "chunked_local")
         swa_full = set(pool.swa_full_layers)
         # NOTE: a layer without K/V (recurrent, MLP-only) is not one of the cache's layers (llama-kv-cache.cpp
@@ -214,10 +214,13 @@ class LlamaCppProfile(EngineProfile):
             for cache, i in group:
                 kb, vb = _cells_bytes(cache, cache.k_bytes_per_token), _cells_bytes(cache, cache.v_bytes_per_token)
                 k, v, layers = k + kb, v + vb, layers + 1
-                dev = devices[i % pool.num_layers]
+                # NOTE: a layer's KV sits on its layer's device; -nkvo or a layer left on the host: a CPU buffer
+                # (src/llama-kv-cache.cpp, dev_name "CPU" unless offload).
+                layer = i % pool.num_layers
+                dev = -1 if layer < pool.host_kv_layers else devices[layer]
                 per_device[dev] = per_device.get(dev, 0) + kb + vb
             for dev in sorted(per_device):
-                name = "CUDA" + str(dev)
+                name = "CPU" if dev < 0 else "CUDA" + str(dev)
                 lines.append(f"llama_kv_cache: {name:>10} KV buffer size = {per_device[dev] / MiB:8.2f} MiB")
                 buffers[name] = buffers.get(name, 0) + per_device[dev]
             seqs = pool.batch
@@ -241,11 +244,13 @@ def _cells_bytes(cache: LogCache, row_bytes: int) -> int:
     return row_bytes * cache.cells * cache.streams
 
 
-def layer_devices(num_layers: int, split: tuple[float, ...]) -> list[int]:
+def layer_devices(num_layers: int, split: tuple[float, ...], *, start: int = 0) -> list[int]:
     """Device of each layer under ``-sm layer`` with every layer offloaded (``llama-model.cpp::load_tensors``):
     cumulative ``split`` proportions over ``num_layers + 1`` slots (the output layer is the last slot);
     layer ``il`` goes to the first device whose cumulative share exceeds ``il / (num_layers + 1)``.
-    ``split`` is ``--tensor-split`` (or the devices' free memory, llama.cpp's default)."""
+    ``split`` is ``--tensor-split`` (or the devices' free memory, llama.cpp's default). With ``-ngl`` below all
+    layers, ``start`` is ``i_gpu_start``: the share is ``(il - start) / (num_layers + 1 - start)``, and the layers
+    before ``start`` are on the host (their device here is unused)."""
     total = sum(split)
     if total <= 0:
         raise InputError("--tensor-split needs a positive proportion", "e.g. --tensor-split 3,1")
@@ -253,9 +258,25 @@ def layer_devices(num_layers: int, split: tuple[float, ...]) -> list[int]:
     for share in split:
         acc += share
         cumulative.append(acc / total)
-    slots = num_layers + 1
+    slots = max(num_layers + 1 - start, 1)
     out = []
     for il in range(num_layers):
-        x = il / slots
+        x = (il - start) / slots
         out.append(next((d for d, c in enumerate(cumulative) if c > x), len(split) - 1))
     return out
+
+
+def check_flash_attn(flash_attn: str, v_type: str) -> list[str]:
+    """llama.cpp ``-fa on|off|auto`` against the V cache type (``llama_init_from_model``, src/llama-context.cpp):
+    a quantised V cache needs flash attention, so ``-fa off`` with one is refused as llama.cpp refuses it."""
+    if flash_attn not in ("on", "off", "auto"):
+        raise InputError(f"-fa {flash_attn!r}: llama.cpp takes on, off or auto", "e.g. -fa on")
+    quantised = lookup_dtype(v_type).scheme == "ggml"
+    if flash_attn == "off" and quantised:
+        raise InputError(f"llama.cpp refuses a quantised V cache ({_ggml(v_type)}) with -fa off ('quantized V cache "
+                         "requires flash_attn to be enabled', src/llama-context.cpp)",
+                         "use -fa on (or auto), or -ctv f16")
+    if flash_attn == "off":
+        return ["llama.cpp -fa off: the KV cache holds the same bytes (V stored transposed); the compute buffers "
+                "differ, which kvplan's estimate does not model"]
+    return []

@@ -242,7 +242,7 @@ class VllmProfile(EngineProfile):
         terms = (*terms, BudgetTerm(name="non-torch memory", bytes=VLLM_NON_TORCH_BYTES,
                                     source="cuBLAS workspaces, NCCL buffers (kvplan's estimate)"))
         graphs = 0
-        if v >= VLLM_CUDAGRAPH_BUDGET_VERSION:
+        if v >= VLLM_CUDAGRAPH_BUDGET_VERSION and not req.enforce_eager:
             graphs, graph_source = cudagraph_estimate(req, mnbt)
             terms = (*terms, BudgetTerm(name="CUDA graphs", bytes=graphs, source=graph_source))
         reserve = act + VLLM_NON_TORCH_BYTES + extra + graphs

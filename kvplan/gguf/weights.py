@@ -163,6 +163,16 @@ class LlamaCppLayerSplit:
     host_bytes: int
     tensor_split: tuple[float, ...] | None = None
     """``--tensor-split``, used when it has one ratio per device (else an even split)."""
+    n_gpu_layers: int | None = None
+    """llama.cpp ``-ngl``: the last N of the blocks + output layer on the GPUs, the rest in host memory
+    (None: all of them)."""
+
+    def gpu_start(self) -> tuple[int, int]:
+        """(first layer on a GPU, layers on the GPUs): ``i_gpu_start = max(n_layer + 1 - n_gpu_layers, 0)`` and
+        ``act_gpu_layers = min(n_gpu_layers, n_layer + 1)`` (``llama_model::load_tensors``)."""
+        slots = len(self.block_bytes) + 1
+        ngl = slots if self.n_gpu_layers is None else max(0, min(self.n_gpu_layers, slots))
+        return slots - ngl, ngl
 
     def device_bytes(self, num_devices: int) -> tuple[int, ...]:
         ratios = self.tensor_split if self.tensor_split is not None and len(self.tensor_split) == num_devices else None
@@ -172,15 +182,17 @@ class LlamaCppLayerSplit:
         for share in shares:
             running += share
             cumulative.append(running / total)
-        slots = len(self.block_bytes) + 1
+        start, on_gpu = self.gpu_start()
 
         def device_of(il: int) -> int:
-            return next((d for d, edge in enumerate(cumulative) if edge > il / slots), num_devices - 1)
+            return next((d for d, edge in enumerate(cumulative) if edge > (il - start) / on_gpu), num_devices - 1)
 
         out = [0] * num_devices
         for il, nbytes in enumerate(self.block_bytes):
-            out[device_of(il)] += nbytes
-        out[device_of(len(self.block_bytes))] += self.output_bytes
+            if il >= start:
+                out[device_of(il)] += nbytes
+        if on_gpu:
+            out[device_of(len(self.block_bytes))] += self.output_bytes
         return tuple(out)
 
 

@@ -145,7 +145,8 @@ def estimate_table(report: dict[str, Any]) -> Group:
     engine = inputs.get("engine", "ideal")
     title = (f"{model['id']} ({model['model_type']}): batch {inputs['batch']} × {seq} tokens, KV {inputs['kv_dtype']}"
              + (f", encoder {inputs['encoder_len']:,}" if inputs["encoder_len"] else "")
-             + ("" if engine == "ideal" else f", engine {engine}"))
+             + ("" if engine == "ideal" else f", engine {engine}")
+             + (" for a GGUF" if engine == "llama.cpp" and model.get("source") in ("gguf", "hub-gguf") else ""))
     layers = report["layers"]
     held = any(layer["tokens_held"] not in (None, inputs["seq_len"]) for layer in layers)
     legend = ["per tok·layer: bytes of one token in one layer"]
@@ -650,8 +651,11 @@ def _capacity_verdict(report: dict[str, Any]) -> Text:
 
 def _capacity_title(report: dict[str, Any]) -> Text:
     model, inputs = report["model"], report["inputs"]
+    engine = inputs["engine"]
+    # NOTE: a GGUF is sized for llama.cpp unless --engine says otherwise: the title says which file made it so.
+    served = f"{engine} for a GGUF" if engine == "llama.cpp" and model.get("source") in ("gguf", "hub-gguf") else engine
     return Text(f"{model['id']} on {inputs['gpu'] or 'a --kv-budget'} (tp {inputs['tp']}, pp {inputs['pp']}, "
-                f"{inputs['engine']}, KV {inputs['kv_dtype']})")
+                f"{served}, KV {inputs['kv_dtype']})")
 
 
 def _capacity_fixes(report: dict[str, Any]) -> list[RenderableType]:
