@@ -200,6 +200,24 @@ class IndexerSpec(MLASpec):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class IndexKeySpec(FullAttentionSpec):
+    """The key cache of a block-sparse attention indexer over GQA (MiniMax-M3 ``minimax_m3_sparse`` layers): one
+    ``index_head_dim`` key per token per sparse layer, kept beside the layer's K/V in the cache's element type
+    (transformers' ``MiniMaxM3VLSparseCacheLayer.idx_keys``: the model dtype). One key head, no V: it grows, pages
+    and shards as a one-head full-attention layer does (replicated across tensor-parallel ranks)."""
+
+    kind: ClassVar[str] = "indexer"
+    num_kv_heads: int = 1
+    head_size_v: int = 0
+    index_n_heads: int | None = None
+    """Indexer query heads (not cached; recorded for the report)."""
+
+    @property
+    def index_head_dim(self) -> int:
+        return self.head_size
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class CompressedAttentionSpec(LayerSpec):
     """DeepSeek-V4 attention: one shared K=V head (``head_size``) over a sliding window of recent tokens,
     plus, when ``compress_ratio`` > 0, one compressed entry per ``compress_ratio`` past tokens (all of

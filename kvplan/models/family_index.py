@@ -41,7 +41,7 @@ FAMILY_INDEX: dict[str, str] = {
               "xverse yi"),
     "mamba": "falcon_mamba mamba mamba2",
     "mimo": "mimo_v2_flash",
-    "minimax": "minimax minimax_m1 minimax_m2 minimax_m3_vl_text minimax_text_01",
+    "minimax": "minimax minimax_m1 minimax_m2 minimax_m3 minimax_m3_vl_text minimax_text_01",
     "mistral": "ministral ministral3 mistral mistral4 mistral_nemo mixtral",
     "molmo": "molmo2_text",
     "moshi": "moshi",

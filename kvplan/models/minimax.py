@@ -11,7 +11,7 @@ from kvplan.models.base import FULL, STATE, ArchParser, ConfigReader, embeddings
 from kvplan.models.decoder import DecoderLayout, MoeLayout, every_layer_moe
 from kvplan.models.llama import LlamaParser
 from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of, experts_parts, gqa_attention
-from kvplan.specs import StateSpec
+from kvplan.specs import IndexKeySpec, LayerSpec, NoCacheSpec, StateSpec
 
 
 class MiniMaxParser(ArchParser):
@@ -111,6 +111,7 @@ class MiniMaxM3TextParser(ArchParser):
     MLP of ``dense_intermediate_size``; no biases."""
 
     family = "minimax"
+    model_types = ("minimax_m3", "minimax_m3_vl_text")
     weight_types = ("minimax_m3_vl_text",)
     #: MiniMaxM3VLTextConfig's defaults (transformers 5.24) of the keys weight counting reads.
     defaults_by_type = {"minimax_m3_vl_text": {
@@ -118,6 +119,49 @@ class MiniMaxM3TextParser(ArchParser):
         "num_attention_heads": 64, "num_key_value_heads": 4, "head_dim": 128, "tie_word_embeddings": False,
         "num_experts_per_tok": 4, "num_local_experts": 128, "dense_intermediate_size": 12288,
         "shared_intermediate_size": 3072, "index_n_heads": 4, "index_head_dim": 128}}
+
+    #: MiniMaxM3VLTextConfig.__post_init__: the Hub's ``sparse_attention_config`` keys win over the flat ones.
+    INDEX_DIM = ("sparse_attention_config.sparse_index_dim", "index_head_dim")
+    INDEX_HEADS = ("sparse_attention_config.sparse_num_index_heads", "index_n_heads")
+
+    def defaults_for(self, model_type: str) -> Mapping[str, Any]:
+        # the Hub's minimax_m3 config is read with the transformers class's defaults (MiniMaxM3VLTextConfig)
+        return super().defaults_for("minimax_m3_vl_text" if model_type == "minimax_m3" else model_type)
+
+    def attention_types(self, r: ConfigReader, layers: int) -> list[str]:
+        """``layer_types`` (``full_attention`` or ``minimax_m3_sparse``), else the Hub's
+        ``sparse_attention_config.sparse_attention_freq`` flags, else every layer full attention."""
+        sparse_cfg = r.raw("sparse_attention_config")
+        legacy = sparse_cfg.get("sparse_attention_freq") if isinstance(sparse_cfg, Mapping) else None
+        types = self._per_layer(r, "layer_types", legacy, "minimax_m3_sparse", "full_attention", layers)
+        unknown = sorted({str(t) for t in types} - {"minimax_m3_sparse", "full_attention"})
+        if unknown:
+            raise ConfigError(f"{r.source_name}: unknown layer type {unknown[0]!r} in {r.prefix}layer_types",
+                              "MiniMax-M3 layers are full_attention or minimax_m3_sparse")
+        return types
+
+    def layer_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
+        # both kinds keep full-length K/V; a sparse layer's indexer keys are appended by build_layers
+        return [FULL for _ in self.attention_types(r, num_layers)]
+
+    def build_layers(self, r: ConfigReader) -> list[LayerSpec]:
+        """Every layer caches GQA K/V for every token; each ``minimax_m3_sparse`` layer also caches its Lightning
+        Indexer's key (one ``index_head_dim`` row per token, transformers ``MiniMaxM3VLSparseCacheLayer.idx_keys``),
+        appended after the decoder layers as its own 'indexer' group (entry i belongs to decoder layer i)."""
+        specs = super().build_layers(r)
+        types = self.attention_types(r, len(specs))
+        sparse = [i for i, t in enumerate(types) if t == "minimax_m3_sparse"]
+        if not sparse:
+            return specs
+        index_dim = r.first_of("index_head_dim", self.INDEX_DIM)
+        heads = r.optional("index_n_heads", self.INDEX_HEADS)
+        r.note(f"MiniMax-M3 sparse attention: {len(sparse)} of {len(specs)} layers (minimax_m3_sparse) also cache an "
+               f"indexer key of index_head_dim {index_dim} per token in the cache's element type (transformers: the "
+               "model dtype), reported as the 'indexer' layer group")
+        key = IndexKeySpec(head_size=index_dim, index_n_heads=heads)
+        own = set(sparse)
+        return [*specs, *(key if i in own else NoCacheSpec(reason="full attention: no indexer")
+                          for i in range(len(specs)))]
 
     def _per_layer(self, r: ConfigReader, key: str, legacy: Any, yes: str, no: str, layers: int) -> list[str]:
         value = r.first_of(key, (key,), required=False, kind="list")
@@ -171,6 +215,6 @@ class MiniMaxM3TextParser(ArchParser):
 
 
 #: Model types counted here whose cache no parser here reads, and why.
-CACHE_NOT_READ = {"minimax_m3_vl_text": "GQA layers by layer_types: the generic rules read its cache"}
+CACHE_NOT_READ: dict[str, str] = {}
 
 PARSERS: tuple[type[ArchParser], ...] = (MiniMaxParser, MiniMaxM2Parser, MiniMaxM3TextParser)

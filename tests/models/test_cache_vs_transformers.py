@@ -113,3 +113,22 @@ def test_transformers_caches_the_same_bytes(name: str, layers: int, expected: in
     if name in SLOW_ON_CPU and not os.environ.get("KVPLAN_ORACLE_ALL"):
         pytest.skip("reference scan kernels on the CPU take minutes; set KVPLAN_ORACLE_ALL=1 to measure")
     assert measured_cache_bytes(shrink(shared_config(name), layers)) == expected
+
+
+#: MiniMax-M3 (transformers MiniMaxM3VLTextConfig, fed the Hub's sparse_attention_config): layer 0 full, layers 1-2
+#: block-sparse; every layer 4 KV heads x 128, each sparse layer an index key of 128 (MiniMaxM3VLSparseCacheLayer).
+MINIMAX_M3 = {"model_type": "minimax_m3_vl_text", "num_hidden_layers": 3, "hidden_size": 256, "vocab_size": 512,
+              "intermediate_size": 64, "dense_intermediate_size": 64, "shared_intermediate_size": 64,
+              "num_local_experts": 4, "num_experts_per_tok": 2, "dtype": "bfloat16", "eos_token_id": None,
+              "bos_token_id": None, "pad_token_id": None,
+              "sparse_attention_config": {"sparse_attention_freq": [0, 1, 1], "sparse_index_dim": 128}}
+MINIMAX_M3_BYTES = BATCH * TOKENS * BF16 * (3 * KV * 4 * 128 + 2 * 128)
+
+
+def test_minimax_m3_hf_dynamic(runner, tmp_path) -> None:
+    assert kvplan_hf_dynamic_bytes(runner, tmp_path, MINIMAX_M3) == MINIMAX_M3_BYTES
+
+
+@pytest.mark.slow
+def test_transformers_caches_minimax_m3_index_keys() -> None:
+    assert measured_cache_bytes(MINIMAX_M3) == MINIMAX_M3_BYTES

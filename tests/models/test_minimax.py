@@ -14,8 +14,9 @@ from transformers_meta import (
     meta_count,
 )
 
+from kvplan.adjust import Deployment
 from kvplan.calc import estimate
-from kvplan.models import count_weights
+from kvplan.models import count_weights, parse_config
 
 from conftest import FP16
 
@@ -76,3 +77,41 @@ CAPACITY_TYPES = ["minimax"]
 @pytest.mark.parametrize("model_type", CAPACITY_TYPES)
 def test_capacity_counts_the_weights(runner, tmp_path, model_type: str) -> None:
     assert_capacity_counts_the_weights(runner, tmp_path, model_type)
+
+
+def minimax_m3_config(**overrides: Any) -> dict[str, Any]:
+    """A config of MiniMax-M3's shape as the Hub writes it: 60 layers, the first 3 full attention and 57 block-sparse
+    (``sparse_attention_config.sparse_attention_freq``), GQA 4 KV heads x 128, a 128-wide index key."""
+    return {"model_type": "minimax_m3", "torch_dtype": "bfloat16", "hidden_size": 6144, "num_hidden_layers": 60,
+            "num_attention_heads": 64, "num_key_value_heads": 4, "head_dim": 128, "vocab_size": 200064,
+            "sparse_attention_config": {"sparse_attention_freq": [0] * 3 + [1] * 57, "sparse_index_dim": 128,
+                                        "sparse_num_index_heads": 4, "sparse_block_size": 128,
+                                        "sparse_topk_blocks": 16},
+            **overrides}
+
+
+@pytest.mark.parametrize("engine", ["ideal", "hf-dynamic", "vllm", "sglang"])
+def test_minimax_m3_caches_the_index_keys_of_its_sparse_layers(engine: str) -> None:
+    config = minimax_m3_config()
+    geometry = parse_config(config, model_id="m3")
+    tokens, layers, kv_heads, head_dim = 8192, 60, 4, 128
+    sparse = sum(config["sparse_attention_config"]["sparse_attention_freq"])
+    index_dim = config["sparse_attention_config"]["sparse_index_dim"]
+    est = estimate(geometry, seq_len=tokens, kv_dtype="bf16", deployment=Deployment(engine=engine))
+    assert sparse == 57
+    assert est.kv_cache_bytes == tokens * (layers * 2 * kv_heads * head_dim + sparse * index_dim) * FP16
+    assert est.kv_cache_bytes == 1_126_170_624  # the figure of a MiniMax-M3 config at 8,192 tokens
+    assert any("57 of 60 layers (minimax_m3_sparse) also cache an indexer key" in n for n in geometry.notes)
+
+
+def test_minimax_m3_layer_types_and_flat_index_dim() -> None:
+    # transformers' own spelling: layer_types and index_head_dim (the Hub's sparse_attention_config wins when both)
+    config = {"model_type": "minimax_m3_vl_text", "num_hidden_layers": 4, "index_head_dim": 64,
+              "layer_types": ["full_attention", "minimax_m3_sparse", "minimax_m3_sparse", "full_attention"]}
+    geometry = parse_config(config, model_id="m3")
+    heads, head_dim = 4, 128  # MiniMaxM3VLTextConfig defaults
+    est = estimate(geometry, seq_len=10, kv_dtype="bf16")
+    assert est.kv_cache_bytes == 10 * (4 * 2 * heads * head_dim + 2 * 64) * FP16
+    both = estimate(parse_config({**config, "sparse_attention_config": {"sparse_index_dim": 32}}, model_id="m3"),
+                    seq_len=10, kv_dtype="bf16")
+    assert both.kv_cache_bytes == 10 * (4 * 2 * heads * head_dim + 2 * 32) * FP16
