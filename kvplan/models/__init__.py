@@ -18,7 +18,7 @@ from kvplan.errors import ConfigError, KvplanError
 from kvplan.geometry import ModelGeometry
 from kvplan.limits import MAX_NESTING
 from kvplan.models.base import ArchParser, ConfigReader, TrackedConfig
-from kvplan.models.nesting import WRAPPER_TEXT_TYPES, check_model_types, nested_key_of
+from kvplan.models.nesting import WRAPPER_TEXT_TYPES, check_model_types, decoder_key_of, node_at
 from kvplan.models.registry import REGISTRY, WEIGHT_REGISTRY, family_parsers
 from kvplan.models.storage import DTYPE_BYTES, serve_weights, served_dtype, weights_from_safetensors, with_exact_bytes
 from kvplan.models.tensors import WeightsEstimate
@@ -117,11 +117,16 @@ def overridden_config(config: Mapping[str, Any], overrides: Mapping[str, Any]) -
         return dict(config)
     outer_only = {k: v for k, v in overrides.items() if "." in k}
     result = apply_overrides(dict(config), outer_only)
-    nested = nested_key_of(result)
+    nested = decoder_key_of(result)
     inner = {k: v for k, v in overrides.items() if "." not in k}
     if nested is None:
         return apply_overrides(result, inner)
-    result[nested] = apply_overrides(dict(result[nested]), inner)
+    *parents, last = nested.split(".")
+    node = result
+    for part in parents:  # copy the path down to the nested config: the caller's dicts stay as they were
+        node[part] = dict(node[part])
+        node = node[part]
+    node[last] = apply_overrides(dict(node[last]), inner)
     # NOTE: a model_type set on the nested config decides the family; the wrapper stays the wrapper.
     return result
 
@@ -183,11 +188,11 @@ def parse_config(
     check_model_types(config, source_name)
     full = overridden_config(config, overrides)
     check_model_types(full, source_name)
-    nested_key = nested_key_of(full)
+    nested_key = decoder_key_of(full)
     outer_type = full.get("model_type")
     outer = TrackedConfig(full, outer_reads)
     if nested_key is not None:
-        effective = TrackedConfig(full[nested_key], reads)
+        effective = TrackedConfig(node_at(full, nested_key), reads)
         prefix = nested_key + "."
     else:
         effective = TrackedConfig(full, reads)
