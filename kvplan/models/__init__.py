@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
 import json
 from collections.abc import Mapping
+from importlib.resources import files
 from typing import Any
 
 from kvplan.errors import ConfigError, KvplanError
@@ -29,7 +31,8 @@ from kvplan.specs import LayerSpec, NoCacheSpec
 __all__ = [
     "DTYPE_BYTES", "PARSERS", "REGISTRY", "WEIGHT_REGISTRY", "WeightsEstimate", "apply_overrides", "count_weights",
     "overridden_config", "parse_config", "parse_override", "require_config_geometry", "resolve_weights",
-    "serve_weights", "served_dtype", "supported_model_types", "weights_from_safetensors", "with_exact_bytes",
+    "no_decoder_types", "serve_weights", "served_dtype", "supported_model_types", "weights_from_safetensors",
+    "with_exact_bytes",
 ]
 
 
@@ -43,6 +46,30 @@ def __getattr__(name: str) -> Any:
 ENCODER_ONLY = frozenset(
     {"deberta", "deberta-v2", "distilbert", "albert", "modernbert", "mpnet", "nomic_bert", "xlm"}
 )
+
+
+@functools.cache
+def no_decoder_types() -> tuple[str, frozenset[str]]:
+    """(the transformers version it was derived from, the model types with no decoder): kvplan/data/
+    no_decoder_types.txt, written by tools/no_decoder_types.py from transformers' auto mappings."""
+    text = (files("kvplan") / "data" / "no_decoder_types.txt").read_text(encoding="utf-8")
+    header = text.splitlines()[0]
+    version = header.split("transformers ", 1)[1].split(" ", 1)[0] if "transformers " in header else "?"
+    return version, frozenset(line for line in text.splitlines() if line and not line.startswith("#"))
+
+
+def refuse_without_decoder(source_name: str, *model_types: object) -> None:
+    """A model type transformers gives no decoder (a vision or audio tower, an encoder, a classifier) and no
+    family module reads keeps no KV cache: refused by name rather than read as a decoder by the generic rules."""
+    version, types = no_decoder_types()
+    for model_type in model_types:
+        if isinstance(model_type, str) and model_type in types and model_type not in REGISTRY:
+            raise ConfigError(
+                f"{source_name}: model_type {model_type!r} has no decoder (transformers {version} gives it no "
+                "generating model: a vision or audio tower, an encoder or a classifier); it keeps no KV cache",
+                "kvplan sizes decoder caches: pass the config of the model that generates (a multimodal config "
+                "nests its language model under text_config)",
+            )
 
 
 #: Keys that describe a hybrid or irregular layer layout; the generic rules refuse configs that have them.
@@ -208,6 +235,7 @@ def parse_config(
             f"{source_name}: model_type {model_type!r} is an encoder-only model; it keeps no KV cache",
             "kvplan sizes decoder caches; pick a decoder or encoder-decoder model",
         )
+    refuse_without_decoder(source_name, model_type, outer_type)
     parser_cls = REGISTRY.get(model_type or "") or REGISTRY.get(outer_type or "") or ArchParser
     parser = parser_cls()
     reader = ConfigReader(
