@@ -30,8 +30,8 @@ from kvplan.specs import LayerSpec, NoCacheSpec
 
 __all__ = [
     "DTYPE_BYTES", "PARSERS", "REGISTRY", "WEIGHT_REGISTRY", "WeightsEstimate", "apply_overrides", "count_weights",
-    "overridden_config", "parse_config", "parse_override", "require_config_geometry", "resolve_weights",
-    "no_decoder_types", "serve_weights", "served_dtype", "supported_model_types", "weights_from_safetensors",
+    "no_decoder_types", "overridden_config", "parse_config", "parse_override", "require_config_geometry",
+    "resolve_weights", "serve_weights", "served_dtype", "supported_model_types", "weights_from_safetensors",
     "with_exact_bytes",
 ]
 
