@@ -387,12 +387,15 @@ def measure_cache(cache: Any) -> list[dict[str, Any]]:
     for group, c in groups:
         if hasattr(c, "layers") and isinstance(c.layers, (list, tuple)):
             # per-layer lists a Cache subclass keeps beside .layers (MiniMaxCache.linear_cache[i])
+            # (a layer past the last of .layers holds only such entries: MiniMaxCache's trailing lightning layers)
+            count = max(len(c.layers), len(c) if hasattr(c, "__len__") else 0, 1)
             extra: dict[int, list[tuple[str, Any]]] = {}
             for k, v in vars(c).items():
-                if k != "layers" and isinstance(v, list) and 0 < len(v) <= max(len(c.layers), 1):
+                if k != "layers" and isinstance(v, list) and 0 < len(v) <= count:
                     for i, item in enumerate(v):
                         extra.setdefault(i, []).append((f"{k}[{i}]", item))
-            layers += [_layer_record(layer, i, group, seen, extra.get(i, [])) for i, layer in enumerate(c.layers)]
+            own = list(c.layers) + [{} for _ in range(len(c.layers), max(extra, default=-1) + 1)]
+            layers += [_layer_record(layer, i, group, seen, extra.get(i, [])) for i, layer in enumerate(own)]
         elif isinstance(c, (list, tuple)):  # legacy tuple-of-tuples caches
             layers += [_layer_record(layer, i, group, seen) for i, layer in enumerate(c)]
         else:  # a model's own cache class: every tensor attribute, lists split per layer
@@ -502,7 +505,8 @@ def _measure(spec: dict[str, Any], built: Any, base: dict[str, Any], width: int 
     config = _build_config(model_type, shrunk)
     text = config.get_text_config(decoder=True)
     got = _layer_count(text)
-    if got is None or got >= total or got < keep:  # LongCat counts two attention sublayers per layer
+    # LongCat counts two attention sublayers per layer; a default of one period (bloom 2, nemotron_h 4) is kept whole
+    if got is None or got < keep or (got >= total and keep < total):
         raise ValueError(f"shrunk config has {got} layers, wanted {keep} of {total}")
     out["num_layers"] = keep = got
     full_lists = _pattern_lists(built.get_text_config(decoder=True).to_dict(), total)
