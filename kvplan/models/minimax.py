@@ -112,7 +112,7 @@ class MiniMaxM3TextParser(ArchParser):
 
     family = "minimax"
     model_types = ("minimax_m3", "minimax_m3_vl_text")
-    weight_types = ("minimax_m3_vl_text",)
+    weight_types = ("minimax_m3", "minimax_m3_vl_text")
     #: MiniMaxM3VLTextConfig's defaults (transformers 5.24) of the keys weight counting reads.
     defaults_by_type = {"minimax_m3_vl_text": {
         "vocab_size": 200064, "hidden_size": 6144, "intermediate_size": 3072, "num_hidden_layers": 60,
