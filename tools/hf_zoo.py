@@ -354,8 +354,11 @@ def _tensors(obj: Any, prefix: str, out: list[tuple[str, Any]], depth: int = 0) 
 
 def _layer_record(layer: Any, index: int, group: str, seen: set[int],
                   extra: list[tuple[str, Any]] = ()) -> dict[str, Any]:  # type: ignore[assignment]
+    import torch
+
     found: list[tuple[str, Any]] = []
-    for k, v in [*(vars(layer).items() if hasattr(layer, "__dict__") else [("", layer)]), *extra]:
+    own = vars(layer).items() if hasattr(layer, "__dict__") and not isinstance(layer, torch.Tensor) else [("", layer)]
+    for k, v in [*own, *extra]:  # a bare tensor is a layer of its own (RWKV's state list)
         _tensors(v, k, found, 1)
     tensors: dict[str, Any] = {}
     state = aux = 0
@@ -373,6 +376,26 @@ def _layer_record(layer: Any, index: int, group: str, seen: set[int],
             state += counted
     return {"index": index, "group": group, "class": type(layer).__name__, "bytes": state, "aux_bytes": aux,
             "tensors": tensors}
+
+
+def _is_tensor(obj: Any) -> bool:
+    import torch
+
+    return isinstance(obj, torch.Tensor)
+
+
+def measure_module_states(model: Any) -> list[dict[str, Any]]:
+    """Recurrent states a model keeps on its modules instead of in the cache generate() returns (RecurrentGemma's
+    ``rg_lru.recurrent_states`` and ``conv1d_state``): tensors in a module's own attributes whose name says state."""
+    import torch
+
+    seen: set[int] = set()
+    records = []
+    for name, module in model.named_modules():
+        held = {k: v for k, v in vars(module).items() if "state" in k and isinstance(v, torch.Tensor)}
+        if held:
+            records.append(_layer_record(held, -1, f"module:{name}", seen))
+    return records
 
 
 def measure_cache(cache: Any) -> list[dict[str, Any]]:
@@ -396,8 +419,9 @@ def measure_cache(cache: Any) -> list[dict[str, Any]]:
                         extra.setdefault(i, []).append((f"{k}[{i}]", item))
             own = list(c.layers) + [{} for _ in range(len(c.layers), max(extra, default=-1) + 1)]
             layers += [_layer_record(layer, i, group, seen, extra.get(i, [])) for i, layer in enumerate(own)]
-        elif isinstance(c, (list, tuple)):  # legacy tuple-of-tuples caches
-            layers += [_layer_record(layer, i, group, seen) for i, layer in enumerate(c)]
+        elif isinstance(c, (list, tuple)):  # legacy tuple-of-tuples caches; RWKV's list of state tensors, each
+            # [batch, hidden, layers] and so of no one layer (index -1)
+            layers += [_layer_record(layer, -1 if _is_tensor(layer) else i, group, seen) for i, layer in enumerate(c)]
         else:  # a model's own cache class: every tensor attribute, lists split per layer
             for k, v in vars(c).items():
                 found: list[tuple[str, Any]] = []
@@ -554,7 +578,7 @@ def _measure(spec: dict[str, Any], built: Any, base: dict[str, Any], width: int 
         raise ValueError(f"generate returned no past_key_values ({type(result).__name__})")
     stage.name = "measure"
     out["cache_class"] = type(cache).__name__
-    layers = measure_cache(cache)
+    layers = measure_cache(cache) + measure_module_states(model)
     with contextlib.suppress(Exception):
         out["cache_tokens"] = int(cache.get_seq_length())
     if out["cache_class"] == "EncoderDecoderCache":
