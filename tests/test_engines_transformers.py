@@ -108,3 +108,23 @@ def test_hf_dynamic_gated_delta_net_state_keeps_conv_window_and_fp32_state() -> 
     conv = d_conv * (2 * hk * dk + hv * dv) * fp16  # the whole conv window, not d_conv - 1
     ssm = hv * dk * dv * fp32  # the recurrent state is float32 on the CPU path
     assert est.state_bytes == 36 * (conv + ssm)  # 36 gated-delta-net layers
+
+
+def test_the_report_says_which_conv_state_convention_a_figure_uses() -> None:
+    """issue 24: kvplan's default keeps conv_kernel - 1 conv inputs (vLLM, SGLang, llama.cpp); hf-dynamic keeps
+    transformers' conv_kernel; each report names its convention."""
+    from kvplan.adjust import Deployment
+    from kvplan.calc import estimate
+    from kvplan.models import parse_config
+
+    layers, hidden, expand, conv_kernel, state_size, bf16, fp32 = 2, 64, 2, 4, 16, 2, 4
+    config = {"model_type": "mamba", "num_hidden_layers": layers, "hidden_size": hidden, "expand": expand,
+              "conv_kernel": conv_kernel, "state_size": state_size, "torch_dtype": "bfloat16", "vocab_size": 512}
+    geometry = parse_config(config, model_id="mamba")
+    inner = expand * hidden
+    ideal = estimate(geometry, seq_len=10, kv_dtype="auto")
+    hf = estimate(geometry, seq_len=10, kv_dtype="auto", deployment=Deployment(engine="hf-dynamic"))
+    assert ideal.kv_cache_bytes == layers * ((conv_kernel - 1) * inner * bf16 + inner * state_size * bf16)
+    assert hf.kv_cache_bytes == layers * (conv_kernel * inner * bf16 + inner * state_size * fp32)
+    assert any("conv state holds conv_kernel - 1 inputs" in n for n in ideal.notes)
+    assert any("conv state holds conv_kernel inputs" in n for n in hf.notes)

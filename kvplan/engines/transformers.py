@@ -93,6 +93,11 @@ class HfDynamicProfile(EngineProfile):
             return 4 * spec.index_head_dim  # NOTE: the float32 rope promotes the indexer key (measured)
         return super().bytes_per_token(spec, ctx)
 
+    def conv_state_note(self) -> str:
+        return (f"state convention ({self.title}): a recurrent layer's conv state holds conv_kernel inputs, the "
+                "whole window transformers keeps (one more than the layer detail's conv_kernel - 1, the vLLM, SGLang "
+                "and llama.cpp convention of kvplan's other engines)")
+
     def compressed_attention_note(self) -> str | None:
         return ("transformers' DeepSeek-V4 cache (modeling_deepseek_v4.py DeepseekV4HCACache/CSACache, measured): "
                 "sliding-only layers keep K and V as two tensors; compressed layers keep one K=V window, the entries, "
