@@ -25,7 +25,7 @@ RECORDS = {"zoo": DATA / "hf_zoo.json", "real": DATA / "hf_real.json", "weights"
 MISSES = {"zoo": DATA / "hf_zoo_misses.json", "real": DATA / "hf_real_misses.json",
           "weights": DATA / "hf_zoo_weights_misses.json"}
 #: What separates the outcome from its cause in a misses file (the cause is written by hand and kept on rewrites).
-CAUSE = " | cause: "
+CAUSE = "; cause: "
 DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
@@ -165,7 +165,7 @@ def write_misses(kind: str) -> None:
         outcomes = [compare_weights(k, r) for k, r in counted(doc).items()]
     else:
         outcomes = [compare(k, r) for k, r in measured(doc).items()]
-    # a cause written by hand after " | cause: " stays with its model type
+    # a cause written by hand after "; cause: " stays with its model type
     _, before = load(kind)
     causes = {k: v.split(CAUSE, 1)[1] for k, v in before.items() if CAUSE in v}
     misses = {o.key: o.reason + (CAUSE + causes[o.key] if o.key in causes else "") for o in outcomes if not o.exact}
