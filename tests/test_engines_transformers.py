@@ -1,16 +1,15 @@
-"""Hugging Face transformers' profiles (transformers 5.24 cache_utils.py, measured): DynamicCache, QuantizedCache, StaticCache."""
+"""Hugging Face transformers' profiles (transformers 5.25 cache_utils.py, measured): DynamicCache, QuantizedCache, StaticCache."""
 
 from __future__ import annotations
-
-import json
 
 import pytest
 
 from kvplan.adjust import Deployment
+from kvplan.api import load_geometry
 from kvplan.calc import estimate
 from kvplan.errors import InputError
 from kvplan.models import parse_config
-from tests.conftest import BF16, FP16, FP32, KV, REPO_ROOT
+from tests.conftest import BF16, FP16, FP32, KV
 from tests.engine_runs import run
 
 
@@ -90,10 +89,6 @@ def test_falcon_40b_hf_caches_the_kv_groups() -> None:
 
 
 def test_hf_dynamic_gated_delta_net_state_keeps_conv_window_and_fp32_state() -> None:
-    from kvplan.adjust import Deployment
-    from kvplan.api import load_geometry
-    from kvplan.calc import estimate
-
     geometry, _ = load_geometry("Qwen/Qwen3-Next-80B-A3B-Instruct")
     est = estimate(geometry, seq_len=16, kv_dtype="bf16", deployment=Deployment(engine="hf-dynamic"))
     hk, hv, dk, dv, d_conv, fp16, fp32 = 16, 32, 128, 128, 4, 2, 4  # no torch_dtype in the config: 16-bit
@@ -105,10 +100,6 @@ def test_hf_dynamic_gated_delta_net_state_keeps_conv_window_and_fp32_state() -> 
 def test_the_report_says_which_conv_state_convention_a_figure_uses() -> None:
     """issue 24: kvplan's default keeps conv_kernel - 1 conv inputs (vLLM, SGLang, llama.cpp); hf-dynamic keeps
     transformers' conv_kernel; each report names its convention."""
-    from kvplan.adjust import Deployment
-    from kvplan.calc import estimate
-    from kvplan.models import parse_config
-
     layers, hidden, expand, conv_kernel, state_size, bf16, fp32 = 2, 64, 2, 4, 16, 2, 4
     config = {"model_type": "mamba", "num_hidden_layers": layers, "hidden_size": hidden, "expand": expand,
               "conv_kernel": conv_kernel, "state_size": state_size, "torch_dtype": "bfloat16", "vocab_size": 512}
