@@ -144,12 +144,35 @@ def served_geometry(geometry: ModelGeometry, engine: EngineProfile, dtype: str =
 _FLOAT32_NAMES = {"float": "float32", "fp32": "float32"}
 
 
+#: The element types a model computes in; any other ``torch_dtype`` names how a quantised checkpoint stores weights.
+ACTIVATION_DTYPES = frozenset({"fp32", "fp16", "bf16"})
+#: What ``--kv-dtype auto`` keeps for a checkpoint whose ``torch_dtype`` is a storage type (int4, fp8, ...).
+QUANTISED_ACTIVATION_DTYPE = "bf16"
+
+
+def _is_storage_dtype(name: str) -> bool:
+    """A config dtype that names a weight storage type (``int4``, ``int8``, ``uint8``, ``fp4``, ``float8_e4m3fn``,
+    ...): no engine computes or caches in it (vLLM's ``_resolve_auto_dtype`` accepts only the platform's
+    float16 / bfloat16 / float32 and falls back to bfloat16 for anything else)."""
+    key = name.strip().lower().removeprefix("torch.")
+    try:
+        return lookup_dtype(key, what="config dtype").name not in ACTIVATION_DTYPES
+    except InputError:
+        return key.startswith(("int", "uint", "float8", "float4", "fp8", "fp4", "nvfp4", "mxfp"))
+
+
 def resolve_kv_dtype(
     geometry: ModelGeometry, kv_dtype: str, *, group_size: int = DEFAULT_GROUP_SIZE
 ) -> tuple[KvDtype, str, KvDtype, list[str]]:
     """(kv dtype, its source, state dtype, notes) for ``--kv-dtype`` (``auto`` = the config's dtype)."""
     notes: list[str] = []
-    if geometry.config_dtype is not None:
+    if geometry.config_dtype is not None and _is_storage_dtype(geometry.config_dtype):
+        model_dtype = lookup_dtype(QUANTISED_ACTIVATION_DTYPE)
+        model_source = (f"{geometry.config_dtype_source} = {geometry.config_dtype} names the weights' storage type, "
+                        "not one a model runs in: bf16, as vLLM's --dtype auto falls back to the first dtype the GPU "
+                        "supports (_resolve_auto_dtype) and SGLang, TensorRT-LLM, llama.cpp and transformers run a "
+                        "quantised checkpoint's activations in 16 bits; pass --kv-dtype fp16 for a GPU without bf16")
+    elif geometry.config_dtype is not None:
         try:
             model_dtype = lookup_dtype(geometry.config_dtype, what="config dtype")
         except InputError:

@@ -78,3 +78,33 @@ def test_a_partial_last_group_costs_its_scale_not_a_whole_group(group: int, grou
     # NOTE: 1024 values at 4 bits are 512 bytes whatever the group size; each started group adds
     # an fp16 scale and an fp16 zero point (cdiv(1024, 96) = 11, cdiv(1024, 2048) = 1).
     assert lookup_dtype("int4", group_size=group).bytes_for(ROW) == ROW * 4 // 8 + groups * (2 + 2)
+
+
+@pytest.mark.parametrize("torch_dtype", ["int4", "int8", "uint8", "fp4", "float8_e4m3fn", "float8_e5m2", "mxfp4"])
+@pytest.mark.parametrize("engine", ["ideal", "vllm", "sglang", "trtllm", "hf-dynamic"])
+def test_a_weight_storage_torch_dtype_is_not_the_kv_dtype(torch_dtype: str, engine: str) -> None:
+    """issue 26: a quantised checkpoint's ``torch_dtype`` names how weights are stored; ``--kv-dtype auto`` keeps
+    K/V in the 16-bit type the model runs in (vLLM's ``_resolve_auto_dtype`` falls back to bfloat16)."""
+    from kvplan.adjust import Deployment
+    from kvplan.calc import estimate
+    from kvplan.models import parse_config
+
+    layers, kv_heads, head_dim, tokens, bf16 = 2, 4, 64, 128, 2  # 128: whole blocks in every engine
+    config = {"model_type": "llama", "num_hidden_layers": layers, "hidden_size": 256, "num_attention_heads": kv_heads,
+              "torch_dtype": torch_dtype}
+    est = estimate(parse_config(config, model_id="q"), seq_len=tokens, kv_dtype="auto",
+                   deployment=Deployment(engine=engine))
+    assert est.kv_dtype.name == "bf16"
+    assert est.kv_cache_bytes == 2 * layers * kv_heads * head_dim * tokens * bf16
+    assert "names the weights' storage type" in est.kv_dtype_source
+
+
+def test_an_unknown_config_dtype_is_still_refused() -> None:
+    from kvplan.calc import estimate
+    from kvplan.errors import ConfigError
+    from kvplan.models import parse_config
+
+    config = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4,
+              "torch_dtype": "complex64"}
+    with pytest.raises(ConfigError, match="config dtype 'complex64' is not a known dtype"):
+        estimate(parse_config(config, model_id="q"), seq_len=10, kv_dtype="auto")

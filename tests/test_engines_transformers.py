@@ -1,16 +1,15 @@
-"""Hugging Face transformers' profiles (transformers 5.24 cache_utils.py, measured): DynamicCache, QuantizedCache, StaticCache."""
+"""Hugging Face transformers' profiles (transformers 5.25 cache_utils.py, measured): DynamicCache, QuantizedCache, StaticCache."""
 
 from __future__ import annotations
-
-import json
 
 import pytest
 
 from kvplan.adjust import Deployment
+from kvplan.api import load_geometry
 from kvplan.calc import estimate
 from kvplan.errors import InputError
 from kvplan.models import parse_config
-from tests.conftest import BF16, FP16, FP32, KV, REPO_ROOT
+from tests.conftest import BF16, FP16, FP32, KV
 from tests.engine_runs import run
 
 
@@ -76,35 +75,39 @@ def test_hf_engines_have_no_blocks() -> None:
         run("meta-llama__Llama-3.1-8B", "hf-static", seq_len=100, block_size=16)
 
 
-def test_falcon_40b_hf_caches_k_v_broadcast_to_every_query_head() -> None:
-    # NOTE: modeling_falcon (new_decoder_architecture) caches 128 heads, not the 8 KV groups.
+def test_falcon_40b_hf_caches_the_kv_groups() -> None:
+    # NOTE: transformers 5.25's modeling_falcon (new_decoder_architecture) caches the 8 KV groups and repeats them
+    # inside attention (repeat_kv); up to 5.24 it cached K/V broadcast to all 128 query heads.
     seq = 2048
     gqa = 60 * seq * KV * 8 * 64 * BF16  # layers, tokens, K+V, kv heads, head dim (8192 // 128), bf16
-    broadcast = 60 * seq * KV * 128 * 64 * BF16  # num_attention_heads
-    assert run("tiiuae__falcon-40b", "vllm", seq_len=seq).kv_cache_bytes == gqa
-    assert run("tiiuae__falcon-40b", "ideal", seq_len=seq).kv_cache_bytes == gqa
-    for engine in ("hf-dynamic", "hf-static"):
+    for engine in ("vllm", "ideal", "hf-dynamic", "hf-static"):
         est = run("tiiuae__falcon-40b", engine, seq_len=seq)
-        assert est.kv_cache_bytes == broadcast == 16 * gqa
-        assert est.groups[0].spec.num_kv_heads == 128
-        assert any("broadcast to all 128 query heads" in note for note in est.notes)
-    # NOTE: measured with transformers 5.24: B=1, T=23, L=2 -> 1,507,328 B.
-    g = parse_config({**json.loads((REPO_ROOT / "model_configs" / "tiiuae__falcon-40b.json").read_text()),
-                      "num_hidden_layers": 2}, model_id="falcon-40b-2l")
-    measured = estimate(g, seq_len=23, deployment=Deployment(engine="hf-dynamic"))
-    assert measured.kv_cache_bytes == 23 * 2 * KV * 128 * 64 * BF16 == 1507328
+        assert est.kv_cache_bytes == gqa, engine
+        assert est.groups[0].spec.num_kv_heads == 8
     # NOTE: multi_query Falcon-7B caches one head in every engine.
     assert run("tiiuae__falcon-7b", "hf-dynamic", seq_len=seq).kv_cache_bytes == 32 * seq * KV * 1 * 64 * BF16
 
 
 def test_hf_dynamic_gated_delta_net_state_keeps_conv_window_and_fp32_state() -> None:
-    from kvplan.adjust import Deployment
-    from kvplan.api import load_geometry
-    from kvplan.calc import estimate
-
     geometry, _ = load_geometry("Qwen/Qwen3-Next-80B-A3B-Instruct")
     est = estimate(geometry, seq_len=16, kv_dtype="bf16", deployment=Deployment(engine="hf-dynamic"))
     hk, hv, dk, dv, d_conv, fp16, fp32 = 16, 32, 128, 128, 4, 2, 4  # no torch_dtype in the config: 16-bit
     conv = d_conv * (2 * hk * dk + hv * dv) * fp16  # the whole conv window, not d_conv - 1
     ssm = hv * dk * dv * fp32  # the recurrent state is float32 on the CPU path
     assert est.state_bytes == 36 * (conv + ssm)  # 36 gated-delta-net layers
+
+
+def test_the_report_says_which_conv_state_convention_a_figure_uses() -> None:
+    """issue 24: kvplan's default keeps conv_kernel - 1 conv inputs (vLLM, SGLang, llama.cpp); hf-dynamic keeps
+    transformers' conv_kernel; each report names its convention."""
+    layers, hidden, expand, conv_kernel, state_size, bf16, fp32 = 2, 64, 2, 4, 16, 2, 4
+    config = {"model_type": "mamba", "num_hidden_layers": layers, "hidden_size": hidden, "expand": expand,
+              "conv_kernel": conv_kernel, "state_size": state_size, "torch_dtype": "bfloat16", "vocab_size": 512}
+    geometry = parse_config(config, model_id="mamba")
+    inner = expand * hidden
+    ideal = estimate(geometry, seq_len=10, kv_dtype="auto")
+    hf = estimate(geometry, seq_len=10, kv_dtype="auto", deployment=Deployment(engine="hf-dynamic"))
+    assert ideal.kv_cache_bytes == layers * ((conv_kernel - 1) * inner * bf16 + inner * state_size * bf16)
+    assert hf.kv_cache_bytes == layers * (conv_kernel * inner * bf16 + inner * state_size * fp32)
+    assert any("conv state holds conv_kernel - 1 inputs" in n for n in ideal.notes)
+    assert any("conv state holds conv_kernel inputs" in n for n in hf.notes)

@@ -354,8 +354,11 @@ def _tensors(obj: Any, prefix: str, out: list[tuple[str, Any]], depth: int = 0) 
 
 def _layer_record(layer: Any, index: int, group: str, seen: set[int],
                   extra: list[tuple[str, Any]] = ()) -> dict[str, Any]:  # type: ignore[assignment]
+    import torch
+
     found: list[tuple[str, Any]] = []
-    for k, v in [*(vars(layer).items() if hasattr(layer, "__dict__") else [("", layer)]), *extra]:
+    own = vars(layer).items() if hasattr(layer, "__dict__") and not isinstance(layer, torch.Tensor) else [("", layer)]
+    for k, v in [*own, *extra]:  # a bare tensor is a layer of its own (RWKV's state list)
         _tensors(v, k, found, 1)
     tensors: dict[str, Any] = {}
     state = aux = 0
@@ -375,6 +378,26 @@ def _layer_record(layer: Any, index: int, group: str, seen: set[int],
             "tensors": tensors}
 
 
+def _is_tensor(obj: Any) -> bool:
+    import torch
+
+    return isinstance(obj, torch.Tensor)
+
+
+def measure_module_states(model: Any) -> list[dict[str, Any]]:
+    """Recurrent states a model keeps on its modules instead of in the cache generate() returns (RecurrentGemma's
+    ``rg_lru.recurrent_states`` and ``conv1d_state``): tensors in a module's own attributes whose name says state."""
+    import torch
+
+    seen: set[int] = set()
+    records = []
+    for name, module in model.named_modules():
+        held = {k: v for k, v in vars(module).items() if "state" in k and isinstance(v, torch.Tensor)}
+        if held:
+            records.append(_layer_record(held, -1, f"module:{name}", seen))
+    return records
+
+
 def measure_cache(cache: Any) -> list[dict[str, Any]]:
     """Per layer: bytes of the distinct storages of every tensor (shared storage counted once)."""
     seen: set[int] = set()
@@ -387,14 +410,18 @@ def measure_cache(cache: Any) -> list[dict[str, Any]]:
     for group, c in groups:
         if hasattr(c, "layers") and isinstance(c.layers, (list, tuple)):
             # per-layer lists a Cache subclass keeps beside .layers (MiniMaxCache.linear_cache[i])
+            # (a layer past the last of .layers holds only such entries: MiniMaxCache's trailing lightning layers)
+            count = max(len(c.layers), len(c) if hasattr(c, "__len__") else 0, 1)
             extra: dict[int, list[tuple[str, Any]]] = {}
             for k, v in vars(c).items():
-                if k != "layers" and isinstance(v, list) and 0 < len(v) <= max(len(c.layers), 1):
+                if k != "layers" and isinstance(v, list) and 0 < len(v) <= count:
                     for i, item in enumerate(v):
                         extra.setdefault(i, []).append((f"{k}[{i}]", item))
-            layers += [_layer_record(layer, i, group, seen, extra.get(i, [])) for i, layer in enumerate(c.layers)]
-        elif isinstance(c, (list, tuple)):  # legacy tuple-of-tuples caches
-            layers += [_layer_record(layer, i, group, seen) for i, layer in enumerate(c)]
+            own = list(c.layers) + [{} for _ in range(len(c.layers), max(extra, default=-1) + 1)]
+            layers += [_layer_record(layer, i, group, seen, extra.get(i, [])) for i, layer in enumerate(own)]
+        elif isinstance(c, (list, tuple)):  # legacy tuple-of-tuples caches; RWKV's list of state tensors, each
+            # [batch, hidden, layers] and so of no one layer (index -1)
+            layers += [_layer_record(layer, -1 if _is_tensor(layer) else i, group, seen) for i, layer in enumerate(c)]
         else:  # a model's own cache class: every tensor attribute, lists split per layer
             for k, v in vars(c).items():
                 found: list[tuple[str, Any]] = []
@@ -502,7 +529,8 @@ def _measure(spec: dict[str, Any], built: Any, base: dict[str, Any], width: int 
     config = _build_config(model_type, shrunk)
     text = config.get_text_config(decoder=True)
     got = _layer_count(text)
-    if got is None or got >= total or got < keep:  # LongCat counts two attention sublayers per layer
+    # LongCat counts two attention sublayers per layer; a default of one period (bloom 2, nemotron_h 4) is kept whole
+    if got is None or got < keep or (got >= total and keep < total):
         raise ValueError(f"shrunk config has {got} layers, wanted {keep} of {total}")
     out["num_layers"] = keep = got
     full_lists = _pattern_lists(built.get_text_config(decoder=True).to_dict(), total)
@@ -550,7 +578,7 @@ def _measure(spec: dict[str, Any], built: Any, base: dict[str, Any], width: int 
         raise ValueError(f"generate returned no past_key_values ({type(result).__name__})")
     stage.name = "measure"
     out["cache_class"] = type(cache).__name__
-    layers = measure_cache(cache)
+    layers = measure_cache(cache) + measure_module_states(model)
     with contextlib.suppress(Exception):
         out["cache_tokens"] = int(cache.get_seq_length())
     if out["cache_class"] == "EncoderDecoderCache":

@@ -251,7 +251,15 @@ class EngineProfile:
             note = self.compressed_attention_note()
             if note:
                 notes.append(note)
+        if any(isinstance(s, StateSpec) and (s.mixer == "short_conv" or "conv" in dict(s.shapes)) for s in layers):
+            notes.append(self.conv_state_note())
         return notes
+
+    def conv_state_note(self) -> str:
+        """Which conv-state convention the figures of recurrent layers use."""
+        return (f"state convention ({self.title}): a recurrent layer's conv state holds conv_kernel - 1 inputs (the "
+                "layer detail's first conv dimension), as vLLM, SGLang and llama.cpp keep it; --engine hf-dynamic "
+                "prices transformers' conv_kernel")
 
     def compressed_attention_note(self) -> str | None:
         """What this engine's price of DeepSeek-V4 compressed attention rests on (None: nothing to say)."""

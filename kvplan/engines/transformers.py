@@ -25,10 +25,15 @@ from kvplan.specs import (
     IndexerSpec,
     LayerSpec,
     MLASpec,
+    NoCacheSpec,
     SlidingWindowSpec,
     StateSpec,
 )
 from kvplan.units import cdiv
+
+#: Model types whose transformers modeling takes no cache at all: every step recomputes the whole sequence.
+NO_HF_CACHE = {"openai-gpt": "transformers' OpenAIGPTModel (modeling_openai.py) takes no cache: generate() "
+                             "recomputes every token's K/V at each step (measured, 5.25: the cache stays empty)"}
 
 
 class HfDynamicProfile(EngineProfile):
@@ -66,6 +71,9 @@ class HfDynamicProfile(EngineProfile):
 
     def cached_layers(self, layers: list[LayerSpec], *, hf_cached_kv_heads: int | None,
                       model_type: str | None = None) -> tuple[list[LayerSpec], list[str]]:
+        if model_type in NO_HF_CACHE:
+            reason = NO_HF_CACHE[model_type]
+            return [NoCacheSpec(reason=f"{self.title}: no cache") for _ in layers], [reason]
         if hf_cached_kv_heads is None:
             return layers, []
         broadcast = [s for s in layers if isinstance(s, AttentionSpec) and not isinstance(s, CrossAttentionSpec)
@@ -84,6 +92,11 @@ class HfDynamicProfile(EngineProfile):
         if isinstance(spec, IndexerSpec) and spec.hf_float32:
             return 4 * spec.index_head_dim  # NOTE: the float32 rope promotes the indexer key (measured)
         return super().bytes_per_token(spec, ctx)
+
+    def conv_state_note(self) -> str:
+        return (f"state convention ({self.title}): a recurrent layer's conv state holds conv_kernel inputs, the "
+                "whole window transformers keeps (one more than the layer detail's conv_kernel - 1, the vLLM, SGLang "
+                "and llama.cpp convention of kvplan's other engines)")
 
     def compressed_attention_note(self) -> str | None:
         return ("transformers' DeepSeek-V4 cache (modeling_deepseek_v4.py DeepseekV4HCACache/CSACache, measured): "
@@ -140,10 +153,12 @@ class HfDynamicProfile(EngineProfile):
             # NOTE: HF keeps the whole conv window (d_conv) and a float32 ssm/recurrent state (measured on the
             # CPU path, transformers 5.24: Mamba, Mamba-2, gated delta net and KDA; modeling_mamba.py's slow path).
             return ctx.state_dtype.bytes_for(channels * (kernel_minus_1 + 1)) + 4 * math.prod(shapes["ssm"])
-        if spec.mixer == "short_conv":
+        if spec.mixer in ("short_conv", "rg_lru"):
             # NOTE: LinearAttentionLayer keeps the whole conv window (conv_kernel_size inputs), not kernel - 1
-            # (measured: LFM3 [B, 2048, 7] for conv_L_cache 7; Inkling's four float32 convs [B, C, 4]).
-            return sum(spec.tensor_bytes(name, (shape[0] + 1, *shape[1:]), ctx.state_dtype) for name, shape in spec.shapes)
+            # (measured: LFM3 [B, 2048, 7] for conv_L_cache 7; Inkling's four float32 convs [B, C, 4]); RecurrentGemma's
+            # conv1d_state is conv_state[:, :, 1:], a view of the conv1d_width-wide concatenation (measured, 5.25).
+            return sum(spec.tensor_bytes(name, (shape[0] + 1, *shape[1:]) if name == "conv" or spec.mixer == "short_conv"
+                                         else shape, ctx.state_dtype) for name, shape in spec.shapes)
         return super().state_bytes(spec, ctx)
 
     def layer_bytes(self, spec: LayerSpec, ctx: SizingContext) -> int:

@@ -53,9 +53,9 @@ FLAGS: tuple[Flag, ...] = (
     Flag(names=("-ts", "--tensor-split"), read=lambda v: {"tensor_split": v, "pp": _devices(v)}),
 )
 
-def _devices(text: str) -> int:
+def _devices(text: str | None) -> int:
     """The devices a -ts list names (its entries; a trailing zero share is a device that holds no layer)."""
-    return max(1, len([part for part in text.replace("/", ",").split(",") if part.strip()]))
+    return max(1, len([part for part in (text or "").replace("/", ",").split(",") if part.strip()]))
 
 
 #: llama.cpp's switches kvplan does not size.

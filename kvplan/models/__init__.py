@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
 import json
 from collections.abc import Mapping
+from importlib.resources import files
 from typing import Any
 
 from kvplan.errors import ConfigError, KvplanError
 from kvplan.geometry import ModelGeometry
 from kvplan.limits import MAX_NESTING
 from kvplan.models.base import ArchParser, ConfigReader, TrackedConfig
-from kvplan.models.nesting import WRAPPER_TEXT_TYPES, check_model_types, nested_key_of
+from kvplan.models.nesting import WRAPPER_TEXT_TYPES, check_model_types, decoder_key_of, node_at
 from kvplan.models.registry import REGISTRY, WEIGHT_REGISTRY, family_parsers
 from kvplan.models.storage import DTYPE_BYTES, serve_weights, served_dtype, weights_from_safetensors, with_exact_bytes
 from kvplan.models.tensors import WeightsEstimate
@@ -28,8 +30,9 @@ from kvplan.specs import LayerSpec, NoCacheSpec
 
 __all__ = [
     "DTYPE_BYTES", "PARSERS", "REGISTRY", "WEIGHT_REGISTRY", "WeightsEstimate", "apply_overrides", "check_defaults",
-    "count_weights", "overridden_config", "parse_config", "parse_override", "require_config_geometry", "resolve_weights",
-    "serve_weights", "served_dtype", "supported_model_types", "weights_from_safetensors", "with_exact_bytes",
+    "count_weights", "no_decoder_types", "overridden_config", "parse_config", "parse_override", "require_config_geometry",
+    "resolve_weights", "serve_weights", "served_dtype", "supported_model_types", "weights_from_safetensors",
+    "with_exact_bytes",
 ]
 
 
@@ -43,6 +46,30 @@ def __getattr__(name: str) -> Any:
 ENCODER_ONLY = frozenset(
     {"deberta", "deberta-v2", "distilbert", "albert", "modernbert", "mpnet", "nomic_bert", "xlm"}
 )
+
+
+@functools.cache
+def no_decoder_types() -> tuple[str, frozenset[str]]:
+    """(the transformers version it was derived from, the model types with no decoder): kvplan/data/
+    no_decoder_types.txt, written by tools/no_decoder_types.py from transformers' auto mappings."""
+    text = (files("kvplan") / "data" / "no_decoder_types.txt").read_text(encoding="utf-8")
+    header = text.splitlines()[0]
+    version = header.split("transformers ", 1)[1].split(" ", 1)[0] if "transformers " in header else "?"
+    return version, frozenset(line for line in text.splitlines() if line and not line.startswith("#"))
+
+
+def refuse_without_decoder(source_name: str, *model_types: object) -> None:
+    """A model type transformers gives no decoder (a vision or audio tower, an encoder, a classifier) and no
+    family module reads keeps no KV cache: refused by name rather than read as a decoder by the generic rules."""
+    version, types = no_decoder_types()
+    for model_type in model_types:
+        if isinstance(model_type, str) and model_type in types and model_type not in REGISTRY:
+            raise ConfigError(
+                f"{source_name}: model_type {model_type!r} has no decoder (transformers {version} gives it no "
+                "generating model: a vision or audio tower, an encoder or a classifier); it keeps no KV cache",
+                "kvplan sizes decoder caches: pass the config of the model that generates (a multimodal config "
+                "nests its language model under text_config)",
+            )
 
 
 #: Keys that describe a hybrid or irregular layer layout; the generic rules refuse configs that have them.
@@ -117,11 +144,16 @@ def overridden_config(config: Mapping[str, Any], overrides: Mapping[str, Any]) -
         return dict(config)
     outer_only = {k: v for k, v in overrides.items() if "." in k}
     result = apply_overrides(dict(config), outer_only)
-    nested = nested_key_of(result)
+    nested = decoder_key_of(result)
     inner = {k: v for k, v in overrides.items() if "." not in k}
     if nested is None:
         return apply_overrides(result, inner)
-    result[nested] = apply_overrides(dict(result[nested]), inner)
+    *parents, last = nested.split(".")
+    node = result
+    for part in parents:  # copy the path down to the nested config: the caller's dicts stay as they were
+        node[part] = dict(node[part])
+        node = node[part]
+    node[last] = apply_overrides(dict(node[last]), inner)
     # NOTE: a model_type set on the nested config decides the family; the wrapper stays the wrapper.
     return result
 
@@ -183,11 +215,11 @@ def parse_config(
     check_model_types(config, source_name)
     full = overridden_config(config, overrides)
     check_model_types(full, source_name)
-    nested_key = nested_key_of(full)
+    nested_key = decoder_key_of(full)
     outer_type = full.get("model_type")
     outer = TrackedConfig(full, outer_reads)
     if nested_key is not None:
-        effective = TrackedConfig(full[nested_key], reads)
+        effective = TrackedConfig(node_at(full, nested_key), reads)
         prefix = nested_key + "."
     else:
         effective = TrackedConfig(full, reads)
@@ -203,6 +235,7 @@ def parse_config(
             f"{source_name}: model_type {model_type!r} is an encoder-only model; it keeps no KV cache",
             "kvplan sizes decoder caches; pick a decoder or encoder-decoder model",
         )
+    refuse_without_decoder(source_name, model_type, outer_type)
     parser_cls = REGISTRY.get(model_type or "") or REGISTRY.get(outer_type or "") or ArchParser
     parser = parser_cls()
     reader = ConfigReader(

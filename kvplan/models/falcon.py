@@ -29,13 +29,9 @@ class FalconParser(ArchParser):
                 r.record("num_kv_heads", heads, "derived: new_decoder_architecture without num_kv_heads")
                 r.note("new_decoder_architecture without num_kv_heads: num_kv_heads = num_attention_heads")
                 return heads
-            r.note(
-                "new_decoder_architecture: counted with num_kv_heads groups as vLLM caches them "
-                "(transformers 5.x caches K/V broadcast to every query head, num_attention_heads / num_kv_heads times more)"
-            )
-            # NOTE: read by the hf-dynamic/hf-static engine profiles (modeling_falcon broadcast_to before caching).
-            r.record("hf_cached_kv_heads", heads,
-                     "transformers modeling_falcon: new_decoder_architecture broadcasts K/V to num_attention_heads")
+            # NOTE: transformers up to 5.24 cached K/V broadcast to every query head; 5.25's modeling_falcon caches
+            # the num_kv_heads groups and repeats them only inside attention (repeat_kv), as vLLM does (measured).
+            r.note("new_decoder_architecture: num_kv_heads groups, as vLLM and transformers 5.25 cache them")
             return value
         multi_query = r.raw("multi_query")
         if multi_query is True:

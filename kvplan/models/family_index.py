@@ -35,6 +35,7 @@ FAMILY_INDEX: dict[str, str] = {
     "jamba": "jamba",
     "jetmoe": "jetmoe",
     "kimi": "bailing_hybrid kimi_linear",
+    "kolibri": "kolibri1_1",
     "lfm2": "lfm2 lfm2_moe lfm3",
     "llama": ("apertus apertus1p5_text aquila arcee arctic aria_text baichuan beam bitnet cosmos3_edge_text cwm "
               "diffllama doge flint helium hyperclovax internlm2 internlm3 iquestcoder jais2 kolibri1 llama llama4 "

@@ -35,6 +35,9 @@ vibevoice_asr video_llama_3 video_llava videoprism vipllava vision-text-dual-enc
 xclip
 """.split())
 
+#: Top-level keys that give a model its own layer count: such a config is not a wrapper of a nested one.
+LAYER_COUNT_KEYS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers")
+
 #: Wrapper model types whose nested text config may omit its own ``model_type``.
 WRAPPER_TEXT_TYPES = {
     "llava": "llama", "llava_next": "llama", "llava_onevision": "qwen2", "vipllava": "llama",
@@ -61,6 +64,32 @@ def nested_key_of(config: Mapping[str, Any]) -> str | None:
     if isinstance(inner_type, str) and inner_type and inner_type != outer_type:
         return key
     return None
+
+
+def decoder_key_of(config: Mapping[str, Any]) -> str | None:
+    """The (dotted) key of the language model's config to read, or None: read the top level.
+
+    :func:`nested_key_of`, else one level deeper: a config that nests a whole multimodal model, itself with a
+    ``text_config`` (pi05's ``vlm_config.text_config``, a PaliGemma inside a vision-language-action model), when
+    the top level names no layer count of its own. The first such sub-config in the file's order is read."""
+    key = nested_key_of(config)
+    if key is not None or any(k in config for k in LAYER_COUNT_KEYS):
+        return key
+    for outer_key, child in config.items():
+        if isinstance(child, Mapping) and outer_key not in NESTED_TEXT_KEYS:
+            inner = next((k for k in NESTED_TEXT_KEYS if isinstance(child.get(k), Mapping)), None)
+            if inner is not None:
+                return f"{outer_key}.{inner}"
+    return None
+
+
+def node_at(config: Mapping[str, Any], dotted: str) -> Mapping[str, Any]:
+    """The sub-config at a key :func:`decoder_key_of` returned."""
+    node: Any = config
+    for part in dotted.split("."):
+        node = node[part]
+    assert isinstance(node, Mapping)
+    return node
 
 
 def check_model_types(config: Mapping[str, Any], source_name: str) -> None:

@@ -76,7 +76,8 @@ def kvplan_hf_dynamic_bytes(runner, tmp_path, text: dict[str, Any]) -> int:
     path = tmp_path / "config.json"
     path.write_text(json.dumps(text))
     result = runner.invoke(app, ["estimate", "--model", str(path), "--engine", "hf-dynamic", "--seq-len",
-                                 str(TOKENS), "--batch", str(BATCH), "--kv-dtype", "bf16", "--format", "json"])
+                                 str(TOKENS), "--batch", str(BATCH), "--kv-dtype", "bf16", "--format", "json",
+                                 "--allow-defaults"])  # the shrunk configs leave the class defaults out
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)["totals"]["kv_cache_bytes"]
 
@@ -132,3 +133,33 @@ def test_minimax_m3_hf_dynamic(runner, tmp_path) -> None:
 @pytest.mark.slow
 def test_transformers_caches_minimax_m3_index_keys() -> None:
     assert measured_cache_bytes(MINIMAX_M3) == MINIMAX_M3_BYTES
+
+
+#: Gemma 3 without ``sliding_window_pattern`` or ``layer_types``: Gemma3TextConfig's default pattern (6) applies, 5
+#: sliding layers then 1 global; 7 layers = layers 0-4 and 6 slide (window 4 of the 6 tokens), layer 5 is global.
+GEMMA3_NO_PATTERN = {"model_type": "gemma3_text", "num_hidden_layers": 7, "hidden_size": 256, "vocab_size": 512,
+                     "intermediate_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+                     "sliding_window": 4, "dtype": "bfloat16", "eos_token_id": None, "bos_token_id": None,
+                     "pad_token_id": None}
+
+
+def test_gemma3_without_pattern_slides_five_of_six(runner, tmp_path) -> None:
+    from kvplan.calc import estimate
+    from kvplan.models import parse_config
+
+    geometry = parse_config(GEMMA3_NO_PATTERN, model_id="gemma3")
+    assert [s.kind for s in geometry.layers] == ["sliding_window"] * 5 + ["full_attention", "sliding_window"]
+    kv_heads, head_dim, window = 2, 64, 4
+    ideal = estimate(geometry, batch=BATCH, seq_len=TOKENS, kv_dtype="bf16")
+    assert ideal.kv_cache_bytes == BATCH * KV * kv_heads * head_dim * BF16 * (6 * window + 1 * TOKENS)
+    # transformers' own figure (measured below) is what --engine hf-dynamic gives
+    assert kvplan_hf_dynamic_bytes(runner, tmp_path, GEMMA3_NO_PATTERN) == GEMMA3_NO_PATTERN_HF
+
+
+#: 6 sliding layers of window 4 and 1 global layer of the 6 tokens; two other planners count all 7 as sliding.
+GEMMA3_NO_PATTERN_HF = BATCH * KV * 2 * 64 * BF16 * (6 * 4 + 1 * TOKENS)
+
+
+@pytest.mark.slow
+def test_transformers_gemma3_without_pattern() -> None:
+    assert measured_cache_bytes(GEMMA3_NO_PATTERN) == GEMMA3_NO_PATTERN_HF

@@ -67,3 +67,35 @@ LM_CASES: list[tuple[str, dict[str, Any]]] = [
 @pytest.mark.parametrize(("name", "overrides"), LM_CASES, ids=[n for n, _ in LM_CASES])
 def test_lm_weights_equal_transformers(name: str, overrides: dict[str, Any]) -> None:
     check_lm_count(name, overrides)
+
+
+#: PI05Config (transformers 5.25) as its defaults write it: the decoder is a PaliGemma's Gemma under
+#: vlm_config.text_config; the action expert (dit_config, a smaller Gemma) attends over that cache and keeps none.
+PI05 = {"model_type": "pi05", "chunk_size": 50,
+        "vlm_config": {"model_type": "paligemma",
+                       "text_config": {"model_type": "gemma", "hidden_size": 2048, "num_hidden_layers": 18,
+                                       "num_attention_heads": 8, "num_key_value_heads": 1, "head_dim": 256},
+                       "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 1152,
+                                         "num_hidden_layers": 27}},
+        "dit_config": {"model_type": "gemma", "hidden_size": 1024, "num_hidden_layers": 18,
+                       "num_attention_heads": 8, "num_key_value_heads": 1, "head_dim": 256}}
+
+
+def test_a_decoder_nested_two_levels_deep_is_read(runner, tmp_path: Path) -> None:
+    import json
+
+    from kvplan.cli import app
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(PI05))
+    args = ["estimate", "--model", str(path), "--seq-len", "1000", "--kv-dtype", "bf16", "--format", "json"]
+    report = json.loads(runner.invoke(app, args).stdout)
+    text = PI05["vlm_config"]["text_config"]
+    layers, kv_heads, head_dim, tokens, bf16 = (text["num_hidden_layers"], text["num_key_value_heads"],
+                                                 text["head_dim"], 1000, 2)
+    assert report["totals"]["kv_cache_bytes"] == 2 * layers * kv_heads * head_dim * tokens * bf16
+    assert any("nested vlm_config.text_config (model_type gemma)" in n for n in report["notes"])
+    # an undotted --set goes into the decoder read
+    result = runner.invoke(app, [*args, "--set", "num_key_value_heads=2"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["totals"]["kv_cache_bytes"] == 2 * layers * 2 * head_dim * tokens * bf16

@@ -98,3 +98,43 @@ def test_top_level_dtype_wins_over_text_config() -> None:
     assert (geometry.config_dtype, geometry.config_dtype_source) == ("float16", "config: torch_dtype")
     geometry = parse_config(config, model_id="l", overrides={"torch_dtype": "float32"})
     assert (geometry.config_dtype, geometry.config_dtype_source) == ("float32", "--set torch_dtype")
+
+
+#: Ovis2.5's vision tower as transformers 5.25's Ovis2_5VisionConfig writes it: 27 layers, but no decoder.
+OVIS2_5_VISION = {"model_type": "ovis2_5_vision", "hidden_size": 1024, "num_hidden_layers": 27,
+                  "num_attention_heads": 16, "intermediate_size": 4096}
+
+
+def test_a_model_type_without_a_decoder_is_refused_by_name(runner, tmp_path) -> None:
+    import json
+
+    from kvplan.cli import app
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(OVIS2_5_VISION))
+    result = runner.invoke(app, ["estimate", "--model", str(path)])
+    assert result.exit_code == 2, result.output
+    assert "model_type 'ovis2_5_vision' has no decoder" in result.output
+    assert "it keeps no KV cache" in result.output
+    # the same tower nested in a wrapper whose own type has no decoder either (CLIP: a dual encoder)
+    with pytest.raises(ConfigError, match="model_type 'clip_text_model' has no decoder"):
+        parse_config({"model_type": "clip", "text_config": {"model_type": "clip_text_model"}}, model_id="clip")
+
+
+def test_the_no_decoder_list_follows_the_installed_transformers_and_the_zoo() -> None:
+    """kvplan/data/no_decoder_types.txt is tools/no_decoder_types.py's output for the installed transformers (run
+    it again when transformers moves); no type on it is one a family module reads or one the zoo measured a cache of."""
+    import json
+    from pathlib import Path
+
+    from kvplan.models import REGISTRY, no_decoder_types
+
+    version, types = no_decoder_types()
+    assert {"ovis2_5_vision", "siglip", "clip_text_model"} <= types
+    assert not types & set(REGISTRY)
+    zoo = Path(__file__).resolve().parents[1] / "data" / "hf_zoo.json"
+    if zoo.exists():
+        records = json.loads(zoo.read_text())["records"]
+        assert not {t for t, r in records.items() if r.get("status") == "ok" and r.get("total_bytes")} & types
+    transformers = pytest.importorskip("transformers")
+    assert version == transformers.__version__, "run python tools/no_decoder_types.py"

@@ -7,16 +7,18 @@ from typing import Any
 
 import pytest
 from transformers_meta import assert_capacity_counts_the_weights, assert_counts_like_transformers, case_id
-from zoo_generate import B, S, T, kv, kv_bytes
+from zoo_generate import B, S, T, check_zoo, kv, kv_bytes
 
 
 def test_recurrent_gemma_states(tmp_path: Path) -> None:
-    # transformers keeps these states outside the Cache object (the zoo measures only the Cache): arithmetic only
+    # transformers keeps these states on the modules (the zoo measures them there): conv1d_state is a view of the
+    # conv1d_width-wide concatenation, so it holds 4 columns
     rg = {"model_type": "recurrent_gemma", "num_hidden_layers": 3, "hidden_size": 2560, "num_attention_heads": 10,
           "num_key_value_heads": 10, "attention_window_size": 2048, "conv1d_width": 4,
           "block_types": ["recurrent", "recurrent", "attention"]}
-    rg_state = B * (3 * 2560 * S + 2560 * 4)  # conv1d_width - 1 inputs (model dtype) + float32 RG-LRU state
+    rg_state = B * (4 * 2560 * S + 2560 * 4)  # conv1d_width inputs (model dtype) + float32 RG-LRU state
     assert kv_bytes(rg, seq_len=T, tmp_path=tmp_path) == 2 * rg_state + kv(1, 10, 256, T)
+    check_zoo("recurrent_gemma", 2 * rg_state + kv(1, 10, 256, T))
 
 
 #: (model_type and the variant's name, overrides of its config class's defaults): kvplan's count equals

@@ -23,8 +23,9 @@ def kv_bytes(config: dict[str, Any], *, seq_len: int, encoder_len: int | None = 
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"dtype": "bfloat16", **config}))
     api.clear_cache()
+    # NOTE: a zoo config holds what differs from its config class's defaults: those defaults are the model.
     result = api.estimate(api.load_geometry(str(path)), engine="hf-dynamic", seq_len=seq_len, batch=B,
-                          kv_dtype="bf16", encoder_len=encoder_len)
+                          kv_dtype="bf16", encoder_len=encoder_len, allow_defaults=True)
     return result.to_dict()["totals"]["kv_cache_bytes"]
 
 
