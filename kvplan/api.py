@@ -194,11 +194,13 @@ def estimate(
     cache_type_v: str | None = None,
     no_mla: bool = False,
     strict: bool = False,
+    enable_prefix_caching: bool | None = None,
 ) -> EstimateResult:
     """`kvplan estimate`: the KV cache of ``batch`` sequences of ``seq_len`` tokens (``"32k"`` = 32,768), or of
     ``max_model_len`` read as vLLM reads it (``"32k"`` = 32,000), with every sizing flag of the command (engine,
     tp, pp, block_size, beams, kv_dtype, llama.cpp's cache_type_k/cache_type_v ...); ``strict`` refuses a
-    config whose core geometry would come from architecture defaults."""
+    config whose core geometry would come from architecture defaults; ``enable_prefix_caching``: vLLM's flag (None:
+    the default of the newest vLLM kvplan read; with it recurrent-state layers hold one more page per sequence)."""
     kv_dtype, cache_type_v = kv_types(kv_dtype, cache_type_k, cache_type_v, engine)
     if "," in kv_dtype:
         named = model if isinstance(model, str) else model.model_id
@@ -221,10 +223,13 @@ def estimate(
     )
     if no_mla:
         geometry = mla_off(geometry, source, deployment.engine)
+    caching, caching_notes = get_engine(deployment.engine).resolve_prefix_caching(enable_prefix_caching, None,
+                                                                                   geometry.layers)
+    deployment = replace(deployment, enable_prefix_caching=caching)
     est = calc_estimate(geometry, batch=batch, seq_len=tokens, kv_dtype=kv_dtype, encoder_len=enc,
                         deployment=deployment, adjustments=False)
     return EstimateResult(priced=est, source=source, overrides=resolved, length_flag=length_flag,
-                          flag_notes=tuple(note for note in (len_note, batched_note) if note))
+                          flag_notes=tuple(note for note in (len_note, batched_note, *caching_notes) if note))
 
 
 def _text(value: int | str | None) -> str | None:
@@ -313,12 +318,14 @@ def capacity(
     no_window: bool = False,
     no_mla: bool = False,
     strict: bool = False,
+    enable_prefix_caching: bool | None = None,
 ) -> CapacityResult:
     """`kvplan capacity`: what fits on ``gpu`` (a catalog name or a ``GpuSpec``; ``gpu_mem`` for any
     other): KV blocks and tokens, max concurrency and context, minimum TP, decode floor. ``max_model_len``
     reads ``"32k"`` as vLLM does (32,000), ``seq_len`` as kvplan does (32,768); ``compare_log``: an engine's
     start-up log, whose KV figures the report puts beside kvplan's (and whose budget and version it reads
-    when not given); ``strict`` refuses a config whose core geometry would come from architecture defaults."""
+    when not given); ``enable_prefix_caching``: vLLM's ``--enable-prefix-caching`` (None: the engine version's
+    default; with it vLLM's recurrent-state layers hold one more page per request); ``strict`` refuses a config whose core geometry would come from architecture defaults."""
     from kvplan.capacity_types import CapacityInputs
     from kvplan.fit import plan_capacity
     from kvplan.gpus import GpuSpec
@@ -337,6 +344,9 @@ def capacity(
             compare_log, engine, named_gpu if named_gpu is not None else _text(gpu_mem), _text(kv_budget),
             engine_version)
         kv_budget = budget_text
+        if enable_prefix_caching is None and log.prefix_caching is not None:
+            enable_prefix_caching = log.prefix_caching
+            log_notes.append(f"enable_prefix_caching={log.prefix_caching}: as the log echoes vLLM's arguments")
 
     # NOTE: with --kv-budget alone the GPU is irrelevant to blocks, tokens and concurrency.
     no_gpu = gpu is None and gpu_mem is None and kv_budget is not None
@@ -376,6 +386,7 @@ def capacity(
         reserve_bytes=size(reserve, "--reserve"), kv_budget_bytes=kv_budget_bytes, engine_version=engine_version,
         dp=dp, enable_dp_attention=enable_dp_attention, kv_unified=kv_unified, ubatch_size=ubatch_size,
         tensor_split=split, cache_type_v=value_type_name(cache_type_v), no_window=no_window,
+        enable_prefix_caching=enable_prefix_caching,
     )
     cap = plan_capacity(loaded.model_geometry, weights, inputs)
     notes = (*weight_notes, *(note for note in (len_note, batched_note) if note), *log_notes)

@@ -593,6 +593,7 @@ def _adjustments(sizing: _Sizing, dep: Deployment, kv_dtype: KvDtype, engine: En
         "engine": dep.engine, "max_num_batched_tokens": dep.max_num_batched_tokens, "max_num_seqs": dep.max_num_seqs,
         "ubatch_size": dep.ubatch_size, "kv_unified": dep.kv_unified,
         "swa_full_tokens_ratio": dep.swa_full_tokens_ratio, "max_cache_len": dep.max_cache_len,
+        "enable_prefix_caching": dep.enable_prefix_caching,
     }
     if not engine.plain_formula:
         new = cur.with_(**engine_knobs)

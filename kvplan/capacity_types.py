@@ -54,6 +54,8 @@ class CapacityInputs:
     no_window: bool = False
     """``--no-window``/``--swa-full``: sliding and chunked layers hold every token (llama.cpp ``--swa-full``, vLLM
     ``--disable-hybrid-kv-cache-manager``)."""
+    enable_prefix_caching: bool | None = None
+    """vLLM ``--enable-prefix-caching``/``--no-enable-prefix-caching``; None = the engine version's default."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -133,8 +133,8 @@ class _Kv:
                 if group.spec.kind == "no_cache" or not (group.layer_bytes_per_rank or group.tokens_held):
                     continue
                 if group.spec.kind == "state":
-                    page = group1.layer_bytes_per_rank or 0
-                    blocks = 1
+                    blocks = self.engine.state_pages(self.dep)
+                    page = (group1.layer_bytes_per_rank or 0) // blocks
                 else:
                     page = bs * self._per_token(group1, self.dep.tp)
                     blocks = -(-group.tokens_held // bs)
@@ -224,6 +224,10 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
         if serve_note:
             notes.append(serve_note)
     geometry = served_geometry(geometry, engine, inputs.dtype)
+    caching, caching_notes = engine.resolve_prefix_caching(inputs.enable_prefix_caching, inputs.engine_version,
+                                                           geometry.layers)
+    inputs = replace(inputs, enable_prefix_caching=caching)
+    notes.extend(caching_notes)
     dep = _deployment(inputs, attention_tp(inputs, tp))
     notes.extend(dp_notes(geometry, inputs, tp))
     views: _Views = {}
@@ -323,7 +327,7 @@ def _deployment(inputs: CapacityInputs, tp: int) -> Deployment:
     return Deployment(engine=get_engine(inputs.engine).name, tp=tp, pp=inputs.pp, block_size=inputs.block_size,
                       max_num_batched_tokens=inputs.max_num_batched_tokens, kv_unified=inputs.kv_unified,
                       ubatch_size=inputs.ubatch_size, cache_type_v=inputs.cache_type_v,
-                      no_window=inputs.no_window)
+                      no_window=inputs.no_window, enable_prefix_caching=bool(inputs.enable_prefix_caching))
 
 
 def _validate(inputs: CapacityInputs) -> None:
@@ -433,7 +437,8 @@ def _fits_one(geometry: ModelGeometry, weights: WeightsEstimate | None, inputs: 
     if budget <= 0:
         return False
     dep = Deployment(engine=get_engine(inputs.engine).name, tp=tp, pp=pp, block_size=inputs.block_size,
-                     max_num_batched_tokens=inputs.max_num_batched_tokens)
+                     max_num_batched_tokens=inputs.max_num_batched_tokens,
+                     enable_prefix_caching=bool(inputs.enable_prefix_caching))
     kv = _kv_view(views, geometry, dep, inputs.kv_dtype)
     if get_engine(dep.engine).block_pool:
         num_blocks, per_request, _bs, _n = kv.vllm_pool(budget, tokens)

@@ -22,6 +22,7 @@ from kvplan.cli.options import (
     NoWindowOpt,
     OutputOpt,
     PpOpt,
+    PrefixCachingOpt,
     RevisionOpt,
     StrictOpt,
     TokenOpt,
@@ -137,6 +138,7 @@ def capacity(
     cache_type_k: CacheTypeKOpt = None,
     cache_type_v: CacheTypeVOpt = None,
     no_window: NoWindowOpt = False,
+    enable_prefix_caching: PrefixCachingOpt = None,
     no_mla: NoMlaOpt = False,
     ubatch_size: UbatchOpt = None,
     tensor_split: TensorSplitOpt = None,
@@ -163,7 +165,7 @@ def capacity(
         enable_dp_attention=enable_dp_attention, kv_unified=kv_unified, ubatch_size=ubatch_size,
         tensor_split=tensor_split, ctx_size=ctx_size, parallel=parallel, compare_log=compare_log, revision=revision,
         token=token, gguf_file=gguf_file, cache_type_k=cache_type_k, cache_type_v=cache_type_v, no_window=no_window,
-        no_mla=no_mla, strict=strict,
+        no_mla=no_mla, strict=strict, enable_prefix_caching=enable_prefix_caching,
     )
     report = result.to_dict()
     if plot is not None:

@@ -30,6 +30,7 @@ from kvplan.cli.options import (
     OffloadOpt,
     OutputOpt,
     PpOpt,
+    PrefixCachingOpt,
     PromptLenOpt,
     QuantGroupSizeOpt,
     ResidualLengthOpt,
@@ -83,6 +84,7 @@ def estimate(
     share_prefix: SharePrefixOpt = False,
     shared_prefix_tokens: SharedPrefixTokensOpt = None,
     no_window: NoWindowOpt = False,
+    enable_prefix_caching: PrefixCachingOpt = None,
     quant_group_size: QuantGroupSizeOpt = 64,
     residual_length: ResidualLengthOpt = 128,
     offload: OffloadOpt = None,
@@ -110,7 +112,7 @@ def estimate(
         residual_length=residual_length, offload=offload, max_num_batched_tokens=max_num_batched_tokens,
         max_num_seqs=max_num_seqs, ubatch_size=ubatch_size, kv_unified=kv_unified, cache_type_k=cache_type_k,
         cache_type_v=cache_type_v, no_mla=no_mla, swa_full_tokens_ratio=swa_full_tokens_ratio,
-        max_cache_len=max_cache_len, strict=strict,
+        max_cache_len=max_cache_len, strict=strict, enable_prefix_caching=enable_prefix_caching,
     )
     report = result.to_dict()
     emit(report, fmt, output, lazy_table("estimate_table", report) if fmt is Format.table else None,

@@ -322,10 +322,20 @@ class EngineProfile:
             return ctx.state_page_bytes
         return sum(spec.tensor_bytes(name, shape, ctx.state_dtype) for name, shape in spec.shapes)
 
+    def state_pages(self, dep: Deployment) -> int:
+        """Pages of recurrent state one sequence holds in a state layer (vLLM's "align" mode: 2)."""
+        return 1
+
+    def resolve_prefix_caching(self, requested: bool | None, version: str | None,
+                               layers: tuple[LayerSpec, ...]) -> tuple[bool, list[str]]:
+        """Prefix caching as this engine and ``version`` run it (``requested`` None: the engine's default), with
+        notes when it changes what kvplan sizes. Default: as requested (off when not), no effect on sizes."""
+        return bool(requested), []
+
     def layer_bytes(self, spec: LayerSpec, ctx: SizingContext) -> int:
         """Bytes of one layer on one rank for the whole batch."""
         if isinstance(spec, StateSpec):
-            return ctx.seqs * self.state_bytes(spec, ctx)
+            return ctx.seqs * self.state_bytes(spec, ctx) * self.state_pages(ctx.dep)
         if isinstance(spec, CompressedAttentionSpec):
             return ctx.seqs * self.compressed_bytes(spec, ctx)
         return self.token_slots(spec, ctx) * self.bytes_per_token(spec, ctx)
@@ -453,8 +463,8 @@ class PoolFacts:
 
 
 def version_tuple(text: str, *, engine: str) -> tuple[int, ...]:
-    """``"0.11.0"`` -> ``(0, 11, 0)``; a leading ``v`` is accepted."""
-    parts = text.strip().lower().removeprefix("v").split(".")
+    """``"0.11.0"`` -> ``(0, 11, 0)``; a leading ``v`` and a ``-tag`` or ``+tag`` suffix (``0.7-v1``) are accepted."""
+    parts = text.strip().lower().removeprefix("v").partition("+")[0].partition("-")[0].split(".")
     try:
         return tuple(int(p) for p in parts if p != "")
     except ValueError:
