@@ -227,12 +227,13 @@ def estimate(
     if batch > MAX_BATCH:
         raise InputError(f"--batch {batch:,} is absurdly large (limit {MAX_BATCH:,})", "check the value")
     notes = list(geometry.notes)
+    engine = get_engine(dep.engine)
 
     if seq_len is not None:
         seq_source = "--seq-len"
-    elif geometry.max_context_tokens is not None:
-        seq_len = geometry.max_context_tokens
-        seq_source = f"model maximum context ({geometry.max_context_source} = {seq_len})"
+    elif engine.model_max_len(geometry)[0] is not None:
+        seq_len, model_source = engine.model_max_len(geometry)
+        seq_source = f"model maximum context ({model_source} = {seq_len})"
     elif geometry.grows_with_tokens:
         raise InputError(
             f"{geometry.model_id}: the config names no maximum context, so the sequence length is unknown",
@@ -283,10 +284,9 @@ def estimate(
     notes.extend(priced.notes)
     steps = tuple(_adjustments(sizing, dep, dtype, engine, priced)) if adjustments else ()
     groups = priced.groups
-    if seq_len is not None and geometry.max_context_tokens is not None and seq_len > geometry.max_context_tokens:
-        notes.append(
-            f"--seq-len {seq_len:,} is beyond the model's maximum context {geometry.max_context_tokens:,}"
-        )
+    model_max = engine.model_max_len(geometry)[0]
+    if seq_len is not None and model_max is not None and seq_len > model_max:
+        notes.append(f"--seq-len {seq_len:,} is beyond the model's maximum context {model_max:,}")
     return Estimate(
         geometry=geometry,
         batch=batch,

@@ -195,9 +195,10 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
     engine = get_engine(inputs.engine)
     if inputs.max_model_len is not None:
         tokens, tokens_source = inputs.max_model_len, "--max-model-len"
-    elif geometry.max_context_tokens is not None:
-        tokens = geometry.max_context_tokens
-        tokens_source = f"model maximum context ({geometry.max_context_source} = {tokens:,})"
+    elif engine.model_max_len(geometry)[0] is not None:
+        model_tokens, model_source = engine.model_max_len(geometry)
+        tokens = model_tokens or 0
+        tokens_source = f"model maximum context ({model_source} = {tokens:,})"
     else:
         tokens, tokens_source = 0, ""  # no length named: sized from memory below (_size_without_max)
     tp, pp = inputs.tp, inputs.pp
@@ -269,7 +270,7 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
         requests = _largest(lambda b: fits(b, tokens), hi_start=max(1, int(concurrency) + 1))
     is_fit = fits(inputs.batch, tokens)
 
-    limit = max(tokens, geometry.max_context_tokens or 0)
+    limit = max(tokens, engine.model_max_len(geometry)[0] or 0)
     max_context = _largest(lambda t: fits(inputs.batch, t), hi_start=limit, cap=limit)
     context_limit = "model maximum" if max_context >= limit else "memory"
     if sized:  # no maximum named: memory sized the length, or (a fixed state) no length limits it

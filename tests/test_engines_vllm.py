@@ -168,3 +168,35 @@ def test_vllm_12569_early_v1_budget_terms_and_their_honest_gap() -> None:
     assert cap.num_blocks == kv // page == 1531
     assert cap.engine_log["lines"][0] == "# GPU blocks: 1531"
     assert any("vllm PR #12569" in n and "1,381 blocks where this rule gives 1,531" in n for n in cap.notes)
+
+
+# ---- the maximum context vLLM derives (ModelConfig._get_and_verify_max_len) -------------------------------------
+QWEN3_YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}  # Qwen3's model card
+
+
+@pytest.mark.parametrize("key", ["rope_scaling", "rope_parameters"])  # transformers 4 and 5 spellings
+def test_vllm_applies_yarn_to_the_maximum_context(tmp_path, key) -> None:
+    """issue 26 item 4: a yarn factor 4 over 32,768 is vLLM's 131,072; the ideal formula keeps the config's length."""
+    import json
+
+    import kvplan
+    from tests.conftest import shared_config
+
+    config = {**shared_config("Qwen__Qwen3-8B"), "max_position_embeddings": 32768, "rope_scaling": None,
+              key: {**QWEN3_YARN, "rope_theta": 1_000_000.0}}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    vllm = kvplan.capacity(str(path), kv_budget="10GiB")
+    assert vllm.capacity.max_model_len == 32768 * 4 == 131_072  # original_max_position_embeddings x factor
+    assert f"{key}.original_max_position_embeddings 32,768 x {key}.factor 4 (yarn" in vllm.capacity.max_model_len_source
+    assert kvplan.estimate(str(path), engine="vllm").seq_len == 131_072
+    assert kvplan.estimate(str(path), engine="ideal").seq_len == 32768
+
+
+def test_vllm_leaves_llama3_and_gemma3_lengths_alone() -> None:
+    """llama3/su/longrope factors are not applied, and Gemma-3's 131,072 is already scaled (linear factor 8)."""
+    import kvplan
+    from tests.conftest import shared_config_path
+
+    assert kvplan.estimate(str(shared_config_path("meta-llama__Llama-3.1-8B")), engine="vllm").seq_len == 131_072
+    assert kvplan.estimate(str(shared_config_path("google__gemma-3-27b-it")), engine="vllm").seq_len == 131_072

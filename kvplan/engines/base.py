@@ -358,6 +358,10 @@ class EngineProfile:
         return self.source
 
     # ---- capacity ------------------------------------------------------------------------------
+    def model_max_len(self, geometry: ModelGeometry) -> tuple[int | None, str | None]:
+        """The model's maximum context as this engine derives it, and where it comes from (default: the config's)."""
+        return geometry.max_context_tokens, geometry.max_context_source
+
     def attention_tp(self, tp: int, dp: int) -> int:
         """The tensor-parallel width of one KV cache with data-parallel attention on (``--enable-dp-attention``)."""
         raise InputError(f"--enable-dp-attention has no meaning for --engine {self.name}",

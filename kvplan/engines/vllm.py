@@ -21,6 +21,7 @@ from kvplan.engines.base import (
     version_tuple,
 )
 from kvplan.errors import InputError
+from kvplan.geometry import ModelGeometry
 from kvplan.specs import AttentionSpec, ChunkedLocalSpec, LayerSpec, MLASpec, SlidingWindowSpec, StateSpec
 from kvplan.units import GiB, MiB, cdiv
 
@@ -67,6 +68,8 @@ VLLM_CUDAGRAPH_MIN_PER_GRAPH = 1 * MiB
 #: ``_set_cudagraph_sizes``: ``max_cudagraph_capture_size = min(max_num_seqs * 2, 512)`` (1024 on data-centre
 #: Blackwell, ``is_device_capability_family(100)``).
 VLLM_CUDAGRAPH_MAX_SIZE, VLLM_CUDAGRAPH_MAX_SIZE_BLACKWELL = 512, 1024
+#: RoPE types whose factor vLLM does not apply to the maximum context (``_get_and_verify_max_len``).
+VLLM_ROPE_UNSCALED = ("su", "longrope", "llama3")
 #: ``mamba_cache_mode`` "align" (vllm#30877, first released in 0.14): with prefix caching on, a recurrent-state layer
 #: keeps the running state and the state at the last block boundary, ``MambaSpec.max_memory_usage_bytes`` =
 #: ``page * (2 + num_speculative_blocks)`` instead of ``page * (1 + num_speculative_blocks)``.
@@ -135,6 +138,23 @@ class VllmProfile(EngineProfile):
         if kv_dtype.name == "nvfp4":
             notes.append("vLLM nvfp4 KV is on newer main only (KVQuantMode)")
         return notes
+
+    def model_max_len(self, geometry: ModelGeometry) -> tuple[int | None, str | None]:
+        """``ModelConfig._get_and_verify_max_len``: the config's length times the RoPE scaling factor (yarn: times
+        ``original_max_position_embeddings``) unless the type is su, longrope or llama3 or the model is Gemma-3
+        (whose length is already scaled)."""
+        tokens, source = geometry.max_context_tokens, geometry.max_context_source
+        rope = geometry.rope_scaling
+        if rope is None or tokens is None or rope.rope_type in VLLM_ROPE_UNSCALED or "gemma3" in geometry.model_type:
+            return tokens, source
+        if rope.rope_type == "yarn" and rope.original_max_position_embeddings is not None:
+            base, base_source = rope.original_max_position_embeddings, f"{rope.source}.original_max_position_embeddings"
+        else:
+            base, base_source = tokens, source or "the config's length"
+        scaled = int(base * rope.factor)
+        if scaled == tokens:
+            return tokens, source
+        return scaled, f"{base_source} {base:,} x {rope.source}.factor {rope.factor:g} ({rope.rope_type}; vLLM _get_and_verify_max_len)"
 
     def state_pages(self, dep: Deployment) -> int:
         # NOTE: mamba_cache_mode "align": the running state plus the state at the last block boundary.
