@@ -295,7 +295,7 @@ def capacity(
     free_gpu_memory_fraction: float | None = None,
     max_num_batched_tokens: int | str | None = None,
     reserve: int | str | None = None,
-    kv_budget: int | str | None = None,
+    kv_budget: int | str | Sequence[int | str] | None = None,
     weights_bytes: int | str | None = None,
     weights_from: str = "auto",
     weights_quant: str | None = None,
@@ -338,6 +338,8 @@ def capacity(
     kv_dtype, cache_type_v = kv_types(kv_dtype, cache_type_k, cache_type_v, engine)
     log: ParsedLog | None = None
     log_notes: list[str] = []
+    if kv_budget is not None and not isinstance(kv_budget, (int, str)):
+        kv_budget = ",".join(str(item) for item in kv_budget)
     if compare_log is not None:
         named_gpu = gpu.name if isinstance(gpu, GpuSpec) else gpu
         log, budget_text, engine_version, log_notes = read_log(
@@ -366,7 +368,8 @@ def capacity(
         require_config_geometry(loaded.model_geometry)
     if no_mla:
         loaded = replace(loaded, model_geometry=mla_off(loaded.model_geometry, loaded.source, engine))
-    kv_budget_bytes = size(kv_budget, "--kv-budget")
+    kv_budget_bytes, per_rank, rank_note = rank_budgets(kv_budget, tp if tp is not None else max(1, (num_gpus or 1) // pp),
+                                                        pp)
     # NOTE: vLLM-named flags read token counts as vLLM does (32k = 32,000, 32K = 32,768), with a note.
     model_len, len_note = vllm_tokens(max_model_len or None, "--max-model-len")
     batched_tokens, batched_note = vllm_tokens(max_num_batched_tokens or None, "--max-num-batched-tokens")
@@ -386,10 +389,10 @@ def capacity(
         reserve_bytes=size(reserve, "--reserve"), kv_budget_bytes=kv_budget_bytes, engine_version=engine_version,
         dp=dp, enable_dp_attention=enable_dp_attention, kv_unified=kv_unified, ubatch_size=ubatch_size,
         tensor_split=split, cache_type_v=value_type_name(cache_type_v), no_window=no_window,
-        enable_prefix_caching=enable_prefix_caching,
+        enable_prefix_caching=enable_prefix_caching, kv_budget_per_rank=per_rank,
     )
     cap = plan_capacity(loaded.model_geometry, weights, inputs)
-    notes = (*weight_notes, *(note for note in (len_note, batched_note) if note), *log_notes)
+    notes = (*weight_notes, *(note for note in (len_note, batched_note, rank_note) if note), *log_notes)
     return CapacityResult(capacity=cap, source=loaded.source, weight_notes=notes, length_flag=length_flag, log=log,
                           log_source=None if compare_log is None else str(compare_log))
 
@@ -593,6 +596,29 @@ def _check_weights_quant(loaded: Geometry, profile: EngineProfile, *, weights_by
     if weights_from == "safetensors":
         raise _input_error("--weights-from safetensors counts the checkpoint, --weights-quant a llama.cpp GGUF",
                            "pass one of them")
+
+
+def rank_budgets(kv_budget: int | str | Sequence[int | str] | None, tp: int, pp: int,
+                 ) -> tuple[int | None, tuple[int, ...] | None, str | None]:
+    """``--kv-budget``: one size, or one per rank (a comma list or a sequence, vLLM's global rank order). vLLM (V0 and
+    V1) and SGLang size the pool by the rank with the least room (the minimum of the ranks' blocks), so the answer is
+    (that minimum, the per-rank tuple, a note naming the rank)."""
+    if kv_budget is None:
+        return None, None, None
+    items = kv_budget.split(",") if isinstance(kv_budget, str) else (
+        [kv_budget] if isinstance(kv_budget, int) else list(kv_budget))
+    if len(items) == 1:
+        return parse_size(items[0], what="--kv-budget"), None, None
+    sizes = tuple(parse_size(item.strip() if isinstance(item, str) else item, what="--kv-budget") for item in items)
+    if len(sizes) != tp * pp:
+        raise InputError(f"--kv-budget lists {len(sizes)} budgets for tp {tp} x pp {pp} = {tp * pp} ranks",
+                         f"give one budget, or one per rank ({tp * pp}, comma-separated, rank 0 first)")
+    low = min(range(len(sizes)), key=lambda i: sizes[i])
+    note = (f"--kv-budget per rank: the pool is sized by the rank with the least room, rank {low} "
+            f"({format_bytes(sizes[low])}; the others up to {format_bytes(max(sizes))}): vLLM (V0 and V1) takes the "
+            "minimum of the workers' blocks and SGLang the minimum over TP ranks"
+            + ("; each pipeline stage is sized by its own smallest rank" if pp > 1 else ""))
+    return sizes[low], sizes, note
 
 
 def resolve_gpu(gpu: str | GpuSpec | None, gpu_mem: int | str | None = None,

@@ -48,6 +48,8 @@ class _Kv:
         self._stage_counts: list[list[tuple[int, int]]] | None = None
         self._block_size: int | None = None
         self._pools: dict[tuple[int, int], tuple[int, int, int, list[str]]] = {}
+        self.stage_budgets: tuple[int, ...] | None = None
+        """Per pipeline stage, the smallest rank's budget (``--kv-budget`` per rank); None: one budget for all."""
 
     def full(self, batch: int, tokens: int) -> Estimate:
         """The estimate's notes, dtype and its source (its adjustments are not needed here)."""
@@ -126,7 +128,8 @@ class _Kv:
         bs = self.block_size()
         best: tuple[int, int, int] | None = None
         notes: list[str] = []
-        for stage, stage_base in zip(self._stages(one), self._stages(base)):
+        for index, (stage, stage_base) in enumerate(zip(self._stages(one), self._stages(base))):
+            stage_budget = self.stage_budgets[index] if self.stage_budgets else budget
             pages: list[int] = []
             types: list[tuple[int, int]] = []  # (layers, blocks per request)
             for (group, count), (group1, _c) in zip(stage, stage_base):
@@ -145,7 +148,7 @@ class _Kv:
             if len(set(pages)) != 1:
                 notes.append("layers have different page sizes; vLLM would unify them, kvplan sizes blocks by bytes")
                 per_block = sum(p * c for p, (c, _b) in zip(pages, types))
-                num_blocks = budget // per_block
+                num_blocks = stage_budget // per_block
                 per_request = max(b for _c, b in types)
             else:
                 counts = [c for c, _b in types]
@@ -157,7 +160,7 @@ class _Kv:
                         f"vLLM hybrid allocator: {len(types)} layer kinds grouped {group_size} layers per group"
                         + (f" ({padding} padding layers)" if padding else "")
                     )
-                num_blocks = budget // (pages[0] * group_size)
+                num_blocks = stage_budget // (pages[0] * group_size)
                 per_request = sum(-(-c // group_size) * b for c, b in types)
             if best is None or num_blocks / per_request < best[0] / best[1]:
                 best = (num_blocks, per_request, sum(c for c, _b in types))
@@ -248,6 +251,9 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
     per_request = kv.need(1, tokens)
     needed = kv.need(inputs.batch, tokens)
 
+    if inputs.kv_budget_per_rank is not None and pp > 1:
+        ranks = inputs.kv_budget_per_rank
+        kv.stage_budgets = tuple(min(ranks[stage * tp:(stage + 1) * tp]) for stage in range(pp))
     if engine.block_pool:
         num_blocks, blocks_per_request, bs, pool_notes = kv.vllm_pool(avail, tokens)
         notes.extend(pool_notes)

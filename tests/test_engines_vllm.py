@@ -200,3 +200,30 @@ def test_vllm_leaves_llama3_and_gemma3_lengths_alone() -> None:
 
     assert kvplan.estimate(str(shared_config_path("meta-llama__Llama-3.1-8B")), engine="vllm").seq_len == 131_072
     assert kvplan.estimate(str(shared_config_path("google__gemma-3-27b-it")), engine="vllm").seq_len == 131_072
+
+
+# ---- tensor parallelism: the pool is the minimum over ranks -----------------------------------------------------
+def test_kv_budget_per_rank_sizes_the_pool_by_the_smallest_rank() -> None:
+    """vLLM (V0 and V1) takes the minimum of the workers' blocks and SGLang the minimum over TP ranks, while a log
+    often quotes one rank's budget: --kv-budget takes one budget per rank (vLLM's global order, stage-major)."""
+    import kvplan
+
+    tp4_page = 16 * 80 * KV * (8 // 4) * 128 * BF16  # block * layers * K+V * kv heads per rank * head dim * bf16
+    cap = kvplan.capacity("meta-llama/Llama-3.1-70B", tp=4, max_model_len=8192,
+                          kv_budget="10GiB,9.5GiB,10GiB,10GiB").capacity
+    assert cap.num_blocks == int(9.5 * GiB) // tp4_page == 7782  # rank 1 decides
+    assert cap.inputs.kv_budget_bytes == int(9.5 * GiB)
+    assert cap.num_blocks == kvplan.capacity("meta-llama/Llama-3.1-70B", tp=4, max_model_len=8192,
+                                             kv_budget=int(9.5 * GiB)).capacity.num_blocks
+    # tp 2 x pp 2: stage 0 (ranks 0, 1) has 9.5 GiB at most, stage 1 (ranks 2, 3) 12 GiB; each stage holds 40 layers
+    stage_page = 16 * 40 * KV * (8 // 2) * 128 * BF16
+    staged = kvplan.capacity("meta-llama/Llama-3.1-70B", tp=2, pp=2, max_model_len=8192,
+                             kv_budget=["10GiB", "9.5GiB", "12GiB", "12GiB"]).capacity
+    assert staged.num_blocks == min(int(9.5 * GiB) // stage_page, 12 * GiB // stage_page) == 7782
+
+
+def test_kv_budget_per_rank_needs_one_per_rank() -> None:
+    import kvplan
+
+    with pytest.raises(InputError, match="lists 3 budgets for tp 4 x pp 1 = 4 ranks"):
+        kvplan.capacity("meta-llama/Llama-3.1-70B", tp=4, kv_budget="10GiB,9GiB,9GiB")

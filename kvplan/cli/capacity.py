@@ -52,7 +52,8 @@ FreeFracOpt = Annotated[float | None, typer.Option("--free-gpu-memory-fraction",
 ReserveOpt = Annotated[str | None, typer.Option("--reserve", help="Memory per GPU kept for activations and "
                        "overhead, replacing kvplan's estimate (e.g. 2GiB).")]
 KvBudgetOpt = Annotated[str | None, typer.Option("--kv-budget", help="KV bytes per GPU as the engine logs them "
-                        "(vLLM 'Available KV cache memory'), skipping the budget rule: e.g. 3.8125GiB.")]
+                        "(vLLM 'Available KV cache memory'), skipping the budget rule: e.g. 3.8125GiB; or one per "
+                        "rank, comma-separated (10GiB,9.5GiB): the pool is sized by the rank with the least room.")]
 WeightsBytesOpt = Annotated[str | None, typer.Option("--weights-bytes", help="Checkpoint size, overriding the "
                             "count from config.json (e.g. 16GB).")]
 WeightsFromOpt = Annotated[str, typer.Option("--weights-from", help="auto (Hub safetensors metadata for Hub models "
