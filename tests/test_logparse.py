@@ -296,3 +296,23 @@ def test_trtllm_1400_v0_8_lines_are_read_and_match(runner, tmp_path) -> None:
         "[TensorRT-LLM][INFO] Allocate 69524783104 bytes for k/v cache.",
         "[TensorRT-LLM][INFO] Using 132608 tokens in paged KV cache."]
     assert report["log_comparison"]["matches"] == 2 and report["log_comparison"]["differs"] == 0
+
+
+def test_llamacpp_22319_deepseek_v4_raw_cache_holds_no_layers(runner, tmp_path) -> None:
+    """ggml-org/llama.cpp#22319 (DeepSeek-V4, -c 393216 -np 4 -kvu): llama_kv_cache_dsv4's raw iSWA cache logs its
+    non-SWA part with the whole context and 0 layers; every layer is windowed (src/llama-kv-cache-dsv4.cpp)."""
+    from conftest import shared_config_path
+
+    report = compare(runner, tmp_path, LLAMA_22319_LOG, "-m", str(shared_config_path("deepseek-ai__DeepSeek-V4-Flash")),
+                     "--engine", "llama.cpp", "-c", "393216", "-np", "4", "-kvu")
+    by = rows(report)
+    assert (by["cache0:cells"]["predicted"], by["cache0:layers"]["predicted"]) == ("393216", "0")
+    assert report["log_comparison"]["differs"] == 0
+    caches = {c["name"]: c for c in report["capacity"]["engine_log"]["llama_caches"]}
+    kv_size = 393216  # -kvu: n_ctx_seq = n_ctx, and each of the 4 streams gets it (the DSV4 caches never unify)
+    swa_cells = -(-min(kv_size, 128 + 512) // 256) * 256  # GGML_PAD(min(kv_size, n_swa + n_ubatch), 256) = 768
+    assert caches["swa"]["cells"] == swa_cells and caches["swa"]["layers"] == 43
+    assert caches["swa"]["k_bytes"] == swa_cells * 4 * 43 * 512 * 2  # cells * streams * layers * head_dim * f16
+    assert (caches["csa"]["cells"], caches["csa"]["layers"]) == (kv_size // 4, 21)  # GGML_PAD(cdiv(kv_size, 4), 256)
+    assert (caches["hca"]["cells"], caches["hca"]["layers"]) == (kv_size // 128, 20)
+    assert caches["lid"]["k_bytes"] == kv_size // 4 * 4 * 21 * 128 * 2  # lightning-indexer keys of 128

@@ -430,6 +430,8 @@ class LogCache:
     """K bytes of one token in one layer on one rank (the whole row for MLA and indexer caches)."""
     v_bytes_per_token: int
     window: int | None = None
+    spec: LayerSpec | None = field(default=None, compare=False)
+    """The group's layer spec (engines whose caches depend on more than the rows, e.g. DeepSeek-V4's)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
