@@ -67,8 +67,9 @@ DtypeOpt = Annotated[str, typer.Option("--dtype", help="Weight dtype, as vLLM's 
                     "vLLM, SGLang, TensorRT-LLM and llama.cpp serve float32 checkpoints in 16 bits, transformers "
                     "keeps them), bfloat16, float16 (half) or float32 (float).")]
 EngineVersionOpt = Annotated[str | None, typer.Option("--engine-version", help="The engine release whose log lines "
-                            "engine_log prints: vLLM 0.6 (V0), 0.11 (0.10-0.20 token formula), 0.33 (default); "
-                            "SGLang 0.5.23 (default), older omit dtype.")]
+                            "engine_log prints (and vLLM's budget and prefix-caching defaults): vLLM 0.6 (V0), 0.7-v1 "
+                            "(0.7 with VLLM_USE_V1=1), 0.11 (0.10-0.20 token formula), 0.33 (default); SGLang 0.5.23 "
+                            "(default), older omit dtype; TensorRT-LLM 0.8 (Allocate N bytes lines).")]
 DpOpt = Annotated[int, typer.Option("--data-parallel-size", "--dp", min=1, help="Data-parallel ranks, as vLLM's "
                   "--data-parallel-size and SGLang's --dp; answers are per rank.")]
 DpAttentionOpt = Annotated[bool, typer.Option("--enable-dp-attention", help="SGLang --enable-dp-attention (attention "
