@@ -92,6 +92,10 @@ class Deployment:
     cache_type_v: str | None = None
     """llama.cpp ``--cache-type-v``/``-ctv``: the V cache type when it differs from K (``--kv-dtype``/``-ctk``);
     None = the K type. Not an ``inputs`` key: the report says it in ``kv_dtype_source`` and an adjustment."""
+    enable_prefix_caching: bool = False
+    """Prefix caching on, as resolved for the engine and version (vLLM ``--enable-prefix-caching``): a vLLM
+    recurrent-state layer then holds one more page per sequence (``mamba_cache_mode`` "align"). Not an ``inputs``
+    key: capacity's notes say it."""
 
     def with_(self, **changes: object) -> Deployment:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -108,7 +112,7 @@ class Deployment:
 
 
 #: Deployment fields the report says elsewhere than the ``inputs`` echo (the report schema is unchanged).
-NOT_ECHOED = ("cache_type_v",)
+NOT_ECHOED = ("cache_type_v", "enable_prefix_caching")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -234,6 +234,7 @@ def estimate(
     no_kv_offload: bool = False,
     flash_attn: str | None = None,
     cmd: str | None = None,
+    enable_prefix_caching: bool | None = None,
 ) -> EstimateResult:
     """`kvplan estimate`: the KV cache of ``batch`` sequences of ``seq_len`` tokens (``"32k"`` = 32,768), or of
     ``max_model_len`` read as vLLM reads it (``"32k"`` = 32,000), with every sizing flag of the command (engine,
@@ -242,7 +243,8 @@ def estimate(
     ``allow_defaults`` (``strict`` refuses a nested sub-config's defaults too). ``engine`` None: llama.cpp for a GGUF,
     else ``ideal``; llama.cpp's ``ctx_size``/``parallel`` (``-c``/``-np``), ``n_gpu_layers`` (``-ngl``),
     ``no_kv_offload`` (``-nkvo``) and ``flash_attn`` (``-fa``); ``cmd``: an engine's launch line, read as that
-    engine reads it (:mod:`kvplan.launch`), beside these keywords."""
+    engine reads it (:mod:`kvplan.launch`), beside these keywords; ``enable_prefix_caching``: vLLM's flag (None:
+    the default of the newest vLLM kvplan read; with it recurrent-state layers hold one more page per sequence)."""
     if cmd is not None:
         return _from_launch(estimate, cmd, locals())
     if model is None:
@@ -298,9 +300,12 @@ def estimate(
     )
     if no_mla:
         geometry = mla_off(geometry, source, deployment.engine)
+    caching, caching_notes = get_engine(deployment.engine).resolve_prefix_caching(enable_prefix_caching, None,
+                                                                                   geometry.layers)
+    deployment = replace(deployment, enable_prefix_caching=caching)
     est = calc_estimate(geometry, batch=batch, seq_len=tokens, kv_dtype=kv_dtype, encoder_len=enc,
                         deployment=deployment, adjustments=False)
-    notes = (*engine_notes, *flag_notes_fa, *layer_notes, *(n for n in (ctx_note, len_note, batched_note) if n))
+    notes = (*engine_notes, *flag_notes_fa, *layer_notes, *(n for n in (ctx_note, len_note, batched_note, *caching_notes) if n))
     return EstimateResult(priced=est, source=source, overrides=resolved, length_flag=length_flag, flag_notes=notes)
 
 
@@ -367,7 +372,7 @@ def capacity(
     free_gpu_memory_fraction: float | None = None,
     max_num_batched_tokens: int | str | None = None,
     reserve: int | str | None = None,
-    kv_budget: int | str | None = None,
+    kv_budget: int | str | Sequence[int | str] | None = None,
     weights_bytes: int | str | None = None,
     weights_from: str = "auto",
     weights_quant: str | None = None,
@@ -399,6 +404,7 @@ def capacity(
     no_kv_offload: bool = False,
     flash_attn: str | None = None,
     cmd: str | None = None,
+    enable_prefix_caching: bool | None = None,
 ) -> CapacityResult:
     """`kvplan capacity`: what fits on ``gpu`` (a catalog name, ``"local"`` for this machine's first GPU, or a
     ``GpuSpec``; ``gpu_mem`` for any other): KV blocks and tokens, max concurrency and context, minimum TP, decode floor. ``max_model_len``
@@ -410,7 +416,8 @@ def capacity(
     memory), ``cpu_offload_gb`` (weights per GPU in host memory) and ``quantization`` (``fp8``: a 16-bit
     checkpoint quantised on load); llama.cpp's ``n_gpu_layers`` (``-ngl``), ``no_kv_offload`` (``-nkvo``) and
     ``flash_attn`` (``-fa``); ``cmd``: an engine's launch line, read as that engine reads it (:mod:`kvplan.launch`),
-    beside these keywords."""
+    beside these keywords; ``enable_prefix_caching``: vLLM's ``--enable-prefix-caching`` (None: the
+    engine version's default; with it vLLM's recurrent-state layers hold one more page per request)."""
     if cmd is not None:
         return _from_launch(capacity, cmd, locals())
     if model is None:
@@ -435,12 +442,17 @@ def capacity(
     engine_notes += flash_attn_notes(flash_attn, engine, cache_type_v or kv_dtype)
     log: ParsedLog | None = None
     log_notes: list[str] = []
+    if kv_budget is not None and not isinstance(kv_budget, (int, str)):
+        kv_budget = ",".join(str(item) for item in kv_budget)
     if compare_log is not None:
         named_gpu = gpu.name if isinstance(gpu, GpuSpec) else gpu
         log, budget_text, engine_version, log_notes = read_log(
             compare_log, engine, named_gpu if named_gpu is not None else _text(gpu_mem), _text(kv_budget),
             engine_version)
         kv_budget = budget_text
+        if enable_prefix_caching is None and log.prefix_caching is not None:
+            enable_prefix_caching = log.prefix_caching
+            log_notes.append(f"enable_prefix_caching={log.prefix_caching}: as the log echoes vLLM's arguments")
 
     # NOTE: with --kv-budget alone the GPU is irrelevant to blocks, tokens and concurrency.
     no_gpu = gpu is None and gpu_mem is None and kv_budget is not None
@@ -465,7 +477,10 @@ def capacity(
         engine_notes.append(ctx_note)
     if quantization is not None:
         loaded, weights_from = quantised_for(loaded, quantization, engine, weights_from, engine_notes)
-    kv_budget_bytes = size(kv_budget, "--kv-budget")
+    if isinstance(pp, bool) or not isinstance(pp, int) or pp < 1:  # before num_gpus // pp below
+        raise InputError(f"--pp must be a positive integer, got {pp!r}", "e.g. --pp 2 (pipeline stages)")
+    kv_budget_bytes, per_rank, rank_note = rank_budgets(kv_budget, tp if tp is not None else max(1, (num_gpus or 1) // pp),
+                                                        pp)
     # NOTE: vLLM-named flags read token counts as vLLM does (32k = 32,000, 32K = 32,768), with a note.
     model_len, len_note = vllm_tokens(max_model_len or None, "--max-model-len")
     batched_tokens, batched_note = vllm_tokens(max_num_batched_tokens or None, "--max-num-batched-tokens")
@@ -475,8 +490,6 @@ def capacity(
         revision=revision if revision is not None else loaded.revision, token=token, required=kv_budget_bytes is None,
         tensor_split=split, weights_quant=weights_quant,
     )
-    if isinstance(pp, bool) or not isinstance(pp, int) or pp < 1:  # before num_gpus // pp below
-        raise InputError(f"--pp must be a positive integer, got {pp!r}", "e.g. --pp 2 (pipeline stages)")
     # NOTE: --num-gpus without --tp: every GPU of the ranks in tensor parallel (vLLM's DP ranks each take tp x pp).
     ranks = 1 if get_engine(engine).dp_within_tp or isinstance(dp, bool) or not isinstance(dp, int) else max(dp, 1)
     num_layers = loaded.model_geometry.num_hidden_layers
@@ -499,9 +512,10 @@ def capacity(
         tensor_split=split, cache_type_v=value_type_name(cache_type_v), no_window=no_window,
         max_num_seqs=max_num_seqs, enforce_eager=enforce_eager, cpu_offload_bytes=offload_bytes,
         offload=Offload(layers=cpu_layers) if cpu_layers else None,
+        enable_prefix_caching=enable_prefix_caching, kv_budget_per_rank=per_rank,
     )
     cap = plan_capacity(loaded.model_geometry, weights, inputs)
-    notes = (*local_notes, *engine_notes, *weight_notes, *(note for note in (len_note, batched_note) if note), *log_notes)
+    notes = (*local_notes, *engine_notes, *weight_notes, *(note for note in (len_note, batched_note, rank_note) if note), *log_notes)
     return CapacityResult(capacity=cap, source=loaded.source, weight_notes=notes, length_flag=length_flag, log=log,
                           log_source=None if compare_log is None else str(compare_log))
 
@@ -718,6 +732,29 @@ def _check_weights_quant(loaded: Geometry, profile: EngineProfile, *, weights_by
     if weights_from == "safetensors":
         raise _input_error("--weights-from safetensors counts the checkpoint, --weights-quant a llama.cpp GGUF",
                            "pass one of them")
+
+
+def rank_budgets(kv_budget: int | str | Sequence[int | str] | None, tp: int, pp: int,
+                 ) -> tuple[int | None, tuple[int, ...] | None, str | None]:
+    """``--kv-budget``: one size, or one per rank (a comma list or a sequence, vLLM's global rank order). vLLM (V0 and
+    V1) and SGLang size the pool by the rank with the least room (the minimum of the ranks' blocks), so the answer is
+    (that minimum, the per-rank tuple, a note naming the rank)."""
+    if kv_budget is None:
+        return None, None, None
+    items = kv_budget.split(",") if isinstance(kv_budget, str) else (
+        [kv_budget] if isinstance(kv_budget, int) else list(kv_budget))
+    if len(items) == 1:
+        return parse_size(items[0], what="--kv-budget"), None, None
+    sizes = tuple(parse_size(item.strip() if isinstance(item, str) else item, what="--kv-budget") for item in items)
+    if len(sizes) != tp * pp:
+        raise InputError(f"--kv-budget lists {len(sizes)} budgets for tp {tp} x pp {pp} = {tp * pp} ranks",
+                         f"give one budget, or one per rank ({tp * pp}, comma-separated, rank 0 first)")
+    low = min(range(len(sizes)), key=lambda i: sizes[i])
+    note = (f"--kv-budget per rank: the pool is sized by the rank with the least room, rank {low} "
+            f"({format_bytes(sizes[low])}; the others up to {format_bytes(max(sizes))}): vLLM (V0 and V1) takes the "
+            "minimum of the workers' blocks and SGLang the minimum over TP ranks"
+            + ("; each pipeline stage is sized by its own smallest rank" if pp > 1 else ""))
+    return sizes[low], sizes, note
 
 
 def resolve_gpu(gpu: str | GpuSpec | None, gpu_mem: int | str | None = None,

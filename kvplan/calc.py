@@ -250,12 +250,13 @@ def estimate(
     if batch > MAX_BATCH:
         raise InputError(f"--batch {batch:,} is absurdly large (limit {MAX_BATCH:,})", "check the value")
     notes = list(geometry.notes)
+    engine = get_engine(dep.engine)
 
     if seq_len is not None:
         seq_source = "--seq-len"
-    elif geometry.max_context_tokens is not None:
-        seq_len = geometry.max_context_tokens
-        seq_source = f"model maximum context ({geometry.max_context_source} = {seq_len})"
+    elif engine.model_max_len(geometry)[0] is not None:
+        seq_len, model_source = engine.model_max_len(geometry)
+        seq_source = f"model maximum context ({model_source} = {seq_len})"
     elif geometry.grows_with_tokens:
         raise InputError(
             f"{geometry.model_id}: the config names no maximum context, so the sequence length is unknown",
@@ -307,10 +308,9 @@ def estimate(
     notes.extend(priced.notes)
     steps = tuple(_adjustments(sizing, dep, dtype, engine, priced)) if adjustments else ()
     groups = priced.groups
-    if seq_len is not None and geometry.max_context_tokens is not None and seq_len > geometry.max_context_tokens:
-        notes.append(
-            f"--seq-len {seq_len:,} is beyond the model's maximum context {geometry.max_context_tokens:,}"
-        )
+    model_max = engine.model_max_len(geometry)[0]
+    if seq_len is not None and model_max is not None and seq_len > model_max:
+        notes.append(f"--seq-len {seq_len:,} is beyond the model's maximum context {model_max:,}")
     return Estimate(
         geometry=geometry,
         batch=batch,
@@ -618,6 +618,7 @@ def _adjustments(sizing: _Sizing, dep: Deployment, kv_dtype: KvDtype, engine: En
         "engine": dep.engine, "max_num_batched_tokens": dep.max_num_batched_tokens, "max_num_seqs": dep.max_num_seqs,
         "ubatch_size": dep.ubatch_size, "kv_unified": dep.kv_unified,
         "swa_full_tokens_ratio": dep.swa_full_tokens_ratio, "max_cache_len": dep.max_cache_len,
+        "enable_prefix_caching": dep.enable_prefix_caching,
     }
     if not engine.plain_formula:
         new = cur.with_(**engine_knobs)

@@ -35,6 +35,9 @@ class CapacityInputs:
     reserve_bytes: int | None = None
     """Replaces the activation/overhead estimate."""
     kv_budget_bytes: int | None = None
+    kv_budget_per_rank: tuple[int, ...] | None = None
+    """``--kv-budget`` as a list, one per rank in vLLM's global order (stage-major: pp stage x tp + tp rank):
+    ``kv_budget_bytes`` is then their minimum and each pipeline stage is sized by its own smallest rank."""
     """KV bytes per GPU, as an engine logs them: skips the budget rule."""
     engine_version: str | None = None
     """The engine release whose log lines ``engine_log`` follows (None: the engine's default in kvplan)."""
@@ -62,6 +65,8 @@ class CapacityInputs:
     """vLLM/SGLang ``--cpu-offload-gb`` in bytes: weights per GPU kept in host memory."""
     offload: Offload | None = None
     """KV layers in host memory: llama.cpp ``-ngl`` below all layers, or ``-nkvo`` (every layer)."""
+    enable_prefix_caching: bool | None = None
+    """vLLM ``--enable-prefix-caching``/``--no-enable-prefix-caching``; None = the engine version's default."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -72,14 +72,14 @@ DEPLOYMENT_KEYS = (
     "engine", "tp", "pp", "block_size", "beams", "prompt_len", "share_prefix", "shared_prefix_tokens", "no_window",
     "quant_group_size", "residual_length", "offload", "max_num_batched_tokens", "max_num_seqs", "ubatch_size",
     "kv_unified", "swa_full_tokens_ratio", "max_cache_len", "cache_type_v", "no_mla", "n_gpu_layers", "no_kv_offload",
-    "flash_attn",
+    "flash_attn", "enable_prefix_caching",
 )
 #: Scenario keys passed to ``kvplan.capacity`` as they are (the `kvplan capacity` flags).
 CAPACITY_KEYS = (
     "engine", "kv_dtype", "dtype", "block_size", "gpu_memory_utilization", "mem_fraction_static",
     "free_gpu_memory_fraction", "max_num_batched_tokens", "weights_from", "weights_quant", "dp", "enable_dp_attention",
     "kv_unified", "ubatch_size", "cache_type_v", "no_window", "no_mla", "max_num_seqs", "enforce_eager",
-    "quantization", "cpu_offload_gb", "n_gpu_layers", "no_kv_offload", "flash_attn",
+    "quantization", "cpu_offload_gb", "n_gpu_layers", "no_kv_offload", "flash_attn", "enable_prefix_caching",
 )
 
 

@@ -94,7 +94,7 @@ def _caches(groups: tuple[LayerGroup, ...], kv_dtype: KvDtype, cap: Capacity) ->
         else:
             k, v = total, 0
         out.append(LogCache(kind=g.spec.kind, layer_indices=g.layer_indices, cells=g.tokens_held, streams=streams,
-                            k_bytes_per_token=k, v_bytes_per_token=v, window=g.spec.window))
+                            k_bytes_per_token=k, v_bytes_per_token=v, window=g.spec.window, spec=spec))
     return out
 
 

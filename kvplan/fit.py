@@ -48,6 +48,8 @@ class _Kv:
         self._stage_counts: list[list[tuple[int, int]]] | None = None
         self._block_size: int | None = None
         self._pools: dict[tuple[int, int], tuple[int, int, int, list[str]]] = {}
+        self.stage_budgets: tuple[int, ...] | None = None
+        """Per pipeline stage, the smallest rank's budget (``--kv-budget`` per rank); None: one budget for all."""
 
     def full(self, batch: int, tokens: int) -> Estimate:
         """The estimate's notes, dtype and its source (its adjustments are not needed here)."""
@@ -126,15 +128,16 @@ class _Kv:
         bs = self.block_size()
         best: tuple[int, int, int] | None = None
         notes: list[str] = []
-        for stage, stage_base in zip(self._stages(one), self._stages(base)):
+        for index, (stage, stage_base) in enumerate(zip(self._stages(one), self._stages(base))):
+            stage_budget = self.stage_budgets[index] if self.stage_budgets else budget
             pages: list[int] = []
             types: list[tuple[int, int]] = []  # (layers, blocks per request)
             for (group, count), (group1, _c) in zip(stage, stage_base):
                 if group.spec.kind == "no_cache" or not (group.layer_bytes_per_rank or group.tokens_held):
                     continue
                 if group.spec.kind == "state":
-                    page = group1.layer_bytes_per_rank or 0
-                    blocks = 1
+                    blocks = self.engine.state_pages(self.dep)
+                    page = (group1.layer_bytes_per_rank or 0) // blocks
                 else:
                     page = bs * self._per_token(group1, self.dep.tp)
                     blocks = -(-group.tokens_held // bs)
@@ -145,7 +148,7 @@ class _Kv:
             if len(set(pages)) != 1:
                 notes.append("layers have different page sizes; vLLM would unify them, kvplan sizes blocks by bytes")
                 per_block = sum(p * c for p, (c, _b) in zip(pages, types))
-                num_blocks = budget // per_block
+                num_blocks = stage_budget // per_block
                 per_request = max(b for _c, b in types)
             else:
                 counts = [c for c, _b in types]
@@ -157,7 +160,7 @@ class _Kv:
                         f"vLLM hybrid allocator: {len(types)} layer kinds grouped {group_size} layers per group"
                         + (f" ({padding} padding layers)" if padding else "")
                     )
-                num_blocks = budget // (pages[0] * group_size)
+                num_blocks = stage_budget // (pages[0] * group_size)
                 per_request = sum(-(-c // group_size) * b for c, b in types)
             if best is None or num_blocks / per_request < best[0] / best[1]:
                 best = (num_blocks, per_request, sum(c for c, _b in types))
@@ -195,9 +198,10 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
     engine = get_engine(inputs.engine)
     if inputs.max_model_len is not None:
         tokens, tokens_source = inputs.max_model_len, "--max-model-len"
-    elif geometry.max_context_tokens is not None:
-        tokens = geometry.max_context_tokens
-        tokens_source = f"model maximum context ({geometry.max_context_source} = {tokens:,})"
+    elif engine.model_max_len(geometry)[0] is not None:
+        model_tokens, model_source = engine.model_max_len(geometry)
+        tokens = model_tokens or 0
+        tokens_source = f"model maximum context ({model_source} = {tokens:,})"
     else:
         tokens, tokens_source = 0, ""  # no length named: sized from memory below (_size_without_max)
     tp, pp = inputs.tp, inputs.pp
@@ -224,6 +228,10 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
         if serve_note:
             notes.append(serve_note)
     geometry = served_geometry(geometry, engine, inputs.dtype)
+    caching, caching_notes = engine.resolve_prefix_caching(inputs.enable_prefix_caching, inputs.engine_version,
+                                                           geometry.layers)
+    inputs = replace(inputs, enable_prefix_caching=caching)
+    notes.extend(caching_notes)
     dep = _deployment(inputs, attention_tp(inputs, tp))
     notes.extend(dp_notes(geometry, inputs, tp))
     views: _Views = {}
@@ -243,6 +251,9 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
     per_request = kv.need(1, tokens)
     needed = kv.need(inputs.batch, tokens)
 
+    if inputs.kv_budget_per_rank is not None and pp > 1:
+        ranks = inputs.kv_budget_per_rank
+        kv.stage_budgets = tuple(min(ranks[stage * tp:(stage + 1) * tp]) for stage in range(pp))
     pool = _pool(kv, avail, tokens, per_request)
     notes.extend(pool.notes)
     bs, num_blocks, max_tokens = pool.block_size, pool.num_blocks, pool.max_tokens
@@ -250,7 +261,7 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
     fits = pool.fits
     is_fit = fits(inputs.batch, tokens)
 
-    limit = max(tokens, geometry.max_context_tokens or 0)
+    limit = max(tokens, engine.model_max_len(geometry)[0] or 0)
     max_context = _largest(lambda t: fits(inputs.batch, t), hi_start=limit, cap=limit)
     context_limit = "model maximum" if max_context >= limit else "memory"
     if sized:  # no maximum named: memory sized the length, or (a fixed state) no length limits it
@@ -309,7 +320,8 @@ def _deployment(inputs: CapacityInputs, tp: int) -> Deployment:
     return Deployment(engine=get_engine(inputs.engine).name, tp=tp, pp=inputs.pp, block_size=inputs.block_size,
                       max_num_batched_tokens=inputs.max_num_batched_tokens, kv_unified=inputs.kv_unified,
                       ubatch_size=inputs.ubatch_size, cache_type_v=inputs.cache_type_v,
-                      no_window=inputs.no_window, offload=inputs.offload)
+                      no_window=inputs.no_window, offload=inputs.offload,
+                      enable_prefix_caching=bool(inputs.enable_prefix_caching))
 
 
 def _validate(inputs: CapacityInputs) -> None:
@@ -461,6 +473,8 @@ def screen_capacity(geometry: ModelGeometry, weights: WeightsEstimate, inputs: C
     tokens = inputs.max_model_len
     weights, _note = serve_weights(weights, engine=engine, dtype=inputs.dtype)
     geometry = served_geometry(geometry, engine, inputs.dtype)
+    caching, _notes = engine.resolve_prefix_caching(inputs.enable_prefix_caching, inputs.engine_version, geometry.layers)
+    inputs = replace(inputs, enable_prefix_caching=caching)
     dep = _deployment(inputs, attention_tp(inputs, inputs.tp))
     kv = _kv_view(views if views is not None else {}, geometry, dep, inputs.kv_dtype)
     budget = compute_budget(inputs, weights, tp=inputs.tp, pp=inputs.pp, tokens=tokens)
@@ -522,7 +536,8 @@ def _fits_one(geometry: ModelGeometry, weights: WeightsEstimate | None, inputs: 
     if budget <= 0:
         return False
     dep = Deployment(engine=get_engine(inputs.engine).name, tp=tp, pp=pp, block_size=inputs.block_size,
-                     max_num_batched_tokens=inputs.max_num_batched_tokens)
+                     max_num_batched_tokens=inputs.max_num_batched_tokens,
+                     enable_prefix_caching=bool(inputs.enable_prefix_caching))
     kv = _kv_view(views, geometry, dep, inputs.kv_dtype)
     if get_engine(dep.engine).block_pool:
         num_blocks, per_request, _bs, _n = kv.vllm_pool(budget, tokens)

@@ -19,6 +19,19 @@ class Provenance:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class RopeScaling:
+    """The config's ``rope_scaling`` (transformers 5: ``rope_parameters``), as far as a context length needs it."""
+
+    rope_type: str
+    """``rope_type`` (or the older ``type``): ``yarn``, ``linear``, ``dynamic``, ``llama3``, ``longrope`` ..."""
+    factor: float
+    """``factor`` (1.0 when absent, as for ``default``)."""
+    original_max_position_embeddings: int | None
+    source: str
+    """Which config key held it."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ModelGeometry:
     model_id: str
     model_type: str
@@ -43,6 +56,8 @@ class ModelGeometry:
     """The config was read from a nested sub-config (``text_config``), which transformers saves as its difference
     from the sub-config class's defaults (``configuration_utils.recursive_diff_dict``): a key missing there means
     the class default, so a defaulted core field is the checkpoint's own value, not a guess."""
+    rope_scaling: RopeScaling | None = None
+    """RoPE scaling, which vLLM applies to the maximum context (``_get_and_verify_max_len``); None: none."""
     spec_groups: tuple[tuple[LayerSpec, tuple[int, ...]], ...] = field(init=False, repr=False, compare=False)
     """Each distinct spec of ``layers`` with the indices of its layers, in order of its first layer (the
     grouping every sizing starts from, made once with the geometry)."""

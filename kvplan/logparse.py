@@ -8,7 +8,8 @@ vLLM       ``Available KV cache memory: X GiB``, ``GPU KV cache size: N tokens``
            for T tokens per request: C x``, ``(X GiB KV cache is needed, ...)``, V0 ``# GPU blocks: N``
 SGLang     ``KV Cache is allocated. [dtype: D, ]#tokens: N, K size: X GB, V size: Y GB`` or ``KV size: X GB``
 llama.cpp  ``NAME KV buffer size = X MiB``, ``size = X MiB (C cells, L layers, S/N seqs), K (t): X MiB, V (t): Y MiB``
-TRT-LLM    ``Number of tokens per block: B.``, ``Allocated X GiB for max tokens in paged KV cache (N).``
+TRT-LLM    ``Number of tokens per block: B.``, ``Allocated X GiB for max tokens in paged KV cache (N).``;
+           0.8: ``Allocate N bytes for k/v cache.``, ``Using N tokens in paged KV cache.``
 ========== =========================================================================================
 
 Logged GiB/GB/MiB figures are rounded to two decimals, so a figure "matches" when kvplan's number
@@ -21,6 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvplan.engines.base import version_tuple
 from kvplan.errors import InputError
 from kvplan.units import GiB, MiB
 
@@ -30,7 +32,9 @@ VLLM_TOKENS = re.compile(r"(?:GPU|[A-Z]+(?: \+ host)?) KV cache size: ([\d,]+) t
 VLLM_CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
 VLLM_NEEDED = re.compile(r"\(([\d.]+) GiB KV cache is needed, which is larger than the available KV cache memory \(([-\d.]+) GiB\)")
 VLLM_ESTIMATED = re.compile(r"estimated maximum model length is (\d+)")
-VLLM_V0_BLOCKS = re.compile(r"# GPU blocks: (\d+)")
+VLLM_V0_BLOCKS = re.compile(r"# (?:GPU|CUDA|cuda) blocks: (\d+)")
+#: V0 prints the CPU (swap) blocks beside the GPU blocks; vLLM 0.7 with VLLM_USE_V1=1 prints "# GPU blocks: N" alone.
+VLLM_V0_CPU_BLOCKS = re.compile(r"# CPU blocks: \d+")
 VLLM_V0_TOKENS = re.compile(r"maximum number of tokens that can be stored in KV cache \((\d+)\)")
 SGLANG_POOL = re.compile(
     r"KV Cache is allocated\.(?: dtype: [\w.]+,)? #tokens: (\d+), "
@@ -42,7 +46,17 @@ LLAMA_SIZE = re.compile(
     r"K \((\w+)\): +([\d.]+) MiB, V \((\w+)\): +([\d.]+) MiB"
 )
 LLAMA_OLD_SIZE = re.compile(r"KV self size += +([\d.]+) MiB, K \((\w+)\): +([\d.]+) MiB, V \((\w+)\): +([\d.]+) MiB")
+#: vLLM's own version: "Initializing a V1 LLM engine (v0.24.0)", V0 "Initializing an LLM engine (v0.6.3)", and
+#: "vLLM API server version 0.24.0".
+VLLM_VERSION = re.compile(r"(?:Initializing an? (?:V1 )?LLM engine \(v|vLLM API server version v?)(\d+\.\d+(?:\.\d+)?)")
+#: ``enable_prefix_caching`` as vLLM echoes it: "non-default args: {... 'enable_prefix_caching': True ...}" or
+#: "with config: ... enable_prefix_caching=True".
+VLLM_PREFIX_CACHING = re.compile(r"""['"]?enable_prefix_caching['"]?(?::\s*|=)(True|False)""")
 TRT_BLOCK = re.compile(r"Number of tokens per block: (\d+)")
+#: TensorRT-LLM 0.8 and earlier (NVIDIA/TensorRT-LLM#1400): "Allocate N bytes for k/v cache." and "Using N tokens in
+#: paged KV cache."
+TRT_OLD_ALLOCATE = re.compile(r"Allocate (\d+) bytes for k/v cache")
+TRT_OLD_TOKENS = re.compile(r"Using (\d+) tokens in paged KV cache")
 TRT_ALLOCATED = re.compile(r"Allocated ([\d.]+) GiB for max tokens in paged KV cache \((\d+)\)")
 
 
@@ -70,6 +84,10 @@ class ParsedLog:
     """A vLLM version inferred from the line forms (None: not decidable)."""
     merged_line: bool = False
     notes: tuple[str, ...] = field(default=())
+    version: str | None = None
+    """The engine version the log itself names (vLLM "Initializing a V1 LLM engine (v0.24.0)")."""
+    prefix_caching: bool | None = None
+    """vLLM's ``enable_prefix_caching`` as the log echoes it (None: not echoed)."""
 
     def first(self, figure: str) -> Logged | None:
         return next((f for f in self.figures if f.figure == figure), None)
@@ -79,13 +97,20 @@ def parse_log(text: str) -> ParsedLog:
     """Every KV figure of a pasted vLLM, SGLang, llama.cpp or TensorRT-LLM start-up log."""
     found: list[Logged] = []
     engines: list[str] = []
-    merged = one_decimal = v0 = False
+    merged = one_decimal = v0 = early_v1 = named_v1 = trt_old = False
     cache_index = 0
+    named_version: str | None = None
+    prefix_caching: bool | None = None
 
     def add(figure: str, value: float, text: str, unit: str, no: int, line: str) -> None:
         found.append(Logged(figure=figure, value=value, text=text, unit=unit, line_no=no, line=line.strip()))
 
     for no, line in enumerate(text.splitlines(), start=1):
+        if named_version is None and (m := VLLM_VERSION.search(line)):
+            named_version = m[1]
+            named_v1 = "V1 LLM engine" in line
+        if m := VLLM_PREFIX_CACHING.search(line):
+            prefix_caching = m[1] == "True"
         if m := VLLM_AVAILABLE.search(line):
             engines.append("vllm")
             add("available_kv_bytes", float(m[1]) * GiB, m[1], "GiB", no, line)
@@ -97,7 +122,7 @@ def parse_log(text: str) -> ParsedLog:
         if m := VLLM_CONCURRENCY.search(line):
             engines.append("vllm")
             add("max_concurrency", float(m[2]), m[2], "x", no, line)
-            v0 = v0 or ("," not in m[1] and int(m[1]) >= 1000)
+            v0 = v0 or ("," not in m[1] and int(m[1]) >= 1000 and not early_v1)
         if m := VLLM_NEEDED.search(line):
             engines.append("vllm")
             add("kv_bytes_per_request", float(m[1]) * GiB, m[1], "GiB", no, line)
@@ -105,7 +130,10 @@ def parse_log(text: str) -> ParsedLog:
             add("estimated_max_model_len", int(m[1]), m[1], "tokens", no, line)
         if m := VLLM_V0_BLOCKS.search(line):
             engines.append("vllm")
-            v0 = True
+            if VLLM_V0_CPU_BLOCKS.search(line):
+                v0 = True
+            else:
+                early_v1 = True
             add("num_blocks", int(m[1]), m[1], "blocks", no, line)
         if m := VLLM_V0_TOKENS.search(line):
             add("gpu_kv_cache_tokens", int(m[1]), m[1], "tokens", no, line)
@@ -140,6 +168,14 @@ def parse_log(text: str) -> ParsedLog:
         if m := TRT_BLOCK.search(line):
             engines.append("trtllm")
             add("tokens_per_block", int(m[1]), m[1], "tokens", no, line)
+        if m := TRT_OLD_ALLOCATE.search(line):
+            engines.append("trtllm")
+            trt_old = True
+            add("allocated_bytes", int(m[1]), m[1], "bytes", no, line)
+        if m := TRT_OLD_TOKENS.search(line):
+            engines.append("trtllm")
+            trt_old = True
+            add("paged_kv_max_tokens", int(m[1]), m[1], "tokens", no, line)
         if m := TRT_ALLOCATED.search(line):
             engines.append("trtllm")
             # NOTE: the PyTorch backend logs a warm-up pool first; the last Allocated line is the real one.
@@ -150,17 +186,28 @@ def parse_log(text: str) -> ParsedLog:
         raise InputError(
             "the log has none of the KV cache lines kvplan reads",
             "paste the engine's start-up log: vLLM 'Available KV cache memory' / 'GPU KV cache size', SGLang 'KV Cache "
-            "is allocated', llama.cpp 'llama_kv_cache: size =', TensorRT-LLM 'Allocated ... paged KV cache'",
+            "is allocated', llama.cpp 'llama_kv_cache: size =', TensorRT-LLM 'Allocated ... paged KV cache' (0.8: "
+            "'Allocate N bytes for k/v cache')",
         )
     kinds = sorted(set(engines))
     if len(kinds) > 1:
         raise InputError(f"the log mixes lines of {', '.join(kinds)}", "pass the start-up log of one engine")
-    version = None
+    version = "0.8" if kinds == ["trtllm"] and trt_old else None
+    if kinds != ["vllm"]:
+        named_version = prefix_caching = None
     if kinds == ["vllm"]:
-        version = "0.6" if v0 else "0.33" if merged else "0.21" if one_decimal else None
-    return ParsedLog(engine=kinds[0], figures=tuple(found), version_hint=version, merged_line=merged)
+        if early_v1:
+            v0 = False  # the concurrency line without separators is V0's form and early V1's alike
+        version = "0.7-v1" if early_v1 else "0.6" if v0 else "0.33" if merged else "0.21" if one_decimal else None
+        if named_version is not None and named_v1 and version_tuple(named_version, engine="vllm")[:2] < (0, 8):
+            named_version += "-v1"  # "Initializing a V1 LLM engine (v0.7.3)": VLLM_USE_V1=1 before 0.8
+    return ParsedLog(engine=kinds[0], figures=tuple(found), version_hint=version, merged_line=merged,
+                     version=named_version, prefix_caching=prefix_caching)
 
 
+#: A llama.cpp device buffer over its K/V tensors by at most this is the backend's per-tensor alignment padding
+#: (ik_llama.cpp PR #370: +0.02 MiB per buffer), not a different layer split.
+LLAMA_PADDING_BYTES = MiB // 10
 #: Largest log --compare-log reads: an engine's start-up log is kilobytes; a day of serving logs is not needed.
 MAX_LOG_BYTES = 64 * 1024**2
 
@@ -207,10 +254,35 @@ def read_log(path: Any, engine: str, gpu: str | None, kv_budget: str | None,
         kv_budget = str(int(available.value))
         notes.append(f"KV budget read from the log: {available.text} GiB (line {available.line_no}); logged GiB are "
                      "rounded, so the budget is known to +-0.005 GiB only: pass --kv-budget in bytes to pin it")
-    if engine_version is None and parsed.version_hint is not None:
+    pool = parsed.first("allocated_bytes")
+    if kv_budget is None and gpu is None and parsed.engine == "trtllm" and pool is not None:
+        kv_budget = str(int(pool.value))
+        notes.append(f"KV budget read from the log: the pool TensorRT-LLM allocated, {pool.text} "
+                     f"{'bytes' if pool.unit == 'bytes' else 'GiB (rounded: known to +-0.005 GiB)'} (line "
+                     f"{pool.line_no})")
+    if kv_budget is None and gpu is None and parsed.engine == "llama.cpp":
+        logged = _llamacpp_logged_bytes(parsed)
+        if logged:
+            # NOTE: llama.cpp sizes its cache by -c/-np, not by free memory: the log's own buffers are the budget.
+            kv_budget = str(logged)
+            notes.append(f"KV budget read from the log: its KV buffers, {logged / MiB:,.2f} MiB (each figure rounded "
+                         "to 0.01 MiB, taken at its upper end); llama.cpp sizes its cache by -c and -np, so the "
+                         "comparison needs no GPU")
+    if engine_version is None and parsed.version is not None:
+        engine_version = parsed.version
+        notes.append(f"--engine-version {engine_version}: the version the log names")
+    elif engine_version is None and parsed.version_hint is not None:
         engine_version = parsed.version_hint
         notes.append(f"--engine-version {engine_version}: the form of the log's lines")
     return parsed, kv_budget, engine_version, notes
+
+
+def _llamacpp_logged_bytes(parsed: ParsedLog) -> int:
+    """The KV bytes a llama.cpp log shows: its per-device buffers, else its caches' K + V, each at the top of its
+    0.01 MiB rounding (0 when it shows none)."""
+    buffers = [f for f in parsed.figures if f.figure.startswith("buffer:")]
+    sizes = buffers or [f for f in parsed.figures if f.figure.endswith(("k_bytes", "v_bytes"))]
+    return int(sum(f.value + 0.005 * MiB for f in sizes))
 
 
 # ---- comparison ---------------------------------------------------------------------------------------
@@ -222,6 +294,8 @@ def _printed(value: float, unit: str, like: str) -> str:
         return f"{scaled:.{decimals}f}" if decimals == 2 else str(round(scaled, 2))
     if unit == "x":
         return f"{value:.2f}"
+    if unit == "bytes":
+        return str(int(value))
     return f"{int(value):,}" if "," in like else str(int(value))
 
 
@@ -277,10 +351,12 @@ def _cause(f: Logged, report: dict[str, Any], parsed: ParsedLog) -> str:
     if engine == "vllm" and f.figure == "gpu_kv_cache_tokens":
         return _vllm_tokens_cause(f, report, parsed)
     if engine == "vllm" and f.figure == "max_concurrency":
-        if parsed.first("max_concurrency") and _groups(report) > 1:
+        cause = _budget_cause(f, report, parsed, explains=_rounding_gives_concurrency(f, report, parsed))
+        if cause.startswith("the budget") and _groups(report) > 1:
             return ("--max-num-batched-tokens: a sliding/chunked group needs min(W - 1 + max_num_batched_tokens, T) per "
-                    "request (vLLM's default depends on version, GPU and usage context); or the budget")
-        return _budget_cause(f, report, parsed) + "; or --max-model-len"
+                    "request (vLLM's default depends on version, GPU and usage context); --enable-prefix-caching: a "
+                    "recurrent-state group holds 2 pages per request; or the budget")
+        return cause
     if engine == "sglang":
         if f.figure == "max_total_num_tokens":
             return ("the budget: SGLang sizes from free memory x --mem-fraction-static after weights; pass --kv-budget "
@@ -291,6 +367,12 @@ def _cause(f: Logged, report: dict[str, Any], parsed: ParsedLog) -> str:
         if f.figure.endswith("cells"):
             return "-c/-np (per-slot context padded to 256), -kvu, -ub (SWA cache slack), or --swa-full"
         if f.figure.startswith("buffer:"):
+            predicted = _predicted(report["capacity"]["engine_log"], f.figure)
+            if predicted is not None and 0 < f.value - predicted <= LLAMA_PADDING_BYTES:
+                return (f"backend padding, not the layer split: the device buffer is {(f.value - predicted) / MiB:.2f} "
+                        "MiB over the K/V tensors' bytes because the backend rounds each tensor's allocation up to its "
+                        "alignment (ik_llama.cpp PR #370 logs 816.02 / 782.02 MiB for 816.00 / 782.00 MiB of tensors); "
+                        "the cache itself is as predicted")
             return "the layer split: --tensor-split/-ts (llama.cpp's default splits by free memory per device), or -ngl"
         return "-ctk/-ctv (cache types), flash attention (V transposed), or a layer count (MTP/NextN layers excluded)"
     if engine == "trtllm":
@@ -330,13 +412,31 @@ def _vllm_tokens_cause(f: Logged, report: dict[str, Any], parsed: ParsedLog) -> 
     return _budget_cause(f, report, parsed)
 
 
-def _budget_cause(f: Logged, report: dict[str, Any], parsed: ParsedLog) -> str:
+def _budget_cause(f: Logged, report: dict[str, Any], parsed: ParsedLog, *, explains: bool = True) -> str:
+    """The budget as the cause; its rounding only when a budget within the logged GiB's rounding (``explains``)
+    can give the logged figure."""
     logged = parsed.first("available_kv_bytes")
     given = report["inputs"]["kv_budget_bytes"]
     if logged is not None and given is not None and abs(given - logged.value) <= 0.005 * GiB:
-        return (f"rounding of the logged {logged.text} GiB: it stands for any budget within +-0.005 GiB, several "
-                "blocks either way; pass the exact --kv-budget in bytes to pin it")
+        if explains:
+            return (f"rounding of the logged {logged.text} GiB: it stands for any budget within +-0.005 GiB, several "
+                    "blocks either way; pass the exact --kv-budget in bytes to pin it")
+        return (f"not the budget: no budget within the logged {logged.text} GiB's rounding gives {f.text}; the blocks "
+                "one request needs differ: --max-model-len, --max-num-batched-tokens (sliding layers), "
+                "--enable-prefix-caching (recurrent-state layers), --block-size or --kv-dtype")
     return "the budget, or --block-size / --kv-dtype / --max-model-len"
+
+
+def _rounding_gives_concurrency(f: Logged, report: dict[str, Any], parsed: ParsedLog) -> bool:
+    """Whether some block count within the logged budget's +-0.005 GiB prints the logged concurrency."""
+    log, cap = report["capacity"]["engine_log"], report["capacity"]
+    avail, blocks = parsed.first("available_kv_bytes"), log["num_blocks"] or 0
+    if avail is None or not blocks or not cap["max_concurrency"]:
+        return True  # nothing to check against: the rounding stays a candidate
+    per_block = log["bytes_per_block"] or report["budget"]["kv_bytes_per_gpu"] / blocks
+    per_request = blocks / cap["max_concurrency"]
+    lo, hi = int((avail.value - 0.005 * GiB) // per_block), int((avail.value + 0.005 * GiB) // per_block)
+    return any(f"{b / per_request:.2f}" == f.text for b in range(lo, hi + 1))
 
 
 def _groups(report: dict[str, Any]) -> int:

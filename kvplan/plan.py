@@ -153,6 +153,8 @@ FIELDS: dict[str, Field] = {
         Field(name="ubatch_size", kind="inputs", types=_INT, expects="a positive integer", resolve=_positive_int),
         Field(name="kv_unified", kind="inputs", types=_BOOL, expects="true or false"),
         Field(name="no_mla", kind="inputs", types=_BOOL, expects="true or false"),
+        Field(name="enable_prefix_caching", kind="inputs", types=_BOOL, expects="true or false (unset: the vLLM "
+              "version's default)"),
         Field(name="cache_type_v", kind="inputs", types=(str,), expects="a llama.cpp cache type such as q8_0",
               resolve=_str),
         Field(name="swa_full_tokens_ratio", kind="inputs", types=_NUMBER, expects="a number such as 0.8",

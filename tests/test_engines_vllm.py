@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kvplan.errors import InputError
-from kvplan.units import cdiv
+from kvplan.units import GiB, cdiv
 from tests.conftest import BF16, FP16, KV
 from tests.engine_runs import run
 
@@ -104,3 +104,137 @@ def test_tp_must_divide_the_query_heads(engine: str, tp: int, ok: bool) -> None:
     else:
         with pytest.raises(InputError, match=f"cannot split 32 query heads over --tensor-parallel-size {tp}"):
             run("meta-llama__Llama-3.1-8B", engine, seq_len=4096, tp=tp)
+# ---- prefix caching on hybrid models: mamba_cache_mode "align" -------------------------------------------------
+# https://github.com/noonghunna/club-3090/issues/652 (vLLM 0.24.0, Qwen3.6-35B-A3B NVFP4 = Qwen3.5-35B-A3B's cache
+# geometry, fp8 KV, RTX 5090, max_model_len 131072, non-default args {... 'enable_prefix_caching': True ...}):
+#   [gpu_worker.py:508] Available KV cache memory: 6.01 GiB
+#   [kv_cache_utils.py:2146] GPU KV cache size: 569,878 tokens
+#   [kv_cache_utils.py:2147] Maximum concurrency for 131,072 tokens per request: 4.35x
+# and noonghunna/club-3090#612 (the same server, 5.98 GiB): 567,978 tokens, 4.33x.
+QWEN35_ATTN_TOKEN = KV * 2 * 256 * 1  # K+V * kv heads * head dim * fp8 = 1,024 B per layer
+QWEN35_GDN_PAGE = 3 * (2 * 16 * 128 + 32 * 128) * BF16 + 32 * 128 * 128 * 4  # conv (d_conv-1, 2*H_k*d_k + H_v*d_v) bf16 + ssm fp32
+QWEN35_BLOCK = 16 * cdiv(QWEN35_GDN_PAGE, 16 * QWEN35_ATTN_TOKEN)  # attention page >= Mamba page: 2,096 tokens
+
+
+def _qwen35_capacity(budget: int, version: str, caching: bool | None):
+    import kvplan
+    from tests.conftest import shared_config_path
+
+    return kvplan.capacity(str(shared_config_path("Qwen__Qwen3.5-35B-A3B")), kv_dtype="fp8", max_model_len=131072,
+                           kv_budget=budget, engine_version=version, enable_prefix_caching=caching).capacity
+
+
+@pytest.mark.parametrize(("budget_gib", "tokens", "concurrency"), [(6.01, 569_878, "4.35"), (5.98, 567_978, "4.33")])
+def test_club_3090_652_prefix_caching_holds_two_state_pages(budget_gib, tokens, concurrency) -> None:
+    assert (QWEN35_GDN_PAGE, QWEN35_BLOCK) == (2_146_304, 2096)
+    page = QWEN35_BLOCK * QWEN35_ATTN_TOKEN  # = the Mamba page: one block of one layer
+    budget = int(budget_gib * GiB)
+    num_blocks = budget // (page * 10)  # 10 attention + 30 GDN layers: 4 groups of 10 share 10 tensors
+    per_request = cdiv(131072, QWEN35_BLOCK) + 3 * 2  # attention blocks + 3 GDN groups x 2 pages (align mode)
+    assert (num_blocks, per_request) == ((300, 69) if budget_gib == 6.01 else (299, 69))
+    cap = _qwen35_capacity(budget, "0.24", True)
+    assert (cap.num_blocks, cap.max_concurrency) == (num_blocks, num_blocks / per_request)
+    assert int(num_blocks / per_request * 131072) == tokens
+    assert cap.engine_log["lines"][1:] == [f"GPU KV cache size: {tokens:,} tokens",
+                                           f"Maximum concurrency for 131,072 tokens per request: {concurrency}x"]
+    assert any("mamba_cache_mode 'align'" in n for n in cap.notes)
+
+
+def test_prefix_caching_default_for_hybrid_models_by_version() -> None:
+    """Opt-in before 0.28 (arg_utils "keep it opt-in for now"), on from 0.28; --no-enable-prefix-caching: 1 page."""
+    budget = int(6.01 * GiB)
+    one_page = 300 / (cdiv(131072, QWEN35_BLOCK) + 3)  # 66 blocks per request: kvplan's old answer, 4.55x
+    assert _qwen35_capacity(budget, "0.24", None).max_concurrency == one_page
+    assert _qwen35_capacity(budget, "0.27", None).max_concurrency == one_page
+    assert _qwen35_capacity(budget, "0.28", None).max_concurrency == 300 / 69
+    assert _qwen35_capacity(budget, "0.33", False).max_concurrency == one_page
+    # before 0.14 vLLM had no align mode (vllm#30877): one page, and a note says why
+    old = _qwen35_capacity(budget, "0.11", True)
+    assert old.max_concurrency == one_page and any("no 'align' Mamba cache mode" in n for n in old.notes)
+
+
+def test_prefix_caching_leaves_attention_only_models_alone() -> None:
+    plain = run("meta-llama__Llama-3.1-8B", "vllm", seq_len=20000)
+    cached = run("meta-llama__Llama-3.1-8B", "vllm", seq_len=20000, enable_prefix_caching=True)
+    assert cached.kv_cache_bytes == plain.kv_cache_bytes == cdiv(20000, 16) * 16 * 32 * KV * 8 * 128 * BF16
+
+
+# ---- the derived budget of early V1 (vLLM 0.7 with VLLM_USE_V1=1) ------------------------------------------------
+def test_vllm_12569_early_v1_budget_terms_and_their_honest_gap() -> None:
+    """vllm PR #12569 (V1 at 0.7, Llama-3.1-70B w8a8, 67.72 GiB of weights, util 0.98, max-model-len 2048) logs
+    "# GPU blocks: 1381" and 10.79x. Early V1's profile run has no sampler: its peak is the dummy forward or the
+    logits of max_num_batched_tokens rows. kvplan derives 1,531 blocks (V1's later sampler rule gave 962-1,005, V0's
+    1,580) and says how far the published log is."""
+    import kvplan
+
+    cap = kvplan.capacity("meta-llama/Llama-3.1-70B", gpu="H100", weights_bytes="67.72GiB",
+                          gpu_memory_utilization=0.98, max_model_len=2048, engine_version="0.7-v1").capacity
+    terms = {t.name: t.bytes for t in cap.budget.terms}
+    forward = 8192 * (3 * 28672 + 10240 + 2 * 8192) * BF16  # tokens x (3 x mlp + qkv + 2 x hidden) x bf16
+    logits = 8192 * (128256 + 8192) * BF16  # tokens x (vocab logits + hidden states) x bf16
+    assert terms == {"dummy forward": forward, "dummy logits": logits, "non-torch memory": 256 * 1024**2}
+    page = 16 * 80 * KV * 8 * 128 * BF16  # block * layers * K+V * kv heads * head dim * bf16 = 5 MiB
+    usable = int(84_943_715_697 * 0.98)  # H100 79.11 GiB x gpu_memory_utilization
+    kv = usable - int(67.72 * GiB) - max(forward, logits) - 256 * 1024**2
+    assert cap.num_blocks == kv // page == 1531
+    assert cap.engine_log["lines"][0] == "# GPU blocks: 1531"
+    assert any("vllm PR #12569" in n and "1,381 blocks where this rule gives 1,531" in n for n in cap.notes)
+
+
+# ---- the maximum context vLLM derives (ModelConfig._get_and_verify_max_len) -------------------------------------
+QWEN3_YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}  # Qwen3's model card
+
+
+@pytest.mark.parametrize("key", ["rope_scaling", "rope_parameters"])  # transformers 4 and 5 spellings
+def test_vllm_applies_yarn_to_the_maximum_context(tmp_path, key) -> None:
+    """issue 26 item 4: a yarn factor 4 over 32,768 is vLLM's 131,072; the ideal formula keeps the config's length."""
+    import json
+
+    import kvplan
+    from tests.conftest import shared_config
+
+    config = {**shared_config("Qwen__Qwen3-8B"), "max_position_embeddings": 32768, "rope_scaling": None,
+              key: {**QWEN3_YARN, "rope_theta": 1_000_000.0}}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    vllm = kvplan.capacity(str(path), kv_budget="10GiB")
+    assert vllm.capacity.max_model_len == 32768 * 4 == 131_072  # original_max_position_embeddings x factor
+    assert f"{key}.original_max_position_embeddings 32,768 x {key}.factor 4 (yarn" in vllm.capacity.max_model_len_source
+    assert kvplan.estimate(str(path), engine="vllm").seq_len == 131_072
+    assert kvplan.estimate(str(path), engine="ideal").seq_len == 32768
+
+
+def test_vllm_leaves_llama3_and_gemma3_lengths_alone() -> None:
+    """llama3/su/longrope factors are not applied, and Gemma-3's 131,072 is already scaled (linear factor 8)."""
+    import kvplan
+    from tests.conftest import shared_config_path
+
+    assert kvplan.estimate(str(shared_config_path("meta-llama__Llama-3.1-8B")), engine="vllm").seq_len == 131_072
+    assert kvplan.estimate(str(shared_config_path("google__gemma-3-27b-it")), engine="vllm").seq_len == 131_072
+
+
+# ---- tensor parallelism: the pool is the minimum over ranks -----------------------------------------------------
+def test_kv_budget_per_rank_sizes_the_pool_by_the_smallest_rank() -> None:
+    """vLLM (V0 and V1) takes the minimum of the workers' blocks and SGLang the minimum over TP ranks, while a log
+    often quotes one rank's budget: --kv-budget takes one budget per rank (vLLM's global order, stage-major)."""
+    import kvplan
+
+    tp4_page = 16 * 80 * KV * (8 // 4) * 128 * BF16  # block * layers * K+V * kv heads per rank * head dim * bf16
+    cap = kvplan.capacity("meta-llama/Llama-3.1-70B", tp=4, max_model_len=8192,
+                          kv_budget="10GiB,9.5GiB,10GiB,10GiB").capacity
+    assert cap.num_blocks == int(9.5 * GiB) // tp4_page == 7782  # rank 1 decides
+    assert cap.inputs.kv_budget_bytes == int(9.5 * GiB)
+    assert cap.num_blocks == kvplan.capacity("meta-llama/Llama-3.1-70B", tp=4, max_model_len=8192,
+                                             kv_budget=int(9.5 * GiB)).capacity.num_blocks
+    # tp 2 x pp 2: stage 0 (ranks 0, 1) has 9.5 GiB at most, stage 1 (ranks 2, 3) 12 GiB; each stage holds 40 layers
+    stage_page = 16 * 40 * KV * (8 // 2) * 128 * BF16
+    staged = kvplan.capacity("meta-llama/Llama-3.1-70B", tp=2, pp=2, max_model_len=8192,
+                             kv_budget=["10GiB", "9.5GiB", "12GiB", "12GiB"]).capacity
+    assert staged.num_blocks == min(int(9.5 * GiB) // stage_page, 12 * GiB // stage_page) == 7782
+
+
+def test_kv_budget_per_rank_needs_one_per_rank() -> None:
+    import kvplan
+
+    with pytest.raises(InputError, match="lists 3 budgets for tp 4 x pp 1 = 4 ranks"):
+        kvplan.capacity("meta-llama/Llama-3.1-70B", tp=4, kv_budget="10GiB,9GiB,9GiB")

@@ -102,7 +102,7 @@ def test_gguf_block_count_is_priced_or_refused_by_the_layer_limit(blocks: int, k
         body += _s(key) + struct.pack("<II", 4, value)
     path = tmp_path / "m.gguf"
     path.write_bytes(body)
-    result = run(["estimate", "-m", str(path), "--seq-len", "64", "--format", "json"])
+    result = run(["estimate", "-m", str(path), "--seq-len", "64", "--engine", "ideal", "--format", "json"])
     if blocks > MAX_LAYERS.maximum:
         assert result.exit_code == 2 and "past kvplan's limit" in result.stderr, result.stderr
     elif blocks == 0:

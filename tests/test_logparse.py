@@ -183,3 +183,136 @@ def test_compare_log_refuses_another_engines_log(runner, tmp_path) -> None:
                                  "--compare-log", str(path)])
     assert result.exit_code == 2
     assert "is a sglang log, but --engine is vllm" in result.output and "--engine sglang" in result.output
+
+
+# https://github.com/noonghunna/club-3090/issues/652 (vLLM 0.24.0, Qwen3.6-35B-A3B, fp8 KV, RTX 5090)
+CLUB_3090_652_LOG = """\
+(APIServer pid=1) INFO 07-09 02:56:25 [api_utils.py:273] non-default args: {'trust_remote_code': True, 'dtype': 'bfloat16', 'max_model_len': 131072, 'quantization': 'modelopt', 'kv_cache_dtype': 'fp8', 'enable_prefix_caching': True, 'max_num_batched_tokens': 8192, 'max_num_seqs': 1, 'enable_chunked_prefill': True}
+(EngineCore pid=107) INFO 07-09 02:56:41 [core.py:114] Initializing a V1 LLM engine (v0.24.0) with config: model='~/.cache/huggingface/qwen3.6-35b-a3b-nvfp4'
+(EngineCore pid=107) INFO 07-09 02:58:11 [gpu_worker.py:508] Available KV cache memory: 6.01 GiB
+(EngineCore pid=107) INFO 07-09 02:58:11 [kv_cache_utils.py:2146] GPU KV cache size: 569,878 tokens
+(EngineCore pid=107) INFO 07-09 02:58:11 [kv_cache_utils.py:2147] Maximum concurrency for 131,072 tokens per request: 4.35x
+"""
+
+
+def test_club_3090_652_log_names_its_version_and_prefix_caching(runner, tmp_path) -> None:
+    from conftest import shared_config_path
+
+    parsed = parse_log(CLUB_3090_652_LOG)
+    assert (parsed.version, parsed.prefix_caching) == ("0.24.0", True)
+    report = compare(runner, tmp_path, CLUB_3090_652_LOG, "-m", str(shared_config_path("Qwen__Qwen3.5-35B-A3B")),
+                     "--kv-dtype", "fp8", "--max-model-len", "131072")
+    assert report["log_comparison"]["differs"] == 0
+    assert [r["predicted"] for r in report["log_comparison"]["rows"]] == ["6.01", "569,878", "4.35"]
+    assert report["inputs"]["engine_version"] == "0.24.0"
+    assert any("enable_prefix_caching=True" in n for n in report["notes"])
+
+
+# ---- the cause a difference names -------------------------------------------------------------------
+def test_llamacpp_buffer_padding_is_not_the_layer_split(runner, tmp_path) -> None:
+    """ik_llama.cpp PR #370 logs its two CUDA KV buffers as 816.02 / 782.02 MiB for 816.00 / 782.00 MiB of K/V
+    tensors: the backend aligns each tensor's allocation. The same 0.02 MiB here, on one device."""
+    per_device = 32 * KV * 32 * 128 * 2 * 4096  # layers * K+V * kv heads * head dim * f16 * cells = 2048 MiB
+    log = (f"llama_kv_cache:      CUDA0 KV buffer size =  {per_device / MiB + 0.02:.2f} MiB\n"
+           "llama_kv_cache: size = 2048.00 MiB (  4096 cells,  32 layers,  1/1 seqs), K (f16): 1024.00 MiB, "
+           "V (f16): 1024.00 MiB\n")
+    report = compare(runner, tmp_path, log, "-m", "meta-llama/Llama-2-7b-hf", "--engine", "llama.cpp", "-c", "4096",
+                     "-np", "1")
+    buffer = rows(report)["buffer:CUDA0"]
+    assert (buffer["logged"], buffer["predicted"]) == ("2048.02", "2048.00")
+    assert buffer["cause"].startswith("backend padding, not the layer split")
+    # 64 MiB off is a layer (2 of 32 layers' K/V): the layer split, as before
+    moved = compare(runner, tmp_path, log.replace("2048.02 MiB\n", "1984.00 MiB\n", 1), "-m", "meta-llama/Llama-2-7b-hf",
+                    "--engine", "llama.cpp", "-c", "4096", "-np", "1")
+    assert rows(moved)["buffer:CUDA0"]["cause"].startswith("the layer split")
+
+
+def test_llamacpp_log_needs_no_gpu_or_budget(runner, tmp_path) -> None:
+    """issue 22: llama.cpp sizes its cache by -c and -np, so a llama.cpp log is compared with no --gpu/--kv-budget."""
+    log = ("llama_kv_cache: size = 2048.00 MiB (  4096 cells,  32 layers,  1/1 seqs), K (f16): 1024.00 MiB, "
+           "V (f16): 1024.00 MiB\n")
+    report = compare(runner, tmp_path, log, "-m", "meta-llama/Llama-2-7b-hf", "--engine", "llama.cpp", "-c", "4096")
+    assert report["log_comparison"]["differs"] == 0
+    assert report["inputs"]["kv_budget_bytes"] == int(2 * (1024 + 0.005) * MiB)  # K + V, each at its rounding's top
+    assert any("llama.cpp sizes its cache by -c and -np" in n for n in report["notes"])
+
+
+def test_budget_rounding_named_only_when_it_can_explain_the_gap(runner, tmp_path) -> None:
+    """The club-3090#652 log read without --enable-prefix-caching: 6.01 GiB +- 0.005 is 299-301 blocks, 4.53x-4.56x
+    at 66 blocks a request, never the logged 4.35x: the cause is the blocks a request needs, not the rounding."""
+    from conftest import shared_config_path
+
+    log = CLUB_3090_652_LOG.replace("'enable_prefix_caching': True, ", "")
+    report = compare(runner, tmp_path, log, "-m", str(shared_config_path("Qwen__Qwen3.5-35B-A3B")), "--kv-dtype", "fp8",
+                     "--max-model-len", "131072", "--engine-version", "0.24")
+    cause = rows(report)["max_concurrency"]["cause"]
+    assert rows(report)["max_concurrency"]["predicted"] == f"{300 / 66:.2f}" == "4.55"
+    assert cause.startswith("not the budget") and "--enable-prefix-caching" in cause
+    # the logged budget's rounding does explain a neighbouring figure: 299 / 66 = 4.53x
+    near = compare(runner, tmp_path, log.replace("4.35x", "4.53x"), "-m", str(shared_config_path("Qwen__Qwen3.5-35B-A3B")),
+                   "--kv-dtype", "fp8", "--max-model-len", "131072", "--engine-version", "0.24")
+    assert rows(near)["max_concurrency"]["cause"].startswith("rounding of the logged 6.01 GiB")
+
+
+# vllm PR #12569 (vLLM 0.7 with VLLM_USE_V1=1, Llama-3.1-70B w8a8, 67.72 GiB of weights, util 0.98, max-model-len
+# 2048): early V1 prints V0's block line without its CPU blocks.
+VLLM_12569_LOG = """\
+INFO 01-30 [kv_cache_utils.py:400] # GPU blocks: 1381
+INFO 01-30 [kv_cache_utils.py:403] Maximum concurrency for 2048 tokens per request: 10.79x
+"""
+
+
+def test_vllm_12569_early_v1_log_is_not_read_as_v0(runner, tmp_path) -> None:
+    parsed = parse_log(VLLM_12569_LOG)
+    assert parsed.version_hint == "0.7-v1"
+    assert parse_log(VLLM_10517_LOG).version_hint == "0.6"  # V0 prints '# GPU blocks: N, # CPU blocks: C'
+    assert parse_log("Initializing a V1 LLM engine (v0.7.3) with config: model=...\n# GPU blocks: 9").version == "0.7.3-v1"
+    page = 16 * 80 * KV * 8 * 128 * BF16  # block * layers * K+V * kv heads * head dim * bf16 = 5 MiB
+    report = compare(runner, tmp_path, VLLM_12569_LOG, "-m", "meta-llama/Llama-3.1-70B", "--max-model-len", "2048",
+                     "--kv-budget", str(1381 * page))
+    assert report["inputs"]["engine_version"] == "0.7-v1"
+    assert report["capacity"]["engine_log"]["lines"] == ["# GPU blocks: 1381",
+                                                         "Maximum concurrency for 2048 tokens per request: 10.79x"]
+    assert report["log_comparison"]["differs"] == 0
+    assert f"{1381 * 16 / 2048:.2f}" == "10.79"  # num_blocks * block_size / max_model_len
+
+
+# https://github.com/NVIDIA/TensorRT-LLM/issues/1400 (TensorRT-LLM 0.8, a smoothquant 7B engine on an A100)
+TRT_1400_LOG = """\
+[TensorRT-LLM][INFO] [MemUsageChange] TensorRT-managed allocation in IExecutionContext creation: CPU +0, GPU +0, now: CPU 0, GPU 6683 (MiB)
+[TensorRT-LLM][INFO] Allocate 69524783104 bytes for k/v cache.
+[TensorRT-LLM][INFO] Using 132608 tokens in paged KV cache.
+"""
+
+
+def test_trtllm_1400_v0_8_lines_are_read_and_match(runner, tmp_path) -> None:
+    parsed = parse_log(TRT_1400_LOG)
+    assert (parsed.engine, parsed.version_hint) == ("trtllm", "0.8")
+    per_token = 32 * KV * 32 * 128 * 2  # layers * K+V * kv heads * head dim * fp16 = 512 KiB (Llama-2-7B geometry)
+    assert 132_608 * per_token == 69_524_783_104
+    report = compare(runner, tmp_path, TRT_1400_LOG, "-m", "meta-llama/Llama-2-7b-hf", "--engine", "trtllm")
+    assert report["inputs"]["kv_budget_bytes"] == 69_524_783_104  # the pool the log allocated, no GPU needed
+    assert report["capacity"]["engine_log"]["lines"] == [
+        "[TensorRT-LLM][INFO] Allocate 69524783104 bytes for k/v cache.",
+        "[TensorRT-LLM][INFO] Using 132608 tokens in paged KV cache."]
+    assert report["log_comparison"]["matches"] == 2 and report["log_comparison"]["differs"] == 0
+
+
+def test_llamacpp_22319_deepseek_v4_raw_cache_holds_no_layers(runner, tmp_path) -> None:
+    """ggml-org/llama.cpp#22319 (DeepSeek-V4, -c 393216 -np 4 -kvu): llama_kv_cache_dsv4's raw iSWA cache logs its
+    non-SWA part with the whole context and 0 layers; every layer is windowed (src/llama-kv-cache-dsv4.cpp)."""
+    from conftest import shared_config_path
+
+    report = compare(runner, tmp_path, LLAMA_22319_LOG, "-m", str(shared_config_path("deepseek-ai__DeepSeek-V4-Flash")),
+                     "--engine", "llama.cpp", "-c", "393216", "-np", "4", "-kvu")
+    by = rows(report)
+    assert (by["cache0:cells"]["predicted"], by["cache0:layers"]["predicted"]) == ("393216", "0")
+    assert report["log_comparison"]["differs"] == 0
+    caches = {c["name"]: c for c in report["capacity"]["engine_log"]["llama_caches"]}
+    kv_size = 393216  # -kvu: n_ctx_seq = n_ctx, and each of the 4 streams gets it (the DSV4 caches never unify)
+    swa_cells = -(-min(kv_size, 128 + 512) // 256) * 256  # GGML_PAD(min(kv_size, n_swa + n_ubatch), 256) = 768
+    assert caches["swa"]["cells"] == swa_cells and caches["swa"]["layers"] == 43
+    assert caches["swa"]["k_bytes"] == swa_cells * 4 * 43 * 512 * 2  # cells * streams * layers * head_dim * f16
+    assert (caches["csa"]["cells"], caches["csa"]["layers"]) == (kv_size // 4, 21)  # GGML_PAD(cdiv(kv_size, 4), 256)
+    assert (caches["hca"]["cells"], caches["hca"]["layers"]) == (kv_size // 128, 20)
+    assert caches["lid"]["k_bytes"] == kv_size // 4 * 4 * 21 * 128 * 2  # lightning-indexer keys of 128

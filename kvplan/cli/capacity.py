@@ -31,6 +31,7 @@ from kvplan.cli.options import (
     NoWindowOpt,
     OutputOpt,
     PpOpt,
+    PrefixCachingOpt,
     QuantizationOpt,
     RevisionOpt,
     StrictOpt,
@@ -67,7 +68,8 @@ FreeFracOpt = Annotated[float | None, typer.Option("--free-gpu-memory-fraction",
 ReserveOpt = Annotated[str | None, typer.Option("--reserve", help="Memory per GPU kept for activations and "
                        "overhead, replacing kvplan's estimate (e.g. 2GiB).")]
 KvBudgetOpt = Annotated[str | None, typer.Option("--kv-budget", help="KV bytes per GPU as the engine logs them "
-                        "(vLLM 'Available KV cache memory'), skipping the budget rule: e.g. 3.8125GiB.")]
+                        "(vLLM 'Available KV cache memory'), skipping the budget rule: e.g. 3.8125GiB; or one per "
+                        "rank, comma-separated (10GiB,9.5GiB): the pool is sized by the rank with the least room.")]
 WeightsBytesOpt = Annotated[str | None, typer.Option("--weights-bytes", help="Checkpoint size, overriding the "
                             "count from config.json (e.g. 16GB).")]
 WeightsFromOpt = Annotated[str, typer.Option("--weights-from", help="auto (Hub safetensors metadata for Hub models "
@@ -81,8 +83,9 @@ DtypeOpt = Annotated[str, typer.Option("--dtype", help="Weight dtype, as vLLM's 
                     "vLLM, SGLang, TensorRT-LLM and llama.cpp serve float32 checkpoints in 16 bits, transformers "
                     "keeps them), bfloat16, float16 (half) or float32 (float).")]
 EngineVersionOpt = Annotated[str | None, typer.Option("--engine-version", help="The engine release whose log lines "
-                            "engine_log prints: vLLM 0.6 (V0), 0.11 (0.10-0.20 token formula), 0.33 (default); "
-                            "SGLang 0.5.23 (default), older omit dtype.")]
+                            "engine_log prints (and vLLM's budget and prefix-caching defaults): vLLM 0.6 (V0), 0.7-v1 "
+                            "(0.7 with VLLM_USE_V1=1), 0.11 (0.10-0.20 token formula), 0.33 (default); SGLang 0.5.23 "
+                            "(default), older omit dtype; TensorRT-LLM 0.8 (Allocate N bytes lines).")]
 DpOpt = Annotated[int, typer.Option("--data-parallel-size", "--dp", min=1, help="Data-parallel ranks, as vLLM's "
                   "--data-parallel-size and SGLang's --dp; answers are per rank.")]
 DpAttentionOpt = Annotated[bool, typer.Option("--enable-dp-attention", help="SGLang --enable-dp-attention (attention "
@@ -158,6 +161,7 @@ def capacity(
     cache_type_k: CacheTypeKOpt = None,
     cache_type_v: CacheTypeVOpt = None,
     no_window: NoWindowOpt = False,
+    enable_prefix_caching: PrefixCachingOpt = None,
     no_mla: NoMlaOpt = False,
     ubatch_size: UbatchOpt = None,
     tensor_split: TensorSplitOpt = None,
@@ -198,7 +202,7 @@ def capacity(
         token=token, gguf_file=gguf_file, cache_type_k=cache_type_k, cache_type_v=cache_type_v, no_window=no_window,
         no_mla=no_mla, strict=strict, allow_defaults=allow_defaults, n_gpu_layers=n_gpu_layers, flash_attn=flash_attn, no_kv_offload=no_kv_offload,
         enforce_eager=enforce_eager, quantization=quantization, cpu_offload_gb=cpu_offload_gb,
-        max_num_seqs=max_num_seqs, cmd=cmd,
+        max_num_seqs=max_num_seqs, cmd=cmd, enable_prefix_caching=enable_prefix_caching,
     )
     report = result.to_dict()
     if plot is not None:

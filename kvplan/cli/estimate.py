@@ -38,6 +38,7 @@ from kvplan.cli.options import (
     OutputOpt,
     ParallelOpt,
     PpOpt,
+    PrefixCachingOpt,
     PromptLenOpt,
     QuantGroupSizeOpt,
     ResidualLengthOpt,
@@ -97,6 +98,7 @@ def estimate(
     share_prefix: SharePrefixOpt = False,
     shared_prefix_tokens: SharedPrefixTokensOpt = None,
     no_window: NoWindowOpt = False,
+    enable_prefix_caching: PrefixCachingOpt = None,
     quant_group_size: QuantGroupSizeOpt = 64,
     residual_length: ResidualLengthOpt = 128,
     offload: OffloadOpt = None,
@@ -134,7 +136,7 @@ def estimate(
         max_num_seqs=max_num_seqs, ubatch_size=ubatch_size, kv_unified=kv_unified, cache_type_k=cache_type_k,
         cache_type_v=cache_type_v, no_mla=no_mla, swa_full_tokens_ratio=swa_full_tokens_ratio,
         max_cache_len=max_cache_len, strict=strict, allow_defaults=allow_defaults, ctx_size=ctx_size, parallel=parallel, n_gpu_layers=n_gpu_layers,
-        flash_attn=flash_attn, no_kv_offload=no_kv_offload, cmd=cmd,
+        flash_attn=flash_attn, no_kv_offload=no_kv_offload, cmd=cmd, enable_prefix_caching=enable_prefix_caching,
     )
     report = result.to_dict()
     emit(report, fmt, output, lazy_table("estimate_table", report) if fmt is Format.table else None,

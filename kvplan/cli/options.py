@@ -160,6 +160,10 @@ SharedPrefixTokensOpt = Annotated[Optional[str], typer.Option("--shared-prefix-t
 NoWindowOpt = Annotated[bool, typer.Option("--no-window", "--swa-full", help="Account sliding/chunked layers as full "
                         "attention, as vLLM --disable-hybrid-kv-cache-manager and llama.cpp --swa-full (its spelling "
                         "here too: the SWA cache gets as many cells as the base cache) do.")]
+PrefixCachingOpt = Annotated[Optional[bool], typer.Option(
+    "--enable-prefix-caching/--no-enable-prefix-caching", show_default=False,
+    help="vLLM's --enable-prefix-caching (default: the --engine-version's, on for hybrid models from 0.28): with it "
+         "each recurrent-state (Mamba, GDN) layer holds one more page per request (mamba_cache_mode align).")]
 QuantGroupSizeOpt = Annotated[int, typer.Option("--quant-group-size", min=1, help="Values per scale + zero point of "
                               "int8/int4/int2 KV (transformers q_group_size).")]
 ResidualLengthOpt = Annotated[int, typer.Option("--residual-length", min=1, help="Hugging Face QuantizedCache: recent "

@@ -334,10 +334,20 @@ class EngineProfile:
             return ctx.state_page_bytes
         return sum(spec.tensor_bytes(name, shape, ctx.state_dtype) for name, shape in spec.shapes)
 
+    def state_pages(self, dep: Deployment) -> int:
+        """Pages of recurrent state one sequence holds in a state layer (vLLM's "align" mode: 2)."""
+        return 1
+
+    def resolve_prefix_caching(self, requested: bool | None, version: str | None,
+                               layers: tuple[LayerSpec, ...]) -> tuple[bool, list[str]]:
+        """Prefix caching as this engine and ``version`` run it (``requested`` None: the engine's default), with
+        notes when it changes what kvplan sizes. Default: as requested (off when not), no effect on sizes."""
+        return bool(requested), []
+
     def layer_bytes(self, spec: LayerSpec, ctx: SizingContext) -> int:
         """Bytes of one layer on one rank for the whole batch."""
         if isinstance(spec, StateSpec):
-            return ctx.seqs * self.state_bytes(spec, ctx)
+            return ctx.seqs * self.state_bytes(spec, ctx) * self.state_pages(ctx.dep)
         if isinstance(spec, CompressedAttentionSpec):
             return ctx.seqs * self.compressed_bytes(spec, ctx)
         return self.token_slots(spec, ctx) * self.bytes_per_token(spec, ctx)
@@ -360,6 +370,10 @@ class EngineProfile:
         return self.source
 
     # ---- capacity ------------------------------------------------------------------------------
+    def model_max_len(self, geometry: ModelGeometry) -> tuple[int | None, str | None]:
+        """The model's maximum context as this engine derives it, and where it comes from (default: the config's)."""
+        return geometry.max_context_tokens, geometry.max_context_source
+
     def attention_tp(self, tp: int, dp: int) -> int:
         """The tensor-parallel width of one KV cache with data-parallel attention on (``--enable-dp-attention``)."""
         raise InputError(f"--enable-dp-attention has no meaning for --engine {self.name}",
@@ -428,6 +442,8 @@ class LogCache:
     """K bytes of one token in one layer on one rank (the whole row for MLA and indexer caches)."""
     v_bytes_per_token: int
     window: int | None = None
+    spec: LayerSpec | None = field(default=None, compare=False)
+    """The group's layer spec (engines whose caches depend on more than the rows, e.g. DeepSeek-V4's)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -469,8 +485,8 @@ class PoolFacts:
 
 
 def version_tuple(text: str, *, engine: str) -> tuple[int, ...]:
-    """``"0.11.0"`` -> ``(0, 11, 0)``; a leading ``v`` is accepted."""
-    parts = text.strip().lower().removeprefix("v").split(".")
+    """``"0.11.0"`` -> ``(0, 11, 0)``; a leading ``v`` and a ``-tag`` or ``+tag`` suffix (``0.7-v1``) are accepted."""
+    parts = text.strip().lower().removeprefix("v").partition("+")[0].partition("-")[0].split(".")
     try:
         return tuple(int(p) for p in parts if p != "")
     except ValueError:

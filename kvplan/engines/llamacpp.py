@@ -43,6 +43,22 @@ LLAMA_CPP_SWA_DISABLED = {
 LLAMA_CPP_UBATCH = 512
 
 
+#: llama.cpp's DeepSeek-V4 caches (``src/llama-kv-cache-dsv4.cpp``, llama-cpp-python 0.3.36's vendored llama.cpp):
+#: compressed-sparse (CSA) layers keep one entry per 4 tokens, heavily compressed (HCA) ones per 128.
+DSV4_CSA_RATIO, DSV4_HCA_RATIO = 4, 128
+
+
+def dsv4_state_bytes(spec: CompressedAttentionSpec) -> int:
+    """Float32 compressor state of one DeepSeek-V4 layer per stream (``llama_dsv4_comp_state``: a kv and a score
+    tensor of ``n_embd_state x state_size``): CSA ``2 x head`` wide over ``2 x 4`` rows plus the lightning indexer's
+    ``2 x index_head`` over ``2 x 4``; HCA ``head`` over 128 rows."""
+    if spec.compress_ratio == DSV4_CSA_RATIO:
+        return 2 * (2 * spec.head_size) * (2 * DSV4_CSA_RATIO) * 4 + 2 * (2 * spec.index_head_size) * (2 * DSV4_CSA_RATIO) * 4
+    if spec.compress_ratio == DSV4_HCA_RATIO:
+        return 2 * spec.head_size * DSV4_HCA_RATIO * 4
+    return 0
+
+
 class LlamaCppProfile(EngineProfile):
     name = "llama.cpp"
     title = "llama.cpp"
@@ -147,9 +163,33 @@ class LlamaCppProfile(EngineProfile):
         seqs = ctx.batch if ctx.dep.kv_unified else 1
         return round_to_blocks(min(size_base, n_swa * seqs + ubatch), LLAMA_CPP_PAD)
 
+    def compressed_attention_note(self) -> str | None:
+        return ("llama.cpp: DeepSeek-V4 as llama_kv_cache_dsv4 allocates it (src/llama-kv-cache-dsv4.cpp in "
+                "llama-cpp-python 0.3.36): a raw iSWA cache (its non-SWA part holds 0 layers, the SWA part every "
+                "layer's window), CSA/HCA compressed caches of GGML_PAD(cdiv(kv_size, ratio), 256) cells, a "
+                "lightning-indexer cache beside CSA and float32 compressor states, one stream per sequence even with "
+                "-kvu")
+
+    def dsv4_rows(self, spec: CompressedAttentionSpec, ctx: SizingContext) -> tuple[int, int, int]:
+        """(kv_size, raw SWA rows, compressed rows) of one stream: the raw iSWA cache keeps
+        ``GGML_PAD(min(kv_size, n_swa + n_ubatch), 256)`` rows (its streams are never unified), a compressed cache
+        ``GGML_PAD(max(1, cdiv(kv_size, ratio)), 256)``."""
+        kv_size = self.cells(ctx)[0]
+        ubatch = ctx.dep.ubatch_size or LLAMA_CPP_UBATCH
+        raw = kv_size if ctx.dep.no_window else round_to_blocks(min(kv_size, spec.sliding_window + ubatch),
+                                                                  LLAMA_CPP_PAD)
+        comp = round_to_blocks(max(1, -(-kv_size // spec.compress_ratio)), LLAMA_CPP_PAD) if spec.compress_ratio else 0
+        return kv_size, raw, comp
+
+    def compressed_bytes(self, spec: CompressedAttentionSpec, ctx: SizingContext) -> int:
+        _kv, raw, comp = self.dsv4_rows(spec, ctx)
+        k = ctx.kv_dtype.bytes_for(spec.head_size)
+        index = ctx.kv_dtype.bytes_for(spec.index_head_size) if spec.index_head_size else 0
+        return raw * k + comp * (k + index) + dsv4_state_bytes(spec)
+
     def tokens_held(self, spec: LayerSpec, ctx: SizingContext) -> int:
         if isinstance(spec, CompressedAttentionSpec):
-            return super().tokens_held(spec, ctx)
+            return self.dsv4_rows(spec, ctx)[1]
         if isinstance(spec, CrossAttentionSpec) or not isinstance(spec, (AttentionSpec, MLASpec)):
             return 0
         if isinstance(spec, (SlidingWindowSpec, ChunkedLocalSpec)):
@@ -180,11 +220,53 @@ class LlamaCppProfile(EngineProfile):
         )
 
     # ---- start-up log lines ----------------------------------------------------------------------
+    def _dsv4_lines(self, pool: PoolFacts) -> dict[str, object]:
+        """``llama_kv_cache_dsv4``'s lines: the raw iSWA cache (non-SWA part: kv_size cells, 0 layers; SWA part:
+        every layer's window), then the CSA, HCA and lightning-indexer caches and the compressor states, one stream
+        per sequence (llama.cpp#22319's older build printed ``4/1 seqs`` for the raw cache under -kvu)."""
+        k_type = _ggml(pool.kv_dtype)
+        streams = pool.batch
+        compressed = [c for c in pool.caches if isinstance(c.spec, CompressedAttentionSpec)]
+        n_ctx = round_to_blocks(pool.batch * pool.max_model_len, LLAMA_CPP_PAD)
+        unified = compressed[0].streams == 1 and pool.batch > 1
+        kv_size = n_ctx if unified or pool.batch == 1 else round_to_blocks(n_ctx // pool.batch, LLAMA_CPP_PAD)
+        lines = ["llama_kv_cache_dsv4: creating DSV4 raw KV cache",
+                 f"llama_kv_cache_iswa: creating non-SWA KV cache, size = {kv_size} cells"]
+        buffers: dict[str, int] = {}
+        caches = [_dsv4_cache("base", kv_size, 0, streams, 0, k_type, lines, buffers)]
+        width = compressed[0].k_bytes_per_token  # one K row of head_size in the cache type
+        raw = compressed[0].cells
+        lines.append(f"llama_kv_cache_iswa: creating     SWA KV cache, size = {raw} cells")
+        n_raw = sum(len(c.layer_indices) for c in compressed)
+        caches.append(_dsv4_cache("swa", raw, n_raw, streams, width, k_type, lines, buffers))
+        for name, label, ratio in (("csa", "CSA compressed", DSV4_CSA_RATIO), ("hca", "HCA compressed", DSV4_HCA_RATIO),
+                                   ("lid", "lightning-indexer", DSV4_CSA_RATIO)):
+            group = [c for c in compressed if isinstance(c.spec, CompressedAttentionSpec) and c.spec.compress_ratio == ratio]
+            if name == "lid":
+                group = [c for c in group if isinstance(c.spec, CompressedAttentionSpec) and c.spec.index_head_size]
+            if not group:
+                continue
+            spec = group[0].spec
+            assert isinstance(spec, CompressedAttentionSpec)
+            cells = round_to_blocks(max(1, -(-kv_size // ratio)), LLAMA_CPP_PAD)
+            row = lookup_dtype(pool.kv_dtype).bytes_for(spec.index_head_size if name == "lid" else spec.head_size)
+            lines.append(f"llama_kv_cache_dsv4: creating DSV4 {label} KV cache, size = {max(1, -(-kv_size // ratio))} cells")
+            caches.append(_dsv4_cache(name, cells, sum(len(c.layer_indices) for c in group), streams, row, k_type,
+                                      lines, buffers))
+        states = sum(dsv4_state_bytes(c.spec) * len(c.layer_indices) * streams for c in compressed
+                     if isinstance(c.spec, CompressedAttentionSpec))
+        return {"version": pool.version, "lines": lines, "llama_caches": caches,
+                "buffers": [{"device": d, "bytes": b} for d, b in buffers.items()],
+                "notes": [f"llama.cpp DeepSeek-V4: the compressor states add {states / MiB:,.2f} MiB of float32 "
+                          "('DSV4 csa/hca/lid state buffer size' lines), counted in the KV bytes"]}
+
     def log_figures(self, pool: PoolFacts) -> dict[str, object]:
         """``llama_kv_cache`` lines (``src/llama-kv-cache.cpp`` @ 0c1e57098): per device
         ``%10s KV buffer size = %8.2f MiB``, then ``size = %7.2f MiB (%6u cells, %3d layers, %2u/%u seqs),
         K (%s): %7.2f MiB, V (%s): %7.2f MiB``; iSWA models print ``creating non-SWA KV cache, size = N
         cells`` and ``creating     SWA KV cache, size = N cells`` before each cache's lines."""
+        if any(isinstance(c.spec, CompressedAttentionSpec) for c in pool.caches):
+            return self._dsv4_lines(pool)
         kind_type = _ggml(pool.kv_dtype)
         v_type = _ggml(pool.v_dtype or pool.kv_dtype)
         devices = layer_devices(pool.num_layers, pool.tensor_split or (1.0,) * pool.pp, start=pool.gpu_layer_start)
@@ -233,6 +315,19 @@ class LlamaCppProfile(EngineProfile):
                            "v_bytes": v})
         return {"version": pool.version, "lines": lines, "llama_caches": caches,
                 "buffers": [{"device": d, "bytes": b} for d, b in buffers.items()]}
+
+
+def _dsv4_cache(name: str, cells: int, layers: int, streams: int, row_bytes: int, k_type: str, lines: list[str],
+                buffers: dict[str, int]) -> dict[str, object]:
+    """One ``llama_kv_cache`` of a DeepSeek-V4 model (K only, every layer on CUDA0): its buffer and size lines."""
+    k = cells * streams * row_bytes * layers
+    if layers:
+        lines.append(f"llama_kv_cache: {'CUDA0':>10} KV buffer size = {k / MiB:8.2f} MiB")
+        buffers["CUDA0"] = buffers.get("CUDA0", 0) + k
+    lines.append(f"llama_kv_cache: size = {k / MiB:7.2f} MiB ({cells:6d} cells, {layers:3d} layers, "
+                 f"{streams:2d}/{streams} seqs), K ({k_type}): {k / MiB:7.2f} MiB, V ({k_type}): {0:7.2f} MiB")
+    return {"name": name, "cells": cells, "layers": layers, "seqs": streams, "streams": streams, "k_type": k_type,
+            "k_bytes": k, "v_type": k_type, "v_bytes": 0}
 
 
 def _ggml(name: str) -> str:

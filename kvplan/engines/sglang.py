@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from kvplan.adjust import Deployment, round_to_blocks, shared_token_slots
 from kvplan.engines.base import (
@@ -17,7 +18,7 @@ from kvplan.engines.base import (
     version_tuple,
 )
 from kvplan.errors import InputError
-from kvplan.specs import ChunkedLocalSpec, LayerSpec, SlidingWindowSpec
+from kvplan.specs import ChunkedLocalSpec, IndexerSpec, LayerSpec, SlidingWindowSpec
 from kvplan.units import GiB
 
 #: The SGLang release whose log lines ``capacity.engine_log`` follows by default (the one read).
@@ -25,6 +26,8 @@ SGLANG_DEFAULT_VERSION = "0.5.23"
 #: ``torch`` dtype names SGLang prints in ``KV Cache is allocated. dtype: ...``.
 SGLANG_TORCH_DTYPES = {"fp16": "torch.float16", "bf16": "torch.bfloat16", "fp32": "torch.float32",
                        "fp8_e4m3": "torch.float8_e4m3fn", "fp8_e5m2": "torch.float8_e5m2", "nvfp4": "torch.uint8"}
+#: SGLang's page size for NSA models on CUDA (``NSATokenToKVPool``: ``assert self.page_size == 64``).
+SGLANG_NSA_PAGE_SIZE = 64
 #: SGLang ``--swa-full-tokens-ratio`` default.
 SGLANG_SWA_RATIO = 0.8
 
@@ -64,6 +67,17 @@ class SglangProfile(EngineProfile):
                 f"e.g. --tp {tp} --dp {tp} --enable-dp-attention",
             )
         return tp // dp
+
+    def prepare(self, layers: list[LayerSpec], ctx: SizingContext) -> tuple[SizingContext, list[str]]:
+        """NSA (DeepSeek-V3.2's sparse attention): pages of 64 tokens. ``server_args`` sets ``page_size = 64`` for
+        NSA models on CUDA and ``NSATokenToKVPool`` asserts it; the latent pool then has ``N + 64`` rows and the
+        indexer ``(N + 65) // 64`` pages."""
+        if ctx.dep.block_size is not None or not any(isinstance(s, IndexerSpec) for s in layers):
+            return ctx, []
+        return replace(ctx, attn_block_size=SGLANG_NSA_PAGE_SIZE), [
+            f"SGLang NSA (sparse attention): page_size {SGLANG_NSA_PAGE_SIZE} on CUDA (server_args sets it for NSA "
+            "models; NSATokenToKVPool asserts it): the latent pool has N + 64 rows and the indexer (N + 65) // 64 "
+            "pages of 64 x 132 B"]
 
     def swa_pool_ratio(self, dep: Deployment) -> float:
         return dep.swa_full_tokens_ratio or SGLANG_SWA_RATIO

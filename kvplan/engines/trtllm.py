@@ -14,6 +14,7 @@ from kvplan.engines.base import (
     SizingContext,
     activation_estimate,
     kv_row_bytes,
+    version_tuple,
 )
 from kvplan.specs import AttentionSpec, IndexerSpec, LayerSpec, MLASpec
 from kvplan.units import GiB
@@ -90,6 +91,12 @@ class TrtllmProfile(EngineProfile):
             for c in pool.caches if c.kind != "state"
         )
         allocated = n * per_token
+        if pool.version is not None and version_tuple(pool.version, engine="trtllm")[:2] < (0, 9):
+            # NOTE: 0.8 and earlier (NVIDIA/TensorRT-LLM#1400): the pool in bytes, then its tokens.
+            lines = [f"[TensorRT-LLM][INFO] Allocate {allocated} bytes for k/v cache.",
+                     f"[TensorRT-LLM][INFO] Using {n} tokens in paged KV cache."]
+            return {"version": pool.version, "lines": lines, "num_blocks": n // pool.block_size,
+                    "paged_kv_max_tokens": n, "allocated_bytes": allocated, "tokens_per_block": pool.block_size}
         lines = [f"[TensorRT-LLM][INFO] Number of tokens per block: {pool.block_size}.",
                  f"[TensorRT-LLM][INFO] [MemUsageChange] Allocated {allocated / GiB:.2f} GiB for max tokens in "
                  f"paged KV cache ({n})."]

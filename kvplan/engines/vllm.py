@@ -21,6 +21,7 @@ from kvplan.engines.base import (
     version_tuple,
 )
 from kvplan.errors import InputError
+from kvplan.geometry import ModelGeometry
 from kvplan.specs import AttentionSpec, ChunkedLocalSpec, LayerSpec, MLASpec, SlidingWindowSpec, StateSpec
 from kvplan.units import GiB, MiB, cdiv
 
@@ -67,6 +68,21 @@ VLLM_CUDAGRAPH_MIN_PER_GRAPH = 1 * MiB
 #: ``_set_cudagraph_sizes``: ``max_cudagraph_capture_size = min(max_num_seqs * 2, 512)`` (1024 on data-centre
 #: Blackwell, ``is_device_capability_family(100)``).
 VLLM_CUDAGRAPH_MAX_SIZE, VLLM_CUDAGRAPH_MAX_SIZE_BLACKWELL = 512, 1024
+#: RoPE types whose factor vLLM does not apply to the maximum context (``_get_and_verify_max_len``).
+VLLM_ROPE_UNSCALED = ("su", "longrope", "llama3")
+#: ``mamba_cache_mode`` "align" (vllm#30877, first released in 0.14): with prefix caching on, a recurrent-state layer
+#: keeps the running state and the state at the last block boundary, ``MambaSpec.max_memory_usage_bytes`` =
+#: ``page * (2 + num_speculative_blocks)`` instead of ``page * (1 + num_speculative_blocks)``.
+VLLM_MAMBA_ALIGN_VERSION = (0, 14)
+#: From 0.28 ``EngineArgs._set_default_chunked_prefill_and_prefix_caching_args`` turns prefix caching on for hybrid
+#: models too (0.26-0.27.1: ``default_prefix_caching = model_config.is_prefix_caching_supported and not
+#: model_config.is_hybrid``, "keep it opt-in for now"), and picks "align" for every model (before: "all" for models
+#: that declare ``SupportsMambaPrefixCaching``, else "align").
+VLLM_HYBRID_PREFIX_CACHING_VERSION = (0, 28)
+#: vllm PR #12569 (V1 at 0.7, Llama-3.1-70B w8a8 on one 80 GB GPU, util 0.98, max-model-len 2048): "# GPU blocks:
+#: 1381" and 10.79x; kvplan's early-V1 rule on an H100 (79.11 GiB) gives 1,531 blocks: 1,381 blocks of 5 MiB
+#: (16 tokens x 80 layers x K+V x 8 heads x 128 x bf16) leave 0.73 GiB more outside the KV cache than kvplan counts.
+VLLM_PR12569_WEIGHTS_GIB, VLLM_PR12569_BLOCKS, VLLM_PR12569_DERIVED_BLOCKS, VLLM_PR12569_GAP_GIB = 67.72, 1381, 1531, 0.73
 #: "Estimated CUDA graph memory: X GiB total" in published start-up logs (vLLM 0.19-0.2x): 0.22 GiB (15 piecewise
 #: graphs) to 1.97 GiB (tp 2); 0.64 GiB for Qwen3.5-4B with 51 + 35 graphs (actual pool 0.55 GiB).
 VLLM_CUDAGRAPH_PUBLISHED_GIB = (0.22, 1.97)
@@ -124,6 +140,63 @@ class VllmProfile(EngineProfile):
         if kv_dtype.name == "nvfp4":
             notes.append("vLLM nvfp4 KV is on newer main only (KVQuantMode)")
         return notes
+
+    def model_max_len(self, geometry: ModelGeometry) -> tuple[int | None, str | None]:
+        """``ModelConfig._get_and_verify_max_len``: the config's length times the RoPE scaling factor (yarn: times
+        ``original_max_position_embeddings``) unless the type is su, longrope or llama3 or the model is Gemma-3
+        (whose length is already scaled)."""
+        tokens, source = geometry.max_context_tokens, geometry.max_context_source
+        rope = geometry.rope_scaling
+        if rope is None or tokens is None or rope.rope_type in VLLM_ROPE_UNSCALED or "gemma3" in geometry.model_type:
+            return tokens, source
+        if rope.rope_type == "yarn" and rope.original_max_position_embeddings is not None:
+            base, base_source = rope.original_max_position_embeddings, f"{rope.source}.original_max_position_embeddings"
+        else:
+            base, base_source = tokens, source or "the config's length"
+        scaled = int(base * rope.factor)
+        if scaled == tokens:
+            return tokens, source
+        return scaled, f"{base_source} {base:,} x {rope.source}.factor {rope.factor:g} ({rope.rope_type}; vLLM _get_and_verify_max_len)"
+
+    def state_pages(self, dep: Deployment) -> int:
+        # NOTE: mamba_cache_mode "align": the running state plus the state at the last block boundary.
+        return 2 if dep.enable_prefix_caching else 1
+
+    def resolve_prefix_caching(self, requested: bool | None, version: str | None,
+                               layers: tuple[LayerSpec, ...]) -> tuple[bool, list[str]]:
+        """vLLM's ``enable_prefix_caching`` for ``version``: on by default in V1 (0.8 on) for attention-only models;
+        for models with recurrent-state layers opt-in before 0.28 and on from 0.28 (``VLLM_HYBRID_PREFIX_CACHING_VERSION``)."""
+        text = version or VLLM_DEFAULT_VERSION
+        v = version_tuple(text, engine="vllm")[:2]
+        if not any(isinstance(s, StateSpec) for s in layers):
+            return (requested if requested is not None else v >= (0, 8)), []
+        flag = "--enable-prefix-caching" if requested else "--no-enable-prefix-caching"
+        if v < VLLM_MAMBA_ALIGN_VERSION:
+            if not requested:
+                return False, []
+            return False, [f"vLLM {text}: {flag} on a model with recurrent-state layers: vLLM before 0.14 has no "
+                           "'align' Mamba cache mode (vllm#30877); its Mamba-2 prefix caching ('all' mode, vllm#25752) "
+                           "is not priced: one state page per request assumed"]
+        # NOTE: attention-free models (pure Mamba) are not vLLM's is_hybrid: kvplan prices align mode for them only
+        # when asked (their default and mode depend on SupportsMambaPrefixCaching, which a config does not say).
+        hybrid = any(isinstance(s, (AttentionSpec, MLASpec)) and s.grows_with_tokens for s in layers)
+        default = hybrid and v >= VLLM_HYBRID_PREFIX_CACHING_VERSION
+        if requested is None and not hybrid:
+            return False, []
+        on = requested if requested is not None else default
+        why = flag if requested is not None else (
+            "vLLM's default for hybrid models from 0.28" if default else
+            "vLLM's default for hybrid models before 0.28: 'keep it opt-in for now' (engine/arg_utils.py)")
+        if not on:
+            return False, [f"vLLM {text}: prefix caching off ({why}): one recurrent-state page per request; "
+                           "--enable-prefix-caching adds one (mamba_cache_mode 'align')"]
+        note = (f"vLLM {text}: prefix caching on ({why}): mamba_cache_mode 'align', each recurrent-state layer group "
+                "holds 2 pages per request instead of 1 (MambaSpec.max_memory_usage_bytes = page x (2 + "
+                "num_speculative_blocks)); --no-enable-prefix-caching for 1")
+        if v < VLLM_HYBRID_PREFIX_CACHING_VERSION:
+            note += ("; before 0.28 vLLM picks 'all' mode instead for models that declare SupportsMambaPrefixCaching "
+                     "(Mamba-2 families: a page per block of context), which kvplan does not price")
+        return True, [note]
 
     def block_size(self, spec: LayerSpec, ctx: SizingContext) -> int | None:
         if isinstance(spec, MLASpec):
@@ -207,7 +280,23 @@ class VllmProfile(EngineProfile):
         mnbt = req.max_num_batched_tokens or VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
         shape = req.shape
         terms: tuple[BudgetTerm, ...]
-        if v < (0, 8):
+        if early_v1(version):
+            forward = activation_estimate(shape, tokens=mnbt, logit_rows=0, tp=req.tp)
+            logits = mnbt * (shape.vocab_size + shape.hidden_size) * shape.dtype_bytes
+            act = max(forward, logits)
+            terms = (
+                BudgetTerm(name="dummy forward", bytes=forward, source=(
+                    f"early V1 profile_run: _dummy_run({mnbt:,} tokens) x (3 x mlp {shape.mlp_width} + qkv "
+                    f"{shape.qkv_width} + 2 x hidden {shape.hidden_size}) x {shape.dtype_bytes} B / tp {req.tp} "
+                    "(kvplan's estimate)")),
+                BudgetTerm(name="dummy logits", bytes=logits, source=(
+                    f"early V1 profile_run (0.7): compute_logits over the {mnbt:,} hidden states, {shape.dtype_bytes}-byte "
+                    f"logits x vocab {shape.vocab_size:,} + the hidden states; no sampler run yet ('TODO(woosuk): "
+                    "Consider the memory usage of the sampler'); the larger of the two terms counts")),
+            )
+            extra = 0
+            uncertainty = None
+        elif v < (0, 8):
             act = activation_estimate(shape, tokens=mnbt, logit_rows=VLLM_LOGIT_ROWS, tp=req.tp)
             terms = (BudgetTerm(name="activation peak", bytes=act, source=(
                 f"V0 profile run: {mnbt:,} tokens x (3 x mlp {shape.mlp_width} + qkv {shape.qkv_width} + 2 x hidden "
@@ -254,6 +343,11 @@ class VllmProfile(EngineProfile):
                       uncertainty_bytes=uncertainty)
 
     def budget_uncertainty(self, budget: Budget) -> list[str]:
+        if any(t.name == "dummy logits" for t in budget.terms):
+            # NOTE: why (early V1's profile peak, the gap vllm PR #12569's log shows) is in docs/concepts/engines.md.
+            return [f"vLLM 0.7 V1 KV budget derived (vllm PR #12569 logged {VLLM_PR12569_BLOCKS:,} blocks where this "
+                    f"rule gives {VLLM_PR12569_DERIVED_BLOCKS:,}): --kv-budget takes its logged budget; "
+                    "docs/concepts/engines.md"]
         # NOTE: said in one sentence; why (weights as loaded per kernel, the sampler's sort, MoE workspaces, CUDA
         # graphs measured on the GPU) is in docs/concepts/engines.md, "Why the vLLM budget is derived".
         spread = [f"{gib:.1f} GiB less" for gib in [_cudagraph_shortfall_gib(budget)] if gib]
@@ -281,6 +375,14 @@ class VllmProfile(EngineProfile):
         out: dict[str, object] = {"version": version, "available_kv_bytes": pool.available_kv_bytes,
                                   "num_blocks": pool.num_blocks, "num_kv_cache_groups": pool.num_kv_cache_groups,
                                   "bytes_per_block": _bytes_per_block(pool)}
+        if early_v1(version):
+            # NOTE: vLLM 0.7 with VLLM_USE_V1=1 (v1/core/kv_cache_utils.py): "# GPU blocks: N" alone, and the
+            # concurrency of num_blocks * block_size / max_model_len, the length printed without separators.
+            conc = pool.num_blocks * pool.block_size / pool.max_model_len
+            lines = [f"# GPU blocks: {pool.num_blocks}",
+                     f"Maximum concurrency for {pool.max_model_len} tokens per request: {conc:.2f}x"]
+            return {**out, "lines": lines, "gpu_kv_cache_tokens": pool.num_blocks * pool.block_size,
+                    "max_concurrency": round(conc, 4)}
         if v < (0, 8):
             per_block = pool.block_size * sum(
                 sum(1 for i in c.layer_indices if i in pool.layers_on_rank) * (c.k_bytes_per_token + c.v_bytes_per_token)
@@ -313,6 +415,14 @@ class VllmProfile(EngineProfile):
         conc_line = f"Maximum concurrency for {pool.max_model_len:,} tokens per request: {pool.max_concurrency:.2f}x"
         lines += [f"{size_line}, {conc_line}"] if v >= (0, 28) else [size_line, conc_line]
         return {**out, "lines": lines, "gpu_kv_cache_tokens": tokens, "max_concurrency": round(pool.max_concurrency, 4)}
+
+
+def early_v1(version: str | None) -> bool:
+    """vLLM before 0.8 run with ``VLLM_USE_V1=1``: ``--engine-version 0.7-v1`` (a log names it "Initializing a V1
+    LLM engine (v0.7.x)", or prints "# GPU blocks: N" without V0's "# CPU blocks")."""
+    if version is None:
+        return False
+    return version.strip().lower().endswith("v1") and version_tuple(version, engine="vllm")[:2] < (0, 8)
 
 
 def cudagraph_sizes(max_num_seqs: int, mnbt: int, gpu_name: str | None) -> tuple[list[int], list[int]]:

@@ -47,7 +47,7 @@ UNREAD: dict[str, str] = {
     "deepseek32": "a DSA cache with an indexer (llama_kv_cache_dsa)",
     "deepseek4": "DeepSeek-V4's compressed caches (llama_kv_cache_dsv4)",
     **dict.fromkeys(("t5", "t5encoder"), "an encoder-decoder cache"),
-    **dict.fromkeys(("gemma4", "gemma4-assistant", "granite_swa", "maple", "mimo2", "phimoe", "spark2_5", "step35",
+    **dict.fromkeys(("gemma4-assistant", "granite_swa", "maple", "mimo2", "phimoe", "spark2_5", "step35",
                      "dots3note", "dflash", "exaone-moe", "smallthinker"),
                     "sliding-window layers chosen by the architecture's own rule"),
 }
@@ -56,6 +56,8 @@ UNREAD: dict[str, str] = {
 #: ``set_swa_pattern`` in each src/models/<arch>.cpp): layer i slides when i % n < n - 1.
 SWA_PERIOD: dict[str, int] = {"gemma2": 2, "gemma3": 6, "cohere2": 4, "gpt-oss": 2, "gemma3n": 5, "exaone4": 4,
                               "afmoe": 4, "mellum": 4, "muse-glimmer": 4, "olmo2": 4, "plamo3": 8, "llama4": 4}
+#: Architectures whose file must say which layers slide (llama.cpp reads the sliding_window_pattern array, required).
+SWA_PATTERN_REQUIRED = frozenset({"gemma4"})
 #: The same with the full layer first (``dense_first``): layer i slides when i % n != 0.
 SWA_PERIOD_DENSE_FIRST: dict[str, int] = {"cohere2moe": 4, "laguna": 4}
 

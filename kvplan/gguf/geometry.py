@@ -22,7 +22,7 @@ from typing import Any
 
 from kvplan.errors import ConfigError
 from kvplan.geometry import ModelGeometry, Provenance
-from kvplan.gguf.archs import SWA_PERIOD, SWA_PERIOD_DENSE_FIRST, check_architecture
+from kvplan.gguf.archs import SWA_PATTERN_REQUIRED, SWA_PERIOD, SWA_PERIOD_DENSE_FIRST, check_architecture
 from kvplan.gguf.reader import ArraySummary, GgufHeader
 from kvplan.limits import MAX_LAYERS
 from kvplan.specs import (
@@ -288,6 +288,9 @@ def _sliding_layers(r: GgufMetaReader, num_layers: int) -> list[bool]:
             return [False] * num_layers
         r.note(f"llama4: chunked attention of {LLAMA4_CHUNK:,} tokens in the layers the pattern marks "
                "(llama.cpp's n_swa for llama4, whatever the file's sliding_window)")
+    elif arch in SWA_PATTERN_REQUIRED and not isinstance(r.meta.get(key), list):
+        raise ConfigError(f"{r.label}: {key} (one true/false per layer) is missing; llama.cpp requires it for {arch}",
+                          "the GGUF file is incomplete; re-convert it with a current llama.cpp")
     elif window_key not in r.meta or r.meta[window_key] == 0:
         return [False] * num_layers
     if arch in SWA_ONLY_AT and num_layers != SWA_ONLY_AT[arch]:

@@ -17,7 +17,7 @@ from importlib.resources import files
 from typing import Any
 
 from kvplan.errors import ConfigError, KvplanError
-from kvplan.geometry import ModelGeometry
+from kvplan.geometry import ModelGeometry, RopeScaling
 from kvplan.limits import MAX_NESTING
 from kvplan.models.base import ArchParser, ConfigReader, TrackedConfig
 from kvplan.models.nesting import WRAPPER_TEXT_TYPES, check_model_types, decoder_key_of, node_at
@@ -274,6 +274,7 @@ def parse_config(
     dtype, dtype_source = _config_dtype(effective, outer, prefix, overridden, source_name)
     if overrides:
         _check_overrides(full, overrides, nested_key, reads, outer_reads, parser, reader, model_id, source_name)
+    rope = _rope_scaling(effective, prefix)
     architectures = outer.get("architectures") or effective.get("architectures")
     architecture = architectures[0] if isinstance(architectures, list) and architectures else None
     return ModelGeometry(
@@ -291,6 +292,7 @@ def parse_config(
         config_dtype_source=dtype_source,
         provenance=_dedupe(reader.provenance),
         defaults_in_sub_config=nested_key is not None,
+        rope_scaling=rope,
         notes=tuple(n for n in (_defaults_warning(reader, str(model_type or outer_type or "generic"),
                                                   nested=nested_key is not None),) if n)
         + tuple(reader.notes),
@@ -408,3 +410,25 @@ def _dedupe(items: list) -> tuple:
     return tuple(seen.values())
 
 
+
+
+def _rope_scaling(config: Any, prefix: str) -> RopeScaling | None:
+    """``rope_scaling`` (transformers 4) or ``rope_parameters`` (transformers 5, possibly one entry per layer type:
+    the ``full_attention`` one counts) with a scaling type; None when absent or plain."""
+    for key in ("rope_scaling", "rope_parameters"):
+        value = config.get(key)
+        if isinstance(value, dict) and isinstance(value.get("full_attention"), dict):
+            value, key = value["full_attention"], f"{key}.full_attention"
+        if not isinstance(value, dict):
+            continue
+        rope_type = value.get("rope_type", value.get("type"))
+        factor = value.get("factor", 1.0)
+        original = value.get("original_max_position_embeddings")
+        if not isinstance(rope_type, str) or rope_type == "default" or isinstance(factor, bool):
+            continue
+        if not isinstance(factor, (int, float)) or factor <= 0:
+            continue
+        return RopeScaling(rope_type=rope_type, factor=float(factor),
+                           original_max_position_embeddings=original if isinstance(original, int) and original > 0
+                           else None, source=f"{prefix}{key}")
+    return None
