@@ -408,6 +408,16 @@ def test_llama4_chunks_three_of_four_layers_at_8192_tokens(tmp_path: Path) -> No
     assert {s.kind for s in no_chunks.layers} == {"full_attention"}
 
 
+def test_gemma3n_layers_with_their_own_kv_are_llama_cpps_twenty(tmp_path: Path) -> None:
+    # src/models/gemma3n.cpp: n_layer_kv_from_start = 20 whatever attention.shared_kv_layers says
+    _, kv, _ = FAMILIES["llama-gqa"]
+    kv = {**kv, "{arch}.attention.sliding_window": 512, "{arch}.attention.shared_kv_layers": 4}
+    small = read_gguf(str(write_gguf(tmp_path / "s.gguf", "gemma3n", {**kv, "{arch}.block_count": 10}))).geometry()
+    assert "no_cache" not in [s.kind for s in small.layers]  # 10 layers, all under 20: every one holds K/V
+    e2b = read_gguf(str(write_gguf(tmp_path / "e.gguf", "gemma3n", {**kv, "{arch}.block_count": 30}))).geometry()
+    assert [s.kind for s in e2b.layers].count("no_cache") == 30 - 20
+
+
 def test_set_is_refused_for_gguf(tmp_path: Path, runner) -> None:
     arch, kv, _ = FAMILIES["llama-gqa"]
     path = write_gguf(tmp_path / "m.gguf", arch, kv)

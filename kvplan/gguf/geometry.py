@@ -54,6 +54,8 @@ DELTA_NET = frozenset({"qwen3next", "qwen35", "qwen35moe"})
 SHORT_CONV = frozenset({"lfm2", "lfm2moe"})
 #: Parallel hybrids: an attention cache and a Mamba-2 state in every layer (src/models/falcon-h1.cpp).
 PARALLEL_MAMBA2 = frozenset({"falcon-h1"})
+#: Architectures whose layers with their own K/V llama.cpp fixes by count (n_layer_kv_from_start).
+KV_FROM_START: dict[str, int] = {"gemma3n": 20}
 #: llama4's chunk when the file sets no sliding_window of 0 (src/models/llama4.cpp: n_swa = 8192).
 LLAMA4_CHUNK = 8192
 #: kvplan's config family whose model_type matches the GGUF architecture (for the report's model_type).
@@ -251,6 +253,16 @@ def _layer_kinds(r: GgufMetaReader, blocks: int, num_layers: int) -> list[str]:
         else:
             kinds.append(("chunked" if arch == "llama4" else "sliding") if sliding[i] else "full")
     shared = r.integer("num_kv_shared_layers", "attention.shared_kv_layers", required=False, zero_ok=True) or 0
+    if arch in KV_FROM_START:
+        # NOTE: llama.cpp fixes the layers with their own K/V for gemma3n (n_layer_kv_from_start = 20 in
+        # src/models/gemma3n.cpp), whatever attention.shared_kv_layers says; the rest reuse earlier K/V.
+        own = KV_FROM_START[arch]
+        shared = max(0, num_layers - own)
+        r.record("num_kv_shared_layers", shared, f"llama.cpp's {arch} rule: the first {own} layers hold K/V")
+        if shared:
+            kinds[num_layers - shared:] = ["shared"] * shared
+            r.note(f"{arch}: layers from {own} on reuse earlier K/V and cache nothing (llama.cpp's rule)")
+        shared = 0
     if shared:
         if shared >= num_layers:
             raise ConfigError(f"{r.label}: {shared} shared-KV layers of {num_layers}", "the GGUF metadata is corrupt")
