@@ -121,7 +121,7 @@ class Mamba2Parser(ArchParser):
 
 
 # ---- Mamba-2 hybrids with ``mamba_*`` fields (Falcon-H1, Granite 4.0 hybrid, Bamba) ------------------
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Mamba2Keys:
     """Where one family keeps its Mamba-2 fields (alias lists, first present wins)."""
 
