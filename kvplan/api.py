@@ -242,12 +242,12 @@ class EstimateResult:
             report["inputs"].update(batch=group.batch, tp=group.tp)
             report["totals"].update({name: getattr(self, name) for name in (
                 "kv_cache_bytes", "state_bytes", "cross_attention_bytes", "peak_bytes", "cpu_bytes")})
-            light = (f", the other {group.dp - group.busiest_count} {group.lightest_batch}"
+            light = (f", {group.dp - group.busiest_count} hold {group.lightest_batch}"
                      if group.busiest_count < group.dp else "")
             report["notes"].append(
-                f"data parallel: {group.dp} replicas on {group.gpus:,} GPUs share the {group.batch} sequences "
-                f"({group.busiest_count} hold {group.busiest_batch}{light}), each with its own KV cache; the layers, "
-                f"per-sequence and per-GPU figures are the busiest replica's, the totals every replica's")
+                f"data parallel: {group.dp} replicas on {group.gpus:,} GPUs share {group.batch} sequences "
+                f"({group.busiest_count} hold {group.busiest_batch}{light}); layers and per-GPU bytes: the busiest "
+                f"replica's; totals: all replicas'")
         return report
 
 

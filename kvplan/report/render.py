@@ -174,7 +174,7 @@ def estimate_table(report: dict[str, Any]) -> Group:
     if any(layer["state_bytes_per_seq"] for layer in layers):
         legend.append("state layers: bytes per sequence per layer")
     if inputs.get("dp", 1) > 1:
-        legend.append(f"sizes: the busiest replica, {-(-inputs['batch'] // inputs['dp'])} sequences")
+        legend.append(f"sizes: the busiest replica ({-(-inputs['batch'] // inputs['dp'])} sequences)")
     elif tp * pp > 1:
         legend.append(f"sizes: all {tp * pp} GPUs together")
     body = Fit(
