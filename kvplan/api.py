@@ -329,7 +329,7 @@ def estimate(
             ("--set", overrides), ("--encoder-len", encoder_len), ("--beams", beams != 1), ("--prompt-len", prompt_len),
             ("--share-prefix", share_prefix), ("--shared-prefix-tokens", shared_prefix_tokens),
             ("--no-window", no_window), ("--offload", offload), ("--max-num-batched-tokens", max_num_batched_tokens),
-            ("--ubatch-size", ubatch_size), ("--kv-unified", kv_unified), ("--no-mla", no_mla), ("--max-cache-len", max_cache_len)) if given]
+            ("--ubatch-size", ubatch_size), ("--kv-unified", kv_unified), ("--dp", dp != 1), ("--no-mla", no_mla), ("--max-cache-len", max_cache_len)) if given]
         raise InputError(f"estimate sizes one KV dtype, got --kv-dtype {kv_dtype}",
                          f"compare them in one run: {shlex.join(words)}" + (
                              f" (compare takes no {', '.join(dropped)}: it sizes without them)" if dropped else ""))

@@ -97,8 +97,8 @@ def test_table_headline_names_the_replicas(runner: Any, monkeypatch: pytest.Monk
     (("--dp", "0"), "0 is not in the range x>=1"),
     (("--dp", str(MAX_NUM_GPUS.maximum + 1)),
      f"--dp {MAX_NUM_GPUS.maximum + 1:,} is past kvplan's limit of {MAX_NUM_GPUS.maximum:,}"),
-    (("--dp", "1024", "--tp", "1024", "--engine", "vllm"),
-     f"--tp 1024 x --pp 1 x --dp 1024 GPUs {1024 * 1024:,} is past kvplan's limit"),
+    (("--dp", "1024", "--tp", "1024", "--pp", "2", "--engine", "vllm"),
+     f"--tp 1024 x --pp 2 x --dp 1024 GPUs {1024 * 2 * 1024:,} is past kvplan's limit"),
     (("--engine", "sglang", "--tp", "4", "--dp", "3"), "SGLang's --dp splits the --tp GPUs: --dp 3 must divide --tp 4"),
 ])
 def test_bad_dp_exits_2(runner: Any, args: tuple[str, ...], message: str) -> None:
