@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvplan.adjust import DEFAULT_RESIDUAL_LENGTH, Adjustment, Offload, deployment_from_flags, value_type_name
-from kvplan.calc import Estimate, with_adjustments
+from kvplan.calc import Estimate, Replicas, replicas, with_adjustments
 from kvplan.calc import estimate as calc_estimate
 from kvplan.dtypes import DEFAULT_GROUP_SIZE
 from kvplan.engine_flags import (
@@ -171,6 +171,52 @@ class EstimateResult:
     """The length flag the user typed (``--seq-len`` or ``--max-model-len``): the report names it."""
     flag_notes: tuple[str, ...] = ()
     """Notes on how vLLM-named token counts were read (``"8k"`` = 8,000)."""
+    replicas: Replicas | None = None
+    """``dp`` > 1: the data-parallel replicas; ``priced`` is then the busiest replica's cache."""
+    lightest: Estimate | None = None
+    """``dp`` > 1 and a batch that does not divide evenly: the cache of a replica with one sequence less."""
+
+    @property
+    def dp(self) -> int:
+        return 1 if self.replicas is None else self.replicas.dp
+
+    @property
+    def batch(self) -> int:
+        """Sequences over all replicas."""
+        return self.priced.batch if self.replicas is None else self.replicas.batch
+
+    @property
+    def num_gpus(self) -> int:
+        """GPUs of the deployment, every replica."""
+        return self.priced.num_gpus if self.replicas is None else self.replicas.gpus
+
+    def _over_replicas(self, name: str) -> int:
+        busiest: int = getattr(self.priced, name)
+        if self.replicas is None:
+            return busiest
+        group, rest = self.replicas, self.replicas.dp - self.replicas.busiest_count
+        return busiest * group.busiest_count + (getattr(self.lightest, name) * rest if self.lightest is not None else 0)
+
+    @property
+    def kv_cache_bytes(self) -> int:
+        """The whole cache, every replica (``kv_cache_bytes_per_gpu``: the busiest replica's most loaded GPU)."""
+        return self._over_replicas("kv_cache_bytes")
+
+    @property
+    def peak_bytes(self) -> int:
+        return self._over_replicas("peak_bytes")
+
+    @property
+    def cpu_bytes(self) -> int:
+        return self._over_replicas("cpu_bytes")
+
+    @property
+    def state_bytes(self) -> int:
+        return self._over_replicas("state_bytes")
+
+    @property
+    def cross_attention_bytes(self) -> int:
+        return self._over_replicas("cross_attention_bytes")
 
     @property
     def estimate(self) -> Estimate:
@@ -189,8 +235,20 @@ class EstimateResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The `kvplan estimate --format json` report."""
-        return estimate_report(self.estimate, self.source, overrides=dict(self.overrides),
-                               length_flag=self.length_flag, notes=self.flag_notes)
+        report = estimate_report(self.estimate, self.source, overrides=dict(self.overrides),
+                                 length_flag=self.length_flag, notes=self.flag_notes, dp=self.dp)
+        group = self.replicas
+        if group is not None:
+            report["inputs"].update(batch=group.batch, tp=group.tp)
+            report["totals"].update({name: getattr(self, name) for name in (
+                "kv_cache_bytes", "state_bytes", "cross_attention_bytes", "peak_bytes", "cpu_bytes")})
+            light = (f", {group.dp - group.busiest_count} hold {group.lightest_batch}"
+                     if group.busiest_count < group.dp else "")
+            report["notes"].append(
+                f"data parallel: {group.dp} replicas on {group.gpus:,} GPUs share {group.batch} sequences "
+                f"({group.busiest_count} hold {group.busiest_batch}{light}); layers and per-GPU bytes: the busiest "
+                f"replica's; totals: all replicas'")
+        return report
 
 
 def estimate(
@@ -235,6 +293,7 @@ def estimate(
     flash_attn: str | None = None,
     cmd: str | None = None,
     enable_prefix_caching: bool | None = None,
+    dp: int = 1,
 ) -> EstimateResult:
     """`kvplan estimate`: the KV cache of ``batch`` sequences of ``seq_len`` tokens (``"32k"`` = 32,768), or of
     ``max_model_len`` read as vLLM reads it (``"32k"`` = 32,000), with every sizing flag of the command (engine,
@@ -244,7 +303,10 @@ def estimate(
     else ``ideal``; llama.cpp's ``ctx_size``/``parallel`` (``-c``/``-np``), ``n_gpu_layers`` (``-ngl``),
     ``no_kv_offload`` (``-nkvo``) and ``flash_attn`` (``-fa``); ``cmd``: an engine's launch line, read as that
     engine reads it (:mod:`kvplan.launch`), beside these keywords; ``enable_prefix_caching``: vLLM's flag (None:
-    the default of the newest vLLM kvplan read; with it recurrent-state layers hold one more page per sequence)."""
+    the default of the newest vLLM kvplan read; with it recurrent-state layers hold one more page per sequence);
+    ``dp``: data-parallel replicas sharing the ``batch`` (vLLM ``--data-parallel-size``, each ``tp`` x ``pp`` GPUs;
+    SGLang ``--dp``, splitting the ``tp`` GPUs): the busiest holds ceil(batch / dp) sequences, and the result's
+    per-GPU bytes are its, its totals those of every replica."""
     if cmd is not None:
         return _from_launch(estimate, cmd, locals())
     if model is None:
@@ -267,7 +329,7 @@ def estimate(
             ("--set", overrides), ("--encoder-len", encoder_len), ("--beams", beams != 1), ("--prompt-len", prompt_len),
             ("--share-prefix", share_prefix), ("--shared-prefix-tokens", shared_prefix_tokens),
             ("--no-window", no_window), ("--offload", offload), ("--max-num-batched-tokens", max_num_batched_tokens),
-            ("--ubatch-size", ubatch_size), ("--kv-unified", kv_unified), ("--no-mla", no_mla), ("--max-cache-len", max_cache_len)) if given]
+            ("--ubatch-size", ubatch_size), ("--kv-unified", kv_unified), ("--dp", dp != 1), ("--no-mla", no_mla), ("--max-cache-len", max_cache_len)) if given]
         raise InputError(f"estimate sizes one KV dtype, got --kv-dtype {kv_dtype}",
                          f"compare them in one run: {shlex.join(words)}" + (
                              f" (compare takes no {', '.join(dropped)}: it sizes without them)" if dropped else ""))
@@ -303,10 +365,17 @@ def estimate(
     caching, caching_notes = get_engine(deployment.engine).resolve_prefix_caching(enable_prefix_caching, None,
                                                                                    geometry.layers)
     deployment = replace(deployment, enable_prefix_caching=caching)
-    est = calc_estimate(geometry, batch=batch, seq_len=tokens, kv_dtype=kv_dtype, encoder_len=enc,
+    group = replicas(dp, batch=batch, tp=deployment.tp, pp=deployment.pp, engine=get_engine(deployment.engine))
+    deployment = replace(deployment, tp=group.replica_tp)
+    est = calc_estimate(geometry, batch=group.busiest_batch, seq_len=tokens, kv_dtype=kv_dtype, encoder_len=enc,
                         deployment=deployment, adjustments=False)
+    lightest = None
+    if group.lightest_batch and group.lightest_batch != group.busiest_batch:
+        lightest = calc_estimate(geometry, batch=group.lightest_batch, seq_len=tokens, kv_dtype=kv_dtype,
+                                 encoder_len=enc, deployment=deployment, adjustments=False)
     notes = (*engine_notes, *flag_notes_fa, *layer_notes, *(n for n in (ctx_note, len_note, batched_note, *caching_notes) if n))
-    return EstimateResult(priced=est, source=source, overrides=resolved, length_flag=length_flag, flag_notes=notes)
+    return EstimateResult(priced=est, source=source, overrides=resolved, length_flag=length_flag, flag_notes=notes,
+                          replicas=group if group.dp > 1 else None, lightest=lightest)
 
 
 def _text(value: int | str | None) -> str | None:

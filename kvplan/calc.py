@@ -17,6 +17,7 @@ from kvplan.engines import EngineProfile, SizingContext, get_engine
 from kvplan.engines.base import value_dtype
 from kvplan.errors import ConfigError, InputError
 from kvplan.geometry import ModelGeometry, group_specs
+from kvplan.limits import MAX_NUM_GPUS, check_limit
 from kvplan.models import DTYPE_BYTES, served_dtype
 from kvplan.specs import (
     LayerSpec,
@@ -674,3 +675,54 @@ def _summary_ctx(sizing: _Sizing, dep: Deployment, dtype: KvDtype) -> SizingCont
         seq_len=sizing.seq_len, encoder_len=sizing.encoder_len, batch=sizing.batch, dep=dep, kv_dtype=dtype,
         state_dtype=sizing.state_dtype, model_dtype=sizing.model_dtype, has_full=True, has_windowed=False,
     )
+
+
+# ---- data parallelism (`kvplan estimate --dp`) -----------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Replicas:
+    """``--dp D``: D data-parallel replicas, each with its own KV cache, share the ``batch`` sequences. vLLM's
+    ``--data-parallel-size`` replicas each hold ``tp x pp`` GPUs; SGLang's ``--dp`` splits its ``--tp`` GPUs, so a
+    replica holds ``tp / D`` of them (``layers/dp_attention.py::compute_dp_attention_world_info``)."""
+
+    dp: int
+    batch: int
+    """The whole batch, over all replicas."""
+    tp: int
+    """The ``--tp`` given (SGLang: over all replicas)."""
+    replica_tp: int
+    """The tensor-parallel width of one replica's KV cache."""
+    gpus: int
+    """GPUs of the deployment, all replicas."""
+
+    @property
+    def busiest_batch(self) -> int:
+        """Sequences of the busiest replica: ceil(batch / dp)."""
+        return self.batch if self.dp == 1 else -(-self.batch // self.dp)
+
+    @property
+    def lightest_batch(self) -> int:
+        """Sequences of the least loaded replica: floor(batch / dp) (0: some replicas hold none)."""
+        return self.batch // self.dp
+
+    @property
+    def busiest_count(self) -> int:
+        """Replicas that hold ``busiest_batch`` sequences (the rest hold ``lightest_batch``)."""
+        return self.batch % self.dp or self.dp
+
+
+def replicas(dp: int, *, batch: int, tp: int, pp: int, engine: EngineProfile) -> Replicas:
+    """Check ``--dp`` against the batch and the GPU limit (InputError, exit 2) and lay the replicas out."""
+    if isinstance(dp, bool) or not isinstance(dp, int) or dp < 1:
+        raise InputError(f"--dp must be a positive integer, got {dp!r}", "e.g. --dp 2 (1: no data parallelism)")
+    check_limit(dp, MAX_NUM_GPUS, "--dp")
+    replica_tp = tp
+    if engine.dp_within_tp and dp > 1:
+        if tp % dp:
+            raise InputError(f"SGLang's --dp splits the --tp GPUs: --dp {dp} must divide --tp {tp}",
+                             f"use a --dp that divides {tp} (e.g. --dp {tp}), or --tp {dp * -(-tp // dp)} --dp {dp}")
+        replica_tp = tp // dp
+    gpus = tp * pp * (1 if engine.dp_within_tp else dp)
+    check_limit(gpus, MAX_NUM_GPUS, f"--tp {tp} x --pp {pp} x --dp {dp} GPUs")
+    return Replicas(dp=dp, batch=batch, tp=tp, replica_tp=replica_tp, gpus=gpus)

@@ -69,7 +69,7 @@ def kv_bytes_per_gpu(estimate: dict[str, Any]) -> int:
 
 #: Scenario keys passed to ``kvplan.estimate`` as they are (the `kvplan estimate` deployment flags).
 DEPLOYMENT_KEYS = (
-    "engine", "tp", "pp", "block_size", "beams", "prompt_len", "share_prefix", "shared_prefix_tokens", "no_window",
+    "engine", "tp", "pp", "dp", "block_size", "beams", "prompt_len", "share_prefix", "shared_prefix_tokens", "no_window",
     "quant_group_size", "residual_length", "offload", "max_num_batched_tokens", "max_num_seqs", "ubatch_size",
     "kv_unified", "swa_full_tokens_ratio", "max_cache_len", "cache_type_v", "no_mla", "n_gpu_layers", "no_kv_offload",
     "flash_attn", "enable_prefix_caching",

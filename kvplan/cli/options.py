@@ -146,6 +146,9 @@ TpOpt = Annotated[int, typer.Option("--tensor-parallel-size", "--tp", "-tp", min
                   "vLLM's --tensor-parallel-size/-tp: each keeps max(1, H_kv // tp) KV heads; MLA is replicated.")]
 PpOpt = Annotated[int, typer.Option("--pipeline-parallel-size", "--pp", "-pp", min=1, help="Pipeline stages, as vLLM's "
                   "--pipeline-parallel-size/-pp: layers split as vLLM get_pp_indices.")]
+DpOpt = Annotated[int, typer.Option("--data-parallel-size", "--dp", "-dp", min=1, help="Data-parallel replicas, as "
+                  "vLLM's --data-parallel-size/-dp (each tp x pp GPUs) and SGLang's --dp (splits the --tp GPUs); "
+                  "capacity answers per replica, estimate shares --batch over them.")]
 BlockSizeOpt = Annotated[Optional[int], typer.Option("--block-size", min=1, help="Tokens per KV block, as vLLM's "
                          "--block-size (default: the engine's; vLLM 16, 64 for MLA; TensorRT-LLM 32; SGLang page 1).")]
 BeamsOpt = Annotated[int, typer.Option("--beams", min=1, help="Beams per request: B x beams sequences each keep a cache.")]

@@ -104,12 +104,16 @@ def model_dict(
 
 def estimate_report(
     est: Estimate, source: Source | None, *, overrides: dict[str, Any] | None = None, length_flag: str | None = None,
-    notes: Sequence[str] = (),
+    notes: Sequence[str] = (), dp: int = 1,
 ) -> dict[str, Any]:
     """The `kvplan estimate` report. ``source``: where the config came from (None for a bare geometry: the
     report's source fields are null); ``length_flag``: the length flag the user typed (the report names it);
-    ``notes``: notes on how the flags were read, after the estimate's own."""
+    ``notes``: notes on how the flags were read, after the estimate's own; ``dp``: data-parallel replicas
+    (the caller puts their totals in)."""
     geometry = est.geometry
+    deployment = est.deployment.echo()
+    at = list(deployment).index("pp") + 1
+    deployment = dict([*list(deployment.items())[:at], ("dp", dp), *list(deployment.items())[at:]])
     return {
         "schema_version": SCHEMA_VERSION,
         "kvplan_version": __version__,
@@ -127,7 +131,7 @@ def estimate_report(
             "encoder_len": est.encoder_len,
             "encoder_len_source": est.encoder_len_source,
             "overrides": dict(overrides or {}),
-            **est.deployment.echo(),
+            **deployment,
         },
         "layers": [layer_dict(group, geometry.num_hidden_layers) for group in est.groups],
         "totals": {

@@ -14,6 +14,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from kvplan.engines import get_engine
 from kvplan.report.flags import engine_flags
 from kvplan.report.layout import KIND_LABEL, Fit, grid, replication
 from kvplan.report.layout import n as _n
@@ -110,7 +111,10 @@ def estimate_headline(report: dict[str, Any]) -> list[Text]:
     lines: list[Text] = []
     # NOTE: the tokens sized, as counted (--seq-len 32k = 32,768; --max-model-len 32k = 32,000, as vLLM reads it).
     counted = "" if inputs["seq_len"] is None else f"{inputs['batch']} × {inputs['seq_len']:,} tokens"
-    if gpus > 1:
+    dp = inputs.get("dp", 1)
+    if dp > 1:
+        lines += _replica_lines(report, total)
+    elif gpus > 1:
         lines.append(Text(f"KV cache per GPU{', ' + counted if counted else ''}: {format_bytes(totals['kv_cache_bytes_per_gpu'])} "
                           f"(the most loaded of {gpus} GPUs, tp {tp} × pp {pp})", style="bold"))
         replicated = replication(report)
@@ -138,6 +142,21 @@ def estimate_headline(report: dict[str, Any]) -> list[Text]:
     return lines
 
 
+def _replica_lines(report: dict[str, Any], total: int) -> list[Text]:
+    """``--dp``: the busiest replica's KV per GPU first, then every replica's."""
+    inputs, totals = report["inputs"], report["totals"]
+    dp, batch, tp, pp = inputs["dp"], inputs["batch"], inputs.get("tp", 1), inputs.get("pp", 1)
+    busiest = -(-batch // dp)
+    # NOTE: SGLang's --dp splits the --tp GPUs; vLLM's replicas each hold tp x pp (kvplan.calc.Replicas).
+    gpus = tp * pp * (1 if get_engine(inputs.get("engine", "ideal")).dp_within_tp else dp)
+    seq = "" if inputs["seq_len"] is None else f" × {inputs['seq_len']:,} tokens"
+    return [
+        Text(f"KV cache per GPU, busiest of {dp} replicas ({busiest}{seq}): "
+             f"{format_bytes(totals['kv_cache_bytes_per_gpu'])}", style="bold"),
+        Text(f"KV cache, all {dp} replicas, {gpus:,} GPUs, {batch} sequences: {format_bytes(total)} ({total:,} bytes)"),
+    ]
+
+
 def estimate_table(report: dict[str, Any]) -> Group:
     model, inputs = report["model"], report["inputs"]
     tp, pp = inputs.get("tp", 1), inputs.get("pp", 1)
@@ -154,7 +173,9 @@ def estimate_table(report: dict[str, Any]) -> Group:
         legend.append("tokens: held per sequence by each layer")
     if any(layer["state_bytes_per_seq"] for layer in layers):
         legend.append("state layers: bytes per sequence per layer")
-    if tp * pp > 1:
+    if inputs.get("dp", 1) > 1:
+        legend.append(f"sizes: the busiest replica ({-(-inputs['batch'] // inputs['dp'])} sequences)")
+    elif tp * pp > 1:
         legend.append(f"sizes: all {tp * pp} GPUs together")
     body = Fit(
         lambda: _estimate_grid(report, compact=False),
@@ -195,8 +216,15 @@ def _estimate_grid(report: dict[str, Any], *, compact: bool) -> Table:
     table.add_section()
     total: list[RenderableType] = [Text("total", style="bold"), _n(sum(layer["count"] for layer in layers))]
     table.add_row(*total, *[""] * (len(columns) - 3),
-                  Text(format_bytes(report["totals"]["kv_cache_bytes"]), style="bold"))
+                  Text(format_bytes(_replica_total(report)), style="bold"))
     return table
+
+
+def _replica_total(report: dict[str, Any]) -> int:
+    """The table's total: the whole cache, or under ``--dp`` the busiest replica's (the rows are its)."""
+    if report["inputs"].get("dp", 1) > 1:
+        return sum(int(layer["bytes"]) for layer in report["layers"])
+    return int(report["totals"]["kv_cache_bytes"])
 
 
 def _estimate_vertical(report: dict[str, Any]) -> Group:

@@ -121,6 +121,8 @@ def _defs() -> dict[str, Schema]:
                 "engine": ENGINES,
                 "tp": POS,
                 "pp": POS,
+                "dp": {**POS, "description": "data-parallel replicas sharing the batch (--dp); layers and per-GPU "
+                       "figures are then the busiest replica's (ceil(batch / dp) sequences), totals every replica's"},
                 "block_size": nullable(POS),
                 "beams": POS,
                 "prompt_len": nullable(POS),
