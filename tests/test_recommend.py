@@ -329,3 +329,35 @@ def test_search_prices_thousands_of_candidates(llama70b: kvplan.Geometry) -> Non
     rec = kvplan.recommend(llama70b, max_model_len=8192, concurrency=32, engine="vllm,sglang,trtllm,llama.cpp", top=0)
     assert rec.candidates >= 1000
     assert len(rec.deployments) > 20
+
+
+# ---- the table at 80 columns ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("engine", "priced"), [("sglang", False), ("sglang", True), ("vllm,sglang", True)])
+def test_table_fits_80_columns_without_cutting_a_number(engine: str, priced: bool) -> None:
+    """At 80 columns (a terminal, or a pipe) no cell is cut: every number of every row is printed whole."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from kvplan.gpus import load_catalog
+    from kvplan.report.recommend import layout_cell, recommend_table
+
+    prices = {g.name: 3.5 + i / 7 for i, g in enumerate(load_catalog())} if priced else None  # dollars per GPU-hour
+    report = kvplan.recommend("deepseek-ai/DeepSeek-V3", max_model_len="32k", concurrency=128, engine=engine,
+                              max_itl=50, prices=prices).to_dict()
+    out = StringIO()
+    Console(file=out, width=80, force_terminal=False, color_system=None).print(recommend_table(report))
+    text = out.getvalue()
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= 80
+    rows = {line.split()[0]: line for line in text.splitlines() if line.split() and line.split()[0].isdigit()}
+    assert len(report["deployments"]) == 10
+    for d in report["deployments"]:
+        cells = rows[str(d["rank"])].split()
+        expected = [str(d["rank"]), f"{d['num_gpus']}×{d['gpu']}", layout_cell(d),
+                    *([d["engine"]] if "," in engine else []), d["kv_dtype"], f"{d['max_concurrent_requests']:,}",
+                    f"{d['kv_bytes_per_gpu'] / 1024**3:.2f}", f"{d['decode_floor_ms']:.2f}",
+                    *([f"{d['cost_per_hour']:.2f}"] if priced else [])]
+        assert cells == expected
+    assert "8×1×dp8" in text  # tp 8, pp 1, 8 DP-attention ranks in one cell
