@@ -295,21 +295,26 @@ def test_capacity_pp_zero_is_a_clear_error(runner) -> None:
     ("meta-llama/Llama-3.1-70B", "vllm", "fp8"),
     ("meta-llama/Llama-3.1-70B", "sglang", "auto"),
     ("deepseek-ai/DeepSeek-V3", "sglang", "auto"),
+    ("meta-llama/Llama-3.1-70B", "trtllm", "fp8"),
+    ("meta-llama/Llama-3.1-70B", "trtllm", "auto"),
 ])
 def test_each_command_round_trips_through_capacity_cmd(runner, model: str, engine: str, kv_dtype: str) -> None:
     """Each recommended command, pasted into `kvplan capacity --cmd`, gives the same KV numbers."""
     pytest.importorskip("kvplan.launch")
     report = kvplan.recommend(model, max_model_len=8192, concurrency=32, gpu=GPUS, engine=engine,
                               kv_dtype=kv_dtype).to_dict()
+    assert report["deployments"]
     for d in report["deployments"]:
-        result = runner.invoke(app, ["capacity", "--cmd", d["command"], "--gpu", d["gpu"], "--batch",
-                                     str(cdiv(32, d["dp"])), "-f", "json"])
+        # trtllm-serve's --max_batch_size is the batch; vLLM and SGLang lines name none: the user's --batch
+        batch = [] if engine == "trtllm" else ["--batch", str(cdiv(32, d["dp"]))]
+        result = runner.invoke(app, ["capacity", "--cmd", d["command"], "--gpu", d["gpu"], *batch, "-f", "json"])
         assert result.exit_code == 0, (shlex.split(d["command"]), result.output)
         cap = json.loads(result.stdout)
         assert cap["budget"]["kv_bytes_per_gpu"] == d["kv_bytes_per_gpu"]
         assert cap["capacity"]["max_concurrency"] * d["dp"] == pytest.approx(d["max_concurrency"], rel=1e-4)  # both rounded
         assert cap["capacity"]["max_concurrent_requests"] * d["dp"] == d["max_concurrent_requests"]
         assert cap["capacity"]["max_context_len"] == d["max_context"]
+        assert cap["inputs"]["kv_dtype"] == d["kv_dtype"] and cap["inputs"]["batch"] == cdiv(32, d["dp"])
 
 
 def test_gguf_command_round_trips_through_capacity_cmd(runner, tmp_path: Path) -> None:
