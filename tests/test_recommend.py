@@ -166,6 +166,13 @@ def test_apple_gpus_only_run_llama_cpp() -> None:
     assert any(r.reason == "vLLM does not run on apple GPUs" for r in rec.rejected)
 
 
+def test_a_gpu_type_an_engine_does_not_run_on_is_said_in_a_note() -> None:
+    rec = kvplan.recommend("meta-llama/Llama-3.1-8B", max_model_len=8192, concurrency=4, gpu="H100,M2-Ultra,M3-Ultra")
+    assert {d.layout.gpu.name for d in rec.deployments} == {"H100-SXM-80GB"}
+    assert ("vLLM does not run on Apple GPUs: M2-Ultra-192GB, M3-Ultra-512GB left out (--engine llama.cpp runs them)"
+            in rec.to_dict()["notes"])
+
+
 def test_nothing_fits_says_why_per_gpu(runner) -> None:
     """DeepSeek-V3's weights (fp8, about 640 GiB) do not leave KV room on 8 L4 (22 GiB each): no deployment, and
     the note and `rejected` say why for each layout; still exit 0 (an answer, not a failed check)."""
@@ -225,6 +232,23 @@ def test_gguf_on_llama_cpp(tmp_path: Path) -> None:
     assert ts.budget.kv_bytes_per_gpu == best.capacity.budget.kv_bytes_per_gpu
     assert ts.max_concurrent_requests == best.requests
     assert any("llama_kv_cache" in line for line in d["engine_log"])
+
+
+def test_gguf_defaults_to_llama_cpp_as_capacity_does(runner, tmp_path: Path) -> None:
+    """No --engine: a .gguf is sized for llama.cpp (kvplan.api.engine_for, as `kvplan capacity` picks it)."""
+    model = str(tiny_gguf(tmp_path / "tiny.gguf"))
+    gpu = custom_gpu(192 * MiB, 100 * 10**9, name="small")
+    rec = kvplan.recommend(model, max_model_len=8192, concurrency=64, gpu=[gpu])
+    chosen = kvplan.recommend(model, max_model_len=8192, concurrency=64, gpu=[gpu], engine="llama.cpp")
+    assert [d.layout for d in rec.deployments] == [d.layout for d in chosen.deployments] != []
+    assert rec.to_dict()["inputs"]["engines"] == ["llama.cpp"]
+    assert any(n.startswith("engine llama.cpp: the model is a GGUF") for n in rec.to_dict()["notes"])
+    result = runner.invoke(app, ["recommend", "-m", model, "--max-model-len", "8192", "--gpu", "RTX-4090,M2-Ultra",
+                                 "-f", "json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["inputs"]["engines"] == ["llama.cpp"]
+    assert {d["gpu"] for d in report["deployments"]} == {"RTX-4090", "M2-Ultra-192GB"}  # Metal runs llama.cpp
 
 
 # ---- the report and the command line ------------------------------------------------------------------

@@ -102,7 +102,7 @@ def recommend_table(report: dict[str, Any]) -> Group:
     engines = inputs["engines"]
     title = (f"{model}: {inputs['concurrency']} requests of {inputs['max_model_len']:,} tokens"
              + (f", {engines[0]}" if len(engines) == 1 else "") + f" ({report['candidates']:,} candidates)")
-    table = Table(title=title, box=box.SIMPLE, show_edge=False, pad_edge=False, padding=0)
+    table = Table(box=box.SIMPLE, show_edge=False, pad_edge=False, padding=0)
     priced = any(d["cost_per_hour"] is not None for d in report["deployments"])
     # Fits 80 columns with every engine and a price: one space between columns, the GPU count beside its name,
     # the layout in one cell, units in the legend (a number is never cut).
@@ -120,13 +120,16 @@ def recommend_table(report: dict[str, Any]) -> Group:
         if priced:
             row.append("-" if d["cost_per_hour"] is None else f"{d['cost_per_hour']:.2f}")
         table.add_row(*row)
-    parts: list[Any] = [table]
+    parts: list[Any] = [Text(title, style="bold"), table]  # the title wraps at the terminal, not the table's width
     if not report["deployments"]:
         parts.append(Text("Nothing fits: see the notes and `--format yaml` (rejected) for each GPU's reason."))
     else:
-        legend = ("layout: tp×pp, ×dpN for SGLang's DP-attention ranks, /Nn across N nodes; holds: requests of "
-                  "max-model-len held at once; KV GiB: the KV pool per GPU; floor: the decode floor in ms per token "
-                  "(a lower bound)") + ("; $/h: the deployment's price per hour (--prices)" if priced else "")
+        deps = report["deployments"]
+        legend = ("layout: tp×pp" + (", ×dpN SGLang's DP-attention ranks" if any(d["dp"] > 1 for d in deps) else "")
+                  + (", /Nn across N nodes" if any(d["nodes"] > 1 for d in deps) else "")
+                  + "; holds: requests of max-model-len held at once; KV GiB: the KV pool per GPU; floor: the decode "
+                  "floor in ms per token (a lower bound)"
+                  + ("; $/h: the deployment's price per hour (--prices)" if priced else ""))
         parts.append(Text(legend, style="dim"))
     for d in report["deployments"]:
         nodes = f" on {d['nodes']} nodes" if d["nodes"] > 1 else ""
