@@ -892,7 +892,7 @@ def recommend(
     max_model_len: int | str,
     concurrency: int = 1,
     gpu: str | Sequence[str | GpuSpec] = "all",
-    engine: str | Sequence[str] = "vllm",
+    engine: str | Sequence[str] | None = None,
     kv_dtype: str | Sequence[str] | None = None,
     max_gpus: int | None = None,
     nodes: int | None = None,
@@ -906,7 +906,7 @@ def recommend(
 ) -> RecommendResult:
     """`kvplan recommend`: the cheapest deployments that hold ``concurrency`` requests of ``max_model_len`` tokens
     (read as vLLM reads it: ``"32k"`` = 32,000): every catalog GPU in ``gpu`` (names, comma-separated or a list, or
-    ``"all"``; or ``GpuSpec`` objects, e.g. :func:`kvplan.gpus.custom_gpu`) x layout x ``engine`` x ``kv_dtype`` (default: the model's dtype and fp8 where the engine takes it)
+    ``"all"``; or ``GpuSpec`` objects, e.g. :func:`kvplan.gpus.custom_gpu`) x layout x ``engine`` (default: llama.cpp for a GGUF, else vLLM) x ``kv_dtype`` (default: the model's dtype and fp8 where the engine takes it)
     priced by capacity's code; ``prices``: a YAML file (or a mapping) of GPU name to price per GPU-hour, which
     ranks by cost; ``max_itl``: drop candidates whose decode floor is above this many ms."""
     from kvplan.gpus import load_catalog, lookup
@@ -923,6 +923,10 @@ def recommend(
     tokens, len_note = vllm_tokens(_text(max_model_len), "--max-model-len")
     if tokens is None:
         raise InputError("recommend needs --max-model-len", "e.g. --max-model-len 32k (tokens per request)")
+    engine_notes: list[str] = []
+    if engine is None:  # as capacity: llama.cpp for a GGUF, else vLLM
+        default, engine_notes = engine_for(model, gguf_file, None, fallback="vllm")
+        engine = default
     engines = _names(engine, "--engine")
     for name in engines:
         get_engine(name)
@@ -949,7 +953,7 @@ def recommend(
     loaded = model if isinstance(model, Geometry) else load_geometry(model, revision=revision, token=token,
                                                                        gguf_file=gguf_file)
     weights: dict[str, WeightsEstimate] = {}
-    notes: list[str] = [len_note] if len_note else []
+    notes: list[str] = [*engine_notes, *([len_note] if len_note else [])]
     for name in engines:
         counted, weight_notes = model_weights(loaded, engine=name, revision=loaded.revision, token=token)
         assert counted is not None  # required=True: resolve_weights raises when the size is unknown

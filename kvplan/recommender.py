@@ -39,6 +39,7 @@ ENGINE_VENDORS: dict[str, tuple[str, ...]] = {
     "trtllm": ("nvidia",),
     "llama.cpp": ("nvidia", "amd", "apple"),
 }
+VENDOR_TITLES = {"nvidia": "NVIDIA", "amd": "AMD", "apple": "Apple"}
 DEFAULT_MAX_GPUS = 64
 DEFAULT_GPUS_PER_NODE = 8
 DEFAULT_TOP = 10
@@ -202,6 +203,7 @@ def recommend(
     best: list[Recommended] = []
     rejected: list[Rejection] = []
     notes: list[str] = []
+    unrun: dict[tuple[str, str], list[str]] = {}  # (engine, vendor) -> GPU types the engine does not run on
     candidates = 0
     for engine in engines:
         views: KvViews = {}  # KV views of this engine: a deployment's KV does not depend on the GPU
@@ -210,6 +212,7 @@ def recommend(
             if gpu.vendor and gpu.vendor not in ENGINE_VENDORS.get(profile.name, (gpu.vendor,)):
                 one = Layout(gpu=gpu, engine=profile.name, kv_dtype="auto", tp=1, pp=1, nodes=1)
                 rejected.append(Rejection(layout=one, reason=f"{profile.title} does not run on {gpu.vendor} GPUs"))
+                unrun.setdefault((profile.name, gpu.vendor), []).append(gpu.name)
                 continue
             largest: Rejection | None = None  # the largest layout tried, when no KV dtype fits this GPU
             fitted = False
@@ -230,10 +233,17 @@ def recommend(
                     layout=layout, capacity=cap, requests=requests,
                     cost_per_hour=None if price is None else round(price * layout.num_gpus, 4),
                     smaller_fails=_why_smaller(smaller)))
+            if not fitted and largest is None:
+                notes.append(f"{gpu.name} ({profile.name}): no layout to try within --max-gpus {target.max_gpus}")
             if not fitted and largest is not None:
                 lay = largest.layout
                 notes.append(f"{gpu.name} ({profile.name}): no layout up to {lay.num_gpus} GPUs holds the target; "
                              f"{lay.num_gpus}x (tp {lay.tp}, pp {lay.pp}, KV {lay.kv_dtype}): {largest.reason}")
+    for (engine, vendor), names in unrun.items():
+        runs = [e for e, vendors in ENGINE_VENDORS.items() if vendor in vendors]
+        notes.append(f"{get_engine(engine).title} does not run on {VENDOR_TITLES.get(vendor, vendor)} GPUs: "
+                     f"{', '.join(names)} left out"
+                     + (f" (--engine {' or '.join(runs)} runs them)" if runs else ""))
     if prices is not None:
         unpriced = sorted({r.layout.gpu.name for r in best if r.cost_per_hour is None})
         if unpriced:

@@ -8,7 +8,8 @@ capacity answer assumed (so the command, pasted into `kvplan capacity --cmd`, gi
 - llama.cpp: ``llama-server`` (tools/server/README.md: -c is the context of all slots together, -np the
   slots, -ctk/-ctv the cache types, -ngl the layers offloaded, -ts the layer proportions per device).
 - TensorRT-LLM: ``trtllm-serve`` (--tp_size, --pp_size, --max_seq_len, --max_batch_size,
-  --kv_cache_free_gpu_memory_fraction); its KV dtype is set in an --extra_llm_api_options YAML.
+  --kv_cache_free_gpu_memory_fraction, --kv_cache_dtype: the last added by NVIDIA/TensorRT-LLM#11487; older
+  releases set it in an --extra_llm_api_options YAML).
 Lengths are plain integers (vLLM reads ``32k`` as 32,000, kvplan as 32,768).
 """
 
@@ -71,7 +72,10 @@ def launch_command(cap: Capacity, *, model: str, concurrency: int, dp: int = 1) 
         args = ["trtllm-serve", model, "--tp_size", str(i.tp), "--pp_size", str(i.pp), "--max_seq_len", str(tokens),
                 "--max_batch_size", str(concurrency), "--kv_cache_free_gpu_memory_fraction", f"{fraction:g}"]
         if fp8:
-            notes.append("TensorRT-LLM fp8 KV: pass --extra_llm_api_options with 'kv_cache_config: {dtype: fp8}'")
+            args += ["--kv_cache_dtype", "fp8"]
+            notes.append("--kv_cache_dtype is trtllm-serve's flag since NVIDIA/TensorRT-LLM#11487 (March 2026); on "
+                         "an older release drop it and pass --extra_llm_api_options FILE.yaml holding "
+                         "'kv_cache_config: {dtype: fp8}'")
     else:
         return "", (f"no launch command for --engine {engine}",)
     return shlex.join(args), tuple(notes)

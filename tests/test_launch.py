@@ -201,7 +201,7 @@ def test_trtllm_serve_quick_start_line_equals_kvplans_own_options(monkeypatch: p
         monkeypatch.setenv("HF_HUB_OFFLINE", "0")
         pasted = kvplan.capacity(cmd=line, gpu="L4", weights_from="config").to_dict()
         own = kvplan.capacity("TinyLlama/TinyLlama-1.1B-Chat-v1.0", gpu="L4", engine="trtllm", weights_from="config",
-                              max_num_batched_tokens=8192, max_num_seqs=64, free_gpu_memory_fraction=0.8).to_dict()
+                              max_num_batched_tokens=8192, batch=64, free_gpu_memory_fraction=0.8).to_dict()
     assert strip_cmd_note(pasted) == strip_cmd_note(own)
     assert pasted["inputs"]["free_gpu_memory_fraction"] == 0.8
     # 22 layers, 4 KV heads of 2048 / 32 = 64, bf16, the model's 2,048 tokens in blocks of 32

@@ -166,6 +166,13 @@ def test_apple_gpus_only_run_llama_cpp() -> None:
     assert any(r.reason == "vLLM does not run on apple GPUs" for r in rec.rejected)
 
 
+def test_a_gpu_type_an_engine_does_not_run_on_is_said_in_a_note() -> None:
+    rec = kvplan.recommend("meta-llama/Llama-3.1-8B", max_model_len=8192, concurrency=4, gpu="H100,M2-Ultra,M3-Ultra")
+    assert {d.layout.gpu.name for d in rec.deployments} == {"H100-SXM-80GB"}
+    assert ("vLLM does not run on Apple GPUs: M2-Ultra-192GB, M3-Ultra-512GB left out (--engine llama.cpp runs them)"
+            in rec.to_dict()["notes"])
+
+
 def test_nothing_fits_says_why_per_gpu(runner) -> None:
     """DeepSeek-V3's weights (fp8, about 640 GiB) do not leave KV room on 8 L4 (22 GiB each): no deployment, and
     the note and `rejected` say why for each layout; still exit 0 (an answer, not a failed check)."""
@@ -225,6 +232,23 @@ def test_gguf_on_llama_cpp(tmp_path: Path) -> None:
     assert ts.budget.kv_bytes_per_gpu == best.capacity.budget.kv_bytes_per_gpu
     assert ts.max_concurrent_requests == best.requests
     assert any("llama_kv_cache" in line for line in d["engine_log"])
+
+
+def test_gguf_defaults_to_llama_cpp_as_capacity_does(runner, tmp_path: Path) -> None:
+    """No --engine: a .gguf is sized for llama.cpp (kvplan.api.engine_for, as `kvplan capacity` picks it)."""
+    model = str(tiny_gguf(tmp_path / "tiny.gguf"))
+    gpu = custom_gpu(192 * MiB, 100 * 10**9, name="small")
+    rec = kvplan.recommend(model, max_model_len=8192, concurrency=64, gpu=[gpu])
+    chosen = kvplan.recommend(model, max_model_len=8192, concurrency=64, gpu=[gpu], engine="llama.cpp")
+    assert [d.layout for d in rec.deployments] == [d.layout for d in chosen.deployments] != []
+    assert rec.to_dict()["inputs"]["engines"] == ["llama.cpp"]
+    assert any(n.startswith("engine llama.cpp: the model is a GGUF") for n in rec.to_dict()["notes"])
+    result = runner.invoke(app, ["recommend", "-m", model, "--max-model-len", "8192", "--gpu", "RTX-4090,M2-Ultra",
+                                 "-f", "json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["inputs"]["engines"] == ["llama.cpp"]
+    assert {d["gpu"] for d in report["deployments"]} == {"RTX-4090", "M2-Ultra-192GB"}  # Metal runs llama.cpp
 
 
 # ---- the report and the command line ------------------------------------------------------------------
@@ -295,21 +319,26 @@ def test_capacity_pp_zero_is_a_clear_error(runner) -> None:
     ("meta-llama/Llama-3.1-70B", "vllm", "fp8"),
     ("meta-llama/Llama-3.1-70B", "sglang", "auto"),
     ("deepseek-ai/DeepSeek-V3", "sglang", "auto"),
+    ("meta-llama/Llama-3.1-70B", "trtllm", "fp8"),
+    ("meta-llama/Llama-3.1-70B", "trtllm", "auto"),
 ])
 def test_each_command_round_trips_through_capacity_cmd(runner, model: str, engine: str, kv_dtype: str) -> None:
     """Each recommended command, pasted into `kvplan capacity --cmd`, gives the same KV numbers."""
     pytest.importorskip("kvplan.launch")
     report = kvplan.recommend(model, max_model_len=8192, concurrency=32, gpu=GPUS, engine=engine,
                               kv_dtype=kv_dtype).to_dict()
+    assert report["deployments"]
     for d in report["deployments"]:
-        result = runner.invoke(app, ["capacity", "--cmd", d["command"], "--gpu", d["gpu"], "--batch",
-                                     str(cdiv(32, d["dp"])), "-f", "json"])
+        # trtllm-serve's --max_batch_size is the batch; vLLM and SGLang lines name none: the user's --batch
+        batch = [] if engine == "trtllm" else ["--batch", str(cdiv(32, d["dp"]))]
+        result = runner.invoke(app, ["capacity", "--cmd", d["command"], "--gpu", d["gpu"], *batch, "-f", "json"])
         assert result.exit_code == 0, (shlex.split(d["command"]), result.output)
         cap = json.loads(result.stdout)
         assert cap["budget"]["kv_bytes_per_gpu"] == d["kv_bytes_per_gpu"]
         assert cap["capacity"]["max_concurrency"] * d["dp"] == pytest.approx(d["max_concurrency"], rel=1e-4)  # both rounded
         assert cap["capacity"]["max_concurrent_requests"] * d["dp"] == d["max_concurrent_requests"]
         assert cap["capacity"]["max_context_len"] == d["max_context"]
+        assert cap["inputs"]["kv_dtype"] == d["kv_dtype"] and cap["inputs"]["batch"] == cdiv(32, d["dp"])
 
 
 def test_gguf_command_round_trips_through_capacity_cmd(runner, tmp_path: Path) -> None:
@@ -329,3 +358,35 @@ def test_search_prices_thousands_of_candidates(llama70b: kvplan.Geometry) -> Non
     rec = kvplan.recommend(llama70b, max_model_len=8192, concurrency=32, engine="vllm,sglang,trtllm,llama.cpp", top=0)
     assert rec.candidates >= 1000
     assert len(rec.deployments) > 20
+
+
+# ---- the table at 80 columns ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("engine", "priced"), [("sglang", False), ("sglang", True), ("vllm,sglang", True)])
+def test_table_fits_80_columns_without_cutting_a_number(engine: str, priced: bool) -> None:
+    """At 80 columns (a terminal, or a pipe) no cell is cut: every number of every row is printed whole."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from kvplan.gpus import load_catalog
+    from kvplan.report.recommend import layout_cell, recommend_table
+
+    prices = {g.name: 3.5 + i / 7 for i, g in enumerate(load_catalog())} if priced else None  # dollars per GPU-hour
+    report = kvplan.recommend("deepseek-ai/DeepSeek-V3", max_model_len="32k", concurrency=128, engine=engine,
+                              max_itl=50, prices=prices).to_dict()
+    out = StringIO()
+    Console(file=out, width=80, force_terminal=False, color_system=None).print(recommend_table(report))
+    text = out.getvalue()
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= 80
+    rows = {line.split()[0]: line for line in text.splitlines() if line.split() and line.split()[0].isdigit()}
+    assert len(report["deployments"]) == 10
+    for d in report["deployments"]:
+        cells = rows[str(d["rank"])].split()
+        expected = [str(d["rank"]), f"{d['num_gpus']}×{d['gpu']}", layout_cell(d),
+                    *([d["engine"]] if "," in engine else []), d["kv_dtype"], f"{d['max_concurrent_requests']:,}",
+                    f"{d['kv_bytes_per_gpu'] / 1024**3:.2f}", f"{d['decode_floor_ms']:.2f}",
+                    *([f"{d['cost_per_hour']:.2f}"] if priced else [])]
+        assert cells == expected
+    assert "8×1×dp8" in text  # tp 8, pp 1, 8 DP-attention ranks in one cell

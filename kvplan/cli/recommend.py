@@ -25,8 +25,8 @@ ConcurrencyOpt = Annotated[int, typer.Option("--concurrency", min=1, help="Reque
                            "held at once.")]
 GpuListOpt = Annotated[str, typer.Option("--gpu", "-g", help="Catalog GPUs to try, comma-separated (H100,H200,L40S), "
                        "or all (kvplan gpus lists them).")]
-EngineListOpt = Annotated[list[str], typer.Option("--engine", help="Engines to try (repeat or comma-separate): vllm, "
-                          "sglang, trtllm, llama.cpp.")]
+EngineListOpt = Annotated[list[str] | None, typer.Option("--engine", help="Engines to try (repeat or comma-separate): "
+                          "vllm, sglang, trtllm, llama.cpp (default: llama.cpp for a GGUF, else vllm).")]
 KvDtypeListOpt = Annotated[str | None, typer.Option("--kv-dtype", "--kv-cache-dtype", help="KV dtypes to try, "
                            "comma-separated (default: the model's dtype, and fp8 where the engine takes it).")]
 MaxGpusOpt = Annotated[int | None, typer.Option("--max-gpus", min=1, help="The most GPUs a deployment may use "
@@ -57,7 +57,7 @@ def recommend(
     max_model_len: RecMaxModelLenOpt,
     concurrency: ConcurrencyOpt = 1,
     gpu: GpuListOpt = "all",
-    engine: EngineListOpt = ["vllm"],  # noqa: B006 - typer reads the default; never mutated
+    engine: EngineListOpt = None,
     kv_dtype: KvDtypeListOpt = None,
     max_gpus: MaxGpusOpt = None,
     nodes: NodesOpt = None,

@@ -11,7 +11,7 @@ from kvplan.recommender import Recommendation, Recommended, Rejection
 from kvplan.report import SCHEMA_VERSION, model_dict
 from kvplan.serve_commands import launch_command
 from kvplan.sources import Source
-from kvplan.units import format_bytes
+from kvplan.units import GiB
 from kvplan.version import __version__
 
 if TYPE_CHECKING:
@@ -82,6 +82,12 @@ def _rejected(r: Rejection) -> dict[str, Any]:
             "nodes": lay.nodes, "tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "reason": r.reason}
 
 
+def layout_cell(d: Mapping[str, Any]) -> str:
+    """``tp×pp``, then ``×dpN`` (SGLang DP attention) and ``/Nn`` (nodes): ``8×2×dp8/2n``."""
+    return (f"{d['tp']}×{d['pp']}" + (f"×dp{d['dp']}" if d["dp"] > 1 else "")
+            + (f"/{d['nodes']}n" if d["nodes"] > 1 else ""))
+
+
 def recommend_table(report: dict[str, Any]) -> Group:
     """Best first: one row per deployment, then the launch command and log lines of each."""
     # NOTE: rich only for a table: the library API and --format json/yaml never import it.
@@ -96,31 +102,38 @@ def recommend_table(report: dict[str, Any]) -> Group:
     engines = inputs["engines"]
     title = (f"{model}: {inputs['concurrency']} requests of {inputs['max_model_len']:,} tokens"
              + (f", {engines[0]}" if len(engines) == 1 else "") + f" ({report['candidates']:,} candidates)")
-    table = Table(title=title, box=box.SIMPLE, pad_edge=False, padding=(0, 1))
+    table = Table(box=box.SIMPLE, show_edge=False, pad_edge=False, padding=0)
     priced = any(d["cost_per_hour"] is not None for d in report["deployments"])
-    columns = [("#", "right"), ("GPU", "left"), ("GPUs", "right"), ("tp×pp", "left")]
+    # Fits 80 columns with every engine and a price: one space between columns, the GPU count beside its name,
+    # the layout in one cell, units in the legend (a number is never cut).
+    columns = [("#", "right"), ("GPUs", "left"), ("layout", "left")]
     columns += [("engine", "left")] if len(engines) > 1 else []
-    columns += [("KV", "left"), ("holds", "right"), ("KV/GPU", "right"), ("floor", "right")]
+    columns += [("KV", "left"), ("holds", "right"), ("KV GiB", "right"), ("floor", "right")]
     columns += [("$/h", "right")] if priced else []
     for name, justify in columns:
-        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+        table.add_column(name, justify=justify, no_wrap=True, overflow="fold")  # type: ignore[arg-type]
     for d in report["deployments"]:
-        layout = f"{d['tp']}×{d['pp']}" + (f" dp {d['dp']}" if d["dp"] > 1 else "")
-        row = [str(d["rank"]), d["gpu"], str(d["num_gpus"]) + (f" ({d['nodes']} nodes)" if d["nodes"] > 1 else ""),
-               layout, *([d["engine"]] if len(engines) > 1 else []), d["kv_dtype"], f"{d['max_concurrent_requests']:,}",
-               format_bytes(d["kv_bytes_per_gpu"]),
+        row = [str(d["rank"]), f"{d['num_gpus']}×{d['gpu']}", layout_cell(d),
+               *([d["engine"]] if len(engines) > 1 else []), d["kv_dtype"], f"{d['max_concurrent_requests']:,}",
+               f"{d['kv_bytes_per_gpu'] / GiB:.2f}",
                "-" if d["decode_floor_ms"] is None else f"{d['decode_floor_ms']:.2f}"]
         if priced:
             row.append("-" if d["cost_per_hour"] is None else f"{d['cost_per_hour']:.2f}")
         table.add_row(*row)
-    parts: list[Any] = [table]
+    parts: list[Any] = [Text(title, style="bold"), table]  # the title wraps at the terminal, not the table's width
     if not report["deployments"]:
         parts.append(Text("Nothing fits: see the notes and `--format yaml` (rejected) for each GPU's reason."))
     else:
-        parts.append(Text("holds: requests of max-model-len held at once; floor: the decode floor in ms per token "
-                          "(a lower bound)", style="dim"))
+        deps = report["deployments"]
+        legend = ("layout: tp×pp" + (", ×dpN SGLang's DP-attention ranks" if any(d["dp"] > 1 for d in deps) else "")
+                  + (", /Nn across N nodes" if any(d["nodes"] > 1 for d in deps) else "")
+                  + "; holds: requests of max-model-len held at once; KV GiB: the KV pool per GPU; floor: the decode "
+                  "floor in ms per token (a lower bound)"
+                  + ("; $/h: the deployment's price per hour (--prices)" if priced else ""))
+        parts.append(Text(legend, style="dim"))
     for d in report["deployments"]:
-        parts.append(Text(f"#{d['rank']} {d['num_gpus']}× {d['gpu']} ({d['engine']}):", style="bold"))
+        nodes = f" on {d['nodes']} nodes" if d["nodes"] > 1 else ""
+        parts.append(Text(f"#{d['rank']} {d['num_gpus']}× {d['gpu']}{nodes} ({d['engine']}):", style="bold"))
         parts.append(Padding(Text(d["command"], overflow="fold"), (0, 0, 0, 2)))
         for line in d["engine_log"]:
             parts.append(Padding(Text("log: " + line, overflow="fold", style="dim"), (0, 0, 0, 4)))
