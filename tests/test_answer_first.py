@@ -20,6 +20,8 @@ VERDICT = re.compile(r"^\d+ × [\d,]+ tokens (fits|does NOT fit): needs ")
 #: (arguments, fits) over engines, fits and does not fit, one and several GPUs, hybrid and MLA models.
 CASES = {
     "llama8b-vllm-fits": (["-m", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--max-model-len", "32k"], True),
+    # NOTE: vLLM's 8-line "To serve at least one request ..." error, clipped to two lines (--verbose: whole)
+    "qwen3-32b-vllm-error": (["-m", "Qwen/Qwen3-32B", "--gpu", "H100", "--max-model-len", "32k"], False),
     "llama70b-weights-too-big": (["-m", "meta-llama/Llama-3.1-70B", "--gpu", "H100", "--max-model-len", "128k"], False),
     "qwen3-8b-l40s-batch": (["-m", "Qwen/Qwen3-8B", "--gpu", "L40S", "--max-model-len", "32K", "--batch", "8"], False),
     "gpt-oss-hybrid": (["-m", "openai/gpt-oss-120b", "--gpu", "H200", "-s", "32k", "-b", "8"], True),
@@ -56,6 +58,8 @@ def test_capacity_is_at_most_20_lines_at_80_columns_verdict_first(runner, monkey
     if not fits:
         assert "try " in flat  # the fixes
     assert "would log:" in flat  # the engine's own lines
+    if name == "qwen3-32b-vllm-error":  # the engine's error stays recognisable: its opening words and figures
+        assert "To serve at least one request with the model's max seq len (32000), (7.81 GiB KV cache" in flat
     assert "decode floor" not in flat and "KV blocks" not in flat  # the breakdown is --verbose's
     assert err and err[-1].startswith("--verbose: ")  # says what --verbose adds
     for line in err:  # each note in two lines at most: "note: " then at most one continuation

@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kvplan.report.flags import engine_flags
-from kvplan.report.layout import KIND_LABEL, Fit, grid, replication
+from kvplan.report.layout import KIND_LABEL, Clip, Fit, grid, replication
 from kvplan.report.layout import n as _n
 from kvplan.report.layout import short_bytes as _short_bytes
 from kvplan.report.layout import signed_size as _size
@@ -671,12 +671,15 @@ def _capacity_fixes(report: dict[str, Any]) -> list[RenderableType]:
     return [tries]
 
 
-def _capacity_log(report: dict[str, Any]) -> list[RenderableType]:
+def _capacity_log(report: dict[str, Any], *, max_lines: int | None = None) -> list[RenderableType]:
+    """The lines the engine would log; ``max_lines``: each in at most that many lines (the short view: vLLM's
+    8-line error keeps its opening words and figures, ``--verbose`` prints it whole)."""
     log = report["capacity"].get("engine_log") or {}
     if not log.get("lines"):
         return []
     return [Text(f"{log['engine']} {log['version'] or ''} would log:".replace("  ", " ")),
-            *(Padding(Text(line, overflow="fold"), (0, 0, 0, 2), expand=False) for line in log["lines"])]
+            *(Padding(Text(line, overflow="fold") if max_lines is None else Clip(line, max_lines), (0, 0, 0, 2),
+                      expand=False) for line in log["lines"])]
 
 
 def _kv_budget_cell(budget: dict[str, Any]) -> tuple[str, str | None]:
@@ -783,7 +786,7 @@ def _capacity_short(report: dict[str, Any]) -> Group:
     if not cap["fits"] and cap["min_num_gpus"] is not None:
         table.add_row("GPUs needed", _n(cap["min_num_gpus"]), f"for one {tokens:,}-token request")
     lines: list[RenderableType] = [*warning_lines(report), _capacity_verdict(report), _capacity_title(report), table]
-    lines += [*_capacity_fixes(report), *_capacity_log(report), *_capacity_log_comparison(report)]
+    lines += [*_capacity_fixes(report), *_capacity_log(report, max_lines=2), *_capacity_log_comparison(report)]
     return Group(*lines)
 
 
