@@ -23,11 +23,20 @@ from kvplan.report.layout import tokens_short as _tokens_short
 from kvplan.textsafe import printable
 from kvplan.units import format_bytes
 
+#: The K/V dtype of a GGUF, said by ``inputs.kv_dtype_source`` (``auto: gguf: ...``) and by a note: said once.
+_GGUF_DTYPE_NOTE = "a GGUF file names no torch dtype: "
+
+#: Notes that change what the answer means (the engine, the context per slot, the flags read): shown first by
+#: default, before generic notes. kvplan/engine_flags.py (ollama, -c over -np) and kvplan/launch (--cmd, -np auto).
+_MEANING = re.compile(r"^(--engine ollama: |--cmd read as |-c \d+ is not divisible by -np |llama-server -np auto: )")
+
 
 def notes_text(report: dict[str, Any]) -> list[str]:
     inputs = report.get("inputs") or {}
     lines = [f"{key[:-7]}: {inputs[key]}" for key in ("seq_len_source", "kv_dtype_source") if inputs.get(key)]
-    lines += report.get("notes") or []
+    said = str(inputs.get("kv_dtype_source") or "").startswith("auto: gguf: ")
+    lines += [note for note in report.get("notes") or []
+              if not (said and isinstance(note, str) and note.startswith(_GGUF_DTYPE_NOTE))]
     return lines
 
 
@@ -40,12 +49,14 @@ def short_notes(report: dict[str, Any], *, width: int, used: int) -> list[str]:
     as many as fit beside the table's ``used`` lines within :data:`SHORT_LINES`, then one line
     saying what ``--verbose`` adds. WARNINGs are in the table already (:func:`warning_lines`)."""
     notes = [note for note in dict.fromkeys(notes_text(report)) if not note.startswith("WARNING: ")]
+    notes.sort(key=lambda note: not _MEANING.match(note))  # NOTE: stable: the notes that change the answer first
     room = SHORT_LINES - used - 1  # NOTE: a last line says what --verbose adds
     out: list[str] = []
     left = 0
     for index, note in enumerate(notes):
         wrapped = textwrap.wrap("note: " + printable(note), width=max(width, 20), subsequent_indent="      ",
-                                max_lines=2, placeholder=" ...", break_long_words=False, break_on_hyphens=False)
+                                max_lines=3 if _MEANING.match(note) else 2, placeholder=" ...",
+                                break_long_words=True, break_on_hyphens=False)  # NOTE: a long path
         if len(out) + len(wrapped) > room:
             left = len(notes) - index
             break
