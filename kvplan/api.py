@@ -316,6 +316,15 @@ def estimate(
     flag_notes_fa = flash_attn_notes(flash_attn, engine, cache_type_v or kv_dtype)
     if "," in kv_dtype:
         named = model if isinstance(model, str) else model.model_id
+        if ctx_size is not None or parallel is not None:
+            # NOTE: compare has no -c/-np: llama.cpp's -c cells over -np slots are the tokens of each slot.
+            model_max = None
+            if ctx_size is not None and str(ctx_size).strip() == "0":
+                model_max = _geometry(model, revision=revision, token=token, overrides=overrides,
+                                      gguf_file=gguf_file)[0].max_context_tokens
+            per_slot, batch, _note = llama_context(_text(ctx_size), parallel, _text(max_model_len), batch, engine,
+                                                   kv_unified=kv_unified, model_max=model_max)
+            seq_len, max_model_len = (per_slot, None) if per_slot is not None else (seq_len, max_model_len)
         # NOTE: the hint keeps every flag compare also reads, so running it answers the same question.
         kept = {"--revision": revision, "--gguf-file": gguf_file, "--batch": batch if batch != 1 else None,
                 "--seq-len": seq_len, "--max-model-len": max_model_len, "--kv-dtype": kv_dtype,

@@ -7,7 +7,8 @@
 2. a local path: a config.json (``file``), a ``.gguf`` file or any shard of a split set (``gguf``), or a
    folder holding config.json (``file``) or one GGUF model (``gguf``);
 3. ``org/repo:TAG``: the GGUF file of a Hub repo whose name holds TAG, as llama.cpp's ``-hf`` (``hub-gguf``);
-4. a bundled model by Hub id or short alias, case-insensitive, when no revision is asked (``bundled``);
+4. a bundled model by Hub id or short alias, case-insensitive, when no revision or ``main`` (the default branch)
+   is asked (``bundled``);
 5. any other Hub repo id (``hub``), or with ``--gguf-file`` that file of the repo (``hub-gguf``).
 
 :func:`load` then reads it along one path per kind: a config.json (local, bundled, or fetched from the
@@ -87,6 +88,10 @@ class ModelRef:
                 stamps.append((stat.st_mtime_ns, stat.st_size))
         return (self.kind, self.path, self.shards, self.folder, self.repo_id, self.revision, self.gguf_tag,
                 self.gguf_file, tuple(stamps))
+
+
+#: The Hub's default branch (huggingface_hub.constants.DEFAULT_REVISION): the revision read when none is given.
+DEFAULT_REVISION = "main"
 
 
 def resolve(model: str, *, revision: str | None = None, gguf_file: str | None = None) -> ModelRef:
@@ -189,7 +194,9 @@ def _from_hub_id(repo_id: str, *, given: str, revision: str | None, gguf_file: s
                               "pass the repo as org/name, or a local .gguf file as --model")
         return ModelRef(kind="hub-gguf", given=given, repo_id=repo_id, revision=revision, gguf_file=gguf_file)
     bundled = bundled_index().get(repo_id.lower())
-    if bundled is not None and revision is None and (repo_id == given or "/" in repo_id):
+    # NOTE: `main`, the default branch (huggingface_hub's DEFAULT_REVISION: no revision reads it), is what a
+    # bundled config was taken from: a URL's /tree/main, /blob/main/config.json or --revision main reads it.
+    if bundled is not None and revision in (None, DEFAULT_REVISION) and (repo_id == given or "/" in repo_id):
         return ModelRef(kind="bundled", given=given, path=bundled, repo_id=hub_id_of(bundled))
     if "/" not in repo_id and close_bundled(repo_id):  # a typo of a bundled alias, not a Hub namespace
         raise SourceError(f"--model {repo_id!r} is not a bundled model or a file", suggest_bundled(repo_id))

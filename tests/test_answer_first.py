@@ -3,6 +3,7 @@ notes on stderr together), the verdict on the first line; `--verbose` keeps the 
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import subprocess
@@ -20,6 +21,8 @@ VERDICT = re.compile(r"^\d+ × [\d,]+ tokens (fits|does NOT fit): needs ")
 #: (arguments, fits) over engines, fits and does not fit, one and several GPUs, hybrid and MLA models.
 CASES = {
     "llama8b-vllm-fits": (["-m", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--max-model-len", "32k"], True),
+    # NOTE: vLLM's 8-line "To serve at least one request ..." error, clipped to two lines (--verbose: whole)
+    "qwen3-32b-vllm-error": (["-m", "Qwen/Qwen3-32B", "--gpu", "H100", "--max-model-len", "32k"], False),
     "llama70b-weights-too-big": (["-m", "meta-llama/Llama-3.1-70B", "--gpu", "H100", "--max-model-len", "128k"], False),
     "qwen3-8b-l40s-batch": (["-m", "Qwen/Qwen3-8B", "--gpu", "L40S", "--max-model-len", "32K", "--batch", "8"], False),
     "gpt-oss-hybrid": (["-m", "openai/gpt-oss-120b", "--gpu", "H200", "-s", "32k", "-b", "8"], True),
@@ -56,12 +59,22 @@ def test_capacity_is_at_most_20_lines_at_80_columns_verdict_first(runner, monkey
     if not fits:
         assert "try " in flat  # the fixes
     assert "would log:" in flat  # the engine's own lines
+    if name == "qwen3-32b-vllm-error":  # the engine's error stays recognisable: its opening words and figures
+        assert "To serve at least one request with the model's max seq len (32000), (7.81 GiB KV cache" in flat
     assert "decode floor" not in flat and "KV blocks" not in flat  # the breakdown is --verbose's
     assert err and err[-1].startswith("--verbose: ")  # says what --verbose adds
-    for line in err:  # each note in two lines at most: "note: " then at most one continuation
+    _notes_are_short(err)
+
+
+def _notes_are_short(err: list[str]) -> None:
+    """Each note in two lines at most ("note: " then one continuation), three for a note that changes what the
+    answer means (--engine ollama, -c over -np, --cmd)."""
+    for line in err:
         assert line.startswith(("note: ", "      ", "--verbose: ")) or line.startswith(" "), line
-    continued = [i for i, line in enumerate(err) if line.startswith("      ")]
-    assert all(err[i - 1].startswith("note: ") for i in continued), err
+    starts = [i for i, line in enumerate(err) if not line.startswith("      ")] + [len(err)]
+    for start, end in itertools.pairwise(starts):
+        meaning = err[start].startswith(("note: --engine ollama:", "note: --cmd read as", "note: -c "))
+        assert end - start <= (3 if meaning else 2), err[start:end]
 
 
 @pytest.mark.parametrize("name", ["llama8b-vllm-fits", "qwen3-8b-l40s-batch", "llama70b-llamacpp-4090"])
@@ -128,3 +141,40 @@ def test_estimate_and_compare_say_each_note_in_two_lines_at_most(runner, command
     assert len(result.stdout.splitlines()) + len(err) <= SHORT_LINES
     verbose = runner.invoke(app, [*command, "--verbose"], env={"COLUMNS": "80"})
     assert len(verbose.stderr.splitlines()) >= len(err)
+
+
+@pytest.fixture(scope="module")
+def gguf_8b(tmp_path_factory) -> Path:
+    """A sparse stand-in of Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf (its header and tensor table, no data)."""
+    pytest.importorskip("gguf")
+    model = tmp_path_factory.mktemp("gguf") / "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf"
+    subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "gguf_stand_in.py"), str(model)], check=True,
+                   capture_output=True)
+    return model
+
+
+@pytest.mark.parametrize(("args", "meaning"), [
+    (["--engine", "ollama"], "note: --engine ollama: Ollama runs llama.cpp"),
+    (["--engine", "llama.cpp", "-c", "4096", "-np", "3"], "note: -c 4096 is not divisible by -np 3"),
+    (["--cmd", "llama-server -m {model} -c 8192 --mlock --port 8080 -t 8"], "note: --cmd read as llama.cpp"),
+])
+def test_a_note_that_changes_the_answer_shows_by_default_and_the_gguf_dtype_once(
+        runner, monkeypatch, gguf_8b: Path, args: list[str], meaning: str) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.chdir(gguf_8b.parent)  # NOTE: the file as people name it, beside them
+    args = [arg.format(model=gguf_8b.name) for arg in args]
+    model = [] if args[0] == "--cmd" else ["-m", gguf_8b.name]
+    result = runner.invoke(app, ["capacity", *model, "--gpu", "RTX4090", *args])
+    assert result.exit_code == 0, result.output
+    out, err = _lines(result)
+    assert len(out) + len(err) <= SHORT_LINES, "\n".join([*out, *err])
+    assert all(len(line.rstrip()) <= 80 for line in out + err), "\n".join(out + err)
+    assert any(line.startswith(meaning) for line in err), err  # first among the notes, not only under --verbose
+    _notes_are_short(err)
+    flat = " ".join(result.stderr.split())
+    if args[0] == "--cmd":  # the flags kvplan did not size are named
+        assert "not sized (no effect on memory in kvplan): --mlock, --port, -t" in flat
+    # the GGUF's K/V dtype (no torch dtype: llama.cpp's f16 default) said once, short view and --verbose
+    assert flat.count("no torch dtype") == 1, flat
+    verbose = runner.invoke(app, ["capacity", *model, "--gpu", "RTX4090", *args, "--verbose"])
+    assert " ".join(verbose.stderr.split()).count("no torch dtype") == 1, verbose.stderr

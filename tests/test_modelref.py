@@ -44,7 +44,8 @@ def test_kinds_of_reference(tmp_path: Path) -> None:
     assert resolve("acme/tiny-GGUF:Q4_K_M").gguf_tag == "Q4_K_M"
     by_file = resolve("acme/tiny-GGUF", gguf_file="t-Q8_0.gguf")
     assert (by_file.kind, by_file.gguf_file) == ("hub-gguf", "t-Q8_0.gguf")
-    assert resolve("meta-llama/Llama-3.1-8B", revision="main").kind == "hub"  # a revision is asked of the Hub
+    assert resolve("meta-llama/Llama-3.1-8B", revision="v1.0").kind == "hub"  # a revision is asked of the Hub
+    assert resolve("meta-llama/Llama-3.1-8B", revision="main").kind == "bundled"  # main: the default branch
 
 
 def test_a_folder_with_config_json_is_read_by_it_even_beside_a_gguf(tmp_path: Path) -> None:
@@ -85,6 +86,29 @@ def test_hub_url_is_the_repo_id_and_revision(url: str, repo_id: str, revision: s
 def test_hub_url_of_a_bundled_model_stays_offline() -> None:
     ref = resolve("https://huggingface.co/meta-llama/Llama-3.1-8B")
     assert (ref.kind, ref.repo_id) == ("bundled", "meta-llama/Llama-3.1-8B")
+
+
+@pytest.mark.parametrize("url", [
+    "https://huggingface.co/Qwen/Qwen3-32B/tree/main",
+    "https://huggingface.co/Qwen/Qwen3-32B/blob/main/config.json",
+    "https://huggingface.co/Qwen/Qwen3-32B/resolve/main/config.json",
+])
+def test_hub_url_of_the_default_branch_of_a_bundled_model_stays_offline(runner, monkeypatch: pytest.MonkeyPatch,
+                                                                        url: str) -> None:
+    """`main`, the default branch, reads what no revision reads: the bundled config, offline (issue 22)."""
+    from kvplan.cli import app
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    ref = resolve(url)
+    assert (ref.kind, ref.repo_id, ref.revision) == ("bundled", "Qwen/Qwen3-32B", None)
+    result = runner.invoke(app, ["estimate", url, "-s", "4k", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    bare = runner.invoke(app, ["estimate", "Qwen/Qwen3-32B", "-s", "4k", "--format", "json"])
+    sized = json.loads(result.stdout)["totals"]["kv_cache_bytes"]
+    assert sized == json.loads(bare.stdout)["totals"]["kv_cache_bytes"] == 64 * 4096 * 2 * 8 * 128 * 2  # layers,
+    # tokens, K+V, kv heads, head dim, bf16
+    other = runner.invoke(app, ["estimate", url.replace("/main", "/v1"), "-s", "4k"])  # another revision: the Hub
+    assert other.exit_code == 2 and "Qwen/Qwen3-32B@v1 is not bundled" in other.stderr
 
 
 def test_hub_url_loads_through_the_hub(monkeypatch: pytest.MonkeyPatch) -> None:

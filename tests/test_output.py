@@ -507,6 +507,50 @@ def test_models_says_which_columns_a_narrow_terminal_hides(runner, monkeypatch) 
     assert "  llama; 32× full; KV heads × dim 8 × 128" in runner.invoke(app, ["models"]).stdout
 
 
+@pytest.mark.parametrize(("flags", "batch", "per_slot"), [
+    (["-c", "8192", "-np", "2"], 2, 8192 // 2),  # -c cells over -np slots: the tokens of each slot
+    (["-c", "4096", "-np", "3"], 3, 1536),  # GGML_PAD(4096 / 3, 256): llama.cpp pads each slot to 256 cells
+])
+def test_the_compare_hint_of_a_gguf_keeps_ctx_size_and_parallel(runner, tmp_path: Path, monkeypatch,
+                                                                flags: list[str], batch: int, per_slot: int) -> None:
+    """llama.cpp's -c/-np, which compare does not take, become --batch slots and --seq-len tokens per slot."""
+    import shlex
+
+    pytest.importorskip("gguf")
+    model = tmp_path / "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf"
+    subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "gguf_stand_in.py"), str(model)], check=True,
+                   capture_output=True)
+    monkeypatch.chdir(tmp_path)
+    args = ["estimate", "-m", model.name, *flags, "--kv-dtype", "f16,q8_0"]
+    refused = runner.invoke(app, args)
+    assert refused.exit_code == 2
+    hint = refused.stderr.split("compare them in one run: ", 1)[1].strip()
+    assert f"--batch {batch} --seq-len {per_slot} " in hint, hint
+    compared = runner.invoke(app, [*shlex.split(hint)[1:], "--format", "json"])
+    assert compared.exit_code == 0, compared.output
+    sizes = {v["name"]: v["kv_cache_bytes"] for v in json.loads(compared.stdout)["variants"]}
+    f16 = 32 * batch * per_slot * KV * 8 * 128 * 2  # layers, slots, tokens per slot, K+V, kv heads, head dim, f16
+    assert sizes["model@f16"] == f16
+    assert sizes["model@q8_0"] == f16 // 2 // 32 * 34  # q8_0: 34 bytes per 32 values
+    for dtype in ("f16", "q8_0"):  # estimate sizes each the same
+        one = json.loads(runner.invoke(app, [*args[:-1], dtype, "--format", "json"]).stdout)
+        assert one["totals"]["kv_cache_bytes"] == sizes[f"model@{dtype}"]
+
+
+def test_the_no_model_hint_keeps_the_users_flags(runner) -> None:
+    import shlex
+
+    refused = runner.invoke(app, ["capacity", "--gpu", "H100", "-s", "8k", "-b", "4", "--engine", "sglang"])
+    assert refused.exit_code == 2
+    hint = refused.stderr.split("e.g. ", 1)[1].split(" (or ", 1)[0]
+    assert hint == "kvplan capacity Qwen/Qwen3-8B --gpu H100 --engine sglang --seq-len 8k --batch 4"
+    answered = runner.invoke(app, [*shlex.split(hint)[1:], "--format", "json"])
+    assert answered.exit_code == 0, answered.output
+    report = json.loads(answered.stdout)
+    assert (report["inputs"]["gpu"], report["inputs"]["engine"], report["inputs"]["batch"],
+            report["inputs"]["max_model_len"]) == ("H100-SXM-80GB", "sglang", 4, 8 * 1024)
+
+
 def test_the_compare_hint_keeps_the_users_flags(runner) -> None:
     """Running the hint answers the same question: batch 4 x 8k tokens at each dtype, as estimate sizes them."""
     import shlex

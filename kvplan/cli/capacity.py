@@ -39,6 +39,7 @@ from kvplan.cli.options import (
     TokenOpt,
     VerboseOpt,
     emit,
+    given_flags,
     lazy_table,
     one_model,
 )
@@ -185,7 +186,8 @@ def capacity(
 ) -> None:
     """What fits on a GPU: KV blocks and tokens, max concurrency and context, GPUs needed, decode floor."""
     # NOTE: with --cmd the launch line names the model; a model given beside it must be the same one.
-    model = one_model(model_arg, model, "capacity") if cmd is None or model_arg or model else None
+    flags = () if model_arg or model or cmd else given_flags(capacity, locals())  # NOTE: a hint keeps them
+    model = one_model(model_arg, model, "capacity", flags) if cmd is None or model_arg or model else None
     if plot is not None:
         check_plot_path(plot)  # before any work
         refuse_inputs(plot, (model, compare_log), flag="--plot")

@@ -55,6 +55,7 @@ from kvplan.cli.options import (
     UbatchSizeOpt,
     VerboseOpt,
     emit,
+    given_flags,
     lazy_table,
     one_model,
 )
@@ -124,7 +125,8 @@ def estimate(
 ) -> None:
     """Size the KV cache of a model, layer group by layer group."""
     # NOTE: with --cmd the launch line names the model; a model given beside it must be the same one.
-    model = one_model(model_arg, model, "estimate") if cmd is None or model_arg or model else None
+    flags = () if model_arg or model or cmd else given_flags(estimate, locals())  # NOTE: a hint keeps them
+    model = one_model(model_arg, model, "estimate", flags) if cmd is None or model_arg or model else None
     budget_bytes = parse_size(max_kv_bytes, what="--max-kv-bytes") if max_kv_bytes is not None else None
     gpu_budget_bytes = (
         parse_size(max_kv_bytes_per_gpu, what="--max-kv-bytes-per-gpu") if max_kv_bytes_per_gpu is not None else None

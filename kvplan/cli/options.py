@@ -6,14 +6,19 @@ Command modules import this module and the pure core, never each other or :mod:`
 
 from __future__ import annotations
 
+import inspect
+import shlex
 import shutil
 import sys
 import textwrap
+import typing
+from collections.abc import Callable, Mapping, Sequence
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
 import typer
+from typer.models import OptionInfo
 
 from kvplan.errors import InputError
 from kvplan.outfile import refuse_inputs, write_atomic
@@ -37,17 +42,37 @@ ModelArg = Annotated[Optional[str], typer.Argument(metavar="[MODEL]", show_defau
                                                    help="The model, as --model/-m takes it.")]
 
 
-def one_model(positional: str | None, option: str | None, command: str) -> str:
-    """The model given first or with --model/-m: one of them, not both and not neither (exit 2)."""
+def one_model(positional: str | None, option: str | None, command: str, flags: Sequence[str] = ()) -> str:
+    """The model given first or with --model/-m: one of them, not both and not neither (exit 2); ``flags``: the
+    user's other options (:func:`given_flags`), kept in the hint so running it answers the same question."""
     if positional is not None and option is not None and positional != option:
         raise InputError(f"two models given: {positional!r} first and --model {option!r}",
                          f"give one: kvplan {command} {option} ... or kvplan {command} --model {option} ...")
     model = option if option is not None else positional
     if model is None:
         launch = " or --cmd 'vllm serve MODEL ...'" if command in ("capacity", "estimate") else ""
-        raise InputError(f"kvplan {command} needs a model", f"e.g. kvplan {command} Qwen/Qwen3-8B (or -m PATH, a "
+        example = shlex.join(["kvplan", command, "Qwen/Qwen3-8B", *flags])
+        raise InputError(f"kvplan {command} needs a model", f"e.g. {example} (or -m PATH, a "
                          f"config.json, a .gguf, a Hub id or URL{launch}; kvplan models lists the bundled ones)")
     return model
+
+
+def given_flags(command: Callable[..., Any], values: Mapping[str, Any]) -> list[str]:
+    """The options of ``command`` whose ``values`` (its locals) differ from their defaults, as the words that give
+    them (``--gpu H100``, ``--no-window``), read from each option's typer declaration."""
+    hints = typing.get_type_hints(command, include_extras=True)
+    words: list[str] = []
+    for name, parameter in inspect.signature(command).parameters.items():
+        value = values.get(name, parameter.default)
+        info = next((m for m in getattr(hints.get(name), "__metadata__", ()) if isinstance(m, OptionInfo)), None)
+        if info is None or value is None or value == parameter.default or not isinstance(info.default, str):
+            continue
+        on, _, off = info.default.partition("/")  # NOTE: "--enable-x/--no-enable-x"
+        if isinstance(value, bool):
+            words += [on] if value else [off] if off else []
+        else:
+            words += [on, str(value.value if isinstance(value, Enum) else value)]
+    return words
 
 
 GgufFileOpt = Annotated[

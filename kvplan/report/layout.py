@@ -8,6 +8,7 @@ when set, the terminal's, else 80 (rich's fallback in a pipe or a CI log).
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -55,6 +56,22 @@ class Fit:
                     yield from line
                     yield Segment.line()
                 return
+
+
+class Clip:
+    """``text`` in at most ``max_lines`` lines of the width it is printed at, the last ending in `` ...`` when cut
+    (the short view's engine log: the line stays recognisable, ``--verbose`` prints it whole)."""
+
+    def __init__(self, text: str, max_lines: int) -> None:
+        self.text, self.max_lines = text, max_lines
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = max(options.max_width, 20)
+        lines = textwrap.wrap(self.text, width=width, max_lines=self.max_lines, placeholder=" ...",
+                              break_long_words=False, break_on_hyphens=False)
+        for line in lines:
+            yield Segment(line)
+            yield Segment.line()
 
 
 def fits(lines: Iterable[list[Segment]], width: int) -> bool:

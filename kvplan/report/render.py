@@ -16,7 +16,7 @@ from rich.text import Text
 
 from kvplan.engines import get_engine
 from kvplan.report.flags import engine_flags
-from kvplan.report.layout import KIND_LABEL, Fit, grid, replication
+from kvplan.report.layout import KIND_LABEL, Clip, Fit, grid, replication
 from kvplan.report.layout import n as _n
 from kvplan.report.layout import short_bytes as _short_bytes
 from kvplan.report.layout import signed_size as _size
@@ -24,11 +24,20 @@ from kvplan.report.layout import tokens_short as _tokens_short
 from kvplan.textsafe import printable
 from kvplan.units import format_bytes
 
+#: The K/V dtype of a GGUF, said by ``inputs.kv_dtype_source`` (``auto: gguf: ...``) and by a note: said once.
+_GGUF_DTYPE_NOTE = "a GGUF file names no torch dtype: "
+
+#: Notes that change what the answer means (the engine, the context per slot, the flags read): shown first by
+#: default, before generic notes. kvplan/engine_flags.py (ollama, -c over -np) and kvplan/launch (--cmd, -np auto).
+_MEANING = re.compile(r"^(--engine ollama: |--cmd read as |-c \d+ is not divisible by -np |llama-server -np auto: )")
+
 
 def notes_text(report: dict[str, Any]) -> list[str]:
     inputs = report.get("inputs") or {}
     lines = [f"{key[:-7]}: {inputs[key]}" for key in ("seq_len_source", "kv_dtype_source") if inputs.get(key)]
-    lines += report.get("notes") or []
+    said = str(inputs.get("kv_dtype_source") or "").startswith("auto: gguf: ")
+    lines += [note for note in report.get("notes") or []
+              if not (said and isinstance(note, str) and note.startswith(_GGUF_DTYPE_NOTE))]
     return lines
 
 
@@ -41,12 +50,14 @@ def short_notes(report: dict[str, Any], *, width: int, used: int) -> list[str]:
     as many as fit beside the table's ``used`` lines within :data:`SHORT_LINES`, then one line
     saying what ``--verbose`` adds. WARNINGs are in the table already (:func:`warning_lines`)."""
     notes = [note for note in dict.fromkeys(notes_text(report)) if not note.startswith("WARNING: ")]
+    notes.sort(key=lambda note: not _MEANING.match(note))  # NOTE: stable: the notes that change the answer first
     room = SHORT_LINES - used - 1  # NOTE: a last line says what --verbose adds
     out: list[str] = []
     left = 0
     for index, note in enumerate(notes):
         wrapped = textwrap.wrap("note: " + printable(note), width=max(width, 20), subsequent_indent="      ",
-                                max_lines=2, placeholder=" ...", break_long_words=False, break_on_hyphens=False)
+                                max_lines=3 if _MEANING.match(note) else 2, placeholder=" ...",
+                                break_long_words=True, break_on_hyphens=False)  # NOTE: a long path
         if len(out) + len(wrapped) > room:
             left = len(notes) - index
             break
@@ -699,12 +710,15 @@ def _capacity_fixes(report: dict[str, Any]) -> list[RenderableType]:
     return [tries]
 
 
-def _capacity_log(report: dict[str, Any]) -> list[RenderableType]:
+def _capacity_log(report: dict[str, Any], *, max_lines: int | None = None) -> list[RenderableType]:
+    """The lines the engine would log; ``max_lines``: each in at most that many lines (the short view: vLLM's
+    8-line error keeps its opening words and figures, ``--verbose`` prints it whole)."""
     log = report["capacity"].get("engine_log") or {}
     if not log.get("lines"):
         return []
     return [Text(f"{log['engine']} {log['version'] or ''} would log:".replace("  ", " ")),
-            *(Padding(Text(line, overflow="fold"), (0, 0, 0, 2), expand=False) for line in log["lines"])]
+            *(Padding(Text(line, overflow="fold") if max_lines is None else Clip(line, max_lines), (0, 0, 0, 2),
+                      expand=False) for line in log["lines"])]
 
 
 def _kv_budget_cell(budget: dict[str, Any]) -> tuple[str, str | None]:
@@ -811,7 +825,7 @@ def _capacity_short(report: dict[str, Any]) -> Group:
     if not cap["fits"] and cap["min_num_gpus"] is not None:
         table.add_row("GPUs needed", _n(cap["min_num_gpus"]), f"for one {tokens:,}-token request")
     lines: list[RenderableType] = [*warning_lines(report), _capacity_verdict(report), _capacity_title(report), table]
-    lines += [*_capacity_fixes(report), *_capacity_log(report), *_capacity_log_comparison(report)]
+    lines += [*_capacity_fixes(report), *_capacity_log(report, max_lines=2), *_capacity_log_comparison(report)]
     return Group(*lines)
 
 
