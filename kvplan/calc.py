@@ -338,8 +338,8 @@ def _resolve(
     """The served geometry, KV dtype (and its source), state dtype, engine and deployment of an estimate,
     with the notes they add; raises what the engine and the lengths refuse."""
     engine = get_engine(dep.engine)
-    if not engine.plain_formula:
-        geometry = served_geometry(geometry, engine)
+    if dep.dtype is not None or not engine.plain_formula:  # NOTE: the one place the served dtype is applied
+        geometry = served_geometry(geometry, engine, dep.dtype or "auto")
     dtype, dtype_source, state_dtype, notes = resolve_kv_dtype(geometry, kv_dtype, group_size=dep.quant_group_size)
     if dep.engine != engine.name:  # an alias (hf -> hf-dynamic): the profile's own name
         dep = dep.with_(engine=engine.name)
