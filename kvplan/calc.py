@@ -592,7 +592,9 @@ def _adjustments(sizing: _Sizing, dep: Deployment, kv_dtype: KvDtype, engine: En
     whole deployment already priced (its steady bytes end the last step)."""
     out: list[Adjustment] = []
     ideal = get_engine("ideal")
-    cur = Deployment(quant_group_size=dep.quant_group_size, residual_length=dep.residual_length, prompt_len=dep.prompt_len)
+    # NOTE: dtype is already in the served geometry (_resolve): it bends no byte here
+    cur = Deployment(quant_group_size=dep.quant_group_size, residual_length=dep.residual_length, prompt_len=dep.prompt_len,
+                     dtype=dep.dtype)
     cur_dtype = ideal.auto_dtype(sizing.model_dtype)
     priced = sizing.price(cur, cur_dtype, peaks=False)  # NOTE: adjustments compare steady bytes only
     geometry = sizing.geometry
