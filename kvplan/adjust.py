@@ -92,6 +92,11 @@ class Deployment:
     cache_type_v: str | None = None
     """llama.cpp ``--cache-type-v``/``-ctv``: the V cache type when it differs from K (``--kv-dtype``/``-ctk``);
     None = the K type. Not an ``inputs`` key: the report says it in ``kv_dtype_source`` and an adjustment."""
+    dtype: str | None = None
+    """``--dtype`` (capacity): the dtype the engine holds the model in (:func:`kvplan.calc.served_geometry`), which
+    ``--kv-dtype auto`` follows (vLLM's ``kv_cache_dtype auto`` is the model dtype as served). ``None``: the engine's
+    own rule (``auto``), and none for the ideal formula; capacity sets it, so its ideal engine serves as vLLM does.
+    Not an ``inputs`` key: capacity's inputs say it."""
     enable_prefix_caching: bool = False
     """Prefix caching on, as resolved for the engine and version (vLLM ``--enable-prefix-caching``): a vLLM
     recurrent-state layer then holds one more page per sequence (``mamba_cache_mode`` "align"). Not an ``inputs``
@@ -112,7 +117,7 @@ class Deployment:
 
 
 #: Deployment fields the report says elsewhere than the ``inputs`` echo (the report schema is unchanged).
-NOT_ECHOED = ("cache_type_v", "enable_prefix_caching")
+NOT_ECHOED = ("cache_type_v", "enable_prefix_caching", "dtype")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -505,7 +505,7 @@ def capacity(
     from kvplan.capacity_types import CapacityInputs
     from kvplan.fit import plan_capacity
     from kvplan.gpus import GpuSpec
-    from kvplan.logparse import read_log
+    from kvplan.logparse import log_context, read_log
 
     local_notes: list[str] = []
     if isinstance(gpu, str) and gpu.strip().lower() == "local":
@@ -531,6 +531,8 @@ def capacity(
         if enable_prefix_caching is None and log.prefix_caching is not None:
             enable_prefix_caching = log.prefix_caching
             log_notes.append(f"enable_prefix_caching={log.prefix_caching}: as the log echoes vLLM's arguments")
+        if log.context is not None and ctx_size is None and max_model_len is None:
+            ctx_size, parallel, kv_unified = log_context(log.context, parallel, kv_unified, log_notes)
 
     # NOTE: with --kv-budget alone the GPU is irrelevant to blocks, tokens and concurrency.
     no_gpu = gpu is None and gpu_mem is None and kv_budget is not None

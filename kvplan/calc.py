@@ -339,8 +339,8 @@ def _resolve(
     """The served geometry, KV dtype (and its source), state dtype, engine and deployment of an estimate,
     with the notes they add; raises what the engine and the lengths refuse."""
     engine = get_engine(dep.engine)
-    if not engine.plain_formula:
-        geometry = served_geometry(geometry, engine)
+    if dep.dtype is not None or not engine.plain_formula:  # NOTE: the one place the served dtype is applied
+        geometry = served_geometry(geometry, engine, dep.dtype or "auto")
     dtype, dtype_source, state_dtype, notes = resolve_kv_dtype(geometry, kv_dtype, group_size=dep.quant_group_size)
     if dep.engine != engine.name:  # an alias (hf -> hf-dynamic): the profile's own name
         dep = dep.with_(engine=engine.name)
@@ -593,7 +593,9 @@ def _adjustments(sizing: _Sizing, dep: Deployment, kv_dtype: KvDtype, engine: En
     whole deployment already priced (its steady bytes end the last step)."""
     out: list[Adjustment] = []
     ideal = get_engine("ideal")
-    cur = Deployment(quant_group_size=dep.quant_group_size, residual_length=dep.residual_length, prompt_len=dep.prompt_len)
+    # NOTE: dtype is already in the served geometry (_resolve): it bends no byte here
+    cur = Deployment(quant_group_size=dep.quant_group_size, residual_length=dep.residual_length, prompt_len=dep.prompt_len,
+                     dtype=dep.dtype)
     cur_dtype = ideal.auto_dtype(sizing.model_dtype)
     priced = sizing.price(cur, cur_dtype, peaks=False)  # NOTE: adjustments compare steady bytes only
     geometry = sizing.geometry

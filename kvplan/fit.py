@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from kvplan.adjust import Deployment, stage_of_layer
 from kvplan.budget import Budget, budget_uncertainty, compute_budget
-from kvplan.calc import Estimate, KvSizer, LayerGroup, Priced, estimate, served_geometry
+from kvplan.calc import Estimate, KvSizer, LayerGroup, Priced, estimate
 from kvplan.capacity_types import Capacity, CapacityInputs
 from kvplan.dp import attention_tp, dp_notes
 from kvplan.engine_log import attach_engine_log
@@ -227,7 +227,6 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
         weights, serve_note = serve_weights(weights, engine=engine, dtype=inputs.dtype)
         if serve_note:
             notes.append(serve_note)
-    geometry = served_geometry(geometry, engine, inputs.dtype)
     caching, caching_notes = engine.resolve_prefix_caching(inputs.enable_prefix_caching, inputs.engine_version,
                                                            geometry.layers)
     inputs = replace(inputs, enable_prefix_caching=caching)
@@ -321,7 +320,7 @@ def _deployment(inputs: CapacityInputs, tp: int) -> Deployment:
                       max_num_batched_tokens=inputs.max_num_batched_tokens, kv_unified=inputs.kv_unified,
                       ubatch_size=inputs.ubatch_size, cache_type_v=inputs.cache_type_v,
                       no_window=inputs.no_window, offload=inputs.offload,
-                      enable_prefix_caching=bool(inputs.enable_prefix_caching))
+                      enable_prefix_caching=bool(inputs.enable_prefix_caching), dtype=inputs.dtype)
 
 
 def _validate(inputs: CapacityInputs) -> None:
@@ -472,7 +471,6 @@ def screen_capacity(geometry: ModelGeometry, weights: WeightsEstimate, inputs: C
     engine = get_engine(inputs.engine)
     tokens = inputs.max_model_len
     weights, _note = serve_weights(weights, engine=engine, dtype=inputs.dtype)
-    geometry = served_geometry(geometry, engine, inputs.dtype)
     caching, _notes = engine.resolve_prefix_caching(inputs.enable_prefix_caching, inputs.engine_version, geometry.layers)
     inputs = replace(inputs, enable_prefix_caching=caching)
     dep = _deployment(inputs, attention_tp(inputs, inputs.tp))
@@ -537,7 +535,7 @@ def _fits_one(geometry: ModelGeometry, weights: WeightsEstimate | None, inputs: 
         return False
     dep = Deployment(engine=get_engine(inputs.engine).name, tp=tp, pp=pp, block_size=inputs.block_size,
                      max_num_batched_tokens=inputs.max_num_batched_tokens,
-                     enable_prefix_caching=bool(inputs.enable_prefix_caching))
+                     enable_prefix_caching=bool(inputs.enable_prefix_caching), dtype=inputs.dtype)
     kv = _kv_view(views, geometry, dep, inputs.kv_dtype)
     if get_engine(dep.engine).block_pool:
         num_blocks, per_request, _bs, _n = kv.vllm_pool(budget, tokens)

@@ -45,6 +45,11 @@ LLAMA_SIZE = re.compile(
     r"size = +([\d.]+) MiB \( *(\d+) cells, +(\d+) layers, +(\d+)/(\d+) seqs\), "
     r"K \((\w+)\): +([\d.]+) MiB, V \((\w+)\): +([\d.]+) MiB"
 )
+#: llama.cpp's context parameters as src/llama-context.cpp logs them ("llama_context: n_ctx                 = 8192",
+#: "n_seq_max             = 4", "kv_unified            = false"; older builds: "llama_new_context_with_model:").
+LLAMA_N_CTX = re.compile(r"(?:^|[\s:])n_ctx +=\s*(\d+)\s*$")
+LLAMA_N_SEQ_MAX = re.compile(r"(?:^|[\s:])n_seq_max +=\s*(\d+)\s*$")
+LLAMA_KV_UNIFIED = re.compile(r"(?:^|[\s:])kv_unified +=\s*(true|false)\s*$")
 LLAMA_OLD_SIZE = re.compile(r"KV self size += +([\d.]+) MiB, K \((\w+)\): +([\d.]+) MiB, V \((\w+)\): +([\d.]+) MiB")
 #: vLLM's own version: "Initializing a V1 LLM engine (v0.24.0)", V0 "Initializing an LLM engine (v0.6.3)", and
 #: "vLLM API server version 0.24.0".
@@ -77,6 +82,18 @@ class Logged:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class LlamaContext:
+    """The context a llama.cpp log says it was started with (src/llama-context.cpp's ``llama_context:`` lines)."""
+
+    n_ctx: Logged | None = None
+    """Cells over all slots (``-c``, rounded up by llama.cpp)."""
+    n_seq_max: Logged | None = None
+    """Slots (``-np``)."""
+    kv_unified: bool | None = None
+    """``--kv-unified``: one cell pool shared by all slots."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ParsedLog:
     engine: str | None
     figures: tuple[Logged, ...]
@@ -88,6 +105,8 @@ class ParsedLog:
     """The engine version the log itself names (vLLM "Initializing a V1 LLM engine (v0.24.0)")."""
     prefix_caching: bool | None = None
     """vLLM's ``enable_prefix_caching`` as the log echoes it (None: not echoed)."""
+    context: LlamaContext | None = None
+    """llama.cpp's ``n_ctx`` / ``n_seq_max`` / ``kv_unified`` as the log prints them (None: not printed)."""
 
     def first(self, figure: str) -> Logged | None:
         return next((f for f in self.figures if f.figure == figure), None)
@@ -101,6 +120,9 @@ def parse_log(text: str) -> ParsedLog:
     cache_index = 0
     named_version: str | None = None
     prefix_caching: bool | None = None
+    n_ctx: Logged | None = None
+    n_seq_max: Logged | None = None
+    kv_unified: bool | None = None
 
     def add(figure: str, value: float, text: str, unit: str, no: int, line: str) -> None:
         found.append(Logged(figure=figure, value=value, text=text, unit=unit, line_no=no, line=line.strip()))
@@ -145,6 +167,13 @@ def parse_log(text: str) -> ParsedLog:
             else:
                 add("k_size_bytes", float(m[3]) * GiB, m[3], "GiB", no, line)
                 add("v_size_bytes", float(m[4]) * GiB, m[4], "GiB", no, line)
+        if n_ctx is None and (m := LLAMA_N_CTX.search(line)):  # NOTE: context lines are settings, not KV figures
+            n_ctx = Logged(figure="n_ctx", value=int(m[1]), text=m[1], unit="tokens", line_no=no, line=line.strip())
+        if n_seq_max is None and (m := LLAMA_N_SEQ_MAX.search(line)):
+            n_seq_max = Logged(figure="n_seq_max", value=int(m[1]), text=m[1], unit="slots", line_no=no,
+                               line=line.strip())
+        if kv_unified is None and (m := LLAMA_KV_UNIFIED.search(line)):
+            kv_unified = m[1] == "true"
         if m := LLAMA_BUFFER.search(line):
             engines.append("llama.cpp")
             add(f"buffer:{m[1]}", float(m[2]) * MiB, m[2], "MiB", no, line)
@@ -201,8 +230,11 @@ def parse_log(text: str) -> ParsedLog:
         version = "0.7-v1" if early_v1 else "0.6" if v0 else "0.33" if merged else "0.21" if one_decimal else None
         if named_version is not None and named_v1 and version_tuple(named_version, engine="vllm")[:2] < (0, 8):
             named_version += "-v1"  # "Initializing a V1 LLM engine (v0.7.3)": VLLM_USE_V1=1 before 0.8
+    context = None
+    if kinds == ["llama.cpp"] and (n_ctx is not None or n_seq_max is not None or kv_unified is not None):
+        context = LlamaContext(n_ctx=n_ctx, n_seq_max=n_seq_max, kv_unified=kv_unified)
     return ParsedLog(engine=kinds[0], figures=tuple(found), version_hint=version, merged_line=merged,
-                     version=named_version, prefix_caching=prefix_caching)
+                     version=named_version, prefix_caching=prefix_caching, context=context)
 
 
 #: A llama.cpp device buffer over its K/V tensors by at most this is the backend's per-tensor alignment padding
@@ -275,6 +307,24 @@ def read_log(path: Any, engine: str, gpu: str | None, kv_budget: str | None,
         engine_version = parsed.version_hint
         notes.append(f"--engine-version {engine_version}: the form of the log's lines")
     return parsed, kv_budget, engine_version, notes
+
+
+def log_context(context: LlamaContext, parallel: int | None, kv_unified: bool,
+                notes: list[str]) -> tuple[str | None, int | None, bool]:
+    """``--compare-log`` of a llama.cpp log when no -c / --max-model-len is given: the ``-c``, ``-np`` and
+    ``--kv-unified`` the log says it ran with (src/llama-context.cpp prints ``n_ctx``, ``n_seq_max`` and
+    ``kv_unified``), so its cache is compared like for like, not the model's maximum context; a note per value."""
+    if context.n_ctx is None:
+        return None, parallel, kv_unified
+    notes.append(f"-c {context.n_ctx.text}: the log's n_ctx (line {context.n_ctx.line_no}), as no -c or "
+                 "--max-model-len was given")
+    if parallel is None and context.n_seq_max is not None:
+        parallel = int(context.n_seq_max.value)
+        notes.append(f"-np {parallel}: the log's n_seq_max (line {context.n_seq_max.line_no})")
+    if context.kv_unified and not kv_unified:
+        kv_unified = True
+        notes.append("--kv-unified: the log's kv_unified = true")
+    return context.n_ctx.text, parallel, kv_unified
 
 
 def _llamacpp_logged_bytes(parsed: ParsedLog) -> int:

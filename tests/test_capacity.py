@@ -278,6 +278,26 @@ def test_float32_checkpoint_is_served_and_cached_in_16_bits() -> None:
     assert forced.weights.bytes == forced.weights.parameters * 4
 
 
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_dtype_reaches_the_kv_dtype(engine: str) -> None:
+    """--dtype float32 serves Qwen3-8B (a bfloat16 checkpoint) in float32, and --kv-dtype auto follows the
+    model dtype as served (vLLM's kv_cache_dtype auto): the served-dtype rule is applied once, with --dtype."""
+    layers, kv_heads, head_dim, tokens = 36, 8, 128, 8000  # Qwen3-8B's config
+    fp32 = plan("Qwen/Qwen3-8B", engine=engine, max_model_len=tokens, dtype="float32")
+    assert fp32.kv_dtype_name == "fp32" and "--dtype float32" in fp32.kv_dtype_source
+    assert fp32.kv_bytes_per_request == KV * layers * kv_heads * head_dim * 4 * tokens  # K+V, fp32
+    assert fp32.weights is not None and fp32.weights.bytes == fp32.weights.parameters * 4
+    default = plan("Qwen/Qwen3-8B", engine=engine, max_model_len=tokens)
+    assert default.kv_dtype_name == "bf16" and "served dtype" not in default.kv_dtype_source
+    assert default.kv_bytes_per_request == KV * layers * kv_heads * head_dim * BF16 * tokens
+
+
+def test_dtype_float32_cli_says_fp32_kv(runner) -> None:
+    report = _capacity_json(runner, "-m", "Qwen/Qwen3-8B", "--max-model-len", "8k", "--dtype", "float32")
+    assert report["capacity"]["kv_bytes_per_request"] == KV * 36 * 8 * 128 * 4 * 8000  # layers, kv heads, head dim
+    assert not any("16 bits" in note for note in report["notes"])
+
+
 # ---- CLI: exit codes and output ------------------------------------------------------------# ---- CLI: exit codes and output ------------------------------------------------------------
 def test_require_fit_exit_codes(runner) -> None:
     base = ["capacity", "-m", LLAMA8B, "--gpu", "H100", "--require-fit", "--format", "json"]

@@ -237,6 +237,45 @@ def test_llamacpp_log_needs_no_gpu_or_budget(runner, tmp_path) -> None:
     assert any("llama.cpp sizes its cache by -c and -np" in n for n in report["notes"])
 
 
+def _llama_context_log(n_ctx: int, slots: int, unified: bool) -> str:
+    """A llama.cpp start-up log of Llama-2-7b (32 layers, 32 KV heads, head dim 128, f16 cache), in the line forms
+    of src/llama-context.cpp (n_seq_max, n_ctx, n_ctx_seq, kv_unified) and src/llama-kv-cache.cpp (size = ...)."""
+    mib = KV * 32 * 32 * 128 * 2 * n_ctx / MiB  # K+V, layers, kv heads, head dim, f16: every cell of every slot
+    streams = 1 if unified else slots
+    return (f"llama_context: n_seq_max             = {slots}\n"
+            f"llama_context: n_ctx                 = {n_ctx}\n"
+            f"llama_context: n_ctx_seq             = {n_ctx if unified else n_ctx // slots}\n"
+            "llama_context: n_batch               = 2048\n"
+            f"llama_context: kv_unified            = {'true' if unified else 'false'}\n"
+            f"llama_kv_cache:      CUDA0 KV buffer size = {mib:8.2f} MiB\n"
+            f"llama_kv_cache: size = {mib:7.2f} MiB ({n_ctx // streams:6d} cells,  32 layers, {slots:2d}/{streams} seqs), "
+            f"K (f16): {mib / 2:7.2f} MiB, V (f16): {mib / 2:7.2f} MiB\n")
+
+
+@pytest.mark.parametrize(("slots", "unified"), [(1, False), (4, False), (4, True)])
+def test_llamacpp_log_context_is_read_when_none_is_given(runner, tmp_path, slots: int, unified: bool) -> None:
+    """issue 21: without -c, --compare-log sizes the context the llama.cpp log ran with (n_ctx = 8192), not the
+    model's maximum (Llama-2-7b: 4096), so every figure compares like for like."""
+    report = compare(runner, tmp_path, _llama_context_log(8192, slots, unified), "-m", "meta-llama/Llama-2-7b-hf",
+                     "--engine", "llama.cpp")
+    assert report["log_comparison"]["differs"] == 0, report["log_comparison"]
+    log = report["capacity"]["engine_log"]
+    assert log["buffers"][0]["bytes"] == KV * 32 * 32 * 128 * 2 * 8192  # K+V, layers, kv heads, head dim, f16
+    assert log["llama_caches"][0]["cells"] == (8192 if unified else 8192 // slots)
+    assert any("-c 8192: the log's n_ctx (line 2)" in n for n in report["notes"])
+    assert any(f"-np {slots}: the log's n_seq_max (line 1)" in n for n in report["notes"])
+    assert any("--kv-unified: the log's kv_unified" in n for n in report["notes"]) == unified
+
+
+def test_llamacpp_log_context_does_not_override_c(runner, tmp_path) -> None:
+    """-c given: it is sized as given, and the log's own 8192 cells show as the difference."""
+    report = compare(runner, tmp_path, _llama_context_log(8192, 1, False), "-m", "meta-llama/Llama-2-7b-hf",
+                     "--engine", "llama.cpp", "-c", "4096")
+    assert report["capacity"]["engine_log"]["llama_caches"][0]["cells"] == 4096
+    assert report["log_comparison"]["differs"] > 0
+    assert not any("the log's n_ctx" in n for n in report["notes"])
+
+
 def test_budget_rounding_named_only_when_it_can_explain_the_gap(runner, tmp_path) -> None:
     """The club-3090#652 log read without --enable-prefix-caching: 6.01 GiB +- 0.005 is 299-301 blocks, 4.53x-4.56x
     at 66 blocks a request, never the logged 4.35x: the cause is the blocks a request needs, not the rounding."""
