@@ -62,6 +62,21 @@ def test_a_long_run_is_announced_with_a_layers_that_fits(monkeypatch) -> None:
     assert cost.foretell(qwen_plan(1, 16, 8), replan) is None  # a short run is not announced
 
 
+def test_a_run_past_half_a_minute_is_announced(monkeypatch) -> None:
+    # 5 layers x 10 steps = 50 layer steps: at 0.8 s each 40 s (announced: the estimate can be low 2-4x on a
+    # shared machine), at 0.5 s each 25 s (not announced)
+    plan = qwen_plan(5, 16, 10)
+
+    def replan(layers: int, **given):
+        return plan_verify(plan.geometry, num_layers=layers, **{**OPTIONS, "prompt_len": 16, "gen_len": 10, **given})
+
+    monkeypatch.setattr(cost, "measure_layer_step", lambda plan: 0.8)
+    line = cost.foretell(plan, replan)
+    assert line is not None and "(50 layer steps x 800 ms" in line
+    monkeypatch.setattr(cost, "measure_layer_step", lambda plan: 0.5)
+    assert cost.foretell(plan, replan) is None
+
+
 def test_progress_lines_through_a_pipe(capsys) -> None:
     plan = qwen_plan(1, 4, 20)
     now = [0.0]

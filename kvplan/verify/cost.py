@@ -19,8 +19,11 @@ from dataclasses import dataclass
 
 from kvplan.verify.predict import LayerPlan, VerifyPlan
 
-#: A run expected to take longer than this is announced, with a --layers that fits under it.
+#: The --layers advice keeps a run under this.
 LONG_RUN_S = 60.0
+#: A run expected to take longer than this is announced: half of LONG_RUN_S, as the estimate can be low by a
+#: factor of 2-4 on a machine shared with other jobs (Qwen3-0.6B, 576 tokens: 40 s foretold, 2 min taken).
+ANNOUNCE_S = 30.0
 #: A first guess at one layer step before the probe (a quiet modern CPU); only decides whether to probe.
 GUESS_LAYER_STEP_S = 2e-3
 
@@ -118,8 +121,8 @@ def measure_layer_step(plan_one_layer: VerifyPlan) -> float:
 
 
 def foretell(plan: VerifyPlan, replan: Callable[..., VerifyPlan]) -> str | None:
-    """Before a CPU decode: None for a short one; for one expected past :data:`LONG_RUN_S`, a line with the
-    estimate, what it rests on, and the --layers that would take under it. ``replan(n, prompt_len=, gen_len=)``
+    """Before a CPU decode: None for a short one; for one expected past :data:`ANNOUNCE_S`, a line with the
+    estimate, what it rests on, and the --layers that would take under :data:`LONG_RUN_S`. ``replan(n, prompt_len=, gen_len=)``
     plans the same decode over ``n`` layers (the probe decodes one layer for a few steps)."""
     from kvplan.verify.decode import hidden_size
 
@@ -134,7 +137,7 @@ def foretell(plan: VerifyPlan, replan: Callable[..., VerifyPlan]) -> str | None:
                              rate_per_s=rate)
 
     whole = cost(plan.num_layers)
-    if whole.seconds < LONG_RUN_S:
+    if whole.seconds < ANNOUNCE_S:
         return None
     fits = largest_layers_within(cost, plan.num_layers, LONG_RUN_S)
     shorter = cost(fits)
