@@ -34,7 +34,9 @@ _MEANING = re.compile(r"^(--engine ollama: |--cmd read as |-c \d+ is not divisib
 
 def notes_text(report: dict[str, Any]) -> list[str]:
     inputs = report.get("inputs") or {}
-    lines = [f"{key[:-7]}: {inputs[key]}" for key in ("seq_len_source", "kv_dtype_source") if inputs.get(key)]
+    # NOTE: a length the user typed needs no note; one taken from the config does (the JSON keeps both).
+    lines = [f"{key[:-7]}: {inputs[key]}" for key in ("seq_len_source", "kv_dtype_source")
+             if inputs.get(key) and not str(inputs[key]).startswith("--")]
     said = str(inputs.get("kv_dtype_source") or "").startswith("auto: gguf: ")
     lines += [note for note in report.get("notes") or []
               if not (said and isinstance(note, str) and note.startswith(_GGUF_DTYPE_NOTE))]
