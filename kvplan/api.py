@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from kvplan.adjust import DEFAULT_RESIDUAL_LENGTH, Adjustment, Offload, deployment_from_flags, value_type_name
 from kvplan.calc import Estimate, Replicas, replicas, with_adjustments
 from kvplan.calc import estimate as calc_estimate
-from kvplan.dtypes import DEFAULT_GROUP_SIZE
+from kvplan.dtypes import DEFAULT_GROUP_SIZE, lookup_dtype
 from kvplan.engine_flags import (
     check_engine_version,
     cpu_offload_bytes,
@@ -371,6 +371,8 @@ def estimate(
     )
     if no_mla:
         geometry = mla_off(geometry, source, deployment.engine)
+    if enable_prefix_caching is not None:
+        engine_flag(deployment.engine, "--enable-prefix-caching")
     caching, caching_notes = get_engine(deployment.engine).resolve_prefix_caching(enable_prefix_caching, None,
                                                                                    geometry.layers)
     deployment = replace(deployment, enable_prefix_caching=caching)
@@ -580,6 +582,8 @@ def capacity(
     offload_bytes = cpu_offload_bytes(cpu_offload_gb, engine, engine_notes)
     if enforce_eager:
         engine_flag(engine, "--enforce-eager")
+    if enable_prefix_caching is not None:  # NOTE: vLLM's switch; other engines would size nothing different
+        engine_flag(engine, "--enable-prefix-caching")
     inputs = CapacityInputs(
         gpu=gpu_spec, engine=engine, tp=tp if tp is not None else max(1, (num_gpus or 1) // (pp * ranks)),
         pp=pp, num_gpus=num_gpus, kv_dtype=kv_dtype, dtype=dtype,
@@ -956,6 +960,9 @@ def recommend(
         dtypes = {name: default_kv_dtypes(name) for name in engines}
     else:
         named = tuple(_names(kv_dtype, "--kv-dtype"))
+        for name in named:  # NOTE: an unknown dtype is the user's error (exit 2), not a layout that "fits nowhere"
+            if name != "auto":
+                lookup_dtype(name)
         dtypes = {name: named for name in engines}
     price_map = None
     if prices is not None:

@@ -293,8 +293,9 @@ def cpu_offload_bytes(cpu_offload_gb: float | None, engine: str, notes: list[str
     if not cpu_offload_gb:
         return 0
     engine_flag(engine, "--cpu-offload-gb", ("vllm", "sglang"))
-    if cpu_offload_gb < 0:
-        raise InputError(f"--cpu-offload-gb {cpu_offload_gb:g} is negative", "e.g. --cpu-offload-gb 4")
+    if not math.isfinite(cpu_offload_gb) or cpu_offload_gb < 0:
+        raise InputError(f"--cpu-offload-gb {cpu_offload_gb:g} is not a non-negative number of GiB",
+                         "e.g. --cpu-offload-gb 4")
     offload_bytes = int(cpu_offload_gb * 2**30)
     notes.append(f"--cpu-offload-gb {cpu_offload_gb:g}: {offload_bytes:,} B of each GPU's weights in host memory "
                  "(GiB, as vLLM's EngineArgs reads it), so the KV budget grows by as much")

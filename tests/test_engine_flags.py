@@ -348,3 +348,22 @@ def test_ctk_alone_keeps_llamacpp_f16_v(runner) -> None:
     assert both.exit_code == 2 and "both set the K type" in both.output
     fa = runner.invoke(app, args[:-2] + ["-ctk", "q8_0"])
     assert "needs flash attention" not in fa.stderr  # V is f16: no flash-attention rule
+
+
+@pytest.mark.parametrize(("args", "phrase"), [
+    (["capacity", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--cpu-offload-gb", "nan"],
+     "--cpu-offload-gb nan is not a non-negative number of GiB"),
+    (["capacity", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--cpu-offload-gb", "inf"],
+     "--cpu-offload-gb inf is not a non-negative number of GiB"),
+    (["capacity", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--engine", "sglang", "--enable-prefix-caching"],
+     "--enable-prefix-caching is vLLM's flag, but --engine is sglang"),
+    (["estimate", "meta-llama/Llama-3.1-8B", "-s", "4k", "--no-enable-prefix-caching"],
+     "--enable-prefix-caching is vLLM's flag, but --engine is ideal"),
+    (["recommend", "meta-llama/Llama-3.1-8B", "--max-model-len", "8k", "--kv-dtype", "q9"],
+     "--kv-dtype 'q9' is not a known KV dtype"),
+])
+def test_a_flag_kvplan_cannot_use_is_exit_2_not_a_traceback_or_a_silent_answer(runner, args, phrase) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert phrase in " ".join(result.output.split())
+    assert "Traceback" not in result.output
