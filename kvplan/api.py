@@ -507,7 +507,7 @@ def capacity(
     from kvplan.capacity_types import CapacityInputs
     from kvplan.fit import plan_capacity
     from kvplan.gpus import GpuSpec
-    from kvplan.logparse import log_context, read_log
+    from kvplan.logparse import log_budget_from_llama, log_context, partial_llamacpp_log_note, read_log
 
     local_notes: list[str] = []
     if isinstance(gpu, str) and gpu.strip().lower() == "local":
@@ -524,6 +524,7 @@ def capacity(
     log_notes: list[str] = []
     if kv_budget is not None and not isinstance(kv_budget, (int, str)):
         kv_budget = ",".join(str(item) for item in kv_budget)
+    kv_budget_given = kv_budget
     if compare_log is not None:
         named_gpu = gpu.name if isinstance(gpu, GpuSpec) else gpu
         log, budget_text, engine_version, log_notes = read_log(
@@ -599,6 +600,13 @@ def capacity(
         enable_prefix_caching=enable_prefix_caching, kv_budget_per_rank=per_rank,
     )
     cap = plan_capacity(loaded.model_geometry, weights, inputs)
+    if log is not None and log_budget_from_llama(log, given_budget=kv_budget_given, gpu=gpu, gpu_mem=gpu_mem) and \
+            kv_budget_bytes is not None and cap.kv_bytes_needed > kv_budget_bytes:
+        # NOTE: llama.cpp allocates what -c/-np ask for; a log that shows only some of its caches is not the budget.
+        log_notes = [note for note in log_notes if not note.startswith("KV budget read from the log")]
+        log_notes.append(partial_llamacpp_log_note(log, cap.kv_bytes_needed, kv_budget_bytes))
+        inputs = replace(inputs, kv_budget_bytes=cap.kv_bytes_needed)
+        cap = plan_capacity(loaded.model_geometry, weights, inputs)
     notes = (*local_notes, *engine_notes, *weight_notes, *(note for note in (len_note, batched_note, rank_note) if note), *log_notes)
     return CapacityResult(capacity=cap, source=loaded.source, weight_notes=notes, length_flag=length_flag, log=log,
                           log_source=None if compare_log is None else str(compare_log))

@@ -183,6 +183,7 @@ def parse_log(text: str) -> ParsedLog:
             cache_index += 1
             add(prefix + "cells", int(m[2]), m[2], "cells", no, line)
             add(prefix + "layers", int(m[3]), m[3], "layers", no, line)
+            add(prefix + "seqs", 0, f"{m[4]}/{m[5]}", "seqs", no, line)
             add(prefix + "k_type", 0, m[6], "type", no, line)
             add(prefix + "k_bytes", float(m[7]) * MiB, m[7], "MiB", no, line)
             add(prefix + "v_type", 0, m[8], "type", no, line)
@@ -309,6 +310,20 @@ def read_log(path: Any, engine: str, gpu: str | None, kv_budget: str | None,
     return parsed, kv_budget, engine_version, notes
 
 
+def log_budget_from_llama(parsed: ParsedLog, *, given_budget: object, gpu: object, gpu_mem: object) -> bool:
+    """Whether :func:`read_log` took the KV budget from a llama.cpp log's own buffers (no --gpu, no --kv-budget)."""
+    return parsed.engine == "llama.cpp" and given_budget is None and gpu is None and gpu_mem is None and \
+        _llamacpp_logged_bytes(parsed) > 0
+
+
+def partial_llamacpp_log_note(parsed: ParsedLog, allocated: int, logged: int) -> str:
+    """The note when a llama.cpp log shows less KV than -c/-np make llama.cpp allocate: an excerpt."""
+    shown = len({f.figure.partition(":")[0] for f in parsed.figures if f.figure.startswith("cache")})
+    return (f"KV budget: the log shows {shown} cache line(s) and {logged / MiB:,.2f} MiB of KV buffers, less than the "
+            f"{allocated / MiB:,.2f} MiB llama.cpp allocates for these -c/-np (an excerpt?); kvplan takes that "
+            "allocation as the budget, so the verdict says only that llama.cpp made it: pass --gpu for a device")
+
+
 def log_context(context: LlamaContext, parallel: int | None, kv_unified: bool,
                 notes: list[str]) -> tuple[str | None, int | None, bool]:
     """``--compare-log`` of a llama.cpp log when no -c / --max-model-len is given: the ``-c``, ``-np`` and
@@ -356,7 +371,10 @@ def _predicted(log: dict[str, Any], figure: str) -> Any:
     if figure.startswith("cache"):
         index, _, key = figure[5:].partition(":")
         caches = log["llama_caches"]
-        return caches[int(index)][key] if int(index) < len(caches) else None
+        if int(index) >= len(caches):
+            return None
+        cache = caches[int(index)]
+        return f"{cache['seqs']}/{cache['streams']}" if key == "seqs" else cache[key]
     return log.get(figure)
 
 
@@ -377,6 +395,11 @@ def compare_log(parsed: ParsedLog, report: dict[str, Any], *, source: str) -> di
                          (f"the V cache type: pass -ctv {f.text}" if f.figure.endswith("v_type") else
                           f"the K cache type: pass -ctk {f.text} (= --kv-dtype {f.text}; V follows it unless -ctv)")})
             continue
+        if f.unit == "seqs" and predicted is not None:
+            match = predicted == f.text
+            rows.append({"figure": f.figure, "line_no": f.line_no, "logged": f.text, "predicted": predicted,
+                         "difference": None, "match": match, "cause": None if match else _streams_cause(f, log)})
+            continue
         if predicted is None:
             rows.append({"figure": f.figure, "line_no": f.line_no, "logged": f.text, "predicted": None,
                          "difference": None, "match": False, "cause": "kvplan predicts no such figure for these flags"})
@@ -389,6 +412,18 @@ def compare_log(parsed: ParsedLog, report: dict[str, Any], *, source: str) -> di
                      "match": match, "cause": None if match else _cause(f, report, parsed)})
     return {"source": source, "engine": parsed.engine, "version_hint": parsed.version_hint, "rows": rows,
             "matches": sum(r["match"] for r in rows), "differs": sum(not r["match"] for r in rows)}
+
+
+def _streams_cause(f: Logged, log: dict[str, Any]) -> str:
+    """Why a llama.cpp cache's ``seqs/streams`` differ: -np, -kvu, or DeepSeek-V4's per-sequence streams."""
+    caches = log["llama_caches"]
+    if any(cache["name"] in ("csa", "hca") for cache in caches):
+        empty = caches[int(f.figure[5:].partition(":")[0])]["layers"] == 0
+        return ("a llama.cpp version difference: llama.cpp as in llama-cpp-python 0.3.36 keeps DeepSeek-V4's caches "
+                "one stream per sequence even under -kvu (src/llama-kv-cache-dsv4.cpp), where the build that wrote "
+                "this log unified its raw cache (ggml-org/llama.cpp#22319 logged 4/1)"
+                + ("; a cache of 0 layers is 0 bytes either way" if empty else ""))
+    return "-np (the sequences, n_seq_max) or -kvu (one stream for all: n/1)"
 
 
 def _cause(f: Logged, report: dict[str, Any], parsed: ParsedLog) -> str:
