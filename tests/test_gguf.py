@@ -429,3 +429,35 @@ def _fp16():
     from kvplan.dtypes import lookup_dtype
 
     return lookup_dtype("fp16")
+
+
+def test_deepseek4_gguf_gives_the_caches_its_config_gives(tmp_path: Path, runner) -> None:
+    """A deepseek4 GGUF is read by llama.cpp's DeepSeek-V4 rule (src/models/deepseek4.cpp): per block a compression
+    ratio (0 window only, 4 compressed-sparse with an indexer key, 128 heavily compressed); its caches are the ones
+    the same model's config.json gives, line for line (llama_kv_cache_dsv4)."""
+    from conftest import shared_config_path
+
+    config_path = shared_config_path("deepseek-ai__DeepSeek-V4-Flash")
+    config = json.loads(config_path.read_text())
+    layers, nextn = config["num_hidden_layers"], config["num_nextn_predict_layers"]
+    kv = {"{arch}.block_count": layers + nextn, "{arch}.nextn_predict_layers": nextn,
+          "{arch}.embedding_length": config["hidden_size"], "{arch}.attention.head_count": config["num_attention_heads"],
+          "{arch}.attention.head_count_kv": 1, "{arch}.attention.key_length": config["head_dim"],
+          "{arch}.attention.value_length": config["head_dim"], "{arch}.attention.sliding_window": config["sliding_window"],
+          "{arch}.attention.indexer.key_length": config["index_head_dim"],
+          "{arch}.attention.compress_ratios": config["compress_ratios"][:layers + nextn],
+          "{arch}.context_length": 1048576}
+    model = write_gguf(tmp_path / "dsv4.gguf", "deepseek4", kv)
+    flags = ["capacity", "--engine", "llama.cpp", "-c", "65536", "-np", "2", "--kv-budget", "64GiB"]
+    from_gguf = run_json(runner, *flags, "--model", str(model))
+    from_config = run_json(runner, *flags, "--model", str(config_path), "--kv-dtype", "f16")
+    caches = from_gguf["capacity"]["engine_log"]["llama_caches"]
+    assert caches == from_config["capacity"]["engine_log"]["llama_caches"]
+    ratios = config["compress_ratios"][:layers]
+    by_name = {c["name"]: c for c in caches}
+    assert (by_name["csa"]["layers"], by_name["hca"]["layers"]) == (ratios.count(4), ratios.count(128))
+    n_ctx_seq = 65536 // 2  # -c over -np: each sequence's stream
+    assert by_name["csa"]["k_bytes"] == n_ctx_seq // 4 * 2 * ratios.count(4) * config["head_dim"] * 2  # cells, streams, layers, head, f16
+    bad = write_gguf(tmp_path / "bad.gguf", "deepseek4", {**kv, "{arch}.attention.compress_ratios": [0, 8] * 22})
+    result = runner.invoke(app, ["estimate", "--model", str(bad)])
+    assert result.exit_code == 2 and "llama.cpp's DeepSeek-V4 caches take ratios [0, 4, 128] only" in result.output

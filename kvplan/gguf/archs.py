@@ -45,7 +45,6 @@ UNREAD: dict[str, str] = {
     "minimax-m3": "an indexer key cache beside the sparse layers (llama_kv_cache_msa)",
     "glm-dsa": "a DSA cache with an indexer (llama_kv_cache_dsa)",
     "deepseek32": "a DSA cache with an indexer (llama_kv_cache_dsa)",
-    "deepseek4": "DeepSeek-V4's compressed caches (llama_kv_cache_dsv4)",
     **dict.fromkeys(("t5", "t5encoder"), "an encoder-decoder cache"),
     **dict.fromkeys(("gemma4-assistant", "granite_swa", "maple", "mimo2", "phimoe", "spark2_5", "step35",
                      "dots3note", "dflash", "exaone-moe", "smallthinker"),

@@ -27,10 +27,13 @@ from kvplan.gguf.reader import ArraySummary, GgufHeader
 from kvplan.limits import MAX_LAYERS
 from kvplan.specs import (
     ChunkedLocalSpec,
+    CompressedSparseSpec,
     FullAttentionSpec,
+    HeavilyCompressedSpec,
     LayerSpec,
     MLASpec,
     NoCacheSpec,
+    SharedKVSlidingSpec,
     SlidingWindowSpec,
     StateSpec,
 )
@@ -59,7 +62,7 @@ KV_FROM_START: dict[str, int] = {"gemma3n": 20}
 #: llama4's chunk when the file sets no sliding_window of 0 (src/models/llama4.cpp: n_swa = 8192).
 LLAMA4_CHUNK = 8192
 #: kvplan's config family whose model_type matches the GGUF architecture (for the report's model_type).
-MODEL_TYPE = {"gpt-oss": "gpt_oss", "deepseek2": "deepseek_v2", "granitehybrid": "granitemoehybrid",
+MODEL_TYPE = {"gpt-oss": "gpt_oss", "deepseek2": "deepseek_v2", "deepseek4": "deepseek_v4", "granitehybrid": "granitemoehybrid",
               "gemma3": "gemma3_text", "command-r": "cohere", "qwen3moe": "qwen3_moe", "qwen2moe": "qwen2_moe"}
 
 
@@ -152,8 +155,8 @@ def gguf_geometry(header: GgufHeader, *, model_id: str) -> ModelGeometry:
             f"{arch}.nextn_predict_layers = {nextn}: the last {nextn} of {blocks} blocks are multi-token-prediction "
             f"layers; the main stack is {num_layers} layers (their weights are still in the file)"
         )
-    kinds = _layer_kinds(r, blocks, num_layers)
-    specs: list[LayerSpec] = []
+    kinds = [] if arch == "deepseek4" else _layer_kinds(r, blocks, num_layers)
+    specs: list[LayerSpec] = _dsv4_layers(r, blocks, num_layers) if arch == "deepseek4" else []
     attention: dict[str, Any] | None = None
     state: StateSpec | None = None
     for index, kind in enumerate(kinds):
@@ -206,6 +209,43 @@ def gguf_geometry(header: GgufHeader, *, model_id: str) -> ModelGeometry:
         provenance=_dedupe(r.provenance),
         notes=tuple(r.notes),
     )
+
+
+#: llama.cpp's DeepSeek-V4 compression ratios (src/llama-kv-cache-dsv4.h: DSV4_CSA_RATIO, DSV4_HCA_RATIO): its CSA
+#: and HCA caches take the layers of exactly these ratios; 0 is a window-only layer.
+DSV4_RATIOS = {0: "window only", 4: "compressed-sparse", 128: "heavily compressed"}
+
+
+def _dsv4_layers(r: GgufMetaReader, blocks: int, num_layers: int) -> list[LayerSpec]:
+    """DeepSeek-V4 (src/models/deepseek4.cpp, src/llama-kv-cache-dsv4.cpp): every layer one K=V row of
+    ``attention.key_length`` per token in an ``attention.sliding_window`` window; a layer of ratio 4 adds one entry
+    per 4 tokens and an ``attention.indexer.key_length`` indexer key, one of ratio 128 one entry per 128 tokens."""
+    key = r.key("attention.compress_ratios")
+    ratios = r.meta.get(key)
+    if not isinstance(ratios, list):
+        raise ConfigError(f"{r.label}: required array {key} is missing (one compression ratio per block)",
+                          "the GGUF file is incomplete; re-convert it with a current llama.cpp")
+    if len(ratios) < blocks:  # NOTE: llama.cpp throws "compress_ratios is shorter than block_count"
+        raise ConfigError(f"{r.label}: {key} has {len(ratios)} entries for {blocks} blocks", "the GGUF metadata is corrupt")
+    ratios = [r._int(key, v, zero_ok=True) for v in ratios[:num_layers]]
+    if not set(ratios) <= set(DSV4_RATIOS):
+        raise ConfigError(f"{r.label}: {key} holds {sorted(set(ratios) - set(DSV4_RATIOS))}: llama.cpp's DeepSeek-V4 "
+                          f"caches take ratios {sorted(DSV4_RATIOS)} only", "the GGUF metadata is corrupt")
+    r.record("compress_ratios", _summary(ratios), f"gguf: {key}")
+    head = r.integer("head_dim", "attention.key_length")
+    window = r.integer("sliding_window", "attention.sliding_window")
+    index = r.integer("index_head_dim", "attention.indexer.key_length") if 4 in ratios else 0
+    assert head is not None and window is not None and index is not None
+    specs: dict[int, LayerSpec] = {
+        0: SharedKVSlidingSpec(head_size=head, sliding_window=window, compress_ratio=0),
+        4: CompressedSparseSpec(head_size=head, sliding_window=window, compress_ratio=4, index_head_size=index,
+                                overlap=True),
+        128: HeavilyCompressedSpec(head_size=head, sliding_window=window, compress_ratio=128),
+    }
+    r.note(f"DeepSeek-V4: one K=V row of {head} per token in a {window}-token window in every layer; "
+           + ", ".join(f"{ratios.count(k)} {name} layers" + (f" (one entry per {k} tokens)" if k else "")
+                       for k, name in DSV4_RATIOS.items()) + f"; indexer keys of {index} (llama_kv_cache_dsv4)")
+    return [specs[ratio] for ratio in ratios]
 
 
 def _layer_kinds(r: GgufMetaReader, blocks: int, num_layers: int) -> list[str]:
