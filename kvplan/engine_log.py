@@ -67,7 +67,7 @@ def pool_facts(cap: Capacity, priced: tuple[tuple[LayerGroup, ...], KvDtype] | N
         layers_on_rank=on_rank, caches=caches, num_layers=n_layers, tensor_split=cap.inputs.tensor_split, pp=dep.pp,
         swa_ratio=get_engine(dep.engine).swa_pool_ratio(dep),
         v_dtype=v_type if v_type != cap.kv_dtype_name else None, swa_full_layers=_swa_full_layers(cap),
-        host_kv_layers=host, gpu_layer_start=start,
+        host_kv_layers=host, gpu_layer_start=start, gpu_vendor=cap.inputs.gpu.vendor if cap.inputs.gpu else "",
     )
 
 

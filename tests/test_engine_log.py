@@ -228,6 +228,15 @@ def test_llamacpp_llama2_7b_f16_4096(runner) -> None:
     assert k_mib == 1024
 
 
+@pytest.mark.parametrize(("gpu", "device"), [("H100", "CUDA0"), ("MI300X", "ROCm0"), ("M3-Max", "MTL0")])
+def test_llamacpp_buffer_names_its_backend(runner, gpu: str, device: str) -> None:
+    """llama.cpp names a KV buffer by its ggml backend: CUDA (NVIDIA), ROCm (a HIP build), MTL (Metal)."""
+    report = capacity_json(runner, "-m", "meta-llama/Llama-2-7b-hf", "--engine", "llama.cpp", "--gpu", gpu,
+                           "-c", "4096", "-np", "1")
+    k_mib = 32 * 32 * 128 * 2 * 4096 // 2**20  # layers * heads * head dim * f16 * cells
+    assert report["capacity"]["engine_log"]["lines"][0] == f"llama_kv_cache: {device:>10} KV buffer size = {2 * k_mib:8.2f} MiB"
+
+
 def test_llamacpp_gemma3_iswa_server_defaults(runner) -> None:
     # llama-server defaults (-np auto = 4 slots, kv_unified), gemma-3-27b, -c 32768 (llama-server's log):
     # base 32768 cells for 10 global layers; SWA GGML_PAD(min(32768, 1024 * 4 + 512), 256) = 4608 cells.

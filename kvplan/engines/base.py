@@ -482,6 +482,9 @@ class PoolFacts:
     """llama.cpp ``-ngl``/``-nkvo``: the first layers whose KV cache is in host memory (a ``CPU`` buffer)."""
     gpu_layer_start: int = 0
     """llama.cpp ``-ngl``: ``i_gpu_start``, the first layer on a GPU (the split counts from it)."""
+    gpu_vendor: str = ""
+    """The GPU's vendor (``nvidia``, ``amd``, ``apple``; empty for a --kv-budget): llama.cpp names its buffers by
+    backend (``CUDA0``, ``ROCm0``, ``MTL0``)."""
 
 
 def version_tuple(text: str, *, engine: str) -> tuple[int, ...]:

@@ -233,12 +233,13 @@ class LlamaCppProfile(EngineProfile):
         lines = ["llama_kv_cache_dsv4: creating DSV4 raw KV cache",
                  f"llama_kv_cache_iswa: creating non-SWA KV cache, size = {kv_size} cells"]
         buffers: dict[str, int] = {}
-        caches = [_dsv4_cache("base", kv_size, 0, streams, 0, k_type, lines, buffers)]
+        device = _backend(pool) + "0"
+        caches = [_dsv4_cache("base", kv_size, 0, streams, 0, k_type, lines, buffers, device)]
         width = compressed[0].k_bytes_per_token  # one K row of head_size in the cache type
         raw = compressed[0].cells
         lines.append(f"llama_kv_cache_iswa: creating     SWA KV cache, size = {raw} cells")
         n_raw = sum(len(c.layer_indices) for c in compressed)
-        caches.append(_dsv4_cache("swa", raw, n_raw, streams, width, k_type, lines, buffers))
+        caches.append(_dsv4_cache("swa", raw, n_raw, streams, width, k_type, lines, buffers, device))
         for name, label, ratio in (("csa", "CSA compressed", DSV4_CSA_RATIO), ("hca", "HCA compressed", DSV4_HCA_RATIO),
                                    ("lid", "lightning-indexer", DSV4_CSA_RATIO)):
             group = [c for c in compressed if isinstance(c.spec, CompressedAttentionSpec) and c.spec.compress_ratio == ratio]
@@ -252,7 +253,7 @@ class LlamaCppProfile(EngineProfile):
             row = lookup_dtype(pool.kv_dtype).bytes_for(spec.index_head_size if name == "lid" else spec.head_size)
             lines.append(f"llama_kv_cache_dsv4: creating DSV4 {label} KV cache, size = {max(1, -(-kv_size // ratio))} cells")
             caches.append(_dsv4_cache(name, cells, sum(len(c.layer_indices) for c in group), streams, row, k_type,
-                                      lines, buffers))
+                                      lines, buffers, device))
         states = sum(dsv4_state_bytes(c.spec) * len(c.layer_indices) * streams for c in compressed
                      if isinstance(c.spec, CompressedAttentionSpec))
         return {"version": pool.version, "lines": lines, "llama_caches": caches,
@@ -302,7 +303,7 @@ class LlamaCppProfile(EngineProfile):
                 dev = -1 if layer < pool.host_kv_layers else devices[layer]
                 per_device[dev] = per_device.get(dev, 0) + kb + vb
             for dev in sorted(per_device):
-                name = "CPU" if dev < 0 else "CUDA" + str(dev)
+                name = "CPU" if dev < 0 else _backend(pool) + str(dev)
                 lines.append(f"llama_kv_cache: {name:>10} KV buffer size = {per_device[dev] / MiB:8.2f} MiB")
                 buffers[name] = buffers.get(name, 0) + per_device[dev]
             seqs = pool.batch
@@ -318,16 +319,26 @@ class LlamaCppProfile(EngineProfile):
 
 
 def _dsv4_cache(name: str, cells: int, layers: int, streams: int, row_bytes: int, k_type: str, lines: list[str],
-                buffers: dict[str, int]) -> dict[str, object]:
-    """One ``llama_kv_cache`` of a DeepSeek-V4 model (K only, every layer on CUDA0): its buffer and size lines."""
+                buffers: dict[str, int], device: str) -> dict[str, object]:
+    """One ``llama_kv_cache`` of a DeepSeek-V4 model (K only, every layer on the first GPU): its buffer and size
+    lines."""
     k = cells * streams * row_bytes * layers
     if layers:
-        lines.append(f"llama_kv_cache: {'CUDA0':>10} KV buffer size = {k / MiB:8.2f} MiB")
-        buffers["CUDA0"] = buffers.get("CUDA0", 0) + k
+        lines.append(f"llama_kv_cache: {device:>10} KV buffer size = {k / MiB:8.2f} MiB")
+        buffers[device] = buffers.get(device, 0) + k
     lines.append(f"llama_kv_cache: size = {k / MiB:7.2f} MiB ({cells:6d} cells, {layers:3d} layers, "
                  f"{streams:2d}/{streams} seqs), K ({k_type}): {k / MiB:7.2f} MiB, V ({k_type}): {0:7.2f} MiB")
     return {"name": name, "cells": cells, "layers": layers, "seqs": streams, "streams": streams, "k_type": k_type,
             "k_bytes": k, "v_type": k_type, "v_bytes": 0}
+
+
+#: ggml's backend name per GPU vendor, the prefix of a device buffer's name in the ``KV buffer size`` line
+#: (ggml-cuda: GGML_CUDA_NAME "CUDA", "ROCm" for HIP builds; ggml-metal: GGML_METAL_NAME "MTL").
+BACKENDS = {"nvidia": "CUDA", "amd": "ROCm", "apple": "MTL"}
+
+
+def _backend(pool: PoolFacts) -> str:
+    return BACKENDS.get(pool.gpu_vendor, "CUDA")
 
 
 def _ggml(name: str) -> str:
