@@ -222,6 +222,25 @@ def test_tiny_gguf_passes_to_the_byte(tmp_path: Path) -> None:
 
 
 @needs_llama_cpp
+def test_a_gguf_llama_cpp_cannot_load_is_exit_2_naming_its_error(tmp_path: Path) -> None:
+    """A file llama.cpp refuses before any context (here: a key its loader needs is missing) is bad input, not a
+    FAIL of kvplan's cache rules: exit 2 with llama.cpp's own error line."""
+    gguf = pytest.importorskip("gguf")
+    path = tmp_path / "incomplete.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    for key, value in {"block_count": 2, "context_length": 4096, "embedding_length": 64, "attention.head_count": 2,
+                       "attention.head_count_kv": 2}.items():
+        writer.add_uint32(f"llama.{key}", value)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    result = CliRunner().invoke(app, ["verify", "--engine", "llama.cpp", "-m", str(path), "-c", "512"])
+    assert result.exit_code == 2, result.output
+    assert "could not load" in result.output and "llama.attention.layer_norm_rms_epsilon" in result.output
+
+
+@needs_llama_cpp
 def test_a_wrong_prediction_is_exit_1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import kvplan.verify.llamacpp as module
 

@@ -431,6 +431,13 @@ def verify_llamacpp(model: str, flags: LlamaCppFlags, *, measure: str = "log", r
     with tempfile.TemporaryDirectory(prefix="kvplan-verify-", dir=workdir) as tmp:
         gguf_path, label, notes = _gguf_for(geometry, Path(tmp), measure=measure, token=token)
         answer = run_engine(gguf_path, [flags.context(flags.ctx_size)], measure=measure)
+    run = answer.runs[0]
+    if run.model_failed and geometry.gguf is not None:
+        # NOTE: the user's file failed to load: nothing of kvplan's cache rules was tried, so no FAIL (exit 1).
+        said = [line.strip() for line in run.lines if "error" in line.lower() or "failed" in line.lower()]
+        raise InputError(f"llama.cpp (llama-cpp-python {answer.llama_cpp_python}) could not load {label}: "
+                         f"{said[0] if said else run.error}",
+                         "check the file with llama.cpp itself; `kvplan estimate -m FILE` still sizes its cache")
     outcome = judge(geometry, flags, answer.runs[0], measure=measure, prediction=prediction)
     return verify_report(outcome, geometry, gguf=label, generated_notes=notes,
                          llama_cpp_python=answer.llama_cpp_python)

@@ -40,6 +40,8 @@ class EngineRun:
     caches: tuple[CacheFigures, ...]
     """The caches llama.cpp logged; with tensors measured, their exact K/V (R/S) and buffer bytes."""
     tensors: tuple[dict[str, Any], ...] = ()
+    model_failed: bool = False
+    """llama.cpp could not load the model itself (before any context): the file, not the cache rules."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -125,7 +127,8 @@ def _engine_run(answer: dict[str, Any]) -> EngineRun:
                 or (("error" in line.lower() or "failed" in line) and "size =" not in line)]
         if said:
             error = f"{error}: {said[-1].strip()}"
-    return EngineRun(ok=bool(answer.get("ok")), error=error, lines=lines, caches=tuple(caches), tensors=tensors)
+    return EngineRun(ok=bool(answer.get("ok")), error=error, lines=lines, caches=tuple(caches), tensors=tensors,
+                     model_failed=answer.get("stage") == "model")
 
 
 _TENSOR = re.compile(r"^cache_(?P<part>[a-z_]+?)_l(?P<il>\d+)$")

@@ -226,7 +226,8 @@ def run_contexts(request: dict[str, Any], log: LogCapture) -> Iterator[dict[str,
     except RuntimeError as exc:
         lines = log.take()
         for index in range(len(runs)):
-            yield {"index": index, "ok": False, "error": str(exc), "lines": lines, "tensors": [], "buffers": []}
+            yield {"index": index, "ok": False, "error": str(exc), "lines": lines, "tensors": [], "buffers": [],
+                   "stage": "model"}
 
 
 def _one_context(model: Any, index: int, run: dict[str, Any], measure: str, log: LogCapture,
