@@ -235,20 +235,12 @@ class EstimateResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The `kvplan estimate --format json` report."""
-        report = estimate_report(self.estimate, self.source, overrides=dict(self.overrides),
-                                 length_flag=self.length_flag, notes=self.flag_notes, dp=self.dp)
         group = self.replicas
-        if group is not None:
-            report["inputs"].update(batch=group.batch, tp=group.tp)
-            report["totals"].update({name: getattr(self, name) for name in (
-                "kv_cache_bytes", "state_bytes", "cross_attention_bytes", "peak_bytes", "cpu_bytes")})
-            light = (f", {group.dp - group.busiest_count} hold {group.lightest_batch}"
-                     if group.busiest_count < group.dp else "")
-            report["notes"].append(
-                f"data parallel: {group.dp} replicas on {group.gpus:,} GPUs share {group.batch} sequences "
-                f"({group.busiest_count} hold {group.busiest_batch}{light}); layers and per-GPU bytes: the busiest "
-                f"replica's; totals: all replicas'")
-        return report
+        totals = None if group is None else {name: getattr(self, name) for name in (
+            "kv_cache_bytes", "state_bytes", "cross_attention_bytes", "peak_bytes", "cpu_bytes")}
+        return estimate_report(self.estimate, self.source, overrides=dict(self.overrides),
+                               length_flag=self.length_flag, notes=self.flag_notes, dp=self.dp, replicas=group,
+                               replica_totals=totals)
 
 
 def estimate(
@@ -294,6 +286,7 @@ def estimate(
     cmd: str | None = None,
     enable_prefix_caching: bool | None = None,
     dp: int = 1,
+    enable_dp_attention: bool = False,
 ) -> EstimateResult:
     """`kvplan estimate`: the KV cache of ``batch`` sequences of ``seq_len`` tokens (``"32k"`` = 32,768), or of
     ``max_model_len`` read as vLLM reads it (``"32k"`` = 32,000), with every sizing flag of the command (engine,
@@ -304,9 +297,10 @@ def estimate(
     ``no_kv_offload`` (``-nkvo``) and ``flash_attn`` (``-fa``); ``cmd``: an engine's launch line, read as that
     engine reads it (:mod:`kvplan.launch`), beside these keywords; ``enable_prefix_caching``: vLLM's flag (None:
     the default of the newest vLLM kvplan read; with it recurrent-state layers hold one more page per sequence);
-    ``dp``: data-parallel replicas sharing the ``batch`` (vLLM ``--data-parallel-size``, each ``tp`` x ``pp`` GPUs;
-    SGLang ``--dp``, splitting the ``tp`` GPUs): the busiest holds ceil(batch / dp) sequences, and the result's
-    per-GPU bytes are its, its totals those of every replica."""
+    ``dp``: data-parallel replicas sharing the ``batch`` (vLLM ``--data-parallel-size`` and SGLang ``--dp``, each
+    ``tp`` x ``pp`` GPUs; with SGLang's ``enable_dp_attention`` the ranks split the ``tp`` GPUs instead): the
+    busiest holds ceil(batch / dp) sequences, and the result's per-GPU bytes are its, its totals those of every
+    replica."""
     if cmd is not None:
         return _from_launch(estimate, cmd, locals())
     if model is None:
@@ -376,7 +370,14 @@ def estimate(
     caching, caching_notes = get_engine(deployment.engine).resolve_prefix_caching(enable_prefix_caching, None,
                                                                                    geometry.layers)
     deployment = replace(deployment, enable_prefix_caching=caching)
-    group = replicas(dp, batch=batch, tp=deployment.tp, pp=deployment.pp, engine=get_engine(deployment.engine))
+    dp_note = None
+    if enable_dp_attention and not get_engine(deployment.engine).dp_within_tp:
+        # NOTE: a launch line's vLLM --enable-expert-parallel reads as this flag: the experts move, not the KV cache.
+        dp_note = (f"--enable-dp-attention: {deployment.engine}'s --dp replicas each hold their own KV cache "
+                   "already (expert or attention data parallelism moves weights, not the cache); the estimate is the "
+                   "same without it")
+    group = replicas(dp, batch=batch, tp=deployment.tp, pp=deployment.pp, engine=get_engine(deployment.engine),
+                     dp_attention=enable_dp_attention)
     deployment = replace(deployment, tp=group.replica_tp)
     est = calc_estimate(geometry, batch=group.busiest_batch, seq_len=tokens, kv_dtype=kv_dtype, encoder_len=enc,
                         deployment=deployment, adjustments=False)
@@ -384,7 +385,8 @@ def estimate(
     if group.lightest_batch and group.lightest_batch != group.busiest_batch:
         lightest = calc_estimate(geometry, batch=group.lightest_batch, seq_len=tokens, kv_dtype=kv_dtype,
                                  encoder_len=enc, deployment=deployment, adjustments=False)
-    notes = (*engine_notes, *flag_notes_fa, *layer_notes, *(n for n in (ctx_note, len_note, batched_note, *caching_notes) if n))
+    notes = (*engine_notes, *flag_notes_fa, *layer_notes,
+             *(n for n in (ctx_note, len_note, batched_note, *caching_notes, dp_note) if n))
     return EstimateResult(priced=est, source=source, overrides=resolved, length_flag=length_flag, flag_notes=notes,
                           replicas=group if group.dp > 1 else None, lightest=lightest)
 
@@ -574,7 +576,7 @@ def capacity(
         tensor_split=split, weights_quant=weights_quant,
     )
     # NOTE: --num-gpus without --tp: every GPU of the ranks in tensor parallel (vLLM's DP ranks each take tp x pp).
-    ranks = 1 if get_engine(engine).dp_within_tp or isinstance(dp, bool) or not isinstance(dp, int) else max(dp, 1)
+    ranks = 1 if get_engine(engine).dp_splits_tp(enable_dp_attention) or isinstance(dp, bool) or not isinstance(dp, int) else max(dp, 1)
     num_layers = loaded.model_geometry.num_hidden_layers
     cpu_layers, layer_notes = kv_host_layers(num_layers, n_gpu_layers, no_kv_offload, engine)
     engine_notes += layer_notes

@@ -685,8 +685,9 @@ def _summary_ctx(sizing: _Sizing, dep: Deployment, dtype: KvDtype) -> SizingCont
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Replicas:
     """``--dp D``: D data-parallel replicas, each with its own KV cache, share the ``batch`` sequences. vLLM's
-    ``--data-parallel-size`` replicas each hold ``tp x pp`` GPUs; SGLang's ``--dp`` splits its ``--tp`` GPUs, so a
-    replica holds ``tp / D`` of them (``layers/dp_attention.py::compute_dp_attention_world_info``)."""
+    ``--data-parallel-size`` and SGLang's ``--dp`` replicas each hold ``tp x pp`` GPUs; with SGLang's
+    ``--enable-dp-attention`` the ranks split the ``--tp`` GPUs, so a rank holds ``tp / D`` of them
+    (``layers/dp_attention.py::compute_dp_attention_world_info``)."""
 
     dp: int
     batch: int
@@ -697,6 +698,8 @@ class Replicas:
     """The tensor-parallel width of one replica's KV cache."""
     gpus: int
     """GPUs of the deployment, all replicas."""
+    dp_attention: bool = False
+    """SGLang ``--enable-dp-attention``: the ranks split the ``--tp`` GPUs."""
 
     @property
     def busiest_batch(self) -> int:
@@ -714,17 +717,19 @@ class Replicas:
         return self.batch % self.dp or self.dp
 
 
-def replicas(dp: int, *, batch: int, tp: int, pp: int, engine: EngineProfile) -> Replicas:
-    """Check ``--dp`` against the batch and the GPU limit (InputError, exit 2) and lay the replicas out."""
+def replicas(dp: int, *, batch: int, tp: int, pp: int, engine: EngineProfile, dp_attention: bool = False) -> Replicas:
+    """Check ``--dp`` against the batch and the GPU limit (InputError, exit 2) and lay the replicas out
+    (``dp_attention``: SGLang's ``--enable-dp-attention``, whose ranks split the ``tp`` GPUs)."""
     if isinstance(dp, bool) or not isinstance(dp, int) or dp < 1:
         raise InputError(f"--dp must be a positive integer, got {dp!r}", "e.g. --dp 2 (1: no data parallelism)")
     check_limit(dp, MAX_NUM_GPUS, "--dp")
     replica_tp = tp
-    if engine.dp_within_tp and dp > 1:
+    within = engine.dp_splits_tp(dp_attention)
+    if within and dp > 1:
         if tp % dp:
-            raise InputError(f"SGLang's --dp splits the --tp GPUs: --dp {dp} must divide --tp {tp}",
+            raise InputError(f"SGLang's DP attention splits the --tp GPUs: --dp {dp} must divide --tp {tp}",
                              f"use a --dp that divides {tp} (e.g. --dp {tp}), or --tp {dp * -(-tp // dp)} --dp {dp}")
         replica_tp = tp // dp
-    gpus = tp * pp * (1 if engine.dp_within_tp else dp)
+    gpus = tp * pp * (1 if within else dp)
     check_limit(gpus, MAX_NUM_GPUS, f"--tp {tp} x --pp {pp} x --dp {dp} GPUs")
-    return Replicas(dp=dp, batch=batch, tp=tp, replica_tp=replica_tp, gpus=gpus)
+    return Replicas(dp=dp, batch=batch, tp=tp, replica_tp=replica_tp, gpus=gpus, dp_attention=dp_attention)

@@ -59,7 +59,7 @@ def dp_notes(geometry: ModelGeometry, inputs: CapacityInputs, tp: int) -> list[s
             f"--tensor-parallel-size 1; TensorRT-LLM enable_attention_dp: true"
         )
     if inputs.dp > 1:
-        gpus = tp if engine.dp_within_tp else tp * inputs.dp
+        gpus = tp if engine.dp_splits_tp(inputs.enable_dp_attention) else tp * inputs.dp
         notes.append(
             f"data parallel: {inputs.dp} ranks on {gpus} GPUs, each with its own KV pool (and its own log lines); "
             f"tokens and concurrency are per rank, the deployment holds {inputs.dp}x"

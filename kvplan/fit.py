@@ -340,8 +340,9 @@ def _validate(inputs: CapacityInputs) -> None:
     check_limit(inputs.batch, MAX_BATCH, "--batch")
     if isinstance(inputs.dp, bool) or not isinstance(inputs.dp, int) or inputs.dp < 1:
         raise InputError(f"--dp must be a positive integer, got {inputs.dp!r}", "e.g. --dp 2")
-    # NOTE: vLLM's DP ranks each hold tp x pp GPUs; SGLang's --dp splits the --tp GPUs (dp_within_tp).
-    ranks_gpus = inputs.tp * inputs.pp * (1 if get_engine(inputs.engine).dp_within_tp else inputs.dp)
+    # NOTE: DP ranks each hold tp x pp GPUs, except SGLang DP attention: its ranks split the --tp GPUs.
+    ranks_gpus = inputs.tp * inputs.pp * (1 if get_engine(inputs.engine).dp_splits_tp(inputs.enable_dp_attention)
+                                          else inputs.dp)
     check_limit(inputs.dp, MAX_NUM_GPUS, "--dp")
     check_limit(ranks_gpus, MAX_NUM_GPUS, f"--tp {inputs.tp} x --pp {inputs.pp} x --dp {inputs.dp} GPUs")
     if inputs.num_gpus is not None and inputs.dp > 1 and ranks_gpus > inputs.num_gpus:

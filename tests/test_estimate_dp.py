@@ -42,14 +42,30 @@ def test_vllm_replicas_each_hold_tp_gpus() -> None:
     assert est.num_gpus == 2 * 2
 
 
-def test_sglang_dp_splits_the_tp_gpus() -> None:
-    est = kvplan.estimate(LLAMA, seq_len="8k", batch=8, dp=2, tp=4, engine="sglang")
-    # --tp 4 --dp 2: 4 GPUs, each replica's KV over tp / dp = 2 of them, 4 sequences each
+def test_sglang_dp_attention_splits_the_tp_gpus() -> None:
+    est = kvplan.estimate(LLAMA, seq_len="8k", batch=8, dp=2, tp=4, engine="sglang", enable_dp_attention=True)
+    # --tp 4 --dp 2 --enable-dp-attention: 4 GPUs, each rank's KV over tp / dp = 2 of them, 4 sequences each
     assert est.kv_cache_bytes_per_gpu == 4 * PER_TOKEN // 2 * TOKENS
     assert est.num_gpus == 4
     report = est.to_dict()
-    assert (report["inputs"]["tp"], report["inputs"]["dp"]) == (4, 2)
+    assert (report["inputs"]["tp"], report["inputs"]["dp"], report["inputs"]["enable_dp_attention"]) == (4, 2, True)
     assert report["totals"]["kv_cache_bytes"] == 8 * PER_TOKEN * TOKENS
+
+
+def test_sglang_plain_dp_replicas_each_hold_tp_gpus() -> None:
+    # SGLang without --enable-dp-attention: the data-parallel controller starts dp schedulers of tp GPUs each
+    # (mlcommons' gpt-oss run: --tp-size=1 --data-parallel-size=$dp)
+    est = kvplan.estimate(LLAMA, seq_len="8k", batch=8, dp=2, tp=1, engine="sglang")
+    assert est.kv_cache_bytes_per_gpu == 4 * PER_TOKEN * TOKENS  # 4 sequences on each replica's one GPU
+    assert est.num_gpus == 2 * 1
+    assert est.to_dict()["inputs"]["enable_dp_attention"] is False
+
+
+def test_dp_attention_of_another_engine_changes_nothing_and_says_so() -> None:
+    plain = kvplan.estimate(LLAMA, seq_len="8k", batch=8, dp=2, tp=2, engine="vllm")
+    ep = kvplan.estimate(LLAMA, seq_len="8k", batch=8, dp=2, tp=2, engine="vllm", enable_dp_attention=True)
+    assert ep.kv_cache_bytes_per_gpu == plain.kv_cache_bytes_per_gpu and ep.num_gpus == plain.num_gpus == 2 * 2
+    assert any(n.startswith("--enable-dp-attention: vllm's --dp replicas") for n in ep.to_dict()["notes"])
 
 
 def test_fewer_sequences_than_replicas() -> None:
@@ -71,7 +87,7 @@ def test_launch_lines_set_dp() -> None:
     assert (vllm.dp, vllm.num_gpus) == (4, 4)
     assert vllm.kv_cache_bytes_per_gpu == 3 * PER_TOKEN * 8192
     sglang = kvplan.estimate(cmd=f"python -m sglang.launch_server --model-path {LLAMA} --tp 4 --dp 2 "
-                                 "--context-length 8192", batch=8)
+                                 "--enable-dp-attention --context-length 8192", batch=8)
     assert (sglang.dp, sglang.num_gpus) == (2, 4)
     assert sglang.kv_cache_bytes_per_gpu == 4 * PER_TOKEN // 2 * 8192
 
@@ -99,7 +115,8 @@ def test_table_headline_names_the_replicas(runner: Any, monkeypatch: pytest.Monk
      f"--dp {MAX_NUM_GPUS.maximum + 1:,} is past kvplan's limit of {MAX_NUM_GPUS.maximum:,}"),
     (("--dp", "1024", "--tp", "1024", "--pp", "2", "--engine", "vllm"),
      f"--tp 1024 x --pp 2 x --dp 1024 GPUs {1024 * 2 * 1024:,} is past kvplan's limit"),
-    (("--engine", "sglang", "--tp", "4", "--dp", "3"), "SGLang's --dp splits the --tp GPUs: --dp 3 must divide --tp 4"),
+    (("--engine", "sglang", "--tp", "4", "--dp", "3", "--enable-dp-attention"),
+     "SGLang's DP attention splits the --tp GPUs: --dp 3 must divide --tp 4"),
 ])
 def test_bad_dp_exits_2(runner: Any, args: tuple[str, ...], message: str) -> None:
     result = _invoke(runner, "estimate", "-m", LLAMA, "-s", "8k", *args)

@@ -14,6 +14,7 @@ from kvplan.cli.options import (
     CacheTypeVOpt,
     CmdOpt,
     CpuOffloadGbOpt,
+    DpAttentionOpt,
     DpOpt,
     EnforceEagerOpt,
     EngineAutoOpt,
@@ -88,9 +89,6 @@ EngineVersionOpt = Annotated[str | None, typer.Option("--engine-version", help="
                             "engine_log prints (and vLLM's budget and prefix-caching defaults): vLLM 0.6 (V0), 0.7-v1 "
                             "(0.7 with VLLM_USE_V1=1), 0.11 (0.10-0.20 token formula), 0.33 (default); SGLang 0.5.23 "
                             "(default), older omit dtype; TensorRT-LLM 0.8 (Allocate N bytes lines).")]
-DpAttentionOpt = Annotated[bool, typer.Option("--enable-dp-attention", help="SGLang --enable-dp-attention (attention "
-                           "tp = tp / dp), vLLM DP with --enable-expert-parallel, TensorRT-LLM enable_attention_dp: "
-                           "one MLA latent per request instead of one per TP rank.")]
 KvuOpt = Annotated[bool, typer.Option("--kv-unified", "-kvu", help="llama.cpp -kvu: one cell pool for all slots "
                    "(llama-server's default with -np auto).")]
 UbatchOpt = Annotated[int | None, typer.Option("--ubatch-size", "-ub", min=1, help="llama.cpp --ubatch-size "

@@ -14,6 +14,7 @@ from kvplan.cli.options import (
     CacheTypeVOpt,
     CmdOpt,
     CtxSizeOpt,
+    DpAttentionOpt,
     DpOpt,
     EncoderLenOpt,
     EngineAutoOpt,
@@ -95,6 +96,7 @@ def estimate(
     tp: TpOpt = 1,
     pp: PpOpt = 1,
     dp: DpOpt = 1,
+    enable_dp_attention: DpAttentionOpt = False,
     block_size: BlockSizeOpt = None,
     beams: BeamsOpt = 1,
     prompt_len: PromptLenOpt = None,
@@ -141,7 +143,7 @@ def estimate(
         cache_type_v=cache_type_v, no_mla=no_mla, swa_full_tokens_ratio=swa_full_tokens_ratio,
         max_cache_len=max_cache_len, strict=strict, allow_defaults=allow_defaults, ctx_size=ctx_size, parallel=parallel, n_gpu_layers=n_gpu_layers,
         flash_attn=flash_attn, no_kv_offload=no_kv_offload, cmd=cmd, enable_prefix_caching=enable_prefix_caching,
-        dp=dp,
+        dp=dp, enable_dp_attention=enable_dp_attention,
     )
     report = result.to_dict()
     emit(report, fmt, output, lazy_table("estimate_table", report) if fmt is Format.table else None,

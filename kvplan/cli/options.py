@@ -172,8 +172,12 @@ TpOpt = Annotated[int, typer.Option("--tensor-parallel-size", "--tp", "-tp", min
 PpOpt = Annotated[int, typer.Option("--pipeline-parallel-size", "--pp", "-pp", min=1, help="Pipeline stages, as vLLM's "
                   "--pipeline-parallel-size/-pp: layers split as vLLM get_pp_indices.")]
 DpOpt = Annotated[int, typer.Option("--data-parallel-size", "--dp", "-dp", min=1, help="Data-parallel replicas, as "
-                  "vLLM's --data-parallel-size/-dp (each tp x pp GPUs) and SGLang's --dp (splits the --tp GPUs); "
+                  "vLLM's --data-parallel-size/-dp and SGLang's --dp (each tp x pp GPUs; with --enable-dp-attention SGLang's "
+                  "ranks split the --tp GPUs); "
                   "capacity answers per replica, estimate shares --batch over them.")]
+DpAttentionOpt = Annotated[bool, typer.Option("--enable-dp-attention", help="SGLang --enable-dp-attention (attention "
+                           "tp = tp / dp: the --dp ranks split the --tp GPUs), vLLM DP with --enable-expert-parallel, TensorRT-LLM "
+                           "enable_attention_dp: one MLA latent per request instead of one per TP rank.")]
 BlockSizeOpt = Annotated[Optional[int], typer.Option("--block-size", min=1, help="Tokens per KV block, as vLLM's "
                          "--block-size (default: the engine's; vLLM 16, 64 for MLA; TensorRT-LLM 32; SGLang page 1).")]
 BeamsOpt = Annotated[int, typer.Option("--beams", min=1, help="Beams per request: B x beams sequences each keep a cache.")]

@@ -211,7 +211,12 @@ class EngineProfile:
     swa_extra_block: ClassVar[bool] = False
     """A sliding layer holds one block more than its window (vLLM ``SlidingWindowSpec``)."""
     dp_within_tp: ClassVar[bool] = False
-    """Data-parallel attention ranks live inside the ``tp`` GPUs (SGLang ``--tp T --dp D``)."""
+    """With DP attention, the data-parallel ranks live inside the ``tp`` GPUs (SGLang ``--tp T --dp D
+    --enable-dp-attention``); without it, each ``--dp`` replica holds ``tp`` GPUs of its own."""
+
+    def dp_splits_tp(self, enable_dp_attention: bool) -> bool:
+        """Whether ``--dp`` ranks split the ``--tp`` GPUs (SGLang DP attention) instead of adding replicas."""
+        return self.dp_within_tp and enable_dp_attention
     dp_splits_experts: ClassVar[bool] = False
     #: The engine refuses a tensor-parallel size that does not divide the query heads (its source, when True).
     query_heads_rule: ClassVar[str | None] = None

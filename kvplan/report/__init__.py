@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from kvplan.calc import Estimate, LayerGroup
+from kvplan.calc import Estimate, LayerGroup, Replicas
 from kvplan.geometry import ModelGeometry
 from kvplan.report.flags import spell_note, spell_source
 from kvplan.sources import Source
@@ -104,16 +104,27 @@ def model_dict(
 
 def estimate_report(
     est: Estimate, source: Source | None, *, overrides: dict[str, Any] | None = None, length_flag: str | None = None,
-    notes: Sequence[str] = (), dp: int = 1,
+    notes: Sequence[str] = (), dp: int = 1, replicas: Replicas | None = None,
+    replica_totals: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """The `kvplan estimate` report. ``source``: where the config came from (None for a bare geometry: the
     report's source fields are null); ``length_flag``: the length flag the user typed (the report names it);
-    ``notes``: notes on how the flags were read, after the estimate's own; ``dp``: data-parallel replicas
-    (the caller puts their totals in)."""
+    ``notes``: notes on how the flags were read, after the estimate's own; ``dp``: data-parallel replicas;
+    ``replicas`` and ``replica_totals``: with ``dp`` > 1, their layout and the totals over all of them (``est``
+    is the busiest replica's)."""
     geometry = est.geometry
     deployment = est.deployment.echo()
     at = list(deployment).index("pp") + 1
-    deployment = dict([*list(deployment.items())[:at], ("dp", dp), *list(deployment.items())[at:]])
+    dp_attention = replicas is not None and replicas.dp_attention
+    deployment = dict([*list(deployment.items())[:at], ("dp", dp), ("enable_dp_attention", dp_attention),
+                       *list(deployment.items())[at:]])
+    if replicas is not None:
+        deployment["tp"] = replicas.tp
+        light = (f", {replicas.dp - replicas.busiest_count} hold {replicas.lightest_batch}"
+                 if replicas.busiest_count < replicas.dp else "")
+        notes = (*notes, f"data parallel: {replicas.dp} replicas on {replicas.gpus:,} GPUs share {replicas.batch} "
+                         f"sequences ({replicas.busiest_count} hold {replicas.busiest_batch}{light}); layers and "
+                         "per-GPU bytes: the busiest replica's; totals: all replicas'")
     return {
         "schema_version": SCHEMA_VERSION,
         "kvplan_version": __version__,
@@ -122,7 +133,7 @@ def estimate_report(
                             location=source.location if source is not None else None,
                             revision=source.revision if source is not None else None),
         "inputs": {
-            "batch": est.batch,
+            "batch": est.batch if replicas is None else replicas.batch,
             "seq_len": est.seq_len,
             "seq_len_source": spell_source(est.seq_len_source, length_flag),
             "kv_dtype": est.kv_dtype.name,
@@ -144,6 +155,7 @@ def estimate_report(
             "peak_bytes": est.peak_bytes,
             "peak_bytes_per_gpu": est.peak_bytes_per_gpu,
             "cpu_bytes": est.cpu_bytes,
+            **(replica_totals or {}),
         },
         "adjustments": [adjustment.to_dict() for adjustment in est.adjustments],
         "provenance": [

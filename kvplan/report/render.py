@@ -160,8 +160,9 @@ def _replica_lines(report: dict[str, Any], total: int) -> list[Text]:
     inputs, totals = report["inputs"], report["totals"]
     dp, batch, tp, pp = inputs["dp"], inputs["batch"], inputs.get("tp", 1), inputs.get("pp", 1)
     busiest = -(-batch // dp)
-    # NOTE: SGLang's --dp splits the --tp GPUs; vLLM's replicas each hold tp x pp (kvplan.calc.Replicas).
-    gpus = tp * pp * (1 if get_engine(inputs.get("engine", "ideal")).dp_within_tp else dp)
+    # NOTE: SGLang's DP attention splits the --tp GPUs; other replicas each hold tp x pp (kvplan.calc.Replicas).
+    within = get_engine(inputs.get("engine", "ideal")).dp_splits_tp(bool(inputs.get("enable_dp_attention")))
+    gpus = tp * pp * (1 if within else dp)
     seq = "" if inputs["seq_len"] is None else f" × {inputs['seq_len']:,} tokens"
     return [
         Text(f"KV cache per GPU, busiest of {dp} replicas ({busiest}{seq}): "

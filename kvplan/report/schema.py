@@ -123,6 +123,8 @@ def _defs() -> dict[str, Schema]:
                 "pp": POS,
                 "dp": {**POS, "description": "data-parallel replicas sharing the batch (--dp); layers and per-GPU "
                        "figures are then the busiest replica's (ceil(batch / dp) sequences), totals every replica's"},
+                "enable_dp_attention": {**BOOL, "description": "SGLang --enable-dp-attention: the --dp ranks split "
+                                        "the --tp GPUs (attention tp = tp / dp) instead of each holding tp GPUs"},
                 "block_size": nullable(POS),
                 "beams": POS,
                 "prompt_len": nullable(POS),
