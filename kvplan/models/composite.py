@@ -29,7 +29,10 @@ def _sub_reader(r: ConfigReader, key: str, weights: bool = False) -> tuple[ArchP
             f"a {r.raw('model_type')} config nests its {key} config under {key!r}",
         )
     sub_type = str(sub.get("model_type") or "")
-    parser = ((WEIGHT_REGISTRY if weights else REGISTRY).get(sub_type) or ArchParser)()
+    found = (WEIGHT_REGISTRY if weights else REGISTRY).get(sub_type)
+    if found is None and key == "encoder":  # an image encoder (ViT) caches nothing: its family counts weights only
+        found = WEIGHT_REGISTRY.get(sub_type)
+    parser = (found or ArchParser)()
     reader = ConfigReader(sub, source_name=r.source_name, prefix=f"{r.prefix}{key}.", outer=sub,
                           defaults=parser.defaults_for(sub_type), defaults_name=sub_type or "generic",
                           overridden=frozenset(k[len(key) + 1:] for k in r.overridden if k.startswith(key + ".")))
@@ -76,8 +79,10 @@ class CompositeParser(ArchParser):
     def encoder_len(self, r: ConfigReader) -> int | None:
         if not isinstance(r.raw("encoder"), Mapping):
             return None
-        _parser, enc, _ = _sub_reader(r, "encoder")
-        value = enc.optional("encoder_len", ("max_position_embeddings", "max_source_positions"))
+        parser, enc, _ = _sub_reader(r, "encoder")
+        value = parser.encoder_output_len(enc)
+        if value is None:
+            value = enc.optional("encoder_len", ("max_position_embeddings", "max_source_positions"))
         _merge(r, enc)
         return value
 

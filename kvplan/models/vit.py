@@ -8,6 +8,7 @@ ViTModel (transformers, as ``AutoModel`` builds an encoder): a class token, lear
 
 from __future__ import annotations
 
+from kvplan.errors import ConfigError
 from kvplan.models.base import ArchParser, ConfigReader, switch
 from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of
 
@@ -43,6 +44,25 @@ class VitParser(ArchParser):
         r.note(f"ViT encoder ({layers} layers, {tokens} tokens per image) reported as weights.vision_*")
         return count_of(parts, None, None, {"hidden_size": h, "mlp_width": inner, "qkv_width": 3 * h,
                                             "vocab_size": 0})
+
+    def encoder_output_len(self, r: ConfigReader) -> int:
+        """ViTModel's last hidden state: one token per patch of the ``image_size`` image (an int, or [height,
+        width]) cut into ``patch_size`` squares, plus the class token (modeling_vit.py ViTEmbeddings)."""
+        sizes = []
+        for key in ("image_size", "patch_size"):
+            value = r.first_of(key, (key,), kind="any")
+            pair = [value, value] if not isinstance(value, list) else value
+            if len(pair) != 2:
+                raise ConfigError(f"{r.source_name}: {r.prefix}{key} must be an integer or [height, width], "
+                                  f"got {value!r}"[:300], "fix the config or pass --set")
+            sizes.append([r.check(key, v, "int") for v in pair])
+        (height, width), (patch_h, patch_w) = sizes
+        patches = (height // patch_h) * (width // patch_w)
+        value = patches + 1
+        r.record("encoder_len", value, f"derived: {r.prefix}(image_size // patch_size)^2 + 1 class token")
+        r.note(f"cross-attention holds one image: ({height} // {patch_h}) x ({width} // {patch_w}) = {patches} patches "
+               f"+ 1 class token = {value} encoder tokens ({r.prefix}image_size, {r.prefix}patch_size)")
+        return value
 
 
 #: Model types counted here whose cache no parser here reads, and why.

@@ -30,6 +30,30 @@ def test_encoder_decoder_reads_the_nested_decoder(tmp_path: Path) -> None:
     assert counted.parameters == one - head + pooler + count_weights(decoder, model_id="dec").parameters
 
 
+#: VisionEncoderDecoderConfig's parts as transformers 5.25 builds them by default: a ViT encoder, a BERT decoder.
+VIT = {"model_type": "vit", "num_hidden_layers": 1, "hidden_size": 768, "num_attention_heads": 12,
+       "image_size": 224, "patch_size": 16, "num_channels": 3}
+
+
+def test_vision_encoder_decoder_cross_attends_over_the_vit_patches(tmp_path: Path) -> None:
+    """The decoder's cross-attention caches the ViT's last hidden state: one token per patch plus the class
+    token; the encoder length comes from the encoder config, no --encoder-len needed."""
+    decoder = {**BERT, "is_decoder": True, "add_cross_attention": True}
+    config = {"model_type": "vision-encoder-decoder", "encoder": VIT, "decoder": decoder,
+              "architectures": ["VisionEncoderDecoderModel"], "is_encoder_decoder": True}
+    image, patch = VIT["image_size"], VIT["patch_size"]
+    encoder_tokens = (image // patch) ** 2 + 1  # 14 x 14 patches + the class token = 197
+    layers, heads, head_dim = decoder["num_hidden_layers"], 12, 768 // 12
+    expected = kv(layers, heads, head_dim, N) + kv(layers, heads, head_dim, encoder_tokens)
+    assert kv_bytes(config, seq_len=N, tmp_path=tmp_path) == expected
+    check_zoo("vision-encoder-decoder", expected)  # measured: generate(pixel_values=[2, 3, 224, 224])
+    # a rectangular image ([height, width], as Donut's configs write it) and another patch size
+    wide = {**config, "encoder": {**VIT, "image_size": [384, 512], "patch_size": 32}}
+    encoder_tokens = (384 // 32) * (512 // 32) + 1
+    assert kv_bytes(wide, seq_len=N, tmp_path=tmp_path) == (
+        kv(layers, heads, head_dim, N) + kv(layers, heads, head_dim, encoder_tokens))
+
+
 def test_t5gemma_sliding_and_cross(tmp_path: Path) -> None:
     module = {"model_type": "t5_gemma_module", "num_hidden_layers": 2, "num_attention_heads": 8,
               "num_key_value_heads": 4, "head_dim": 256, "hidden_size": 2304, "sliding_window": 4096,
