@@ -50,6 +50,18 @@ class HfDynamicProfile(EngineProfile):
     def pool_block_size(self, sizes: list[int], dep: Deployment) -> int:
         return 1 if dep.block_size is None else max(sizes)
 
+    def prepare(self, layers: list[LayerSpec], ctx: SizingContext) -> tuple[SizingContext, list[str]]:
+        """Tokens the model's own forward (or its ``prepare_inputs_for_generation``) adds to every sequence are
+        cached like the text: CPM-Ant's prompt tokens, XLM's mask token (the family notes say which)."""
+        added = ctx.hf_added_tokens
+        if not added:
+            return ctx, []
+        prompt = ctx.dep.prompt_len
+        dep = ctx.dep if prompt is None else replace(ctx.dep, prompt_len=prompt + added)
+        note = (f"{self.title}: every sequence caches {added} token{'s' if added > 1 else ''} more than the text "
+                "(the model's transformers code adds them; see the model notes)")
+        return replace(ctx, seq_len=ctx.seq_len + added, dep=dep), [note]
+
     def activation(self, req: BudgetRequest) -> tuple[int, int]:
         """Activations of one ``max_model_len`` prefill (generate() prefills the whole prompt at once)."""
         return activation_estimate(req.shape, tokens=req.tokens, logit_rows=1, tp=req.tp), 0
