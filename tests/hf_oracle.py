@@ -186,7 +186,6 @@ WEIGHT_MISS_CAUSES = {
                "language model is exact",
     "udop": f"{_NOT_MODELLED} UDOP (a T5 with a layout-aware vision encoder)",
     "voxtral_realtime": f"{_NOT_MODELLED} Voxtral Realtime's language model",
-    "xlm": f"{_NOT_MODELLED} XLM",
     "xlnet": f"{_NOT_MODELLED} XLNet",
     "xmod": f"{_NOT_MODELLED} X-MOD (per-language adapters)",
 }
