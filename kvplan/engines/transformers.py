@@ -268,6 +268,24 @@ class HfStaticProfile(HfDynamicProfile):
                 f"use --max-cache-len {seq_len} or more, or a shorter --seq-len",
             )
 
+    def prepare(self, layers: list[LayerSpec], ctx: SizingContext) -> tuple[SizingContext, list[str]]:
+        """A StaticCache must hold the tokens the model adds as well: generate() sizes it for the text alone and
+        the model's extra tokens overflow it (IndexError in index_copy_, measured with transformers 5.25 for
+        CPM-Ant and XLM), so kvplan prices the StaticCache that fits, ``max_cache_len`` = T + the added tokens."""
+        added, cap = ctx.hf_added_tokens, ctx.dep.max_cache_len
+        if added and cap is not None and cap < ctx.seq_len + added:
+            raise InputError(
+                f"--max-cache-len {cap:,} cannot hold {ctx.seq_len:,} tokens and the {added} the model adds to each "
+                "sequence",
+                f"use --max-cache-len {ctx.seq_len + added} or more",
+            )
+        ctx, notes = super().prepare(layers, ctx)
+        if added and cap is None:
+            notes.append(f"{self.title}: generate() sizes it for the text alone and the {added} added token"
+                         f"{'s' if added > 1 else ''} overflow it; priced as a StaticCache of max_cache_len = "
+                         f"{ctx.seq_len:,}, the one that fits")
+        return ctx, notes
+
     def check(self, layers: tuple[LayerSpec, ...], dep: Deployment, kv_dtype: KvDtype) -> list[str]:
         if any(isinstance(s, CompressedAttentionSpec) for s in layers):
             raise InputError("transformers' DeepSeek-V4 cache layers are dynamic only: they do not build a StaticCache",

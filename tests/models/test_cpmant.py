@@ -52,3 +52,25 @@ LM_CASES: list[tuple[str, dict[str, Any]]] = [
 @pytest.mark.parametrize(("name", "overrides"), LM_CASES, ids=[n for n, _ in LM_CASES])
 def test_lm_weights_equal_transformers(name: str, overrides: dict[str, Any]) -> None:
     check_lm_count(name, overrides)
+
+
+def test_a_static_cache_must_hold_the_prompt_tokens(tmp_path: Path) -> None:
+    """transformers' generate() sizes a StaticCache for the text and CPM-Ant's prompt overflows it (IndexError,
+    measured with 5.25): --max-cache-len must cover T + prompt_length (fits at it, refused one below)."""
+    from kvplan.errors import InputError
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"dtype": "bfloat16", **CPMANT}))
+    api.clear_cache()
+    geometry = api.load_geometry(str(path))
+    layers, heads, dim_head, prompt, seq_len = 2, 32, 128, CPMANT["prompt_length"], 100
+
+    def static(max_cache_len: int) -> int:
+        report = api.estimate(geometry, engine="hf-static", seq_len=seq_len, batch=B, kv_dtype="bf16",
+                              max_cache_len=max_cache_len, allow_defaults=True).to_dict()
+        return report["totals"]["kv_cache_bytes"]
+
+    assert static(seq_len + prompt) == layers * 2 * B * heads * dim_head * (seq_len + prompt) * S
+    with pytest.raises(InputError, match=f"cannot hold {seq_len} tokens and the {prompt} the model adds") as caught:
+        static(seq_len + prompt - 1)
+    assert caught.value.hint == f"use --max-cache-len {seq_len + prompt} or more"
