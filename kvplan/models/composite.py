@@ -101,8 +101,10 @@ class CompositeParser(ArchParser):
                     count = replace(count, parts=[p for p in count.parts if p.name != "lm_head"])
                 counts.append(count)
             _merge(r, sub)
-        dec = counts[1]
+        enc, dec = counts
         parts: list[Any] = [p for c in counts for p in c.parts]
+        if model_type != "t5gemma" and model_type != "t5gemma2":
+            parts += self._projection(r, model_type, enc.hidden_size, dec.hidden_size)
         if model_type == "t5gemma" and not tied(r):  # T5Gemma's own tie_word_embeddings governs its lm_head
             parts.append(WeightPart(name="lm_head", matrices=(Matrix(in_features=dec.hidden_size,
                                                                      out_features=dec.vocab_size),)))
@@ -110,6 +112,26 @@ class CompositeParser(ArchParser):
         return count_of(parts, dec.num_experts, dec.experts_per_token,
                         {"hidden_size": dec.hidden_size, "mlp_width": dec.mlp_width, "qkv_width": dec.qkv_width,
                          "vocab_size": dec.vocab_size})
+
+
+    @staticmethod
+    def _projection(r: ConfigReader, model_type: str, encoder_hidden: int, decoder_hidden: int) -> list[WeightPart]:
+        """``enc_to_dec_proj`` (modeling_encoder_decoder.py and its vision and speech twins): a biased linear
+        from the encoder's width to the decoder's when they differ and the decoder sets no
+        ``cross_attention_hidden_size`` (the speech model compares the encoder's ``output_hidden_size``)."""
+        decoder = r.raw("decoder")
+        encoder = r.raw("encoder")
+        if not isinstance(decoder, Mapping) or decoder.get("cross_attention_hidden_size") is not None:
+            return []
+        compared = encoder_hidden
+        if model_type == "speech-encoder-decoder" and isinstance(encoder, Mapping):
+            compared = encoder.get("output_hidden_size") or encoder_hidden
+        if compared == decoder_hidden:
+            return []
+        r.note(f"encoder width {encoder_hidden} != decoder width {decoder_hidden}: enc_to_dec_proj projects the "
+               "encoder output (a biased linear)")
+        return [WeightPart(name="projector", matrices=(Matrix(in_features=encoder_hidden, out_features=decoder_hidden),),
+                           other_parameters=decoder_hidden)]
 
 
 PARSERS: tuple[type[ArchParser], ...] = (CompositeParser,)

@@ -62,7 +62,7 @@ FAMILY_INDEX: dict[str, str] = {
     "step": "step3p7 step3p7_text",
     "t5": "longt5 mt5 switch_transformers t5 umt5",
     "unlimited_ocr": "unlimited_ocr_text",
-    "vit": "vit",
+    "vit": "deit vit",
     "whisper": "whisper",
     "xglm": "kosmos_2_5_text_model kosmos_2_text_model trocr xglm",
     "xlm": "xlm",
