@@ -446,6 +446,8 @@ class _Grouping:
     has_full: bool
     has_windowed: bool
     swa_window: int | None
+    hf_added_tokens: int
+    """Tokens transformers' modeling code adds to every sequence (provenance ``hf_added_tokens``; 0: none)."""
     notes: tuple[str, ...]
 
 
@@ -471,6 +473,7 @@ def _layout(geometry: ModelGeometry, dep: Deployment, kv_dtype: KvDtype, *, stat
 def _group_layers(geometry: ModelGeometry, engine: EngineProfile, dep: Deployment) -> _Grouping:
     given = [as_full_attention(s) for s in geometry.layers] if dep.no_window else list(geometry.layers)
     hf_heads = next((p.value for p in geometry.provenance if p.field == "hf_cached_kv_heads"), None)
+    hf_added = next((p.value for p in geometry.provenance if p.field == "hf_added_tokens"), 0)
     layers, cached_notes = engine.cached_layers(given, hf_cached_kv_heads=hf_heads if isinstance(hf_heads, int) else None,
                                                 model_type=geometry.model_type)
     notes = list(cached_notes)
@@ -501,7 +504,7 @@ def _group_layers(geometry: ModelGeometry, engine: EngineProfile, dep: Deploymen
         stage_counts=tuple(tuple(c) for c in counts),
         has_full=any(s.grows_with_tokens and s.window is None for s in rank_of.values()),
         has_windowed=bool(windows), swa_window=max(windows) if windows else None,
-        notes=tuple(notes),
+        hf_added_tokens=hf_added if isinstance(hf_added, int) else 0, notes=tuple(notes),
     )
 
 
@@ -512,7 +515,7 @@ def _price(layout: _Layout, *, seq_len: int, encoder_len: int, batch: int, peaks
     ctx = SizingContext(
         seq_len=seq_len, encoder_len=encoder_len, batch=batch, dep=dep, kv_dtype=layout.kv_dtype,
         state_dtype=layout.state_dtype, model_dtype=layout.model_dtype, has_full=grouping.has_full,
-        has_windowed=grouping.has_windowed, swa_window=grouping.swa_window,
+        has_windowed=grouping.has_windowed, swa_window=grouping.swa_window, hf_added_tokens=grouping.hf_added_tokens,
     )
     ctx, prep_notes = engine.prepare([rank for _spec, rank, _indices in grouping.groups], ctx)
     seqs = batch * dep.beams

@@ -9,7 +9,7 @@ its reason; a new miss fails, and so does a listed one that now matches (the lis
 from __future__ import annotations
 
 import pytest
-from hf_oracle import MISSES, RECORDS, cache_tokens, compare, load, measured
+from hf_oracle import DTYPES, MISSES, RECORDS, cache_tokens, compare, kvplan_hf_dynamic, load, measured
 
 pytestmark = pytest.mark.skipif(not RECORDS["zoo"].exists(), reason="tests/data/hf_zoo.json absent (tools/hf_zoo.py)")
 
@@ -33,12 +33,19 @@ def test_misses_list_names_measured_model_types() -> None:
 
 
 def test_records_hold_the_tokens_the_adapter_asks_kvplan_for() -> None:
-    """Each record's layers add up to its total, and its cache holds the tokens ``cache_tokens`` says (generate() never feeds the last new token back)."""
+    """Each record's layers add up to its total, and its cache holds the tokens ``cache_tokens`` says (generate() never
+    feeds the last new token back), plus the tokens kvplan says the model's transformers code adds (provenance
+    ``hf_added_tokens``: CPM-Ant's prompt, XLM's mask token)."""
     for model_type, record in MEASURED.items():
         assert record["total_bytes"] == sum(layer["bytes"] for layer in record["layers"]), model_type
-        # None for pure state caches (no token axis); CPM-Ant and XLM add tokens of their own: listed misses
-        if record.get("cache_tokens") and model_type not in EXPECTED_MISSES:
-            assert record["cache_tokens"] == cache_tokens(record)[0], model_type
+        # None for pure state caches (no token axis)
+        asked = cache_tokens(record)[0]
+        if record.get("cache_tokens") and model_type not in EXPECTED_MISSES and record["cache_tokens"] != asked:
+            _code, report = kvplan_hf_dynamic(record["config"], batch=record["batch"], seq_len=asked,
+                                              kv_dtype=DTYPES[record["dtype"]], encoder_len=cache_tokens(record)[1])
+            assert not isinstance(report, str), (model_type, report)
+            added = next((p["value"] for p in report["provenance"] if p["field"] == "hf_added_tokens"), 0)
+            assert record["cache_tokens"] == asked + added, (model_type, record["cache_tokens"], asked, added)
     exact = len(MEASURED) - len(EXPECTED_MISSES)
     print(f"\nhf-dynamic exact on {exact} of {len(MEASURED)} measured model types "
           f"({len(DOC['records'])} generation model types in transformers {DOC.get('transformers_version')}; "

@@ -13,8 +13,9 @@ conv kernels keep the class defaults. Real mode does the same to each real confi
 keys the file has are edited, so the class defaults still fill in the rest).
 
 Each model is then built with random weights on the CPU (bf16, no network), runs a short greedy
-``generate`` (``--prompt`` tokens, ``--new`` tokens, batch ``--batch``), and the cache object it
-returns is measured: per layer, the bytes of every tensor (distinct storages counted once, by data
+``generate`` (``--prompt`` tokens, ``--new`` tokens, batch ``--batch``; an encoder that reads an image,
+as vision-encoder-decoder's ViT does, gets a blank image of its config's ``image_size`` instead of a
+prompt), and the cache object it returns is measured: per layer, the bytes of every tensor (distinct storages counted once, by data
 pointer). Failures are kept with the exception class and a one-line reason. Each model runs in a
 worker subprocess with a per-model alarm, so one bad model cannot hang the run.
 
@@ -503,8 +504,24 @@ def _generate(model: Any, config: Any, rec_config: dict[str, Any], prompt: int, 
     gen["pad_token_id"] = pad if isinstance(pad, int) else (eos if isinstance(eos, int) else 0)
     if getattr(config, "is_encoder_decoder", False) and getattr(config, "decoder_start_token_id", None) is None:
         gen["decoder_start_token_id"] = gen["pad_token_id"]
+    pixels = image_input(model, config, batch)
     with torch.no_grad():
+        if pixels is not None:  # the encoder reads an image: the prompt is the decoder start token alone
+            return model.generate(pixel_values=pixels.to(model.dtype), **gen)
         return model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), **gen)
+
+
+def image_input(model: Any, config: Any, batch: int) -> Any:
+    """A blank image batch for an encoder-decoder whose encoder reads ``pixel_values`` (vision-encoder-decoder),
+    sized by the encoder config's ``num_channels`` and ``image_size`` (an int, or [height, width]); else None."""
+    import torch
+
+    encoder = getattr(config, "encoder", None)
+    if not getattr(config, "is_encoder_decoder", False) or getattr(model, "main_input_name", None) != "pixel_values":
+        return None
+    size = getattr(encoder, "image_size", None)
+    height, width = (size, size) if isinstance(size, int) else tuple(size)
+    return torch.zeros(batch, getattr(encoder, "num_channels", 3), height, width)
 
 
 def _measure(spec: dict[str, Any], built: Any, base: dict[str, Any], width: int | None, prompt: int, new: int,
@@ -584,6 +601,11 @@ def _measure(spec: dict[str, Any], built: Any, base: dict[str, Any], width: int 
     if out["cache_class"] == "EncoderDecoderCache":
         out["encoder_decoder"] = True
         out["encoder_tokens"] = prompt
+        pixels = image_input(model, cfg, batch)
+        if pixels is not None:  # the encoder length follows from the image size: kvplan must derive it from config
+            out["encoder_input"] = f"pixel_values {list(pixels.shape)}"
+            cross = [t["shape"] for layer in layers if layer["group"] == "cross" for t in layer["tensors"].values()]
+            out["encoder_tokens"] = cross[0][-2] if cross else None
     if enc_dec and not out.get("encoder_decoder"):
         rec_config["architectures"] = [cls_name]  # the decoder-only variant was measured (WhisperForCausalLM)
     out["sequences_len"] = int(result.sequences.shape[-1])

@@ -70,6 +70,10 @@ class SizingContext:
     """Block size an engine resolved for the whole model (vLLM hybrid Mamba alignment)."""
     state_page_bytes: int | None = None
     """Padded bytes of one state page (vLLM hybrid Mamba alignment)."""
+    hf_added_tokens: int = 0
+    """Tokens transformers' modeling code adds to every sequence before caching it (CPM-Ant's ``prompt_length``
+    prompt tokens, XLM's appended mask token): the config's provenance field ``hf_added_tokens``; only the
+    transformers engines hold them."""
 
     @property
     def seqs(self) -> int:

@@ -50,6 +50,18 @@ class HfDynamicProfile(EngineProfile):
     def pool_block_size(self, sizes: list[int], dep: Deployment) -> int:
         return 1 if dep.block_size is None else max(sizes)
 
+    def prepare(self, layers: list[LayerSpec], ctx: SizingContext) -> tuple[SizingContext, list[str]]:
+        """Tokens the model's own forward (or its ``prepare_inputs_for_generation``) adds to every sequence are
+        cached like the text: CPM-Ant's prompt tokens, XLM's mask token (the family notes say which)."""
+        added = ctx.hf_added_tokens
+        if not added:
+            return ctx, []
+        prompt = ctx.dep.prompt_len
+        dep = ctx.dep if prompt is None else replace(ctx.dep, prompt_len=prompt + added)
+        note = (f"{self.title}: every sequence caches {added} token{'s' if added > 1 else ''} more than the text "
+                "(the model's transformers code adds them; see the model notes)")
+        return replace(ctx, seq_len=ctx.seq_len + added, dep=dep), [note]
+
     def activation(self, req: BudgetRequest) -> tuple[int, int]:
         """Activations of one ``max_model_len`` prefill (generate() prefills the whole prompt at once)."""
         return activation_estimate(req.shape, tokens=req.tokens, logit_rows=1, tp=req.tp), 0
@@ -255,6 +267,24 @@ class HfStaticProfile(HfDynamicProfile):
                 "and never grows",
                 f"use --max-cache-len {seq_len} or more, or a shorter --seq-len",
             )
+
+    def prepare(self, layers: list[LayerSpec], ctx: SizingContext) -> tuple[SizingContext, list[str]]:
+        """A StaticCache must hold the tokens the model adds as well: generate() sizes it for the text alone and
+        the model's extra tokens overflow it (IndexError in index_copy_, measured with transformers 5.25 for
+        CPM-Ant and XLM), so kvplan prices the StaticCache that fits, ``max_cache_len`` = T + the added tokens."""
+        added, cap = ctx.hf_added_tokens, ctx.dep.max_cache_len
+        if added and cap is not None and cap < ctx.seq_len + added:
+            raise InputError(
+                f"--max-cache-len {cap:,} cannot hold {ctx.seq_len:,} tokens and the {added} the model adds to each "
+                "sequence",
+                f"use --max-cache-len {ctx.seq_len + added} or more",
+            )
+        ctx, notes = super().prepare(layers, ctx)
+        if added and cap is None:
+            notes.append(f"{self.title}: generate() sizes it for the text alone and the {added} added token"
+                         f"{'s' if added > 1 else ''} overflow it; priced as a StaticCache of max_cache_len = "
+                         f"{ctx.seq_len:,}, the one that fits")
+        return ctx, notes
 
     def check(self, layers: tuple[LayerSpec, ...], dep: Deployment, kv_dtype: KvDtype) -> list[str]:
         if any(isinstance(s, CompressedAttentionSpec) for s in layers):

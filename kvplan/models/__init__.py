@@ -44,7 +44,7 @@ def __getattr__(name: str) -> Any:
 
 #: Encoder-only model types: they keep no KV cache, and kvplan says so rather than read them as decoders.
 ENCODER_ONLY = frozenset(
-    {"deberta", "deberta-v2", "distilbert", "albert", "modernbert", "mpnet", "nomic_bert", "xlm"}
+    {"deberta", "deberta-v2", "distilbert", "albert", "modernbert", "mpnet", "nomic_bert"}
 )
 
 

@@ -417,6 +417,11 @@ class ArchParser:
     def encoder_len(self, r: ConfigReader) -> int | None:
         return None
 
+    def encoder_output_len(self, r: ConfigReader) -> int | None:
+        """Tokens this model hands a decoder's cross-attention when it is the ``encoder`` of a composite
+        encoder-decoder (a ViT: its patches and class token); None: the encoder's position limit bounds it."""
+        return None
+
     # ---- weights --------------------------------------------------------------------------------
     def vision_weights(self, outer: Mapping[str, Any], r: ConfigReader, text_hidden: int) -> list[WeightPart] | None:
         """The vision tower and projector of ``outer["vision_config"]``; None: the generic ViT counts them."""

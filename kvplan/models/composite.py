@@ -29,7 +29,10 @@ def _sub_reader(r: ConfigReader, key: str, weights: bool = False) -> tuple[ArchP
             f"a {r.raw('model_type')} config nests its {key} config under {key!r}",
         )
     sub_type = str(sub.get("model_type") or "")
-    parser = ((WEIGHT_REGISTRY if weights else REGISTRY).get(sub_type) or ArchParser)()
+    found = (WEIGHT_REGISTRY if weights else REGISTRY).get(sub_type)
+    if found is None and key == "encoder":  # an image encoder (ViT) caches nothing: its family counts weights only
+        found = WEIGHT_REGISTRY.get(sub_type)
+    parser = (found or ArchParser)()
     reader = ConfigReader(sub, source_name=r.source_name, prefix=f"{r.prefix}{key}.", outer=sub,
                           defaults=parser.defaults_for(sub_type), defaults_name=sub_type or "generic",
                           overridden=frozenset(k[len(key) + 1:] for k in r.overridden if k.startswith(key + ".")))
@@ -76,8 +79,10 @@ class CompositeParser(ArchParser):
     def encoder_len(self, r: ConfigReader) -> int | None:
         if not isinstance(r.raw("encoder"), Mapping):
             return None
-        _parser, enc, _ = _sub_reader(r, "encoder")
-        value = enc.optional("encoder_len", ("max_position_embeddings", "max_source_positions"))
+        parser, enc, _ = _sub_reader(r, "encoder")
+        value = parser.encoder_output_len(enc)
+        if value is None:
+            value = enc.optional("encoder_len", ("max_position_embeddings", "max_source_positions"))
         _merge(r, enc)
         return value
 
@@ -96,8 +101,10 @@ class CompositeParser(ArchParser):
                     count = replace(count, parts=[p for p in count.parts if p.name != "lm_head"])
                 counts.append(count)
             _merge(r, sub)
-        dec = counts[1]
+        enc, dec = counts
         parts: list[Any] = [p for c in counts for p in c.parts]
+        if model_type != "t5gemma" and model_type != "t5gemma2":
+            parts += self._projection(r, model_type, enc.hidden_size, dec.hidden_size)
         if model_type == "t5gemma" and not tied(r):  # T5Gemma's own tie_word_embeddings governs its lm_head
             parts.append(WeightPart(name="lm_head", matrices=(Matrix(in_features=dec.hidden_size,
                                                                      out_features=dec.vocab_size),)))
@@ -105,6 +112,26 @@ class CompositeParser(ArchParser):
         return count_of(parts, dec.num_experts, dec.experts_per_token,
                         {"hidden_size": dec.hidden_size, "mlp_width": dec.mlp_width, "qkv_width": dec.qkv_width,
                          "vocab_size": dec.vocab_size})
+
+
+    @staticmethod
+    def _projection(r: ConfigReader, model_type: str, encoder_hidden: int, decoder_hidden: int) -> list[WeightPart]:
+        """``enc_to_dec_proj`` (modeling_encoder_decoder.py and its vision and speech twins): a biased linear
+        from the encoder's width to the decoder's when they differ and the decoder sets no
+        ``cross_attention_hidden_size`` (the speech model compares the encoder's ``output_hidden_size``)."""
+        decoder = r.raw("decoder")
+        encoder = r.raw("encoder")
+        if not isinstance(decoder, Mapping) or decoder.get("cross_attention_hidden_size") is not None:
+            return []
+        compared = encoder_hidden
+        if model_type == "speech-encoder-decoder" and isinstance(encoder, Mapping):
+            compared = encoder.get("output_hidden_size") or encoder_hidden
+        if compared == decoder_hidden:
+            return []
+        r.note(f"encoder width {encoder_hidden} != decoder width {decoder_hidden}: enc_to_dec_proj projects the "
+               "encoder output (a biased linear)")
+        return [WeightPart(name="projector", matrices=(Matrix(in_features=encoder_hidden, out_features=decoder_hidden),),
+                           other_parameters=decoder_hidden)]
 
 
 PARSERS: tuple[type[ArchParser], ...] = (CompositeParser,)

@@ -1,11 +1,15 @@
 """CPM-Ant (OpenBMB): a pre-norm decoder with learned prompt and segment embeddings and a relative
 position bias shared by every layer. Its cache follows the generic rules (``dim_head`` = hidden_size //
-num_attention_heads in the released configs)."""
+num_attention_heads in the released configs), over ``prompt_length`` more tokens than the text: transformers'
+CpmAntModel.forward (modeling_cpmant.py) puts that many prompt tokens ahead of every sequence, and they are
+cached with it. vLLM, SGLang, TensorRT-LLM and llama.cpp do not run CPM-Ant; kvplan prices its plain layers
+for them."""
 
 from __future__ import annotations
 
 from kvplan.models.base import ArchParser, ConfigReader
 from kvplan.models.tensors import Matrix, WeightCount, WeightPart, count_of
+from kvplan.specs import LayerSpec
 
 
 class CpmAntParser(ArchParser):
@@ -14,6 +18,14 @@ class CpmAntParser(ArchParser):
     weight_types = model_types
     #: CpmAntConfig's defaults of the keys weight counting reads.
     defaults = {"prompt_types": 32, "prompt_length": 32, "segment_types": 32, "position_bias_num_buckets": 512}
+
+    def build_layers(self, r: ConfigReader) -> list[LayerSpec]:
+        layers = super().build_layers(r)
+        prompt = r.first_of("hf_added_tokens", ("prompt_length",))
+        r.note(f"CPM-Ant puts prompt_length = {prompt} learned prompt tokens ahead of every sequence (transformers "
+               f"modeling_cpmant.py CpmAntModel.forward): the transformers engines (hf-dynamic, hf-static) cache "
+               f"{prompt} more tokens than the text; vLLM, SGLang, TensorRT-LLM and llama.cpp do not run CPM-Ant")
+        return layers
 
     def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
         """The input embedding (vocabulary + prompt_types x prompt_length prompt tokens), segment embeddings, one

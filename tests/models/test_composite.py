@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from transformers_meta import check_lm_count
-from zoo_generate import N, P, check_zoo, kv, kv_bytes
+from zoo_generate import B, N, P, check_zoo, kv, kv_bytes
 
 from kvplan.models import count_weights
 
@@ -28,6 +28,30 @@ def test_encoder_decoder_reads_the_nested_decoder(tmp_path: Path) -> None:
     h, vocab = 768, 512
     head, pooler = h * h + h + 2 * h + vocab, h * h + h  # the encoder is BertModel: its pooler, no LM head
     assert counted.parameters == one - head + pooler + count_weights(decoder, model_id="dec").parameters
+
+
+#: VisionEncoderDecoderConfig's parts as transformers 5.25 builds them by default: a ViT encoder, a BERT decoder.
+VIT = {"model_type": "vit", "num_hidden_layers": 1, "hidden_size": 768, "num_attention_heads": 12,
+       "image_size": 224, "patch_size": 16, "num_channels": 3}
+
+
+def test_vision_encoder_decoder_cross_attends_over_the_vit_patches(tmp_path: Path) -> None:
+    """The decoder's cross-attention caches the ViT's last hidden state: one token per patch plus the class
+    token; the encoder length comes from the encoder config, no --encoder-len needed."""
+    decoder = {**BERT, "is_decoder": True, "add_cross_attention": True}
+    config = {"model_type": "vision-encoder-decoder", "encoder": VIT, "decoder": decoder,
+              "architectures": ["VisionEncoderDecoderModel"], "is_encoder_decoder": True}
+    image, patch = VIT["image_size"], VIT["patch_size"]
+    encoder_tokens = (image // patch) ** 2 + 1  # 14 x 14 patches + the class token = 197
+    layers, heads, head_dim = decoder["num_hidden_layers"], 12, 768 // 12
+    expected = kv(layers, heads, head_dim, N) + kv(layers, heads, head_dim, encoder_tokens)
+    assert kv_bytes(config, seq_len=N, tmp_path=tmp_path) == expected
+    check_zoo("vision-encoder-decoder", expected)  # measured: generate(pixel_values=[2, 3, 224, 224])
+    # a rectangular image ([height, width], as Donut's configs write it) and another patch size
+    wide = {**config, "encoder": {**VIT, "image_size": [384, 512], "patch_size": 32}}
+    encoder_tokens = (384 // 32) * (512 // 32) + 1
+    assert kv_bytes(wide, seq_len=N, tmp_path=tmp_path) == (
+        kv(layers, heads, head_dim, N) + kv(layers, heads, head_dim, encoder_tokens))
 
 
 def test_t5gemma_sliding_and_cross(tmp_path: Path) -> None:
@@ -99,3 +123,39 @@ def test_a_decoder_nested_two_levels_deep_is_read(runner, tmp_path: Path) -> Non
     result = runner.invoke(app, [*args, "--set", "num_key_value_heads=2"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["totals"]["kv_cache_bytes"] == 2 * layers * 2 * head_dim * tokens * bf16
+
+
+@pytest.mark.parametrize(("encoder_type", "image_size", "patch_size", "leading"),
+                         [("vit", 224, 16, 1), ("deit", 384, 16, 2), ("vit", [96, 128], 32, 1)])
+def test_vision_encoder_decoder_cache_and_weights_equal_transformers(
+        encoder_type: str, image_size: Any, patch_size: int, leading: int, tmp_path: Path) -> None:
+    """A ViT or DeiT encoder (TrOCR's) and a BERT decoder, built by transformers and run through generate() on a
+    blank image: the cross cache holds the patches plus the class (and DeiT's distillation) token, as kvplan
+    derives from the encoder config; the weights are transformers' count on the meta device."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    encoder = transformers.AutoConfig.for_model(encoder_type, num_hidden_layers=1, hidden_size=64, num_attention_heads=2,
+                                                intermediate_size=64, image_size=image_size, patch_size=patch_size)
+    decoder = transformers.AutoConfig.for_model("bert", num_hidden_layers=2, hidden_size=128, num_attention_heads=4,
+                                                intermediate_size=64, vocab_size=512, is_decoder=True,
+                                                add_cross_attention=True)
+    config = transformers.VisionEncoderDecoderConfig.from_encoder_decoder_configs(encoder, decoder)
+    config.decoder_start_token_id = config.pad_token_id = 0
+    torch.manual_seed(0)
+    model = transformers.VisionEncoderDecoderModel(config=config).to(torch.bfloat16).eval()
+    height, width = (image_size, image_size) if isinstance(image_size, int) else image_size
+    pixels = torch.zeros(B, 3, height, width, dtype=torch.bfloat16)
+    with torch.no_grad():
+        out = model.generate(pixel_values=pixels, max_new_tokens=N, min_new_tokens=N, do_sample=False,
+                             return_dict_in_generate=True)
+    cache = out.past_key_values
+    measured = sum(t.numel() * t.element_size() for part in (cache.self_attention_cache, cache.cross_attention_cache)
+                   for layer in part.layers for t in (layer.keys, layer.values))
+    encoder_tokens = (height // patch_size) * (width // patch_size) + leading
+    assert cache.cross_attention_cache.layers[0].keys.shape[-2] == encoder_tokens
+    expected = kv(2, 4, 128 // 4, N) + kv(2, 4, 128 // 4, encoder_tokens)  # layers, heads, head dim, tokens
+    assert measured == expected
+    assert kv_bytes(config.to_dict(), seq_len=N, tmp_path=tmp_path) == expected
+    with torch.device("meta"):
+        meta = transformers.VisionEncoderDecoderModel(config=config)
+    assert count_weights(config.to_dict(), model_id="ved").parameters == sum(p.numel() for p in meta.parameters())
