@@ -15,10 +15,10 @@ import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from kvplan.adjust import Deployment, stage_of_layer
-from kvplan.budget import Budget, budget_uncertainty, compute_budget
+from kvplan.adjust import Deployment, pp_partitions, stage_of_layer
+from kvplan.budget import Budget, budget_uncertainty, compute_budget, stage_budgets
 from kvplan.calc import Estimate, KvSizer, LayerGroup, Priced, estimate
-from kvplan.capacity_types import Capacity, CapacityInputs
+from kvplan.capacity_types import Capacity, CapacityInputs, StagePlan
 from kvplan.dp import attention_tp, dp_notes
 from kvplan.engine_log import attach_engine_log
 from kvplan.engines import get_engine
@@ -79,7 +79,7 @@ class _Kv:
         """Per PP stage: (group, layers of the group on that stage)."""
         if self._stage_counts is None:  # which groups each stage holds does not change with tokens or batch
             num_layers = self.geometry.num_hidden_layers
-            stage_of = stage_of_layer(num_layers, self.dep.pp)
+            stage_of = stage_of_layer(num_layers, self.dep.pp, extra_to_last=self.engine.pp_extra_layers_last)
             stages: list[dict[int, int]] = [{} for _ in range(self.dep.pp)]
             for gi, group in enumerate(est.groups):
                 for index in group.layer_indices:
@@ -123,10 +123,21 @@ class _Kv:
         return pool[0], pool[1], pool[2], list(pool[3])
 
     def _vllm_pool(self, budget: int, tokens: int) -> tuple[int, int, int, list[str]]:
+        stages, notes = self.stage_pools(budget, tokens)
+        bs = self.block_size()
+        if not stages:
+            return 0, 1, bs, notes
+        # NOTE: vLLM V1 get_kv_cache_configs gives every worker the fewest blocks of any (V0: min num_gpu_blocks).
+        _index, num_blocks, per_request = min(stages, key=lambda s: (s[1] / s[2], s[0]))
+        return num_blocks, per_request, bs, notes
+
+    def stage_pools(self, budget: int, tokens: int) -> tuple[list[tuple[int, int, int]], list[str]]:
+        """Per pipeline stage holding cache layers: (stage, num_blocks, blocks one request needs), each stage
+        sized by its own budget (``stage_budgets``, else ``budget``) and its own layers; and the notes."""
         one = self.est(1, tokens)
         base = self.est(1, 1)
         bs = self.block_size()
-        best: tuple[int, int, int] | None = None
+        out: list[tuple[int, int, int]] = []
         notes: list[str] = []
         for index, (stage, stage_base) in enumerate(zip(self._stages(one), self._stages(base))):
             stage_budget = self.stage_budgets[index] if self.stage_budgets else budget
@@ -162,11 +173,8 @@ class _Kv:
                     )
                 num_blocks = stage_budget // (pages[0] * group_size)
                 per_request = sum(-(-c // group_size) * b for c, b in types)
-            if best is None or num_blocks / per_request < best[0] / best[1]:
-                best = (num_blocks, per_request, sum(c for c, _b in types))
-        if best is None:
-            return 0, 1, bs, notes
-        return best[0], best[1], bs, notes
+            out.append((index, max(num_blocks, 0), per_request))
+        return out, list(dict.fromkeys(notes))
 
     def tokens_per_budget(self, budget: int) -> int:
         """Tokens the pool holds counting every token-caching layer (the engine's token line)."""
@@ -245,6 +253,9 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
     notes.extend(geometry.notes)
 
     budget = compute_budget(inputs, weights, tp=tp, pp=pp, tokens=tokens)
+    staged = stage_budgets(inputs, weights, tp=tp, pp=pp, tokens=tokens, num_layers=geometry.num_hidden_layers)
+    if staged is not None:
+        budget = _stage_budget(kv, staged[1], tokens)
     notes.extend(budget_uncertainty(engine.name, inputs, budget))
     avail = max(budget.kv_bytes_per_gpu, 0)
     per_request = kv.need(1, tokens)
@@ -254,6 +265,9 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
         ranks = inputs.kv_budget_per_rank
         kv.stage_budgets = tuple(min(ranks[stage * tp:(stage + 1) * tp]) for stage in range(pp))
     pool = _pool(kv, avail, tokens, per_request)
+    stage_plans, limiting_rank = _stage_plans(kv, inputs, staged, avail, tokens)
+    if limiting_rank is not None and stage_plans is not None and len(stage_plans) > 1:
+        notes.append(_stages_note(stage_plans, limiting_rank, engine.stage_budgets))
     notes.extend(pool.notes)
     bs, num_blocks, max_tokens = pool.block_size, pool.num_blocks, pool.max_tokens
     concurrency, requests = pool.max_concurrency, pool.requests
@@ -297,8 +311,64 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
         max_context_limit=context_limit, min_tp=min_tp, min_num_gpus=min_gpus, kv_bytes_per_request=per_request,
         kv_bytes_needed=needed, decode_bytes_per_step=decode_bytes, decode_floor_seconds=seconds,
         decode_tokens_per_s=tok_s, suggestions=suggestions, notes=tuple(dict.fromkeys(notes)),
+        stages=stage_plans, limiting_rank=limiting_rank,
     )
     return attach_engine_log(cap, (kv.est(inputs.batch, tokens).groups, kv.sizer.kv_dtype))
+
+
+def _stage_budget(kv: _Kv, budgets: tuple[Budget, ...], tokens: int) -> Budget:
+    """The budget that sizes the pool when each pipeline stage has its own: a stage-budget engine (vLLM) sizes
+    each stage's pool by its own room and layers and keeps the fewest blocks, so the limiting stage's budget;
+    otherwise (SGLang) every rank gets the least room of all."""
+    if not kv.engine.stage_budgets:
+        return min(budgets, key=lambda b: b.kv_bytes_per_gpu)
+    kv.stage_budgets = tuple(max(b.kv_bytes_per_gpu, 0) for b in budgets)
+    stages, _notes = kv.stage_pools(0, tokens)
+    if not stages:
+        return min(budgets, key=lambda b: b.kv_bytes_per_gpu)
+    index, _blocks, _per = min(stages, key=lambda s: (s[1] / s[2], s[0]))
+    return budgets[index]
+
+
+def _stage_plans(kv: _Kv, inputs: CapacityInputs, staged: tuple[tuple[int, ...], tuple[Budget, ...]] | None,
+                 avail: int, tokens: int) -> tuple[tuple[StagePlan, ...] | None, int | None]:
+    """Each pipeline stage's ranks, room and blocks, and the rank that sizes the pool; (None, None) when every rank
+    is alike (one stage, one budget)."""
+    tp, pp, per_rank = inputs.tp, inputs.pp, inputs.kv_budget_per_rank
+    if pp == 1 and per_rank is None:
+        return None, None
+    layers = staged[0] if staged is not None else tuple(
+        pp_partitions(kv.geometry.num_hidden_layers, pp, extra_to_last=kv.engine.pp_extra_layers_last))
+    pools = {index: (blocks, per) for index, blocks, per in kv.stage_pools(avail, tokens)[0]} \
+        if kv.engine.block_pool else {}
+    plans = []
+    for stage in range(pp):
+        ranks = tuple(range(stage * tp, (stage + 1) * tp))
+        if per_rank is not None:
+            low = min(ranks, key=lambda r: per_rank[r])
+            room = per_rank[low]
+        else:
+            low = ranks[0]
+            room = max(staged[1][stage].kv_bytes_per_gpu, 0) if staged is not None else avail
+        plans.append(StagePlan(
+            stage=stage, ranks=ranks, num_layers=layers[stage],
+            weights_bytes_per_gpu=staged[1][stage].weights_bytes_per_gpu if staged is not None else None,
+            kv_budget_bytes=room, low_rank=low, num_blocks=pools[stage][0] if stage in pools else None))
+    if pools:
+        limiting = min(pools, key=lambda s: (pools[s][0] / pools[s][1], s))
+    else:
+        limiting = min(range(pp), key=lambda s: (plans[s].kv_budget_bytes, s))
+    return tuple(plans), plans[limiting].low_rank
+
+
+def _stages_note(plans: tuple[StagePlan, ...], rank: int, own_budgets: bool) -> str:
+    """One line: each stage's layers and room, and which rank sizes the pool and why."""
+    parts = [f"stage {p.stage}: {p.num_layers} layers, {format_bytes(p.kv_budget_bytes)}"
+             + (f" ({p.num_blocks:,} blocks)" if p.num_blocks is not None else "") for p in plans]
+    rule = ("each stage sizes blocks by its own room and layers and vLLM keeps the fewest (V1 get_kv_cache_configs, "
+            "V0 min num_gpu_blocks)" if own_budgets else
+            "every rank gets the least free memory of all (SGLang get_available_gpu_memory(distributed=True))")
+    return f"pipeline stages: {'; '.join(parts)}: rank {rank} sizes the pool ({rule})"
 
 
 #: The KV views one capacity call builds, per deployment and KV dtype: its searches (max context, max batch,

@@ -99,6 +99,7 @@ class VllmProfile(EngineProfile):
     allowed_dtypes = (*FLOAT_DTYPES, *FP8_DTYPES, "int8", "nvfp4")
     knobs = ("max_num_batched_tokens",)
     block_pool = True
+    stage_budgets = True
     swa_extra_block = True
     dp_splits_experts = True
     query_heads_rule = ("vllm/config/model.py verify_with_parallel_config: 'Total number of attention heads must be "
@@ -282,7 +283,7 @@ class VllmProfile(EngineProfile):
         terms: tuple[BudgetTerm, ...]
         if early_v1(version):
             forward = activation_estimate(shape, tokens=mnbt, logit_rows=0, tp=req.tp)
-            logits = mnbt * (shape.vocab_size + shape.hidden_size) * shape.dtype_bytes
+            logits = mnbt * (shape.vocab_size + shape.hidden_size) * shape.dtype_bytes if req.last_stage else 0
             act = max(forward, logits)
             terms = (
                 BudgetTerm(name="dummy forward", bytes=forward, source=(
@@ -297,18 +298,20 @@ class VllmProfile(EngineProfile):
             extra = 0
             uncertainty = None
         elif v < (0, 8):
-            act = activation_estimate(shape, tokens=mnbt, logit_rows=VLLM_LOGIT_ROWS, tp=req.tp)
+            rows = VLLM_LOGIT_ROWS if req.last_stage else 0
+            act = activation_estimate(shape, tokens=mnbt, logit_rows=rows, tp=req.tp)
             terms = (BudgetTerm(name="activation peak", bytes=act, source=(
                 f"V0 profile run: {mnbt:,} tokens x (3 x mlp {shape.mlp_width} + qkv {shape.qkv_width} + 2 x hidden "
-                f"{shape.hidden_size}) x {shape.dtype_bytes} B / tp {req.tp} + {VLLM_LOGIT_ROWS} fp32 logit rows x vocab "
-                f"{shape.vocab_size:,}")),)
+                f"{shape.hidden_size}) x {shape.dtype_bytes} B / tp {req.tp} + {rows} fp32 logit rows x vocab "
+                f"{shape.vocab_size:,}" + ("" if req.last_stage else " (not the last pipeline stage: no sampling)"))),)
             extra = 0
             uncertainty = None
         else:
             extra = marlin_mxfp4_extra_bytes(shape)
             forward = activation_estimate(shape, tokens=mnbt, logit_rows=0, tp=req.tp)
             rows = min(req.max_num_seqs or default_max_num_seqs(req.memory_bytes, req.gpu_name), mnbt)
-            one_copy = rows * shape.vocab_size * 4
+            # NOTE: profile_run samples only ``if get_pp_group().is_last_rank`` (gpu_model_runner.py).
+            one_copy = rows * shape.vocab_size * 4 if req.last_stage else 0
             sampler = VLLM_SAMPLER_HALF_COPIES * one_copy // 2
             act = max(forward, sampler)
             terms = (
