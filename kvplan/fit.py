@@ -28,6 +28,9 @@ from kvplan.limits import MAX_BATCH, MAX_NUM_GPUS, MAX_PP, MAX_TP, check_limit
 from kvplan.models import WeightsEstimate, serve_weights
 from kvplan.units import format_bytes
 
+#: Per pipeline stage, the KV bytes of its rank with the least room; None: one budget for every stage.
+Rooms = tuple[int, ...] | None
+
 #: TP sizes tried for ``min_tp``.
 TP_CANDIDATES = (1, 2, 4, 8, 16, 32, 64)
 
@@ -47,9 +50,7 @@ class _Kv:
         self._cache: dict[tuple[int, int], Priced] = {}
         self._stage_counts: list[list[tuple[int, int]]] | None = None
         self._block_size: int | None = None
-        self._pools: dict[tuple[int, int], tuple[int, int, int, list[str]]] = {}
-        self.stage_budgets: tuple[int, ...] | None = None
-        """Per pipeline stage, the smallest rank's budget (``--kv-budget`` per rank); None: one budget for all."""
+        self._pools: dict[tuple[int, int, Rooms], tuple[int, int, int, list[str]]] = {}
 
     def full(self, batch: int, tokens: int) -> Estimate:
         """The estimate's notes, dtype and its source (its adjustments are not needed here)."""
@@ -112,18 +113,19 @@ class _Kv:
             return 1
         return self.engine.pool_block_size(sizes, self.dep)
 
-    def vllm_pool(self, budget: int, tokens: int) -> tuple[int, int, int, list[str]]:
-        """(num_blocks, blocks one request needs, block size, notes), min over PP stages."""
-        key = (budget, tokens)
+    def vllm_pool(self, budget: int, tokens: int, rooms: Rooms = None) -> tuple[int, int, int, list[str]]:
+        """(num_blocks, blocks one request needs, block size, notes), min over PP stages. ``rooms``: per stage, the
+        KV bytes of its rank with the least room (stages that differ); None: ``budget`` for every stage."""
+        key = (budget, tokens, rooms)
         pool = self._pools.get(key)
         if pool is None:
             if len(self._pools) >= 1024:
                 self._pools.clear()
-            pool = self._pools[key] = self._vllm_pool(budget, tokens)
+            pool = self._pools[key] = self._vllm_pool(budget, tokens, rooms)
         return pool[0], pool[1], pool[2], list(pool[3])
 
-    def _vllm_pool(self, budget: int, tokens: int) -> tuple[int, int, int, list[str]]:
-        stages, notes = self.stage_pools(budget, tokens)
+    def _vllm_pool(self, budget: int, tokens: int, rooms: Rooms) -> tuple[int, int, int, list[str]]:
+        stages, notes = self.stage_pools(budget, tokens, rooms)
         bs = self.block_size()
         if not stages:
             return 0, 1, bs, notes
@@ -131,16 +133,16 @@ class _Kv:
         _index, num_blocks, per_request = min(stages, key=lambda s: (s[1] / s[2], s[0]))
         return num_blocks, per_request, bs, notes
 
-    def stage_pools(self, budget: int, tokens: int) -> tuple[list[tuple[int, int, int]], list[str]]:
+    def stage_pools(self, budget: int, tokens: int, rooms: Rooms = None) -> tuple[list[tuple[int, int, int]], list[str]]:
         """Per pipeline stage holding cache layers: (stage, num_blocks, blocks one request needs), each stage
-        sized by its own budget (``stage_budgets``, else ``budget``) and its own layers; and the notes."""
+        sized by its own room (``rooms``, else ``budget``) and its own layers; and the notes."""
         one = self.est(1, tokens)
         base = self.est(1, 1)
         bs = self.block_size()
         out: list[tuple[int, int, int]] = []
         notes: list[str] = []
         for index, (stage, stage_base) in enumerate(zip(self._stages(one), self._stages(base))):
-            stage_budget = self.stage_budgets[index] if self.stage_budgets else budget
+            stage_budget = rooms[index] if rooms else budget
             pages: list[int] = []
             types: list[tuple[int, int]] = []  # (layers, blocks per request)
             for (group, count), (group1, _c) in zip(stage, stage_base):
@@ -254,8 +256,9 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
 
     budget = compute_budget(inputs, weights, tp=tp, pp=pp, tokens=tokens)
     staged = stage_budgets(inputs, weights, tp=tp, pp=pp, tokens=tokens, num_layers=geometry.num_hidden_layers)
+    rooms: Rooms = None
     if staged is not None:
-        budget = _stage_budget(kv, staged[1], tokens)
+        budget, rooms = _stage_budget(kv, staged[1], tokens)
     notes.extend(budget_uncertainty(engine.name, inputs, budget))
     avail = max(budget.kv_bytes_per_gpu, 0)
     per_request = kv.need(1, tokens)
@@ -263,9 +266,9 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
 
     if inputs.kv_budget_per_rank is not None and pp > 1:
         ranks = inputs.kv_budget_per_rank
-        kv.stage_budgets = tuple(min(ranks[stage * tp:(stage + 1) * tp]) for stage in range(pp))
-    pool = _pool(kv, avail, tokens, per_request)
-    stage_plans, limiting_rank = _stage_plans(kv, inputs, staged, avail, tokens)
+        rooms = tuple(min(ranks[stage * tp:(stage + 1) * tp]) for stage in range(pp))
+    pool = _pool(kv, avail, tokens, per_request, rooms)
+    stage_plans, limiting_rank = _stage_plans(kv, inputs, staged, avail, tokens, rooms)
     if limiting_rank is not None and stage_plans is not None and len(stage_plans) > 1:
         notes.append(_stages_note(stage_plans, limiting_rank, engine.stage_budgets))
     notes.extend(pool.notes)
@@ -316,22 +319,23 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
     return attach_engine_log(cap, (kv.est(inputs.batch, tokens).groups, kv.sizer.kv_dtype))
 
 
-def _stage_budget(kv: _Kv, budgets: tuple[Budget, ...], tokens: int) -> Budget:
-    """The budget that sizes the pool when each pipeline stage has its own: a stage-budget engine (vLLM) sizes
-    each stage's pool by its own room and layers and keeps the fewest blocks, so the limiting stage's budget;
-    otherwise (SGLang) every rank gets the least room of all."""
+def _stage_budget(kv: _Kv, budgets: tuple[Budget, ...], tokens: int) -> tuple[Budget, Rooms]:
+    """(the budget that sizes the pool, each stage's room) when each pipeline stage has its own: a stage-budget
+    engine (vLLM) sizes each stage's pool by its own room and layers and keeps the fewest blocks, so the limiting
+    stage's budget; otherwise (SGLang) every rank gets the least room of all (no per-stage rooms)."""
+    least = min(budgets, key=lambda b: b.kv_bytes_per_gpu)
     if not kv.engine.stage_budgets:
-        return min(budgets, key=lambda b: b.kv_bytes_per_gpu)
-    kv.stage_budgets = tuple(max(b.kv_bytes_per_gpu, 0) for b in budgets)
-    stages, _notes = kv.stage_pools(0, tokens)
+        return least, None
+    rooms = tuple(max(b.kv_bytes_per_gpu, 0) for b in budgets)
+    stages, _notes = kv.stage_pools(0, tokens, rooms)
     if not stages:
-        return min(budgets, key=lambda b: b.kv_bytes_per_gpu)
+        return least, rooms
     index, _blocks, _per = min(stages, key=lambda s: (s[1] / s[2], s[0]))
-    return budgets[index]
+    return budgets[index], rooms
 
 
 def _stage_plans(kv: _Kv, inputs: CapacityInputs, staged: tuple[tuple[int, ...], tuple[Budget, ...]] | None,
-                 avail: int, tokens: int) -> tuple[tuple[StagePlan, ...] | None, int | None]:
+                 avail: int, tokens: int, rooms: Rooms) -> tuple[tuple[StagePlan, ...] | None, int | None]:
     """Each pipeline stage's ranks, room and blocks, and the rank that sizes the pool; (None, None) when every rank
     is alike (one stage, one budget)."""
     tp, pp, per_rank = inputs.tp, inputs.pp, inputs.kv_budget_per_rank
@@ -339,7 +343,7 @@ def _stage_plans(kv: _Kv, inputs: CapacityInputs, staged: tuple[tuple[int, ...],
         return None, None
     layers = staged[0] if staged is not None else tuple(
         pp_partitions(kv.geometry.num_hidden_layers, pp, extra_to_last=kv.engine.pp_extra_layers_last))
-    pools = {index: (blocks, per) for index, blocks, per in kv.stage_pools(avail, tokens)[0]} \
+    pools = {index: (blocks, per) for index, blocks, per in kv.stage_pools(avail, tokens, rooms)[0]} \
         if kv.engine.block_pool else {}
     plans = []
     for stage in range(pp):
@@ -476,13 +480,14 @@ class Pool:
     """``fits(batch, tokens)``: ``batch`` requests of ``tokens`` tokens fit the pool."""
 
 
-def _pool(kv: _Kv, avail: int, tokens: int, per_request: int) -> Pool:
-    """The pool ``avail`` KV bytes per GPU make for requests of ``tokens`` tokens (``per_request`` bytes each)."""
+def _pool(kv: _Kv, avail: int, tokens: int, per_request: int, rooms: Rooms = None) -> Pool:
+    """The pool ``avail`` KV bytes per GPU make for requests of ``tokens`` tokens (``per_request`` bytes each);
+    ``rooms``: each pipeline stage's own KV bytes (a block pool sizes each stage by its own)."""
     if kv.engine.block_pool:
-        num_blocks, blocks_per_request, bs, pool_notes = kv.vllm_pool(avail, tokens)
+        num_blocks, blocks_per_request, bs, pool_notes = kv.vllm_pool(avail, tokens, rooms)
 
         def fits(batch: int, t: int) -> bool:
-            nb, per, _bs, _n = kv.vllm_pool(avail, t)
+            nb, per, _bs, _n = kv.vllm_pool(avail, t, rooms)
             return avail > 0 and batch * per <= nb
 
         return Pool(block_size=bs, num_blocks=num_blocks, max_tokens=num_blocks * bs,
@@ -546,9 +551,14 @@ def screen_capacity(geometry: ModelGeometry, weights: WeightsEstimate, inputs: C
     dep = _deployment(inputs, attention_tp(inputs, inputs.tp))
     kv = _kv_view(views if views is not None else {}, geometry, dep, inputs.kv_dtype)
     budget = compute_budget(inputs, weights, tp=inputs.tp, pp=inputs.pp, tokens=tokens)
+    staged = stage_budgets(inputs, weights, tp=inputs.tp, pp=inputs.pp, tokens=tokens,
+                           num_layers=geometry.num_hidden_layers)
+    rooms: Rooms = None
+    if staged is not None:
+        budget, rooms = _stage_budget(kv, staged[1], tokens)
     avail = max(budget.kv_bytes_per_gpu, 0)
     needed = kv.need(inputs.batch, tokens)
-    pool = _pool(kv, avail, tokens, kv.need(1, tokens))
+    pool = _pool(kv, avail, tokens, kv.need(1, tokens), rooms)
     _bytes, seconds = _decode_floor(weights, inputs, needed)
     return Screen(budget=budget, fits=pool.fits(inputs.batch, tokens), max_concurrent_requests=pool.requests,
                   max_concurrency=pool.max_concurrency, kv_bytes_needed=needed, decode_floor_seconds=seconds)
@@ -649,12 +659,20 @@ def kv_per_gpu_curve(cap: Capacity, seq_lens: Sequence[int], *, batch: int) -> l
     (what `capacity --plot` draws against the KV budget)."""
     kv = _Kv(cap.geometry, cap.deployment, cap.inputs.kv_dtype)
     avail = max(cap.budget.kv_bytes_per_gpu, 0)
+    rooms = stage_rooms(cap)
     if not (kv.engine.block_pool and avail):
         return [kv.need(batch, t) for t in seq_lens]
     out = []
     for t in seq_lens:
         # NOTE: a block pool's share: the blocks the requests take of the pool, as bytes of the budget, so the
         # curve crosses the budget where `fits` stops (the hybrid allocator's group padding included).
-        num_blocks, per_request, _bs, _notes = kv.vllm_pool(avail, t)
+        num_blocks, per_request, _bs, _notes = kv.vllm_pool(avail, t, rooms)
         out.append(-(-avail * batch * per_request // num_blocks) if num_blocks else kv.need(batch, t))
     return out
+
+
+def stage_rooms(cap: Capacity) -> Rooms:
+    """The per-stage rooms a block pool sized ``cap`` by (None when every stage had the same budget)."""
+    if cap.stages is None or len(cap.stages) < 2 or not get_engine(cap.deployment.engine).block_pool:
+        return None
+    return tuple(s.kv_budget_bytes for s in cap.stages)
