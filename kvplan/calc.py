@@ -662,7 +662,8 @@ def _adjustments(sizing: _Sizing, dep: Deployment, kv_dtype: KvDtype, engine: En
              "replicated; bytes are the sum over all ranks", cur.with_(tp=dep.tp))
     if dep.pp > 1:
         step("pipeline_parallel", f"--pipeline-parallel-size {dep.pp}: {geometry.num_hidden_layers} layers split "
-             "over stages as vLLM get_pp_indices does; bytes are the most loaded GPU", cur.with_(pp=dep.pp), per_gpu=True)
+             f"over stages as {'SGLang' if engine.pp_extra_layers_last else 'vLLM'} get_pp_indices does; bytes are the "
+             "most loaded GPU", cur.with_(pp=dep.pp), per_gpu=True)
     if dep.offload is not None:
         what = (f"the caches of the first {dep.offload.layers} layers" if dep.offload.layers is not None
                 else f"{dep.offload.fraction:g} of every layer's cache")
