@@ -127,3 +127,10 @@ class Capacity:
     """Per pipeline stage, its ranks' room and blocks, when ranks differ (pp > 1, or --kv-budget per rank)."""
     limiting_rank: int | None = None
     """The rank whose room sizes the pool (None when the ranks are alike)."""
+    kv_bytes_range: tuple[int, int] | None = None
+    """A derived budget's reach: (budget less ``shortfall_bytes``, budget plus ``uncertainty_bytes``); None when
+    given (--kv-budget) or when the engine profile gives no spread."""
+    num_blocks_range: tuple[int, int] | None = None
+    """The blocks (token slots // block size for a token pool) each end of ``kv_bytes_range`` makes."""
+    max_concurrency_range: tuple[float, float] | None = None
+    """The max concurrency each end of ``kv_bytes_range`` makes."""

@@ -269,6 +269,7 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
         rooms = tuple(min(ranks[stage * tp:(stage + 1) * tp]) for stage in range(pp))
     pool = _pool(kv, avail, tokens, per_request, rooms)
     stage_plans, limiting_rank = _stage_plans(kv, inputs, staged, avail, tokens, rooms)
+    spread = None if inputs.kv_budget_bytes is not None else _spread(kv, budget, avail, tokens, per_request, rooms)
     if limiting_rank is not None and stage_plans is not None and len(stage_plans) > 1:
         notes.append(_stages_note(stage_plans, limiting_rank, engine.stage_budgets))
     notes.extend(pool.notes)
@@ -315,8 +316,25 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
         kv_bytes_needed=needed, decode_bytes_per_step=decode_bytes, decode_floor_seconds=seconds,
         decode_tokens_per_s=tok_s, suggestions=suggestions, notes=tuple(dict.fromkeys(notes)),
         stages=stage_plans, limiting_rank=limiting_rank,
+        kv_bytes_range=spread[0] if spread else None, num_blocks_range=spread[1] if spread else None,
+        max_concurrency_range=spread[2] if spread else None,
     )
     return attach_engine_log(cap, (kv.est(inputs.batch, tokens).groups, kv.sizer.kv_dtype))
+
+
+def _spread(kv: _Kv, budget: Budget, avail: int, tokens: int, per_request: int, rooms: Rooms,
+            ) -> tuple[tuple[int, int], tuple[int, int], tuple[float, float]] | None:
+    """(KV bytes, blocks, max concurrency) at the two ends of a derived budget's reach: less what the engine
+    measures beyond kvplan's terms (``shortfall_bytes``), more on its other kernel paths (``uncertainty_bytes``)."""
+    less, more = budget.shortfall_bytes or 0, budget.uncertainty_bytes or 0
+    if not (less or more):
+        return None
+    ends = []
+    for delta in (-less, more):
+        shifted = None if rooms is None else tuple(max(room + delta, 0) for room in rooms)
+        ends.append((max(avail + delta, 0), _pool(kv, max(avail + delta, 0), tokens, per_request, shifted)))
+    (lo, low), (hi, high) = ends
+    return (lo, hi), (low.num_blocks, high.num_blocks), (low.max_concurrency, high.max_concurrency)
 
 
 def _stage_budget(kv: _Kv, budgets: tuple[Budget, ...], tokens: int) -> tuple[Budget, Rooms]:

@@ -160,25 +160,57 @@ def test_prefix_caching_leaves_attention_only_models_alone() -> None:
 
 
 # ---- the derived budget of early V1 (vLLM 0.7 with VLLM_USE_V1=1) ------------------------------------------------
-def test_vllm_12569_early_v1_budget_terms_and_their_honest_gap() -> None:
-    """vllm PR #12569 (V1 at 0.7, Llama-3.1-70B w8a8, 67.72 GiB of weights, util 0.98, max-model-len 2048) logs
-    "# GPU blocks: 1381" and 10.79x. Early V1's profile run has no sampler: its peak is the dummy forward or the
-    logits of max_num_batched_tokens rows. kvplan derives 1,531 blocks (V1's later sampler rule gave 962-1,005, V0's
-    1,580) and says how far the published log is."""
-    import kvplan
+# vllm-project/vllm PR #12569 ("[V1][Log] Add max request concurrency log to V1"), as its description logs it:
+#   VLLM_USE_V1=1 vllm serve neuralmagic/Meta-Llama-3.1-70B-Instruct-quantized.w8a8 --max-model-len 2048
+#       --gpu-memory-utilization 0.98
+#   INFO 01-30 03:18:12 gpu_model_runner.py:848] Loading model weights took 67.7229 GB
+#   INFO 01-30 03:19:14 kv_cache_utils.py:395] # GPU blocks: 1381
+#   INFO 01-30 03:19:14 kv_cache_utils.py:398] Maximum concurrency for 2048 tokens per request: 10.79x
+PR12569_WEIGHTS = int(67.7229 * GiB)  # vLLM's "GB" is bytes / 2**30
+PR12569_BLOCKS, PR12569_CONCURRENCY = 1381, 10.79
 
-    cap = kvplan.capacity("meta-llama/Llama-3.1-70B", gpu="H100", weights_bytes="67.72GiB",
+
+def test_vllm_12569_early_v1_budget_terms_and_their_honest_range() -> None:
+    """Early V1 (0.7) under ``vllm serve``: max_num_batched_tokens 2048 (arg_utils._override_v1_engine_args); its
+    profile run peaks at the dummy forward or the logits of those rows (no sampler yet); determine_available_memory
+    counts the whole device's non-torch memory, the CUDA context included. The derived budget gives more blocks
+    than the log; the range kvplan prints reaches down to the logged figures, and --kv-budget gives them exactly."""
+    import kvplan
+    from kvplan.engines.vllm import VLLM_CUDA_CONTEXT_BYTES, VLLM_EARLY_V1_UNSEEN_BYTES
+
+    cap = kvplan.capacity("meta-llama/Llama-3.1-70B", gpu="H100", weights_bytes=PR12569_WEIGHTS,
                           gpu_memory_utilization=0.98, max_model_len=2048, engine_version="0.7-v1").capacity
     terms = {t.name: t.bytes for t in cap.budget.terms}
-    forward = 8192 * (3 * 28672 + 10240 + 2 * 8192) * BF16  # tokens x (3 x mlp + qkv + 2 x hidden) x bf16
-    logits = 8192 * (128256 + 8192) * BF16  # tokens x (vocab logits + hidden states) x bf16
-    assert terms == {"dummy forward": forward, "dummy logits": logits, "non-torch memory": 256 * 1024**2}
+    forward = 2048 * (3 * 28672 + 10240 + 2 * 8192) * BF16  # tokens x (3 x mlp + qkv + 2 x hidden) x bf16
+    logits = 2048 * (128256 + 8192) * BF16  # tokens x (vocab logits + hidden states) x bf16
+    assert terms == {"dummy forward": forward, "dummy logits": logits, "CUDA context": 300 * 1000**2,
+                     "non-torch memory": 256 * 1024**2}
     page = 16 * 80 * KV * 8 * 128 * BF16  # block * layers * K+V * kv heads * head dim * bf16 = 5 MiB
     usable = int(84_943_715_697 * 0.98)  # H100 79.11 GiB x gpu_memory_utilization
-    kv = usable - int(67.72 * GiB) - max(forward, logits) - 256 * 1024**2
-    assert cap.num_blocks == kv // page == 1531
-    assert cap.engine_log["lines"][0] == "# GPU blocks: 1531"
-    assert any("vllm PR #12569" in n and "1,381 blocks where this rule gives 1,531" in n for n in cap.notes)
+    kv = usable - PR12569_WEIGHTS - max(forward, logits) - VLLM_CUDA_CONTEXT_BYTES - 256 * 1024**2
+    assert cap.num_blocks == kv // page == 1793
+    low = (kv - VLLM_EARLY_V1_UNSEEN_BYTES) // page
+    assert cap.num_blocks_range == (low, 1793) and low <= PR12569_BLOCKS <= 1793
+    conc_low, conc_high = cap.max_concurrency_range
+    assert conc_low == low * 16 / 2048 and round(conc_low, 2) <= PR12569_CONCURRENCY <= conc_high
+    assert cap.engine_log["lines"][0] == "# GPU blocks: 1793"
+    assert any("vllm PR #12569" in n and "up to 2.05 GiB less" in n for n in cap.notes)
+    # with the logged budget the concurrency rule is exact
+    logged = kvplan.capacity("meta-llama/Llama-3.1-70B", kv_budget=PR12569_BLOCKS * page, max_model_len=2048,
+                             engine_version="0.7-v1").capacity
+    assert logged.engine_log["lines"] == ["# GPU blocks: 1381", "Maximum concurrency for 2048 tokens per request: 10.79x"]
+    assert logged.num_blocks_range is None  # a given budget has no reach
+
+
+def test_derived_range_is_said_in_one_line(runner) -> None:
+    from kvplan.cli import app
+
+    result = runner.invoke(app, ["capacity", "-m", "meta-llama/Llama-3.1-70B", "--gpu", "H100", "--weights-bytes",
+                                 str(PR12569_WEIGHTS), "--gpu-memory-utilization", "0.98", "--max-model-len", "2048",
+                                 "--engine-version", "0.7-v1"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    row = [line for line in result.stdout.splitlines() if line.strip().startswith("range")]
+    assert len(row) == 1 and "10.73-14.01x" in row[0] and "1,373-1,793 blocks" in row[0]
 
 
 # ---- the maximum context vLLM derives (ModelConfig._get_and_verify_max_len) -------------------------------------

@@ -174,6 +174,9 @@ class Budget:
     """The derived terms (engines that document them: vLLM), weights as loaded included."""
     uncertainty_bytes: int | None = None
     """How much larger the engine's own budget is on its other kernel paths (None: not estimated)."""
+    shortfall_bytes: int | None = None
+    """How much smaller the engine's own budget can be: what it measures on the GPU beyond kvplan's terms (vLLM's
+    CUDA graph estimate, early V1's device-wide non-torch memory); None: not estimated."""
 
 
 def activation_estimate(shape: ModelShape, *, tokens: int, logit_rows: int, tp: int) -> int:

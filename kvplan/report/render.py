@@ -774,6 +774,7 @@ def capacity_table(report: dict[str, Any], *, verbose: bool = False) -> Group:
     table.add_row("max concurrency", f"{cap['max_concurrency']:.2f}x",
                   f"{requests:,} request{'s' * (requests != 1)} of {tokens:,} tokens" if requests
                   else f"does not fit one request of {tokens:,} tokens")
+    _spread_row(table, cap)
     table.add_row("max context", _n(cap["max_context_len"]), f"at batch {inputs['batch']} ({cap['max_context_limit']})")
     if cap["min_tp"] is None:
         table.add_row("GPUs needed", "-", f"one {tokens:,}-token request fits on no size tried" if inputs["gpu"]
@@ -792,6 +793,15 @@ def capacity_table(report: dict[str, Any], *, verbose: bool = False) -> Group:
     lines: list[RenderableType] = [*warning_lines(report), verdict, title, table, *_capacity_fixes(report),
                                    *_capacity_log(report)]
     return Group(*lines, *_capacity_log_comparison(report))
+
+
+def _spread_row(table: Table, cap: dict[str, Any]) -> None:
+    """A derived budget's reach in one row: the concurrency and blocks at its two ends."""
+    conc, blocks = cap.get("max_concurrency_range"), cap.get("num_blocks_range")
+    if not conc or not blocks:
+        return
+    table.add_row("  range", f"{conc[0]:.2f}-{conc[1]:.2f}x", f"{blocks[0]:,}-{blocks[1]:,} blocks: the derived "
+                  "budget's reach (notes)")
 
 
 def _limiting_rank_row(table: Table, report: dict[str, Any]) -> None:
@@ -842,6 +852,7 @@ def _capacity_short(report: dict[str, Any]) -> Group:
     table.add_row("max concurrency", f"{cap['max_concurrency']:.2f}x",
                   f"{requests:,} request{'s' * (requests != 1)} of {tokens:,} tokens" if requests
                   else f"not one request of {tokens:,} tokens")
+    _spread_row(table, cap)
     table.add_row("max context", _n(cap["max_context_len"]), f"at batch {inputs['batch']} ({cap['max_context_limit']})")
     if not cap["fits"] and cap["min_num_gpus"] is not None:
         table.add_row("GPUs needed", _n(cap["min_num_gpus"]), f"for one {tokens:,}-token request")
