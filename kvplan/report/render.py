@@ -800,8 +800,7 @@ def _spread_row(table: Table, cap: dict[str, Any]) -> None:
     conc, blocks = cap.get("max_concurrency_range"), cap.get("num_blocks_range")
     if not conc or not blocks:
         return
-    table.add_row("  range", f"{conc[0]:.2f}-{conc[1]:.2f}x", f"{blocks[0]:,}-{blocks[1]:,} blocks: the derived "
-                  "budget's reach (notes)")
+    table.add_row("  range", f"{conc[0]:.2f}-{conc[1]:.2f}x", f"{blocks[0]:,}-{blocks[1]:,} blocks (derived budget)")
 
 
 def _limiting_rank_row(table: Table, report: dict[str, Any]) -> None:
