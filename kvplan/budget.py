@@ -98,9 +98,9 @@ def stage_budgets(inputs: CapacityInputs, weights: WeightsEstimate | None, *, tp
     layers (the engine's ``get_pp_indices``), the first stage the input embeddings, the last the LM head (a tied
     model's too), and only the last computes logits and samples. None with one stage, with ``--kv-budget``, or
     when the weights are only known as a total (an even share is all kvplan can say)."""
-    if pp < 2 or inputs.kv_budget_bytes is not None or weights is None:
-        return None
     engine = get_engine(inputs.engine)
+    if pp < 2 or inputs.kv_budget_bytes is not None or weights is None or engine.splits_layers:
+        return None
     layers = tuple(pp_partitions(num_layers, pp, extra_to_last=engine.pp_extra_layers_last))
     stage_bytes = weights.stage_bytes_per_gpu(tp=tp, layers=layers, encoder_every_stage=engine.pp_encoder_every_stage)
     if stage_bytes is None:

@@ -357,8 +357,8 @@ def _stage_plans(kv: _Kv, inputs: CapacityInputs, staged: tuple[tuple[int, ...],
     """Each pipeline stage's ranks, room and blocks, and the rank that sizes the pool; (None, None) when every rank
     is alike (one stage, one budget)."""
     tp, pp, per_rank = inputs.tp, inputs.pp, inputs.kv_budget_per_rank
-    if pp == 1 and per_rank is None:
-        return None, None
+    if (pp == 1 or kv.engine.splits_layers) and per_rank is None:
+        return None, None  # NOTE: llama.cpp splits layers and buffers per device by its own rule (-ts)
     layers = staged[0] if staged is not None else tuple(
         pp_partitions(kv.geometry.num_hidden_layers, pp, extra_to_last=kv.engine.pp_extra_layers_last))
     pools = {index: (blocks, per) for index, blocks, per in kv.stage_pools(avail, tokens, rooms)[0]} \
@@ -628,15 +628,20 @@ def _min_parallel(
 def _fits_one(geometry: ModelGeometry, weights: WeightsEstimate | None, inputs: CapacityInputs, tokens: int,
               views: _Views, *, tp: int, pp: int) -> bool:
     trial = replace(inputs, tp=tp, pp=pp, batch=1)
-    budget = compute_budget(trial, weights, tp=tp, pp=pp, tokens=tokens).kv_bytes_per_gpu
-    if budget <= 0:
-        return False
     dep = Deployment(engine=get_engine(inputs.engine).name, tp=tp, pp=pp, block_size=inputs.block_size,
                      max_num_batched_tokens=inputs.max_num_batched_tokens,
                      enable_prefix_caching=bool(inputs.enable_prefix_caching), dtype=inputs.dtype)
     kv = _kv_view(views, geometry, dep, inputs.kv_dtype)
+    chosen = compute_budget(trial, weights, tp=tp, pp=pp, tokens=tokens)
+    rooms: Rooms = None
+    staged = stage_budgets(trial, weights, tp=tp, pp=pp, tokens=tokens, num_layers=geometry.num_hidden_layers)
+    if staged is not None:  # NOTE: each stage's own weights and room, as capacity sizes the pool
+        chosen, rooms = _stage_budget(kv, staged[1], tokens)
+    budget = chosen.kv_bytes_per_gpu
+    if budget <= 0:
+        return False
     if get_engine(dep.engine).block_pool:
-        num_blocks, per_request, _bs, _n = kv.vllm_pool(budget, tokens)
+        num_blocks, per_request, _bs, _n = kv.vllm_pool(budget, tokens, rooms)
         return per_request <= num_blocks
     return kv.need(1, tokens) <= budget
 
