@@ -368,3 +368,16 @@ def test_capacity_table_names_the_limiting_rank_within_20_lines(runner) -> None:
                                                           "--pp", "3", "--max-model-len", "8192", "-f", "json"]).stdout)
     assert report["capacity"]["limiting_rank"] == 0
     assert [s["num_layers"] for s in report["capacity"]["stages"]] == [11, 11, 10]
+
+
+def test_pp_multimodal_encoder_on_every_vllm_stage_and_the_first_sglang_stage() -> None:
+    """vLLM builds a model's vision tower on every pipeline rank (no PPMissingLayer for it); SGLang's Qwen2.5-VL
+    builds it ``if self.pp_group.is_first_rank``: llava-1.5-7b's last stage differs by the tower and projector."""
+    import kvplan
+
+    vllm = kvplan.capacity("llava-hf/llava-1.5-7b-hf", gpu="H100", pp=2, max_model_len=4096).capacity
+    sglang = kvplan.capacity("llava-hf/llava-1.5-7b-hf", gpu="H100", pp=2, max_model_len=4096, engine="sglang").capacity
+    vision = vllm.weights.vision_bytes
+    assert vision > 0
+    assert vllm.stages[0].weights_bytes_per_gpu == sglang.stages[0].weights_bytes_per_gpu
+    assert vllm.stages[1].weights_bytes_per_gpu - sglang.stages[1].weights_bytes_per_gpu == vision
