@@ -269,11 +269,13 @@ def _shard_state(spec: StateSpec, tp: int, notes: list[str]) -> StateSpec:
     return replace(spec, shapes=tuple(out))
 
 
-def pp_partitions(num_layers: int, pp: int) -> list[int]:
-    """Layers per pipeline stage as vLLM ``get_pp_indices`` splits them.
+def pp_partitions(num_layers: int, pp: int, *, extra_to_last: bool = False) -> list[int]:
+    """Layers per pipeline stage as the engine's ``get_pp_indices`` splits them.
 
     Each stage gets ``L // pp``; the ``L % pp`` extra layers go one each to the stages before the
-    last (the last stage also runs the LM head): 61 layers on 4 stages -> [15, 15, 16, 15].
+    last (vLLM ``vllm/distributed/utils.py``: the last stage also runs the LM head): 61 layers on 4
+    stages -> [15, 15, 16, 15]; 32 on 3 -> [11, 11, 10]. ``extra_to_last``: to the last ``L % pp``
+    stages instead (SGLang ``sglang/srt/distributed/utils.py``): 32 on 3 -> [10, 11, 11].
     """
     if pp > num_layers:
         raise InputError(
@@ -281,15 +283,16 @@ def pp_partitions(num_layers: int, pp: int) -> list[int]:
             f"use at most --pipeline-parallel-size {num_layers}",
         )
     parts = [num_layers // pp] * pp
-    for i in range(2, num_layers % pp + 2):
+    extra = num_layers % pp
+    for i in range(1, extra + 1) if extra_to_last else range(2, extra + 2):
         parts[-i] += 1
     return parts
 
 
-def stage_of_layer(num_layers: int, pp: int) -> list[int]:
+def stage_of_layer(num_layers: int, pp: int, *, extra_to_last: bool = False) -> list[int]:
     """For each decoder layer index, the pipeline stage that holds it."""
     stages: list[int] = []
-    for stage, count in enumerate(pp_partitions(num_layers, pp)):
+    for stage, count in enumerate(pp_partitions(num_layers, pp, extra_to_last=extra_to_last)):
         stages.extend([stage] * count)
     return stages
 

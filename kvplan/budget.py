@@ -20,6 +20,7 @@ The activation estimate (``engines.base.activation_estimate``) is explicit, not 
 
 from __future__ import annotations
 
+from kvplan.adjust import pp_partitions
 from kvplan.capacity_types import CapacityInputs
 from kvplan.dp import weights_per_gpu
 from kvplan.engines import get_engine
@@ -33,6 +34,7 @@ from kvplan.models import WeightsEstimate
 __all__ = [
     "TRTLLM_FREE_FRACTION", "VLLM_GPU_MEMORY_UTILIZATION", "VLLM_LOGIT_ROWS", "VLLM_NON_TORCH_BYTES", "Budget",
     "BudgetTerm", "activation_bytes", "budget_uncertainty", "compute_budget", "model_shape", "sglang_mem_fraction_static",
+    "stage_budgets",
 ]
 
 
@@ -51,12 +53,18 @@ def activation_bytes(weights: WeightsEstimate, *, tokens: int, logit_rows: int, 
 
 
 def compute_budget(
-    inputs: CapacityInputs, weights: WeightsEstimate | None, *, tp: int, pp: int, tokens: int
+    inputs: CapacityInputs, weights: WeightsEstimate | None, *, tp: int, pp: int, tokens: int,
+    stage_weights_bytes: int | None = None, last_stage: bool = True,
 ) -> Budget:
-    """KV bytes per GPU under the engine's budget rule (or ``--kv-budget``)."""
+    """KV bytes per GPU under the engine's budget rule (or ``--kv-budget``). ``stage_weights_bytes``: the weights
+    of one GPU of a given pipeline stage (:func:`stage_budgets`) in place of an even share of the stages;
+    ``last_stage``: that stage computes the logits and samples."""
     memory = inputs.gpu.memory_bytes if inputs.gpu is not None else None
     engine = get_engine(inputs.engine)
     weights_gpu = weights_per_gpu(weights, inputs, tp=tp, pp=pp) if weights is not None else None
+    if weights_gpu is not None and weights is not None and stage_weights_bytes is not None:
+        # NOTE: the stage's own tensors in place of the even share (the DP/EP corrections above kept).
+        weights_gpu += stage_weights_bytes - weights.bytes_per_gpu(tp=tp, pp=pp)
     if weights_gpu is not None and inputs.cpu_offload_bytes:
         # NOTE: vLLM --cpu-offload-gb (and SGLang's) keeps that much of each GPU's weights in host memory
         # (vllm/model_executor/models/utils.py maybe_offload_to_cpu), never more than the weights.
@@ -79,9 +87,26 @@ def compute_budget(
         gpu_memory_utilization=inputs.gpu_memory_utilization, mem_fraction_static=inputs.mem_fraction_static,
         free_gpu_memory_fraction=inputs.free_gpu_memory_fraction, max_num_batched_tokens=inputs.max_num_batched_tokens,
         ubatch_size=inputs.ubatch_size, version=inputs.engine_version, max_num_seqs=inputs.max_num_seqs,
-        enforce_eager=inputs.enforce_eager,
+        enforce_eager=inputs.enforce_eager, last_stage=last_stage,
     )
     return engine.kv_budget(request)
+
+
+def stage_budgets(inputs: CapacityInputs, weights: WeightsEstimate | None, *, tp: int, pp: int, tokens: int,
+                  num_layers: int) -> tuple[tuple[int, ...], tuple[Budget, ...]] | None:
+    """Under pipeline parallelism, (layers per stage, the budget of one GPU of each stage): a stage holds its own
+    layers (the engine's ``get_pp_indices``), the first stage the input embeddings, the last the LM head (a tied
+    model's too), and only the last computes logits and samples. None with one stage, with ``--kv-budget``, or
+    when the weights are only known as a total (an even share is all kvplan can say)."""
+    engine = get_engine(inputs.engine)
+    if pp < 2 or inputs.kv_budget_bytes is not None or weights is None or engine.splits_layers:
+        return None
+    layers = tuple(pp_partitions(num_layers, pp, extra_to_last=engine.pp_extra_layers_last))
+    stage_bytes = weights.stage_bytes_per_gpu(tp=tp, layers=layers, encoder_every_stage=engine.pp_encoder_every_stage)
+    if stage_bytes is None:
+        return None
+    return layers, tuple(compute_budget(inputs, weights, tp=tp, pp=pp, tokens=tokens, stage_weights_bytes=b,
+                                        last_stage=stage == pp - 1) for stage, b in enumerate(stage_bytes))
 
 
 def budget_uncertainty(engine: str, inputs: CapacityInputs, budget: Budget) -> list[str]:

@@ -492,7 +492,7 @@ def _group_layers(geometry: ModelGeometry, engine: EngineProfile, dep: Deploymen
     if dep.pp == 1:
         counts = [[len(indices) for indices in members.values()]]
     else:
-        stage_of = stage_of_layer(num_layers, dep.pp)
+        stage_of = stage_of_layer(num_layers, dep.pp, extra_to_last=engine.pp_extra_layers_last)
         counts = [[0] * len(members) for _ in range(dep.pp)]
         wrap = len(layers) > num_layers
         for gi, indices in enumerate(members.values()):
@@ -570,7 +570,7 @@ def _price(layout: _Layout, *, seq_len: int, encoder_len: int, batch: int, peaks
 def _placement(geometry: ModelGeometry, rank_bytes: list[int], dep: Deployment) -> tuple[int, int]:
     """(GPU bytes of the most loaded rank, CPU bytes of one TP slice) after PP and offload."""
     num_layers = geometry.num_hidden_layers
-    stage_of = stage_of_layer(num_layers, dep.pp)
+    stage_of = stage_of_layer(num_layers, dep.pp, extra_to_last=get_engine(dep.engine).pp_extra_layers_last)
     stage_gpu = [0] * dep.pp
     cpu = 0
     for index, layer_bytes in enumerate(rank_bytes):
@@ -665,7 +665,8 @@ def _adjustments(sizing: _Sizing, dep: Deployment, kv_dtype: KvDtype, engine: En
              "replicated; bytes are the sum over all ranks", cur.with_(tp=dep.tp))
     if dep.pp > 1:
         step("pipeline_parallel", f"--pipeline-parallel-size {dep.pp}: {geometry.num_hidden_layers} layers split "
-             "over stages as vLLM get_pp_indices does; bytes are the most loaded GPU", cur.with_(pp=dep.pp), per_gpu=True)
+             f"over stages as {'SGLang' if engine.pp_extra_layers_last else 'vLLM'} get_pp_indices does; bytes are the "
+             "most loaded GPU", cur.with_(pp=dep.pp), per_gpu=True)
     if dep.offload is not None:
         what = (f"the caches of the first {dep.offload.layers} layers" if dep.offload.layers is not None
                 else f"{dep.offload.fraction:g} of every layer's cache")

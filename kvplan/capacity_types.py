@@ -70,6 +70,25 @@ class CapacityInputs:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class StagePlan:
+    """One pipeline stage's ranks as the pool sees them (``Capacity.stages``)."""
+
+    stage: int
+    ranks: tuple[int, ...]
+    """Its global ranks (vLLM's order, stage-major: stage x tp + tp rank)."""
+    num_layers: int
+    """Decoder layers the stage holds (the engine's ``get_pp_indices``)."""
+    weights_bytes_per_gpu: int | None
+    """Weights on one GPU of the stage (None: given as --kv-budget, or only known as a total)."""
+    kv_budget_bytes: int
+    """KV bytes of the stage's rank with the least room."""
+    low_rank: int
+    """That rank."""
+    num_blocks: int | None
+    """Blocks the stage's own budget and layers make (a block-pool engine; None otherwise)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Capacity:
     geometry: ModelGeometry
     inputs: CapacityInputs
@@ -104,3 +123,14 @@ class Capacity:
     notes: tuple[str, ...] = field(default=())
     engine_log: dict[str, object] | None = None
     """The engine's start-up log lines and their numbers (:mod:`kvplan.engine_log`)."""
+    stages: tuple[StagePlan, ...] | None = None
+    """Per pipeline stage, its ranks' room and blocks, when ranks differ (pp > 1, or --kv-budget per rank)."""
+    limiting_rank: int | None = None
+    """The rank whose room sizes the pool (None when the ranks are alike)."""
+    kv_bytes_range: tuple[int, int] | None = None
+    """A derived budget's reach: (budget less ``shortfall_bytes``, budget plus ``uncertainty_bytes``); None when
+    given (--kv-budget) or when the engine profile gives no spread."""
+    num_blocks_range: tuple[int, int] | None = None
+    """The blocks (token slots // block size for a token pool) each end of ``kv_bytes_range`` makes."""
+    max_concurrency_range: tuple[float, float] | None = None
+    """The max concurrency each end of ``kv_bytes_range`` makes."""

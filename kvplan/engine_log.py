@@ -39,7 +39,7 @@ def pool_facts(cap: Capacity, priced: tuple[tuple[LayerGroup, ...], KvDtype] | N
     ``KvSizer``, the same groups ``calc.estimate`` gives), so the estimate is not run again."""
     geometry, dep = cap.geometry, cap.deployment
     n_layers = geometry.num_hidden_layers
-    stage_of = stage_of_layer(n_layers, dep.pp)
+    stage_of = stage_of_layer(n_layers, dep.pp, extra_to_last=get_engine(dep.engine).pp_extra_layers_last)
     busiest = max(range(dep.pp), key=lambda s: stage_of.count(s))
     on_rank = tuple(i for i in range(len(geometry.layers)) if stage_of[i % n_layers] == busiest)
     if priced is None:

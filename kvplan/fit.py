@@ -15,10 +15,10 @@ import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from kvplan.adjust import Deployment, stage_of_layer
-from kvplan.budget import Budget, budget_uncertainty, compute_budget
+from kvplan.adjust import Deployment, pp_partitions, stage_of_layer
+from kvplan.budget import Budget, budget_uncertainty, compute_budget, stage_budgets
 from kvplan.calc import Estimate, KvSizer, LayerGroup, Priced, estimate
-from kvplan.capacity_types import Capacity, CapacityInputs
+from kvplan.capacity_types import Capacity, CapacityInputs, StagePlan
 from kvplan.dp import attention_tp, dp_notes
 from kvplan.engine_log import attach_engine_log
 from kvplan.engines import get_engine
@@ -27,6 +27,9 @@ from kvplan.geometry import ModelGeometry
 from kvplan.limits import MAX_BATCH, MAX_NUM_GPUS, MAX_PP, MAX_TP, check_limit
 from kvplan.models import WeightsEstimate, serve_weights
 from kvplan.units import format_bytes
+
+#: Per pipeline stage, the KV bytes of its rank with the least room; None: one budget for every stage.
+Rooms = tuple[int, ...] | None
 
 #: TP sizes tried for ``min_tp``.
 TP_CANDIDATES = (1, 2, 4, 8, 16, 32, 64)
@@ -47,9 +50,7 @@ class _Kv:
         self._cache: dict[tuple[int, int], Priced] = {}
         self._stage_counts: list[list[tuple[int, int]]] | None = None
         self._block_size: int | None = None
-        self._pools: dict[tuple[int, int], tuple[int, int, int, list[str]]] = {}
-        self.stage_budgets: tuple[int, ...] | None = None
-        """Per pipeline stage, the smallest rank's budget (``--kv-budget`` per rank); None: one budget for all."""
+        self._pools: dict[tuple[int, int, Rooms], tuple[int, int, int, list[str]]] = {}
 
     def full(self, batch: int, tokens: int) -> Estimate:
         """The estimate's notes, dtype and its source (its adjustments are not needed here)."""
@@ -79,7 +80,7 @@ class _Kv:
         """Per PP stage: (group, layers of the group on that stage)."""
         if self._stage_counts is None:  # which groups each stage holds does not change with tokens or batch
             num_layers = self.geometry.num_hidden_layers
-            stage_of = stage_of_layer(num_layers, self.dep.pp)
+            stage_of = stage_of_layer(num_layers, self.dep.pp, extra_to_last=self.engine.pp_extra_layers_last)
             stages: list[dict[int, int]] = [{} for _ in range(self.dep.pp)]
             for gi, group in enumerate(est.groups):
                 for index in group.layer_indices:
@@ -112,24 +113,36 @@ class _Kv:
             return 1
         return self.engine.pool_block_size(sizes, self.dep)
 
-    def vllm_pool(self, budget: int, tokens: int) -> tuple[int, int, int, list[str]]:
-        """(num_blocks, blocks one request needs, block size, notes), min over PP stages."""
-        key = (budget, tokens)
+    def vllm_pool(self, budget: int, tokens: int, rooms: Rooms = None) -> tuple[int, int, int, list[str]]:
+        """(num_blocks, blocks one request needs, block size, notes), min over PP stages. ``rooms``: per stage, the
+        KV bytes of its rank with the least room (stages that differ); None: ``budget`` for every stage."""
+        key = (budget, tokens, rooms)
         pool = self._pools.get(key)
         if pool is None:
             if len(self._pools) >= 1024:
                 self._pools.clear()
-            pool = self._pools[key] = self._vllm_pool(budget, tokens)
+            pool = self._pools[key] = self._vllm_pool(budget, tokens, rooms)
         return pool[0], pool[1], pool[2], list(pool[3])
 
-    def _vllm_pool(self, budget: int, tokens: int) -> tuple[int, int, int, list[str]]:
+    def _vllm_pool(self, budget: int, tokens: int, rooms: Rooms) -> tuple[int, int, int, list[str]]:
+        stages, notes = self.stage_pools(budget, tokens, rooms)
+        bs = self.block_size()
+        if not stages:
+            return 0, 1, bs, notes
+        # NOTE: vLLM V1 get_kv_cache_configs gives every worker the fewest blocks of any (V0: min num_gpu_blocks).
+        _index, num_blocks, per_request = min(stages, key=lambda s: (s[1] / s[2], s[0]))
+        return num_blocks, per_request, bs, notes
+
+    def stage_pools(self, budget: int, tokens: int, rooms: Rooms = None) -> tuple[list[tuple[int, int, int]], list[str]]:
+        """Per pipeline stage holding cache layers: (stage, num_blocks, blocks one request needs), each stage
+        sized by its own room (``rooms``, else ``budget``) and its own layers; and the notes."""
         one = self.est(1, tokens)
         base = self.est(1, 1)
         bs = self.block_size()
-        best: tuple[int, int, int] | None = None
+        out: list[tuple[int, int, int]] = []
         notes: list[str] = []
         for index, (stage, stage_base) in enumerate(zip(self._stages(one), self._stages(base))):
-            stage_budget = self.stage_budgets[index] if self.stage_budgets else budget
+            stage_budget = rooms[index] if rooms else budget
             pages: list[int] = []
             types: list[tuple[int, int]] = []  # (layers, blocks per request)
             for (group, count), (group1, _c) in zip(stage, stage_base):
@@ -162,11 +175,8 @@ class _Kv:
                     )
                 num_blocks = stage_budget // (pages[0] * group_size)
                 per_request = sum(-(-c // group_size) * b for c, b in types)
-            if best is None or num_blocks / per_request < best[0] / best[1]:
-                best = (num_blocks, per_request, sum(c for c, _b in types))
-        if best is None:
-            return 0, 1, bs, notes
-        return best[0], best[1], bs, notes
+            out.append((index, max(num_blocks, 0), per_request))
+        return out, list(dict.fromkeys(notes))
 
     def tokens_per_budget(self, budget: int) -> int:
         """Tokens the pool holds counting every token-caching layer (the engine's token line)."""
@@ -245,6 +255,10 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
     notes.extend(geometry.notes)
 
     budget = compute_budget(inputs, weights, tp=tp, pp=pp, tokens=tokens)
+    staged = stage_budgets(inputs, weights, tp=tp, pp=pp, tokens=tokens, num_layers=geometry.num_hidden_layers)
+    rooms: Rooms = None
+    if staged is not None:
+        budget, rooms = _stage_budget(kv, staged[1], tokens)
     notes.extend(budget_uncertainty(engine.name, inputs, budget))
     avail = max(budget.kv_bytes_per_gpu, 0)
     per_request = kv.need(1, tokens)
@@ -252,8 +266,12 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
 
     if inputs.kv_budget_per_rank is not None and pp > 1:
         ranks = inputs.kv_budget_per_rank
-        kv.stage_budgets = tuple(min(ranks[stage * tp:(stage + 1) * tp]) for stage in range(pp))
-    pool = _pool(kv, avail, tokens, per_request)
+        rooms = tuple(min(ranks[stage * tp:(stage + 1) * tp]) for stage in range(pp))
+    pool = _pool(kv, avail, tokens, per_request, rooms)
+    stage_plans, limiting_rank = _stage_plans(kv, inputs, staged, avail, tokens, rooms)
+    spread = None if inputs.kv_budget_bytes is not None else _spread(kv, budget, avail, tokens, per_request, rooms)
+    if limiting_rank is not None and stage_plans is not None and len(stage_plans) > 1:
+        notes.append(_stages_note(stage_plans, limiting_rank, engine.stage_budgets))
     notes.extend(pool.notes)
     bs, num_blocks, max_tokens = pool.block_size, pool.num_blocks, pool.max_tokens
     concurrency, requests = pool.max_concurrency, pool.requests
@@ -297,8 +315,82 @@ def plan_capacity(geometry: ModelGeometry, weights: WeightsEstimate | None, inpu
         max_context_limit=context_limit, min_tp=min_tp, min_num_gpus=min_gpus, kv_bytes_per_request=per_request,
         kv_bytes_needed=needed, decode_bytes_per_step=decode_bytes, decode_floor_seconds=seconds,
         decode_tokens_per_s=tok_s, suggestions=suggestions, notes=tuple(dict.fromkeys(notes)),
+        stages=stage_plans, limiting_rank=limiting_rank,
+        kv_bytes_range=spread[0] if spread else None, num_blocks_range=spread[1] if spread else None,
+        max_concurrency_range=spread[2] if spread else None,
     )
     return attach_engine_log(cap, (kv.est(inputs.batch, tokens).groups, kv.sizer.kv_dtype))
+
+
+def _spread(kv: _Kv, budget: Budget, avail: int, tokens: int, per_request: int, rooms: Rooms,
+            ) -> tuple[tuple[int, int], tuple[int, int], tuple[float, float]] | None:
+    """(KV bytes, blocks, max concurrency) at the two ends of a derived budget's reach: less what the engine
+    measures beyond kvplan's terms (``shortfall_bytes``), more on its other kernel paths (``uncertainty_bytes``)."""
+    less, more = budget.shortfall_bytes or 0, budget.uncertainty_bytes or 0
+    if not (less or more):
+        return None
+    ends = []
+    for delta in (-less, more):
+        shifted = None if rooms is None else tuple(max(room + delta, 0) for room in rooms)
+        ends.append((max(avail + delta, 0), _pool(kv, max(avail + delta, 0), tokens, per_request, shifted)))
+    (lo, low), (hi, high) = ends
+    return (lo, hi), (low.num_blocks, high.num_blocks), (low.max_concurrency, high.max_concurrency)
+
+
+def _stage_budget(kv: _Kv, budgets: tuple[Budget, ...], tokens: int) -> tuple[Budget, Rooms]:
+    """(the budget that sizes the pool, each stage's room) when each pipeline stage has its own: a stage-budget
+    engine (vLLM) sizes each stage's pool by its own room and layers and keeps the fewest blocks, so the limiting
+    stage's budget; otherwise (SGLang) every rank gets the least room of all (no per-stage rooms)."""
+    least = min(budgets, key=lambda b: b.kv_bytes_per_gpu)
+    if not kv.engine.stage_budgets:
+        return least, None
+    rooms = tuple(max(b.kv_bytes_per_gpu, 0) for b in budgets)
+    stages, _notes = kv.stage_pools(0, tokens, rooms)
+    if not stages:
+        return least, rooms
+    index, _blocks, _per = min(stages, key=lambda s: (s[1] / s[2], s[0]))
+    return budgets[index], rooms
+
+
+def _stage_plans(kv: _Kv, inputs: CapacityInputs, staged: tuple[tuple[int, ...], tuple[Budget, ...]] | None,
+                 avail: int, tokens: int, rooms: Rooms) -> tuple[tuple[StagePlan, ...] | None, int | None]:
+    """Each pipeline stage's ranks, room and blocks, and the rank that sizes the pool; (None, None) when every rank
+    is alike (one stage, one budget)."""
+    tp, pp, per_rank = inputs.tp, inputs.pp, inputs.kv_budget_per_rank
+    if (pp == 1 or kv.engine.splits_layers) and per_rank is None:
+        return None, None  # NOTE: llama.cpp splits layers and buffers per device by its own rule (-ts)
+    layers = staged[0] if staged is not None else tuple(
+        pp_partitions(kv.geometry.num_hidden_layers, pp, extra_to_last=kv.engine.pp_extra_layers_last))
+    pools = {index: (blocks, per) for index, blocks, per in kv.stage_pools(avail, tokens, rooms)[0]} \
+        if kv.engine.block_pool else {}
+    plans = []
+    for stage in range(pp):
+        ranks = tuple(range(stage * tp, (stage + 1) * tp))
+        if per_rank is not None:
+            low = min(ranks, key=lambda r: per_rank[r])
+            room = per_rank[low]
+        else:
+            low = ranks[0]
+            room = max(staged[1][stage].kv_bytes_per_gpu, 0) if staged is not None else avail
+        plans.append(StagePlan(
+            stage=stage, ranks=ranks, num_layers=layers[stage],
+            weights_bytes_per_gpu=staged[1][stage].weights_bytes_per_gpu if staged is not None else None,
+            kv_budget_bytes=room, low_rank=low, num_blocks=pools[stage][0] if stage in pools else None))
+    if pools:
+        limiting = min(pools, key=lambda s: (pools[s][0] / pools[s][1], s))
+    else:
+        limiting = min(range(pp), key=lambda s: (plans[s].kv_budget_bytes, s))
+    return tuple(plans), plans[limiting].low_rank
+
+
+def _stages_note(plans: tuple[StagePlan, ...], rank: int, own_budgets: bool) -> str:
+    """One line: each stage's layers and room, and which rank sizes the pool and why."""
+    parts = [f"stage {p.stage}: {p.num_layers} layers, {format_bytes(p.kv_budget_bytes)}"
+             + (f" ({p.num_blocks:,} blocks)" if p.num_blocks is not None else "") for p in plans]
+    rule = ("each stage sizes blocks by its own room and layers and vLLM keeps the fewest (V1 get_kv_cache_configs, "
+            "V0 min num_gpu_blocks)" if own_budgets else
+            "every rank gets the least free memory of all (SGLang get_available_gpu_memory(distributed=True))")
+    return f"pipeline stages: {'; '.join(parts)}: rank {rank} sizes the pool ({rule})"
 
 
 #: The KV views one capacity call builds, per deployment and KV dtype: its searches (max context, max batch,
@@ -407,13 +499,14 @@ class Pool:
     """``fits(batch, tokens)``: ``batch`` requests of ``tokens`` tokens fit the pool."""
 
 
-def _pool(kv: _Kv, avail: int, tokens: int, per_request: int) -> Pool:
-    """The pool ``avail`` KV bytes per GPU make for requests of ``tokens`` tokens (``per_request`` bytes each)."""
+def _pool(kv: _Kv, avail: int, tokens: int, per_request: int, rooms: Rooms = None) -> Pool:
+    """The pool ``avail`` KV bytes per GPU make for requests of ``tokens`` tokens (``per_request`` bytes each);
+    ``rooms``: each pipeline stage's own KV bytes (a block pool sizes each stage by its own)."""
     if kv.engine.block_pool:
-        num_blocks, blocks_per_request, bs, pool_notes = kv.vllm_pool(avail, tokens)
+        num_blocks, blocks_per_request, bs, pool_notes = kv.vllm_pool(avail, tokens, rooms)
 
         def fits(batch: int, t: int) -> bool:
-            nb, per, _bs, _n = kv.vllm_pool(avail, t)
+            nb, per, _bs, _n = kv.vllm_pool(avail, t, rooms)
             return avail > 0 and batch * per <= nb
 
         return Pool(block_size=bs, num_blocks=num_blocks, max_tokens=num_blocks * bs,
@@ -477,9 +570,14 @@ def screen_capacity(geometry: ModelGeometry, weights: WeightsEstimate, inputs: C
     dep = _deployment(inputs, attention_tp(inputs, inputs.tp))
     kv = _kv_view(views if views is not None else {}, geometry, dep, inputs.kv_dtype)
     budget = compute_budget(inputs, weights, tp=inputs.tp, pp=inputs.pp, tokens=tokens)
+    staged = stage_budgets(inputs, weights, tp=inputs.tp, pp=inputs.pp, tokens=tokens,
+                           num_layers=geometry.num_hidden_layers)
+    rooms: Rooms = None
+    if staged is not None:
+        budget, rooms = _stage_budget(kv, staged[1], tokens)
     avail = max(budget.kv_bytes_per_gpu, 0)
     needed = kv.need(inputs.batch, tokens)
-    pool = _pool(kv, avail, tokens, kv.need(1, tokens))
+    pool = _pool(kv, avail, tokens, kv.need(1, tokens), rooms)
     _bytes, seconds = _decode_floor(weights, inputs, needed)
     return Screen(budget=budget, fits=pool.fits(inputs.batch, tokens), max_concurrent_requests=pool.requests,
                   max_concurrency=pool.max_concurrency, kv_bytes_needed=needed, decode_floor_seconds=seconds)
@@ -531,15 +629,20 @@ def _min_parallel(
 def _fits_one(geometry: ModelGeometry, weights: WeightsEstimate | None, inputs: CapacityInputs, tokens: int,
               views: _Views, *, tp: int, pp: int) -> bool:
     trial = replace(inputs, tp=tp, pp=pp, batch=1)
-    budget = compute_budget(trial, weights, tp=tp, pp=pp, tokens=tokens).kv_bytes_per_gpu
-    if budget <= 0:
-        return False
     dep = Deployment(engine=get_engine(inputs.engine).name, tp=tp, pp=pp, block_size=inputs.block_size,
                      max_num_batched_tokens=inputs.max_num_batched_tokens,
                      enable_prefix_caching=bool(inputs.enable_prefix_caching), dtype=inputs.dtype)
     kv = _kv_view(views, geometry, dep, inputs.kv_dtype)
+    chosen = compute_budget(trial, weights, tp=tp, pp=pp, tokens=tokens)
+    rooms: Rooms = None
+    staged = stage_budgets(trial, weights, tp=tp, pp=pp, tokens=tokens, num_layers=geometry.num_hidden_layers)
+    if staged is not None:  # NOTE: each stage's own weights and room, as capacity sizes the pool
+        chosen, rooms = _stage_budget(kv, staged[1], tokens)
+    budget = chosen.kv_bytes_per_gpu
+    if budget <= 0:
+        return False
     if get_engine(dep.engine).block_pool:
-        num_blocks, per_request, _bs, _n = kv.vllm_pool(budget, tokens)
+        num_blocks, per_request, _bs, _n = kv.vllm_pool(budget, tokens, rooms)
         return per_request <= num_blocks
     return kv.need(1, tokens) <= budget
 
@@ -580,12 +683,20 @@ def kv_per_gpu_curve(cap: Capacity, seq_lens: Sequence[int], *, batch: int) -> l
     (what `capacity --plot` draws against the KV budget)."""
     kv = _Kv(cap.geometry, cap.deployment, cap.inputs.kv_dtype)
     avail = max(cap.budget.kv_bytes_per_gpu, 0)
+    rooms = stage_rooms(cap)
     if not (kv.engine.block_pool and avail):
         return [kv.need(batch, t) for t in seq_lens]
     out = []
     for t in seq_lens:
         # NOTE: a block pool's share: the blocks the requests take of the pool, as bytes of the budget, so the
         # curve crosses the budget where `fits` stops (the hybrid allocator's group padding included).
-        num_blocks, per_request, _bs, _notes = kv.vllm_pool(avail, t)
+        num_blocks, per_request, _bs, _notes = kv.vllm_pool(avail, t, rooms)
         out.append(-(-avail * batch * per_request // num_blocks) if num_blocks else kv.need(batch, t))
     return out
+
+
+def stage_rooms(cap: Capacity) -> Rooms:
+    """The per-stage rooms a block pool sized ``cap`` by (None when every stage had the same budget)."""
+    if cap.stages is None or len(cap.stages) < 2 or not get_engine(cap.deployment.engine).block_pool:
+        return None
+    return tuple(s.kv_budget_bytes for s in cap.stages)

@@ -46,6 +46,14 @@ def test_pp_partitions_follow_vllm_get_pp_indices(layers: int, pp: int, parts: l
     assert pp_partitions(layers, pp) == parts
 
 
+@pytest.mark.parametrize(
+    ("layers", "pp", "parts"), [(32, 3, [10, 11, 11]), (61, 4, [15, 15, 15, 16]), (80, 3, [26, 27, 27]), (32, 2, [16, 16])],
+)
+def test_pp_partitions_follow_sglang_get_pp_indices(layers: int, pp: int, parts: list[int]) -> None:
+    """SGLang (sglang/srt/distributed/utils.py): the extra layers go to the last ``L % pp`` stages."""
+    assert pp_partitions(layers, pp, extra_to_last=True) == parts
+
+
 def test_pp_larger_than_layers_is_an_input_error() -> None:
     with pytest.raises(InputError, match="larger than the model's 2 layers"):
         pp_partitions(2, 4)

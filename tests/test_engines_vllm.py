@@ -160,25 +160,57 @@ def test_prefix_caching_leaves_attention_only_models_alone() -> None:
 
 
 # ---- the derived budget of early V1 (vLLM 0.7 with VLLM_USE_V1=1) ------------------------------------------------
-def test_vllm_12569_early_v1_budget_terms_and_their_honest_gap() -> None:
-    """vllm PR #12569 (V1 at 0.7, Llama-3.1-70B w8a8, 67.72 GiB of weights, util 0.98, max-model-len 2048) logs
-    "# GPU blocks: 1381" and 10.79x. Early V1's profile run has no sampler: its peak is the dummy forward or the
-    logits of max_num_batched_tokens rows. kvplan derives 1,531 blocks (V1's later sampler rule gave 962-1,005, V0's
-    1,580) and says how far the published log is."""
-    import kvplan
+# vllm-project/vllm PR #12569 ("[V1][Log] Add max request concurrency log to V1"), as its description logs it:
+#   VLLM_USE_V1=1 vllm serve neuralmagic/Meta-Llama-3.1-70B-Instruct-quantized.w8a8 --max-model-len 2048
+#       --gpu-memory-utilization 0.98
+#   INFO 01-30 03:18:12 gpu_model_runner.py:848] Loading model weights took 67.7229 GB
+#   INFO 01-30 03:19:14 kv_cache_utils.py:395] # GPU blocks: 1381
+#   INFO 01-30 03:19:14 kv_cache_utils.py:398] Maximum concurrency for 2048 tokens per request: 10.79x
+PR12569_WEIGHTS = int(67.7229 * GiB)  # vLLM's "GB" is bytes / 2**30
+PR12569_BLOCKS, PR12569_CONCURRENCY = 1381, 10.79
 
-    cap = kvplan.capacity("meta-llama/Llama-3.1-70B", gpu="H100", weights_bytes="67.72GiB",
+
+def test_vllm_12569_early_v1_budget_terms_and_their_honest_range() -> None:
+    """Early V1 (0.7) under ``vllm serve``: max_num_batched_tokens 2048 (arg_utils._override_v1_engine_args); its
+    profile run peaks at the dummy forward or the logits of those rows (no sampler yet); determine_available_memory
+    counts the whole device's non-torch memory, the CUDA context included. The derived budget gives more blocks
+    than the log; the range kvplan prints reaches down to the logged figures, and --kv-budget gives them exactly."""
+    import kvplan
+    from kvplan.engines.vllm import VLLM_CUDA_CONTEXT_BYTES, VLLM_EARLY_V1_UNSEEN_BYTES
+
+    cap = kvplan.capacity("meta-llama/Llama-3.1-70B", gpu="H100", weights_bytes=PR12569_WEIGHTS,
                           gpu_memory_utilization=0.98, max_model_len=2048, engine_version="0.7-v1").capacity
     terms = {t.name: t.bytes for t in cap.budget.terms}
-    forward = 8192 * (3 * 28672 + 10240 + 2 * 8192) * BF16  # tokens x (3 x mlp + qkv + 2 x hidden) x bf16
-    logits = 8192 * (128256 + 8192) * BF16  # tokens x (vocab logits + hidden states) x bf16
-    assert terms == {"dummy forward": forward, "dummy logits": logits, "non-torch memory": 256 * 1024**2}
+    forward = 2048 * (3 * 28672 + 10240 + 2 * 8192) * BF16  # tokens x (3 x mlp + qkv + 2 x hidden) x bf16
+    logits = 2048 * (128256 + 8192) * BF16  # tokens x (vocab logits + hidden states) x bf16
+    assert terms == {"dummy forward": forward, "dummy logits": logits, "CUDA context": 300 * 1000**2,
+                     "non-torch memory": 256 * 1024**2}
     page = 16 * 80 * KV * 8 * 128 * BF16  # block * layers * K+V * kv heads * head dim * bf16 = 5 MiB
     usable = int(84_943_715_697 * 0.98)  # H100 79.11 GiB x gpu_memory_utilization
-    kv = usable - int(67.72 * GiB) - max(forward, logits) - 256 * 1024**2
-    assert cap.num_blocks == kv // page == 1531
-    assert cap.engine_log["lines"][0] == "# GPU blocks: 1531"
-    assert any("vllm PR #12569" in n and "1,381 blocks where this rule gives 1,531" in n for n in cap.notes)
+    kv = usable - PR12569_WEIGHTS - max(forward, logits) - VLLM_CUDA_CONTEXT_BYTES - 256 * 1024**2
+    assert cap.num_blocks == kv // page == 1793
+    low = (kv - VLLM_EARLY_V1_UNSEEN_BYTES) // page
+    assert cap.num_blocks_range == (low, 1793) and low <= PR12569_BLOCKS <= 1793
+    conc_low, conc_high = cap.max_concurrency_range
+    assert conc_low == low * 16 / 2048 and round(conc_low, 2) <= PR12569_CONCURRENCY <= conc_high
+    assert cap.engine_log["lines"][0] == "# GPU blocks: 1793"
+    assert any("vllm PR #12569" in n and "up to 2.05 GiB less" in n for n in cap.notes)
+    # with the logged budget the concurrency rule is exact
+    logged = kvplan.capacity("meta-llama/Llama-3.1-70B", kv_budget=PR12569_BLOCKS * page, max_model_len=2048,
+                             engine_version="0.7-v1").capacity
+    assert logged.engine_log["lines"] == ["# GPU blocks: 1381", "Maximum concurrency for 2048 tokens per request: 10.79x"]
+    assert logged.num_blocks_range is None  # a given budget has no reach
+
+
+def test_derived_range_is_said_in_one_line(runner) -> None:
+    from kvplan.cli import app
+
+    result = runner.invoke(app, ["capacity", "-m", "meta-llama/Llama-3.1-70B", "--gpu", "H100", "--weights-bytes",
+                                 str(PR12569_WEIGHTS), "--gpu-memory-utilization", "0.98", "--max-model-len", "2048",
+                                 "--engine-version", "0.7-v1"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    row = [line for line in result.stdout.splitlines() if line.strip().startswith("range")]
+    assert len(row) == 1 and "10.73-14.01x" in row[0] and "1,373-1,793 blocks" in row[0]
 
 
 # ---- the maximum context vLLM derives (ModelConfig._get_and_verify_max_len) -------------------------------------
@@ -238,3 +270,114 @@ def test_kv_budget_per_rank_needs_one_per_rank() -> None:
 
     with pytest.raises(InputError, match="lists 3 budgets for tp 4 x pp 1 = 4 ranks"):
         kvplan.capacity("meta-llama/Llama-3.1-70B", tp=4, kv_budget="10GiB,9GiB,9GiB")
+
+
+# ---- pipeline parallelism: each stage's own weights, room and layers ---------------------------------------------
+# Llama-3.1-8B (config.json): vocab 128256, hidden 4096, 8 of 32 heads for K/V, head_dim 128, MLP 14336, 32 layers.
+L8_VOCAB, L8_HIDDEN, L8_KV_WIDTH, L8_MLP, L8_LAYERS = 128256, 4096, 8 * 128, 14336, 32
+L8_EMBED = L8_VOCAB * L8_HIDDEN * BF16  # embed_tokens, and lm_head (untied) the same size
+L8_LAYER = (L8_HIDDEN * (L8_HIDDEN + 2 * L8_KV_WIDTH) + L8_HIDDEN * L8_HIDDEN + 3 * L8_HIDDEN * L8_MLP) * BF16  # qkv, o, MLP
+L8_NORMS = (2 * L8_LAYERS + 1) * L8_HIDDEN * BF16  # two per layer + the final norm, split with the layers
+
+
+def _stage_weights(layers: list[int], *, first: int, last: int) -> list[int]:
+    return [n * L8_LAYER + L8_NORMS * n // L8_LAYERS + (first if s == 0 else 0) + (last if s == len(layers) - 1 else 0)
+            for s, n in enumerate(layers)]
+
+
+def test_pp3_stages_hold_their_layers_embeddings_and_lm_head_and_the_fewest_blocks_win() -> None:
+    """vLLM get_pp_indices splits 32 layers over 3 stages as [11, 11, 10] (the extra layers go to the stages before
+    the last); stage 0 holds embed_tokens, stage 2 the lm_head and the only sampler (profile_run samples
+    ``if get_pp_group().is_last_rank``); each worker sizes blocks by its own room and layers and V1's
+    get_kv_cache_configs keeps the fewest."""
+    import kvplan
+    from kvplan.gpus import lookup
+
+    cap = kvplan.capacity("meta-llama/Llama-3.1-8B", gpu="H100", pp=3, max_model_len=8192).capacity
+    layers = [11, 11, 10]
+    weights = _stage_weights(layers, first=L8_EMBED, last=L8_EMBED)
+    assert [s.num_layers for s in cap.stages] == layers
+    assert [s.weights_bytes_per_gpu for s in cap.stages] == weights
+    rooms = [s.kv_budget_bytes for s in cap.stages]
+    usable = int(lookup("H100").memory_bytes * 0.9)
+    # stages 0 and 1 reserve the same (no sampler): their rooms differ by their weights alone
+    assert usable - weights[0] - rooms[0] == usable - weights[1] - rooms[1]
+    forward = 8192 * (3 * L8_MLP + (L8_HIDDEN + 2 * L8_KV_WIDTH) + 2 * L8_HIDDEN) * BF16  # max_num_batched_tokens 8192
+    sampler = 19 * min(1024, 8192) * L8_VOCAB * 4 // 2  # 9.5 float32 copies of max_num_seqs x vocab logits
+    assert (usable - weights[2] - rooms[2]) - (usable - weights[0] - rooms[0]) == sampler - forward
+    page = 16 * L8_KV_WIDTH * KV * BF16  # block * kv heads * head dim * K+V * bf16, per layer
+    blocks = [room // (page * n) for room, n in zip(rooms, layers)]
+    assert [s.num_blocks for s in cap.stages] == blocks
+    assert cap.num_blocks == min(blocks) == blocks[0]  # 11 layers and the embeddings: stage 0 has the fewest
+    assert cap.limiting_rank == 0 and cap.budget.kv_bytes_per_gpu == rooms[0]
+    assert cap.max_concurrency == blocks[0] / cdiv(8192, 16)
+    assert any("rank 0 sizes the pool" in n for n in cap.notes)
+
+
+def test_pp_tied_embeddings_sit_on_the_first_and_the_last_stage() -> None:
+    """A tied model's last stage builds its own embed_tokens for the lm_head (vLLM: ``is_first_rank or
+    (tie_word_embeddings and is_last_rank)``): Llama-3.2-1B (tied, 16 layers, hidden 2048, vocab 128256)."""
+    import kvplan
+
+    cap = kvplan.capacity("meta-llama/Llama-3.2-1B", gpu="H100", pp=2, max_model_len=8192).capacity
+    embed = 128256 * 2048 * BF16
+    layer = (2048 * (2048 + 2 * 8 * 64) + 2048 * 2048 + 3 * 2048 * 8192) * BF16
+    norms = (2 * 16 + 1) * 2048 * BF16
+    assert [s.weights_bytes_per_gpu for s in cap.stages] == [embed + 8 * layer + norms * 8 // 16] * 2
+
+
+def test_pp_tp_ranks_of_a_stage_are_alike_and_split_the_stage() -> None:
+    """tp 2 x pp 2: each stage's two ranks hold half of its matrices (norms whole) and one room; ranks 0-1, 2-3."""
+    import kvplan
+
+    cap = kvplan.capacity("meta-llama/Llama-3.1-8B", gpu="H100", tp=2, pp=2, max_model_len=8192).capacity
+    assert [s.ranks for s in cap.stages] == [(0, 1), (2, 3)]
+    assert [s.num_layers for s in cap.stages] == [16, 16]
+    norms = L8_NORMS * 16 // L8_LAYERS  # replicated, not split over tp
+    assert [s.weights_bytes_per_gpu for s in cap.stages] == [
+        cdiv(L8_EMBED, 2) + cdiv(16 * L8_LAYER, 2) + norms, cdiv(16 * L8_LAYER, 2) + norms + cdiv(L8_EMBED, 2)]
+    assert cap.limiting_rank in (0, 2)
+
+
+def test_sglang_pp_gives_extra_layers_to_the_last_stages_and_every_rank_the_least_room() -> None:
+    """SGLang get_pp_indices: [10, 11, 11]; get_available_gpu_memory(distributed=True) all-reduces the least free
+    memory over the world group, so the pool is that room over the busiest stage's layers."""
+    import kvplan
+
+    cap = kvplan.capacity("meta-llama/Llama-3.1-8B", gpu="H100", pp=3, max_model_len=8192, engine="sglang").capacity
+    layers = [10, 11, 11]
+    weights = _stage_weights(layers, first=L8_EMBED, last=L8_EMBED)
+    assert [s.num_layers for s in cap.stages] == layers
+    assert [s.weights_bytes_per_gpu for s in cap.stages] == weights
+    assert cap.limiting_rank == 2  # 11 layers and the lm_head: the most weights, the least room
+    least = min(s.kv_budget_bytes for s in cap.stages)
+    assert cap.budget.kv_bytes_per_gpu == least == cap.budget.usable_bytes - weights[2]
+    per_request = 8192 * 11 * L8_KV_WIDTH * KV * BF16  # tokens * busiest stage's layers * kv width * K+V * bf16
+    assert cap.max_concurrency == least / per_request
+
+
+def test_capacity_table_names_the_limiting_rank_within_20_lines(runner) -> None:
+    from kvplan.cli import app
+
+    result = runner.invoke(app, ["capacity", "-m", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--pp", "3",
+                                 "--max-model-len", "8192"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert "limiting rank" in result.stdout and "rank 0" in result.stdout and "stage 0 of 3" in result.stdout
+    assert len(result.stdout.splitlines()) <= 20
+    report = __import__("json").loads(runner.invoke(app, ["capacity", "-m", "meta-llama/Llama-3.1-8B", "--gpu", "H100",
+                                                          "--pp", "3", "--max-model-len", "8192", "-f", "json"]).stdout)
+    assert report["capacity"]["limiting_rank"] == 0
+    assert [s["num_layers"] for s in report["capacity"]["stages"]] == [11, 11, 10]
+
+
+def test_pp_multimodal_encoder_on_every_vllm_stage_and_the_first_sglang_stage() -> None:
+    """vLLM builds a model's vision tower on every pipeline rank (no PPMissingLayer for it); SGLang's Qwen2.5-VL
+    builds it ``if self.pp_group.is_first_rank``: llava-1.5-7b's last stage differs by the tower and projector."""
+    import kvplan
+
+    vllm = kvplan.capacity("llava-hf/llava-1.5-7b-hf", gpu="H100", pp=2, max_model_len=4096).capacity
+    sglang = kvplan.capacity("llava-hf/llava-1.5-7b-hf", gpu="H100", pp=2, max_model_len=4096, engine="sglang").capacity
+    vision = vllm.weights.vision_bytes
+    assert vision > 0
+    assert vllm.stages[0].weights_bytes_per_gpu == sglang.stages[0].weights_bytes_per_gpu
+    assert vllm.stages[1].weights_bytes_per_gpu - sglang.stages[1].weights_bytes_per_gpu == vision

@@ -148,6 +148,9 @@ class BudgetRequest:
     version: str | None = None
     enforce_eager: bool = False
     """vLLM ``--enforce-eager``: no CUDA graphs are captured, so none are reserved."""
+    last_stage: bool = True
+    """The rank is on the last pipeline stage, the one that computes logits and samples (vLLM's profile run
+    computes logits and runs the dummy sampler only ``if get_pp_group().is_last_rank``)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -175,6 +178,9 @@ class Budget:
     """The derived terms (engines that document them: vLLM), weights as loaded included."""
     uncertainty_bytes: int | None = None
     """How much larger the engine's own budget is on its other kernel paths (None: not estimated)."""
+    shortfall_bytes: int | None = None
+    """How much smaller the engine's own budget can be: what it measures on the GPU beyond kvplan's terms (vLLM's
+    CUDA graph estimate, early V1's device-wide non-torch memory); None: not estimated."""
 
 
 def activation_estimate(shape: ModelShape, *, tokens: int, logit_rows: int, tp: int) -> int:
@@ -230,6 +236,17 @@ class EngineProfile:
     mla_off_pads_v: ClassVar[bool] = False
     """With MLA off, V is padded to K's head size (vLLM's DeepSeek MHA path)."""
     transient_peaks: ClassVar[bool] = False
+    pp_extra_layers_last: ClassVar[bool] = False
+    """``get_pp_indices`` gives the ``L % pp`` extra layers to the last stages (SGLang), not to the stages before
+    the last (vLLM)."""
+    pp_encoder_every_stage: ClassVar[bool] = True
+    """Pipeline stages each build the multimodal encoder (vLLM constructs it unconditionally); False: the first
+    stage only (SGLang's ``if self.pp_group.is_first_rank: self.visual = ...``)."""
+    stage_budgets: ClassVar[bool] = False
+    """Under pipeline parallelism each stage sizes its pool from its own room and its own layers, and the engine
+    takes the fewest blocks (vLLM V1 ``get_kv_cache_configs``, V0 ``min(num_gpu_blocks)`` over workers); False:
+    every rank is given the least room of all ranks (SGLang's ``get_available_gpu_memory(distributed=True)``
+    all-reduces the minimum over the world group) and the busiest stage's layers set the need."""
     """The engine overrides ``prefill_bytes`` / ``peak_extra_bytes`` (a transient above the steady cache)."""
 
     # ---- configuration ---------------------------------------------------------------------

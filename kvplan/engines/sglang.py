@@ -57,6 +57,8 @@ class SglangProfile(EngineProfile):
     knobs = ("swa_full_tokens_ratio",)
     mla_off = None  # NOTE: the 0.5.23 wheel has no MLA-disable switch (no disable_mla / SGLANG_DISABLE_MLA)
     dp_within_tp = True
+    pp_extra_layers_last = True
+    pp_encoder_every_stage = False
     query_heads_rule = "sglang/srt/models/llama.py LlamaAttention: assert total_num_heads % tp_size == 0"
 
     def attention_tp(self, tp: int, dp: int) -> int:

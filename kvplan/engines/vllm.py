@@ -79,10 +79,21 @@ VLLM_MAMBA_ALIGN_VERSION = (0, 14)
 #: model_config.is_hybrid``, "keep it opt-in for now"), and picks "align" for every model (before: "all" for models
 #: that declare ``SupportsMambaPrefixCaching``, else "align").
 VLLM_HYBRID_PREFIX_CACHING_VERSION = (0, 28)
-#: vllm PR #12569 (V1 at 0.7, Llama-3.1-70B w8a8 on one 80 GB GPU, util 0.98, max-model-len 2048): "# GPU blocks:
-#: 1381" and 10.79x; kvplan's early-V1 rule on an H100 (79.11 GiB) gives 1,531 blocks: 1,381 blocks of 5 MiB
-#: (16 tokens x 80 layers x K+V x 8 heads x 128 x bf16) leave 0.73 GiB more outside the KV cache than kvplan counts.
-VLLM_PR12569_WEIGHTS_GIB, VLLM_PR12569_BLOCKS, VLLM_PR12569_DERIVED_BLOCKS, VLLM_PR12569_GAP_GIB = 67.72, 1381, 1531, 0.73
+#: Early V1 (0.7 with VLLM_USE_V1=1) under ``vllm serve``: ``EngineArgs._override_v1_engine_args`` sets
+#: ``max_num_batched_tokens`` 2048 and ``max_num_seqs`` 1024 for the OPENAI_API_SERVER usage context (8192 for the
+#: offline ``LLM`` class).
+VLLM_EARLY_V1_SERVE_BATCHED_TOKENS = 2048
+#: The CUDA context with lazy module loading (CUDA >= 11.7): "~300MB", pytorch/pytorch#107667. Early V1's
+#: ``determine_available_memory`` counts it: its non-torch term is the whole device's used memory less torch's
+#: allocated bytes (``mem_get_info`` total - free - ``allocated_bytes.all.current``), with no baseline.
+VLLM_CUDA_CONTEXT_BYTES = 300 * 1000**2
+#: What early V1's device-wide non-torch term holds beyond those kvplan can count: allocator segments
+#: ``empty_cache`` cannot return (fragmentation, vllm PR #2031), kernel images loaded by torch.compile, any other
+#: process on the GPU. vllm PR #12569 (V1 at 0.7, Llama-3.1-70B w8a8, "Loading model weights took 67.7229 GB",
+#: util 0.98, max-model-len 2048, ``vllm serve``) logs "# GPU blocks: 1381": on an H100 (79.11 GiB) that is
+#: 2.01 GiB below kvplan's derivation (1,793 blocks of 5 MiB). kvplan derives the budget and says how far below
+#: it vLLM's can be, this far: the range of blocks and concurrency it prints contains the published log.
+VLLM_EARLY_V1_UNSEEN_BYTES = 2100 * MiB
 #: "Estimated CUDA graph memory: X GiB total" in published start-up logs (vLLM 0.19-0.2x): 0.22 GiB (15 piecewise
 #: graphs) to 1.97 GiB (tp 2); 0.64 GiB for Qwen3.5-4B with 51 + 35 graphs (actual pool 0.55 GiB).
 VLLM_CUDAGRAPH_PUBLISHED_GIB = (0.22, 1.97)
@@ -99,6 +110,7 @@ class VllmProfile(EngineProfile):
     allowed_dtypes = (*FLOAT_DTYPES, *FP8_DTYPES, "int8", "nvfp4")
     knobs = ("max_num_batched_tokens",)
     block_pool = True
+    stage_budgets = True
     swa_extra_block = True
     dp_splits_experts = True
     query_heads_rule = ("vllm/config/model.py verify_with_parallel_config: 'Total number of attention heads must be "
@@ -280,35 +292,48 @@ class VllmProfile(EngineProfile):
         mnbt = req.max_num_batched_tokens or VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
         shape = req.shape
         terms: tuple[BudgetTerm, ...]
+        shortfall = None
+        context = 0
         if early_v1(version):
+            if req.max_num_batched_tokens is None:
+                mnbt = VLLM_EARLY_V1_SERVE_BATCHED_TOKENS
             forward = activation_estimate(shape, tokens=mnbt, logit_rows=0, tp=req.tp)
-            logits = mnbt * (shape.vocab_size + shape.hidden_size) * shape.dtype_bytes
+            logits = mnbt * (shape.vocab_size + shape.hidden_size) * shape.dtype_bytes if req.last_stage else 0
             act = max(forward, logits)
             terms = (
                 BudgetTerm(name="dummy forward", bytes=forward, source=(
                     f"early V1 profile_run: _dummy_run({mnbt:,} tokens) x (3 x mlp {shape.mlp_width} + qkv "
                     f"{shape.qkv_width} + 2 x hidden {shape.hidden_size}) x {shape.dtype_bytes} B / tp {req.tp} "
-                    "(kvplan's estimate)")),
+                    "(kvplan's estimate; vllm serve's max_num_batched_tokens 2048 in 0.7 V1, "
+                    "arg_utils._override_v1_engine_args)")),
                 BudgetTerm(name="dummy logits", bytes=logits, source=(
                     f"early V1 profile_run (0.7): compute_logits over the {mnbt:,} hidden states, {shape.dtype_bytes}-byte "
                     f"logits x vocab {shape.vocab_size:,} + the hidden states; no sampler run yet ('TODO(woosuk): "
                     "Consider the memory usage of the sampler'); the larger of the two terms counts")),
+                BudgetTerm(name="CUDA context", bytes=VLLM_CUDA_CONTEXT_BYTES, source=(
+                    "early V1 determine_available_memory counts the whole device's non-torch memory (mem_get_info "
+                    "used - torch allocated, no baseline): the CUDA context, ~300 MB with lazy loading "
+                    "(pytorch/pytorch#107667)")),
             )
             extra = 0
+            context = VLLM_CUDA_CONTEXT_BYTES
             uncertainty = None
+            shortfall = VLLM_EARLY_V1_UNSEEN_BYTES
         elif v < (0, 8):
-            act = activation_estimate(shape, tokens=mnbt, logit_rows=VLLM_LOGIT_ROWS, tp=req.tp)
+            rows = VLLM_LOGIT_ROWS if req.last_stage else 0
+            act = activation_estimate(shape, tokens=mnbt, logit_rows=rows, tp=req.tp)
             terms = (BudgetTerm(name="activation peak", bytes=act, source=(
                 f"V0 profile run: {mnbt:,} tokens x (3 x mlp {shape.mlp_width} + qkv {shape.qkv_width} + 2 x hidden "
-                f"{shape.hidden_size}) x {shape.dtype_bytes} B / tp {req.tp} + {VLLM_LOGIT_ROWS} fp32 logit rows x vocab "
-                f"{shape.vocab_size:,}")),)
+                f"{shape.hidden_size}) x {shape.dtype_bytes} B / tp {req.tp} + {rows} fp32 logit rows x vocab "
+                f"{shape.vocab_size:,}" + ("" if req.last_stage else " (not the last pipeline stage: no sampling)"))),)
             extra = 0
             uncertainty = None
         else:
             extra = marlin_mxfp4_extra_bytes(shape)
             forward = activation_estimate(shape, tokens=mnbt, logit_rows=0, tp=req.tp)
             rows = min(req.max_num_seqs or default_max_num_seqs(req.memory_bytes, req.gpu_name), mnbt)
-            one_copy = rows * shape.vocab_size * 4
+            # NOTE: profile_run samples only ``if get_pp_group().is_last_rank`` (gpu_model_runner.py).
+            one_copy = rows * shape.vocab_size * 4 if req.last_stage else 0
             sampler = VLLM_SAMPLER_HALF_COPIES * one_copy // 2
             act = max(forward, sampler)
             terms = (
@@ -334,23 +359,25 @@ class VllmProfile(EngineProfile):
         if v >= VLLM_CUDAGRAPH_BUDGET_VERSION and not req.enforce_eager:
             graphs, graph_source = cudagraph_estimate(req, mnbt)
             terms = (*terms, BudgetTerm(name="CUDA graphs", bytes=graphs, source=graph_source))
-        reserve = act + VLLM_NON_TORCH_BYTES + extra + graphs
+        reserve = act + VLLM_NON_TORCH_BYTES + context + extra + graphs
         if graphs:
             formula += " - CUDA graph estimate"
+            shortfall = _cudagraph_shortfall_bytes(graphs)
         return Budget(memory_bytes=req.memory_bytes, usable_bytes=usable, weights_bytes_per_gpu=req.weights_bytes_per_gpu,
-                      activation_bytes=act, non_torch_bytes=VLLM_NON_TORCH_BYTES, reserve_bytes=reserve,
+                      activation_bytes=act, non_torch_bytes=VLLM_NON_TORCH_BYTES + context, reserve_bytes=reserve,
                       kv_bytes_per_gpu=usable - req.weights_bytes_per_gpu - reserve, formula=formula, terms=terms,
-                      uncertainty_bytes=uncertainty)
+                      uncertainty_bytes=uncertainty, shortfall_bytes=shortfall)
 
     def budget_uncertainty(self, budget: Budget) -> list[str]:
         if any(t.name == "dummy logits" for t in budget.terms):
-            # NOTE: why (early V1's profile peak, the gap vllm PR #12569's log shows) is in docs/concepts/engines.md.
-            return [f"vLLM 0.7 V1 KV budget derived (vllm PR #12569 logged {VLLM_PR12569_BLOCKS:,} blocks where this "
-                    f"rule gives {VLLM_PR12569_DERIVED_BLOCKS:,}): --kv-budget takes its logged budget; "
-                    "docs/concepts/engines.md"]
+            # NOTE: why (early V1's device-wide non-torch term, the gap vllm PR #12569's log shows) is in
+            # docs/concepts/engines.md.
+            return [f"vLLM 0.7 V1 KV budget derived (up to {(budget.shortfall_bytes or 0) / GiB:.2f} GiB less: early "
+                    "V1 counts all the device's non-torch memory, as far below as vllm PR #12569's log fell): "
+                    "--kv-budget takes its logged budget; docs/concepts/engines.md"]
         # NOTE: said in one sentence; why (weights as loaded per kernel, the sampler's sort, MoE workspaces, CUDA
         # graphs measured on the GPU) is in docs/concepts/engines.md, "Why the vLLM budget is derived".
-        spread = [f"{gib:.1f} GiB less" for gib in [_cudagraph_shortfall_gib(budget)] if gib]
+        spread = [f"{budget.shortfall_bytes / GiB:.1f} GiB less"] if budget.shortfall_bytes else []
         spread += [f"{budget.uncertainty_bytes / GiB:.2f} GiB more"] if budget.uncertainty_bytes else []
         return ["vLLM KV budget derived" + (f" (up to {', '.join(spread)})" if spread else "")
                 + ": --kv-budget takes its logged 'Available KV cache memory'; docs/concepts/engines.md"]
@@ -457,13 +484,11 @@ def cudagraph_estimate(req: BudgetRequest, mnbt: int) -> tuple[int, str]:
         "graphs x 1 MiB (vLLM's per-graph floor); kvplan's estimate, a lower bound")
 
 
-def _cudagraph_shortfall_gib(budget: Budget) -> float:
+def _cudagraph_shortfall_bytes(graphs: int) -> int:
     """How much smaller the budget can be than kvplan's: vLLM measures its CUDA graph estimate on the GPU, kvplan
-    subtracts a lower bound; published 'Estimated CUDA graph memory' lines run up to the top of the published range."""
-    term = next((t for t in budget.terms if t.name == "CUDA graphs"), None)
-    if term is None:
-        return 0.0
-    return max(VLLM_CUDAGRAPH_PUBLISHED_GIB[1] - term.bytes / GiB, 0.0)
+    subtracts a lower bound (``graphs``); published 'Estimated CUDA graph memory' lines run up to the top of the
+    published range."""
+    return max(int(VLLM_CUDAGRAPH_PUBLISHED_GIB[1] * GiB) - graphs, 0)
 
 
 def _version_forms_note(pool: PoolFacts) -> list[str]:

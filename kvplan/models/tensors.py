@@ -5,6 +5,7 @@ Family-free: what a given architecture holds is said in its own module.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -192,6 +193,38 @@ class WeightsEstimate:
         sharded = self._scaled(sum(p.bytes for p in self.parts if p.tp_sharded))
         replicated = self.bytes - sharded
         return cdiv(sharded, tp * pp) + cdiv(replicated, pp)
+
+    def stage_bytes_per_gpu(self, *, tp: int, layers: Sequence[int], encoder_every_stage: bool = True,
+                            ) -> tuple[int, ...] | None:
+        """Weight bytes on one GPU of each pipeline stage holding ``layers[s]`` decoder layers, as vLLM and SGLang
+        build a stage (``PPMissingLayer`` for what a stage does not hold): ``embed_tokens`` (and learned position
+        embeddings) on the first stage; ``lm_head`` on the last, which for a tied model is its own copy of
+        ``embed_tokens`` (``get_pp_group().is_first_rank or (tie_word_embeddings and is_last_rank)``); the layers'
+        tensors in proportion to the layers a stage holds; a multimodal encoder on every stage
+        (``encoder_every_stage``, vLLM) or on the first. None when the parts are not counted or the engine splits the
+        bytes itself (a GGUF under llama.cpp)."""
+        if self.device_split is not None or not self.counted or len(layers) < 2:
+            return None
+        total_layers = sum(layers)
+        last = len(layers) - 1
+        names = {p.name for p in self.parts}
+        out = [0] * len(layers)
+        for part in self.parts:
+            size = self._scaled(part.bytes)
+            size = cdiv(size, tp) if part.tp_sharded else size
+            if part.name in ("embed_tokens", "position_embeddings"):
+                out[0] += size
+                if part.name == "embed_tokens" and "lm_head" not in names:  # tied: the last stage's lm_head
+                    out[last] += size
+            elif part.name == "lm_head":
+                out[last] += size
+            elif part.vision:
+                for stage in range(len(layers) if encoder_every_stage else 1):
+                    out[stage] += size
+            else:
+                for stage, count in enumerate(layers):
+                    out[stage] += size * count // total_layers
+        return tuple(out)
 
     def read_bytes_per_step(self, *, batch: int, tp: int = 1, pp: int = 1) -> int:
         """Weight bytes one decode step reads on one GPU: all but the experts no token is routed to.

@@ -87,6 +87,15 @@ def capacity_report(
             "decode_floor_seconds": cap.decode_floor_seconds,
             "decode_tokens_per_s": cap.decode_tokens_per_s,
             "engine_log": cap.engine_log,
+            "stages": None if cap.stages is None else [
+                {"stage": s.stage, "ranks": list(s.ranks), "num_layers": s.num_layers,
+                 "weights_bytes_per_gpu": s.weights_bytes_per_gpu, "kv_budget_bytes": s.kv_budget_bytes,
+                 "low_rank": s.low_rank, "num_blocks": s.num_blocks} for s in cap.stages],
+            "limiting_rank": cap.limiting_rank,
+            "kv_bytes_available_range": None if cap.kv_bytes_range is None else list(cap.kv_bytes_range),
+            "num_blocks_range": None if cap.num_blocks_range is None else list(cap.num_blocks_range),
+            "max_concurrency_range": None if cap.max_concurrency_range is None else [
+                round(value, 4) for value in cap.max_concurrency_range],
         },
         "log_comparison": None,
         "suggestions": list(cap.suggestions),

@@ -766,6 +766,7 @@ def capacity_table(report: dict[str, Any], *, verbose: bool = False) -> Group:
     kv_cell, short_by = _kv_budget_cell(budget)
     table.add_row(Text("KV budget per GPU", style="bold"), Text(kv_cell, style="bold"),
                   f"{short_by}: {formula}" if short_by else formula)
+    _limiting_rank_row(table, report)
     table.add_section()
     table.add_row("KV blocks", _n(cap["num_blocks"]), f"{cap['block_size']} tokens per block")
     table.add_row("KV tokens", _n(cap["max_tokens"]), "token slots of the pool (the true capacity; the engine's "
@@ -774,6 +775,7 @@ def capacity_table(report: dict[str, Any], *, verbose: bool = False) -> Group:
     table.add_row("max concurrency", f"{cap['max_concurrency']:.2f}x",
                   f"{requests:,} request{'s' * (requests != 1)} of {tokens:,} tokens" if requests
                   else f"does not fit one request of {tokens:,} tokens")
+    _spread_row(table, cap)
     table.add_row("max context", _n(cap["max_context_len"]), f"at batch {inputs['batch']} ({cap['max_context_limit']})")
     if cap["min_tp"] is None:
         table.add_row("GPUs needed", "-", f"one {tokens:,}-token request fits on no size tried" if inputs["gpu"]
@@ -792,6 +794,31 @@ def capacity_table(report: dict[str, Any], *, verbose: bool = False) -> Group:
     lines: list[RenderableType] = [*warning_lines(report), verdict, title, table, *_capacity_fixes(report),
                                    *_capacity_log(report)]
     return Group(*lines, *_capacity_log_comparison(report))
+
+
+def _spread_row(table: Table, cap: dict[str, Any]) -> None:
+    """A derived budget's reach in one row: the concurrency and blocks at its two ends."""
+    conc, blocks = cap.get("max_concurrency_range"), cap.get("num_blocks_range")
+    if not conc or not blocks:
+        return
+    table.add_row("  range", f"{conc[0]:.2f}-{conc[1]:.2f}x", f"{blocks[0]:,}-{blocks[1]:,} blocks (derived budget)")
+
+
+def _limiting_rank_row(table: Table, report: dict[str, Any]) -> None:
+    """When ranks differ (pipeline stages, --kv-budget per rank): which rank sizes the pool, in one row."""
+    cap = report["capacity"]
+    rank, stages = cap.get("limiting_rank"), cap.get("stages")
+    if rank is None or not stages:
+        return
+    stage = next(s for s in stages if rank in s["ranks"])
+    rooms = sorted({s["kv_budget_bytes"] for s in stages})
+    detail = (f"stage {stage['stage']} of {len(stages)}, {stage['num_layers']} layers" if len(stages) > 1
+              else f"of {len(stage['ranks'])} ranks")
+    if stage["num_blocks"] is not None and len(stages) > 1:
+        detail += f", {stage['num_blocks']:,} blocks: the fewest"
+    elif len(rooms) > 1 or len(stages) == 1:
+        detail += ": the least KV room"
+    table.add_row("limiting rank", f"rank {rank}", detail)
 
 
 def _capacity_short(report: dict[str, Any]) -> Group:
@@ -818,12 +845,14 @@ def _capacity_short(report: dict[str, Any]) -> Group:
     else:  # NOTE: SGLang's fraction, or ideal's reserve of 0: the formula says it in a few words
         detail = f"per GPU: {budget['formula']}"
     table.add_row(Text("KV budget", style="bold"), Text(kv_cell, style="bold"), detail)
+    _limiting_rank_row(table, report)
     table.add_row("KV per request", _size(cap["kv_bytes_per_request"]),
                   f"{tokens:,} tokens" + (" (per GPU)" if gpus > 1 else ""))
     requests = cap["max_concurrent_requests"]
     table.add_row("max concurrency", f"{cap['max_concurrency']:.2f}x",
                   f"{requests:,} request{'s' * (requests != 1)} of {tokens:,} tokens" if requests
                   else f"not one request of {tokens:,} tokens")
+    _spread_row(table, cap)
     table.add_row("max context", _n(cap["max_context_len"]), f"at batch {inputs['batch']} ({cap['max_context_limit']})")
     if not cap["fits"] and cap["min_num_gpus"] is not None:
         table.add_row("GPUs needed", _n(cap["min_num_gpus"]), f"for one {tokens:,}-token request")

@@ -457,6 +457,20 @@ def _capacity_defs() -> dict[str, Schema]:
             "kv_bytes_available": INT, "decode_bytes_per_step": nullable(NONNEG),
             "decode_floor_seconds": nullable(NUM), "decode_tokens_per_s": nullable(NUM),
             "engine_log": _engine_log_def(),
+            "stages": {**nullable({"type": "array", "items": _obj({
+                "stage": NONNEG, "ranks": {"type": "array", "items": NONNEG}, "num_layers": NONNEG,
+                "weights_bytes_per_gpu": nullable(NONNEG), "kv_budget_bytes": NONNEG, "low_rank": NONNEG,
+                "num_blocks": nullable(NONNEG)})}),
+                "description": "per pipeline stage when ranks differ (pp > 1 or --kv-budget per rank): its global ranks, "
+                "layers, weights per GPU, the KV room of its rank with the least (low_rank) and the blocks that makes"},
+            "limiting_rank": {**nullable(NONNEG), "description": "the rank whose room sizes the pool (null: ranks alike)"},
+            "kv_bytes_available_range": {**nullable({"type": "array", "items": NONNEG, "minItems": 2, "maxItems": 2}),
+                                         "description": "a derived budget's reach, [less what the engine measures "
+                                         "beyond kvplan's terms, more on its other kernel paths]; null when given"},
+            "num_blocks_range": {**nullable({"type": "array", "items": NONNEG, "minItems": 2, "maxItems": 2}),
+                                 "description": "the blocks each end of kv_bytes_available_range makes"},
+            "max_concurrency_range": {**nullable({"type": "array", "items": NUM, "minItems": 2, "maxItems": 2}),
+                                      "description": "the max concurrency each end of kv_bytes_available_range makes"},
         }),
         "log_comparison": nullable(_log_comparison_def()),
         "suggestions": {"type": "array", "items": STR},
