@@ -35,7 +35,7 @@ class RopeScaling:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ModelGeometry:
-    """A model's cache-holding layers with the facts and notes they were read with."""
+    """A model's cache-holding layers, where each value came from, and the notes read with them."""
 
     model_id: str
     model_type: str
