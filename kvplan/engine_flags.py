@@ -244,6 +244,7 @@ def flash_attn_notes(flash_attn: str | None, engine: str, v_type: str) -> list[s
     if flash_attn is None:
         return []
     engine_flag(engine, "-fa/--flash-attn", ("llama.cpp",))
+    # NOTE: lazy: an engine's module loads on first use, as kvplan.engines.ENGINES loads it (-fa is llama.cpp's).
     from kvplan.engines.llamacpp import check_flash_attn
 
     return check_flash_attn(flash_attn_value(flash_attn), "fp16" if v_type == "auto" else v_type)
