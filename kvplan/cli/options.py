@@ -290,13 +290,12 @@ def emit(
             typer.echo(to_yaml(report), nl=False)
         else:
             # NOTE: lazy: rich (about 20 ms at import) for a table only: YAML, JSON and `kvplan --help` do without it.
-            from kvplan.report.console import make_console
+            from kvplan.report.console import make_console, print_counted
             from kvplan.report.render import notes_text, short_notes
 
             console = make_console()
             if verbose is False:
-                used = len(console.render_lines(table, console.options))
-                console.print(table)
+                used = print_counted(console, table)
                 for line in short_notes(report, width=shutil.get_terminal_size((80, 24)).columns, used=used):
                     typer.echo(line, err=True)
                 return
