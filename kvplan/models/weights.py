@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kvplan.errors import ConfigError, InputError, SourceError
+from kvplan.models.audio import audio_weights
 from kvplan.models.base import ArchParser, ConfigReader, TrackedConfig, hidden_of
 from kvplan.models.nesting import WRAPPER_TEXT_TYPES, check_model_types, nested_key_of
 from kvplan.models.registry import WEIGHT_REGISTRY
@@ -21,6 +22,7 @@ from kvplan.models.storage import (
     with_exact_bytes,
 )
 from kvplan.models.tensors import WeightsEstimate
+from kvplan.models.vision import vision_weights
 
 
 def count_weights(
@@ -57,11 +59,6 @@ def count_weights(
             and text.get("tie_word_embeddings") != outer["tie_word_embeddings"]:
         text = TrackedConfig({**text, "tie_word_embeddings": outer["tie_word_embeddings"]}, reads)
         r.config = text
-
-    # NOTE: lazy: the vision and audio tower tables (vision_towers, vision_projectors, audio) are read only when a
-    # weight count is asked for: at module top they cost `kvplan estimate` 15 M instructions (2 %, about 3 ms).
-    from kvplan.models.audio import audio_weights
-    from kvplan.models.vision import vision_weights
 
     counted = parser().count_weights(r, model_type)
     parts = counted.parts
