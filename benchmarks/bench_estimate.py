@@ -6,6 +6,10 @@ as kvplan's ``main`` does, so the interpreter's collection at exit skips it; the
 too, to show what it is worth.
 
     python benchmarks/bench_estimate.py [--runs 21]
+    python benchmarks/bench_estimate.py --instructions   # the same ratio in instructions (valgrind), load-free
+
+On a busy machine wall and CPU times move by tens of percent; the instructions each command executes
+(valgrind's callgrind, about 30 s) do not, so a change is measured there first and confirmed in time.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from __future__ import annotations
 import argparse
 import compileall
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -71,12 +77,32 @@ def seconds(cmd: list[str]) -> tuple[float, float]:
     return wall, usage.ru_utime + usage.ru_stime
 
 
+def instructions(cmd: list[str]) -> int:
+    """Instructions one run of ``cmd`` executes (valgrind --tool=callgrind; string hashing fixed)."""
+    proc = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *cmd],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tempfile.gettempdir(),
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": "0"}, check=True)
+    found = re.search(r"Collected : (\d+)", proc.stderr)
+    if found is None:
+        raise SystemExit(f"no instruction count from valgrind for {cmd}")
+    return int(found.group(1))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=21)
+    parser.add_argument("--instructions", action="store_true", help="count instructions (valgrind) instead of time")
     args = parser.parse_args()
     # NOTE: an installed wheel has bytecode (pip compiles it); compile the checkout once so no run pays for it.
     compileall.compile_dir(str(ROOT / "kvplan"), quiet=1)
+    if args.instructions:
+        if shutil.which("valgrind") is None:
+            raise SystemExit("--instructions needs valgrind")
+        counts = {name: instructions(cmd) for name, cmd in COMMANDS.items()}
+        floor = counts["typer command + rich table (floor)"]
+        for name, count in counts.items():
+            print(f"{name:<36} {count / 1e6:7.1f} M instructions {count / floor:5.2f}x")
+        return 0
     times: dict[str, list[tuple[float, float]]] = {name: [] for name in COMMANDS}
     for cmd in COMMANDS.values():
         seconds(cmd)  # warm the file cache

@@ -168,22 +168,27 @@ def _first_sentence(doc: str | None) -> str:
 
 
 def architectures_table() -> str:
-    """One row per family parser: the model types it reads, how many weight counts are exact against
-    transformers, and what is special (the first sentence of its docstring, or of its module's)."""
+    """One row per family parser: the file that holds it (its model types' cache layout and weights), the model
+    types it reads, how many weight counts are exact against transformers, and what is special (the first sentence
+    of its docstring, or of its module's)."""
     from kvplan.models import PARSERS
 
     data = ROOT / "tests" / "data"
     counted = {t for t, r in json.loads((data / "hf_zoo_weights.json").read_text())["records"].items()
                if "parameters" in r}
     misses = set(json.loads((data / "hf_zoo_weights_misses.json").read_text()))
-    rows = ["| family | model_type values | weights exact | what is special |", "|---|---|---|---|"]
-    for parser in sorted(PARSERS, key=lambda p: (p.family, p.model_types)):
+    rows = ["| file | model_type values | weights exact | what is special |", "|---|---|---|---|"]
+    for parser in sorted(PARSERS, key=lambda p: (p.__module__, p.family, p.model_types)):
         measured = [t for t in parser.model_types if t in counted]
         exact = [t for t in measured if t not in misses]
         weights = f"{len(exact)} of {len(measured)}" if measured else "-"
         types = ", ".join(f"`{t}`" for t in parser.model_types)
+        weights_only = [t for t in parser.weight_types if t not in parser.model_types]
+        if weights_only:
+            types += "; weights only: " + ", ".join(f"`{t}`" for t in weights_only)
+        path = parser.__module__.replace(".", "/") + ".py"
         doc = (parser.__doc__ or "").strip() or sys.modules[parser.__module__].__doc__  # else the family module's
-        rows.append(f"| {parser.family} | {types} | {weights} | {_first_sentence(doc)} |")
+        rows.append(f"| `{path}` | {types} | {weights} | {_first_sentence(doc)} |")
     return "\n".join(rows)
 
 

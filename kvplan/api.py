@@ -62,6 +62,7 @@ from kvplan.models import (
     resolve_weights,
 )
 from kvplan.report import estimate_report
+from kvplan.safeload import load_yaml, read_bounded_text
 from kvplan.sources import Source
 from kvplan.units import format_bytes, parse_size, parse_tokens
 
@@ -138,6 +139,7 @@ def _no_model() -> Exception:
 def _from_launch(fn: Any, cmd: str, params: dict[str, Any]) -> Any:
     """``fn(**params)`` with ``cmd`` (an engine's launch line) read into its keywords (:mod:`kvplan.launch`):
     a keyword also given here must agree with the line; the line's reading leads the notes."""
+    # NOTE: lazy: the launch-line readers cost `kvplan estimate` 2.8 ms at import; they serve --cmd only.
     from kvplan.launch import merge, read_launch
 
     launch = read_launch(cmd)
@@ -421,6 +423,7 @@ class CapacityResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The `kvplan capacity --format json` report."""
+        # NOTE: lazy: capacity's report builder (with kvplan.fit) costs `kvplan estimate` 8 ms at import.
         from kvplan.report.capacity import capacity_report
 
         return capacity_report(self.capacity, self.source, length_flag=self.length_flag, notes=self.weight_notes,
@@ -429,6 +432,7 @@ class CapacityResult:
     def kv_per_gpu_curve(self, seq_lens: Sequence[int], *, batch: int) -> list[int]:
         """KV bytes ``batch`` requests of each length need on the busiest GPU, by the plan's own engine rule
         (what `kvplan capacity --plot` draws against the KV budget)."""
+        # NOTE: lazy: kvplan.fit costs `kvplan estimate` 6.6 ms at import.
         from kvplan.fit import kv_per_gpu_curve
 
         return kv_per_gpu_curve(self.capacity, seq_lens, batch=batch)
@@ -506,6 +510,7 @@ def capacity(
         raise _no_model()
     engine, engine_notes = engine_for(model, gguf_file, engine, fallback="vllm")
     check_engine_version(engine, engine_version)
+    # NOTE: lazy: the capacity search, GPU catalog and log reader cost `kvplan estimate` 8-10 ms at import.
     from kvplan.capacity_types import CapacityInputs
     from kvplan.fit import plan_capacity
     from kvplan.gpus import GpuSpec
@@ -513,6 +518,7 @@ def capacity(
 
     local_notes: list[str] = []
     if isinstance(gpu, str) and gpu.strip().lower() == "local":
+        # NOTE: lazy: --gpu local only (2.4 ms at import; it reaches torch through kvplan.verify).
         from kvplan.localgpu import read_local_gpu
 
         gpu, local_notes = read_local_gpu()
@@ -641,6 +647,7 @@ class CompareResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The `kvplan compare --format json` report."""
+        # NOTE: lazy: compare's report builder (with kvplan.layouts) costs `kvplan estimate` 7.6 ms at import.
         from kvplan.report.compare import compare_report
 
         return compare_report(self.comparison, self.source, gpu_mem_bytes=self.gpu_mem_bytes, plot=self.plot,
@@ -648,6 +655,7 @@ class CompareResult:
 
     def plot_series(self) -> tuple[list[int], dict[str, list[int]]]:
         """Context lengths and each variant's KV bytes per GPU at each (the lines `kvplan compare --plot` draws)."""
+        # NOTE: lazy: kvplan.layouts costs `kvplan estimate` 15 ms at import.
         from kvplan.layouts import plot_series
 
         return plot_series(self.comparison)
@@ -702,6 +710,7 @@ def compare(
     ``head_dim`` or ``hidden_size``; the 32-layer, 32-head, head-dim-128 example model by default); ``kv_dtype``
     may list several (``"bf16,fp8"``); ``sweep_seq`` sizes every variant at more lengths (``"1k,4k,32k"``);
     ``gpu_mem`` is the memory line of a plot (``kv_room``), ``plot`` the file the report names."""
+    # NOTE: lazy: kvplan.layouts costs `kvplan estimate` 15 ms at import.
     from kvplan.layouts import base_from_dims, base_from_model, parse_seq_list
     from kvplan.layouts import compare as compare_layouts
 
@@ -740,6 +749,7 @@ def compare(
 def model_first(variants: Sequence[str], model: str | None) -> tuple[list[str], str | None]:
     """`kvplan compare Qwen/Qwen3-8B mha gqa`: a first argument that is no layout (nor a misspelt one, which stays
     a variant for its did-you-mean) is the model, when ``model`` is not given."""
+    # NOTE: lazy: kvplan.layouts costs `kvplan estimate` 15 ms at import.
     from kvplan.layouts import KINDS
 
     if model is not None or not variants:
@@ -767,6 +777,7 @@ def model_weights(
         if weights_from == "safetensors":
             raise _input_error(f"--weights-from safetensors reads the Hub's safetensors, but --model {loaded.model_id} is a GGUF",
                                "drop --weights-from: the GGUF's tensor table gives the exact bytes")
+        # NOTE: lazy: the GGUF tensor table (9 ms at import) serves a GGUF model only.
         from kvplan.gguf.weights import weights_estimate
 
         return weights_estimate(loaded.gguf, engine=profile.name, splits_layers=profile.splits_layers,
@@ -802,7 +813,8 @@ def _count_weights(
     if weights is None or not weights.counted or not quantise:
         return weights, tuple(notes), False
     # NOTE: llama.cpp users run a llama-quantize GGUF, most often Q4_K_M: its bytes follow llama.cpp's
-    # per-tensor rule over the counted shapes (kvplan.gguf.quantise); said in weights.quantization.
+    # per-tensor rule over the counted shapes (kvplan.gguf.quantise); said in weights.quantization. Lazy: 10 ms at
+    # import, for llama.cpp capacity only.
     from kvplan.gguf.quantise import quantise_weights
 
     weights = quantise_weights(weights, num_layers=num_layers, ftype=weights_quant, model_type=model_type)
@@ -855,6 +867,7 @@ def resolve_gpu(gpu: str | GpuSpec | None, gpu_mem: int | str | None = None,
                 gpu_bandwidth: str | None = None) -> GpuSpec:
     """--gpu from the catalog (or a ``GpuSpec`` as is), with --gpu-mem / --gpu-bandwidth overriding
     its figures; --gpu-mem alone is a custom GPU."""
+    # NOTE: lazy: the GPU catalog costs `kvplan estimate` 1.6 ms at import; capacity and recommend read it.
     from kvplan.gpus import GpuSpec, custom_gpu, lookup, parse_bandwidth
 
     bandwidth = parse_bandwidth(gpu_bandwidth) if gpu_bandwidth is not None else None
@@ -905,6 +918,7 @@ class RecommendResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The `kvplan recommend --format json` report."""
+        # NOTE: lazy: recommend's report builder (with kvplan.recommender) costs `kvplan estimate` 26 ms at import.
         from kvplan.report.recommend import recommend_report
 
         return recommend_report(self.recommendation, self.geometry, self.source, model_args=self.model_args,
@@ -934,6 +948,7 @@ def recommend(
     ``"all"``; or ``GpuSpec`` objects, e.g. :func:`kvplan.gpus.custom_gpu`) x layout x ``engine`` (default: llama.cpp for a GGUF, else vLLM) x ``kv_dtype`` (default: the model's dtype and fp8 where the engine takes it)
     priced by capacity's code; ``prices``: a YAML file (or a mapping) of GPU name to price per GPU-hour, which
     ranks by cost; ``max_itl``: drop candidates whose decode floor is above this many ms."""
+    # NOTE: lazy: the recommender costs `kvplan estimate` 22 ms at import.
     from kvplan.gpus import load_catalog, lookup
     from kvplan.recommender import (
         DEFAULT_GPUS_PER_NODE,
@@ -956,7 +971,7 @@ def recommend(
     for name in engines:
         get_engine(name)
     engines = list(dict.fromkeys(get_engine(name).name for name in engines))
-    from kvplan.gpus import GpuSpec
+    from kvplan.gpus import GpuSpec  # NOTE: lazy, as in resolve_gpu
 
     specs = [g for g in ([] if isinstance(gpu, str) else gpu) if isinstance(g, GpuSpec)]
     gpu_names = _names([g for g in ([gpu] if isinstance(gpu, str) else gpu) if isinstance(g, str)], "--gpu") \
@@ -1023,8 +1038,6 @@ def _names(value: str | Sequence[str], flag: str) -> list[str]:
 def _read_yaml(path: Path, label: str) -> Any:
     """A YAML file's data; an unreadable or malformed file is an InputError naming it."""
     import yaml
-
-    from kvplan.safeload import load_yaml, read_bounded_text
 
     text = read_bounded_text(path, label=label)
     try:

@@ -57,6 +57,8 @@ class LayerGroup:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Estimate:
+    """The KV cache of one deployment: the inputs as resolved and the bytes per layer group."""
+
     geometry: ModelGeometry
     batch: int
     seq_len: int | None
@@ -397,6 +399,8 @@ class KvSizer:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Priced:
+    """Layer groups priced for a deployment: totals across GPUs, per GPU, offloaded and at peak."""
+
     groups: tuple[LayerGroup, ...]
     total_bytes: int
     per_gpu_bytes: int

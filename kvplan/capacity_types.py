@@ -15,6 +15,8 @@ from kvplan.models import WeightsEstimate
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class CapacityInputs:
+    """What `kvplan capacity` was asked: GPU, engine, layout and limits."""
+
     gpu: GpuSpec | None
     """None with ``kv_budget_bytes``: the answers that need a GPU (decode floor) are left out."""
     engine: str = "vllm"
@@ -90,6 +92,8 @@ class StagePlan:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Capacity:
+    """`kvplan capacity`'s answer: what fits on the GPUs, and why."""
+
     geometry: ModelGeometry
     inputs: CapacityInputs
     deployment: Deployment

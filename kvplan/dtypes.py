@@ -15,6 +15,8 @@ from kvplan.units import cdiv
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class KvDtype:
+    """A cache element type: how many bytes a block of values takes, scales included."""
+
     name: str
     block_elems: int
     """Values per storage block."""

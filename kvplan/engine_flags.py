@@ -20,7 +20,7 @@ from kvplan.units import parse_tokens
 if TYPE_CHECKING:
     from kvplan.models import WeightsEstimate
 
-_VLLM_HUMAN_INT = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
+_VLLM_HUMAN_INT = r"(\d+(?:\.\d+)?)([kKmMgGtT])"
 _DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 _BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
@@ -30,7 +30,7 @@ def vllm_human_int(text: str) -> int | None:
     (``32k`` = 32,000, ``25.6k`` = 25,600), upper-case binary (``32K`` = 32,768, no decimals);
     None where vLLM refuses the text."""
     value = text.strip()
-    match = _VLLM_HUMAN_INT.fullmatch(value)
+    match = re.fullmatch(_VLLM_HUMAN_INT, value)
     if match is None:
         try:
             return int(value)
@@ -53,7 +53,7 @@ def vllm_tokens(text: str | int | None, flag: str) -> tuple[int | None, str | No
     if isinstance(text, int) and not isinstance(text, bool):
         return parse_tokens(text, what=flag), None
     value = str(text).strip()
-    match = _VLLM_HUMAN_INT.fullmatch(value)
+    match = re.fullmatch(_VLLM_HUMAN_INT, value)
     if match is None:
         return parse_tokens(value, what=flag), None
     number, suffix = match.groups()
@@ -244,6 +244,7 @@ def flash_attn_notes(flash_attn: str | None, engine: str, v_type: str) -> list[s
     if flash_attn is None:
         return []
     engine_flag(engine, "-fa/--flash-attn", ("llama.cpp",))
+    # NOTE: lazy: an engine's module loads on first use, as kvplan.engines.ENGINES loads it (-fa is llama.cpp's).
     from kvplan.engines.llamacpp import check_flash_attn
 
     return check_flash_attn(flash_attn_value(flash_attn), "fp16" if v_type == "auto" else v_type)

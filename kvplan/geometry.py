@@ -10,6 +10,8 @@ from kvplan.specs import LayerSpec
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Provenance:
+    """Where one value of the geometry came from."""
+
     field: str
     """kvplan's name for the value (``num_kv_heads``, ``sliding_window``...)."""
     value: object
@@ -33,6 +35,8 @@ class RopeScaling:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ModelGeometry:
+    """A model's cache-holding layers, where each value came from, and the notes read with them."""
+
     model_id: str
     model_type: str
     """The config's top-level ``model_type``."""

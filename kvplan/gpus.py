@@ -20,6 +20,8 @@ _VENDOR_WORDS = ("nvidia", "geforce", "tesla", "amd", "instinct", "apple")
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class GpuSpec:
+    """One GPU type: its memory, bandwidth and where the figures come from."""
+
     name: str
     memory_bytes: int
     """Total memory as torch.cuda reports it (less than the marketed size; see ``memory_source``)."""

@@ -21,17 +21,17 @@ from kvplan.errors import InputError, SourceError
 #: The Hub's repo-id rule (huggingface_hub's validate_repo_id): ``[org/]name``, each part 1-96 of
 #: letters, digits, ``-``, ``_``, ``.``, not starting or ending with ``-`` or ``.``; no ``--`` or ``..``.
 _REPO_PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
-REPO_ID = re.compile(rf"^(?:{_REPO_PART}/)?{_REPO_PART}$")
+REPO_ID = rf"^(?:{_REPO_PART}/)?{_REPO_PART}$"
 #: ``org/repo:TAG``: the GGUF file of a Hub repo whose name holds TAG, as llama.cpp's ``-hf`` reads it.
-GGUF_TAG = re.compile(r"^(?P<repo>[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*):(?P<tag>[A-Za-z0-9._-]+)$")
-_COMMIT = re.compile(r"^[0-9a-fA-F]{40}$")
+GGUF_TAG = r"^(?P<repo>[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*):(?P<tag>[A-Za-z0-9._-]+)$"
+_COMMIT = r"^[0-9a-fA-F]{40}$"
 #: git check-ref-format: no control characters, space, ~ ^ : ? * [ \ anywhere.
-_BAD_REF_CHARS = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
+_BAD_REF_CHARS = r"[\x00-\x20\x7f~^:?*\[\\]"
 MAX_REVISION_CHARS = 255
 
 
 def is_repo_id(text: str) -> bool:
-    return bool(REPO_ID.match(text)) and "--" not in text and ".." not in text and not text.endswith(".git")
+    return bool(re.match(REPO_ID, text)) and "--" not in text and ".." not in text and not text.endswith(".git")
 
 
 def validate_revision(revision: str, *, what: str = "--revision") -> str:
@@ -40,12 +40,12 @@ def validate_revision(revision: str, *, what: str = "--revision") -> str:
     hint = "a branch or tag name (main, v1.0), refs/pr/N, or a 40-character commit hash"
     if not revision:
         raise InputError(f"{what} is empty", hint)
-    if _COMMIT.match(revision):
+    if re.match(_COMMIT, revision):
         return revision
     if len(revision) > MAX_REVISION_CHARS:
         raise InputError(f"{what} is {len(revision):,} characters long (a git ref has at most {MAX_REVISION_CHARS})", hint)
     problem = None
-    if _BAD_REF_CHARS.search(revision):
+    if re.search(_BAD_REF_CHARS, revision):
         problem = "holds a space, a control character or one of ~ ^ : ? * [ \\"
     elif ".." in revision or "@{" in revision or revision == "@":
         problem = "holds '..' or '@{'"

@@ -115,6 +115,8 @@ class Variant:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class VariantResult:
+    """One attention layout of a comparison, with its estimate and ratio to MHA."""
+
     variant: Variant
     description: str
     estimate: Estimate
@@ -138,6 +140,8 @@ class VariantResult:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Comparison:
+    """`kvplan compare`'s answer: each layout's KV cache beside the MHA reference."""
+
     base: Base
     mha: Estimate
     """The reference every ratio divides by (computed even when ``mha`` is not listed)."""

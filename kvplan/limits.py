@@ -13,6 +13,8 @@ from kvplan.errors import InputError
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Limit:
+    """An upper bound on an input, with the real deployment it is set from."""
+
     maximum: int
     why: str
     """The real deployment the bound is set from."""

@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvplan.engines import get_engine
 from kvplan.engines.base import version_tuple
 from kvplan.errors import InputError
 from kvplan.units import GiB, MiB
@@ -274,8 +275,6 @@ def _read_log_text(path: Any) -> str:
 def read_log(path: Any, engine: str, gpu: str | None, kv_budget: str | None,
              engine_version: str | None) -> tuple[ParsedLog, str | None, str | None, list[str]]:
     """``--compare-log``: the parsed log, and the --kv-budget and --engine-version it supplies when not given."""
-    from kvplan.engines import get_engine
-
     parsed = parse_log(_read_log_text(path))
     name = get_engine(engine).name
     if parsed.engine != name:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -119,7 +120,7 @@ def resolve(model: str, *, revision: str | None = None, gguf_file: str | None = 
         return local
     if is_gguf_path(model):
         raise SourceError(f"no such file: {model}", "check the path to the .gguf file")
-    tagged = GGUF_TAG.match(model)
+    tagged = re.match(GGUF_TAG, model)
     if tagged:
         if gguf_file is not None:
             raise InputError(f"--model {model} names a GGUF by its tag and --gguf-file names one by its file",

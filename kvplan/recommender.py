@@ -88,6 +88,8 @@ class Layout:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Rejection:
+    """A layout the search left out, and why."""
+
     layout: Layout
     reason: str
 
@@ -107,6 +109,8 @@ class Recommended:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Recommendation:
+    """`kvplan recommend`'s answer: the best layouts found and those rejected."""
+
     target: Target
     deployments: tuple[Recommended, ...]
     """Best first (all of them; the report keeps ``top``)."""

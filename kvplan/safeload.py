@@ -187,8 +187,8 @@ class AmbiguousNumber(Exception):
 
 
 #: Numbers as the command line writes them: decimal digits, no leading zero, no ``_``, no base-60 ``:``.
-_PLAIN_INT = re.compile(r"[-+]?(?:0|[1-9][0-9]*)")
-_PLAIN_FLOAT = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)")
+_PLAIN_INT = r"[-+]?(?:0|[1-9][0-9]*)"
+_PLAIN_FLOAT = r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)"
 
 
 @lru_cache(maxsize=4)
@@ -202,13 +202,13 @@ def _unique_key_loader(*, pure: bool, plain_numbers: bool = False) -> type:
     class UniqueKeyLoader(_yaml_loader(pure=pure)):  # type: ignore[misc]
         def construct_yaml_int(self, node: Any) -> Any:
             value = super().construct_yaml_int(node)
-            if plain_numbers and not _PLAIN_INT.fullmatch(node.value):
+            if plain_numbers and not re.fullmatch(_PLAIN_INT, node.value):
                 raise AmbiguousNumber(node.value, node.start_mark, value)
             return value
 
         def construct_yaml_float(self, node: Any) -> Any:
             value = super().construct_yaml_float(node)
-            if plain_numbers and not _PLAIN_FLOAT.fullmatch(node.value):
+            if plain_numbers and not re.fullmatch(_PLAIN_FLOAT, node.value):
                 raise AmbiguousNumber(node.value, node.start_mark, value)
             return value
 

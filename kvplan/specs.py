@@ -30,6 +30,8 @@ class SizingInputs:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LayerSpec:
+    """One cache-holding layer: how many tokens it keeps and what each costs."""
+
     kind: ClassVar[str] = "layer"
 
     def tokens_held(self, inputs: SizingInputs) -> int:
@@ -56,6 +58,8 @@ class LayerSpec:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class AttentionSpec(LayerSpec):
+    """An attention layer that caches a K row and a V row per token and KV head."""
+
     num_kv_heads: int
     head_size: int
     """Head dim of K."""
@@ -75,6 +79,8 @@ class AttentionSpec(LayerSpec):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class FullAttentionSpec(AttentionSpec):
+    """Full (global) attention: every token of the sequence stays in the cache."""
+
     kind: ClassVar[str] = "full_attention"
 
     def tokens_held(self, inputs: SizingInputs) -> int:
@@ -87,6 +93,8 @@ class FullAttentionSpec(AttentionSpec):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SlidingWindowSpec(AttentionSpec):
+    """Sliding-window attention: at most the last ``sliding_window`` tokens stay."""
+
     kind: ClassVar[str] = "sliding_window"
     sliding_window: int
 

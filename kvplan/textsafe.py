@@ -13,17 +13,12 @@ from typing import Any
 #: C0 controls but tab and newline, DEL, C1 controls, and the bidirectional overrides that reorder
 #: what a reader sees (U+202A-U+202E, U+2066-U+2069).
 _CONTROL_PATTERN = "[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]"
-#: The same class over ASCII text (the whole class is compiled on the first non-ASCII text).
-_CONTROL_ASCII = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
-_CONTROL_FULL: list[re.Pattern[str]] = []
+#: The same class over ASCII text (the whole class is compiled, by re's own cache, on the first non-ASCII text).
+_CONTROL_ASCII = "[\x00-\x08\x0b-\x1f\x7f]"
 
 
-def _control(text: str) -> re.Pattern[str]:
-    if text.isascii():
-        return _CONTROL_ASCII
-    if not _CONTROL_FULL:
-        _CONTROL_FULL.append(re.compile(_CONTROL_PATTERN))
-    return _CONTROL_FULL[0]
+def _control(text: str) -> str:
+    return _CONTROL_ASCII if text.isascii() else _CONTROL_PATTERN
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -33,11 +28,11 @@ def _escape(match: re.Match[str]) -> str:
 
 def printable(text: str) -> str:
     """``text`` with every control character written as a visible escape (``\\x1b``)."""
-    return _control(text).sub(_escape, text)
+    return re.sub(_control(text), _escape, text)
 
 
 def has_control(text: str) -> bool:
-    return _control(text).search(text) is not None
+    return re.search(_control(text), text) is not None
 
 
 def terminal_safe(value: Any) -> Any:

@@ -293,16 +293,13 @@ def emit(
         elif fmt is Format.yaml or to_stdout:
             typer.echo(to_yaml(report), nl=False)
         else:
-            # NOTE: rich is imported for a table only (a YAML or JSON report does not need it).
-            from kvplan.report.console import make_console
-            from kvplan.report.render import notes_text
+            # NOTE: lazy: rich (about 20 ms at import) for a table only: YAML, JSON and `kvplan --help` do without it.
+            from kvplan.report.console import make_console, print_counted
+            from kvplan.report.render import notes_text, short_notes
 
             console = make_console()
             if verbose is False:
-                from kvplan.report.render import short_notes
-
-                used = len(console.render_lines(table, console.options))
-                console.print(table)
+                used = print_counted(console, table)
                 for line in short_notes(report, width=shutil.get_terminal_size((80, 24)).columns, used=used):
                     typer.echo(line, err=True)
                 return
@@ -320,6 +317,7 @@ def echo_wrapped(text: str, *, prefix: str = "") -> None:
 
 def lazy_table(name: str, report: dict[str, Any], **options: Any) -> Any:
     """``kvplan.report.render.<name>(report, **options)``, importing rich only when a table is asked for."""
+    # NOTE: lazy: rich (about 20 ms at import) for a table only: YAML, JSON and `kvplan --help` do without it.
     from kvplan.report import render
 
     return getattr(render, name)(report, **options)

@@ -82,6 +82,7 @@ def recommend(
     report = result.to_dict()
     table = None
     if fmt is Format.table:
+        # NOTE: lazy: the recommender behind it costs `kvplan --help` (which builds every command) 22 ms at import.
         from kvplan.report.recommend import recommend_table
 
         table = recommend_table(report)

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from kvplan.api import load_geometry, normalise_overrides
 from kvplan.cli.options import (
     BatchOpt,
     CacheTypeKOpt,
@@ -29,6 +30,7 @@ from kvplan.cli.options import (
     one_model,
 )
 from kvplan.errors import EXIT_NOT_FIT, InputError
+from kvplan.units import parse_size
 
 
 class Engine(str, Enum):
@@ -172,6 +174,7 @@ def verify(
         raise InputError(f"{given}: flags of the torch decode, not of --engine llama.cpp",
                          "llama.cpp takes -c (cells), -np (sequences), -ctk/-ctv, -fa, -kvu, -ub, -ngl, --swa-full")
     if engine is Engine.llamacpp:
+        # NOTE: lazy: nothing outside kvplan/verify imports it at module level (torch; tests/test_imports.py).
         from kvplan.verify.llamacpp import make_flags, verify_llamacpp
 
         flags = make_flags(
@@ -182,6 +185,7 @@ def verify(
                                  gguf_file=gguf_file, overrides=set_)
         table = None
         if fmt is Format.table:
+            # NOTE: lazy: rich (about 20 ms at import) for a table only: YAML, JSON and `kvplan --help` do without it.
             from kvplan.report.render_llamacpp import verify_llamacpp_table
 
             table = verify_llamacpp_table(report)
@@ -192,8 +196,7 @@ def verify(
     if importlib.util.find_spec("torch") is None:
         raise InputError("kvplan verify needs torch, which is not installed",
                          "pip install '.[verify]' in the kvplan checkout (or: pip install torch)")
-    from kvplan.api import load_geometry, normalise_overrides
-    from kvplan.units import parse_size
+    # NOTE: lazy: nothing outside kvplan/verify imports it at module level (torch; tests/test_imports.py).
     from kvplan.verify.predict import plan_verify
     from kvplan.verify.report import verify_report
 
@@ -219,14 +222,17 @@ def verify(
     if bandwidth is not None and not bandwidth > 0:
         raise InputError(f"--bandwidth must be a positive number of GB/s, got {bandwidth:g}", "e.g. --bandwidth 4800")
     if engine is Engine.transformers:
+        # NOTE: lazy: nothing outside kvplan/verify imports it at module level (torch; tests/test_imports.py).
         from kvplan.verify.hf import cross_check
 
         measurement = cross_check(plan, model, revision=revision, token=token, overrides=overrides, gpu=gpu,
                                   seed=seed, progress=progress, max_memory=limit)
     else:
+        # NOTE: lazy: nothing outside kvplan/verify imports it at module level (torch; tests/test_imports.py).
         from kvplan.verify.decode import run_verify
 
         if not gpu:
+            # NOTE: lazy: nothing outside kvplan/verify imports it at module level (torch; tests/test_imports.py).
             from kvplan.verify.cost import foretell
 
             warning = foretell(plan, lambda n, **given: plan_verify(geometry, num_layers=n, **{**options, **given}))
@@ -244,6 +250,7 @@ def verify(
             "is not run (kvplan verify --engine llama.cpp runs it)")
     table = None
     if fmt is Format.table:
+        # NOTE: lazy: rich (about 20 ms at import) for a table only: YAML, JSON and `kvplan --help` do without it.
         from kvplan.report.render import verify_table
 
         table = verify_table(report)

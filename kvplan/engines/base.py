@@ -164,6 +164,8 @@ class BudgetTerm:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Budget:
+    """The memory an engine gives the KV cache on one GPU, term by term."""
+
     memory_bytes: int | None
     usable_bytes: int
     """The part of memory the engine lets itself use (memory x fraction)."""

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from kvplan.errors import ConfigError, SourceError
 
-SPLIT_NAME = re.compile(r"^(?P<prefix>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
+SPLIT_NAME = r"(?i)^(?P<prefix>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$"
 #: Files beside a model that are not the language model (vision projectors, drafts kept apart).
-NOT_MODEL = re.compile(r"(^|[-_.])mmproj([-_.]|$)", re.IGNORECASE)
+NOT_MODEL = r"(?i)(^|[-_.])mmproj([-_.]|$)"
 
 
 def is_gguf_path(model: str) -> bool:
@@ -25,7 +25,7 @@ def split_set(names: Iterable[str], first: str) -> list[str]:
     """All shard names of the split set ``first`` belongs to, in order; [first] when it is not split.
 
     Raises when a shard is missing, naming it."""
-    match = SPLIT_NAME.match(first)
+    match = re.match(SPLIT_NAME, first)
     if not match:
         return [first]
     prefix, count = match["prefix"], int(match["count"])
@@ -44,9 +44,9 @@ def split_set(names: Iterable[str], first: str) -> list[str]:
 def model_groups(names: Iterable[str]) -> dict[str, list[str]]:
     """Distinct models among GGUF file names: first shard (or single file) -> its shards, projectors left out."""
     groups: dict[str, list[str]] = {}
-    names = sorted(n for n in names if is_gguf_path(n) and not NOT_MODEL.search(Path(n).name))
+    names = sorted(n for n in names if is_gguf_path(n) and not re.search(NOT_MODEL, Path(n).name))
     for name in names:
-        match = SPLIT_NAME.match(name)
+        match = re.match(SPLIT_NAME, name)
         key = f"{match['prefix']}-00001-of-{match['count']}.gguf" if match else name
         groups.setdefault(key, []).append(name)
     return groups
@@ -68,7 +68,7 @@ def folder_shards(folder: Path, *, label: str) -> list[Path] | None:
 
 def file_shards(path: Path) -> list[Path]:
     """``path`` alone, or every shard of the split set it belongs to, in order."""
-    match = SPLIT_NAME.match(path.name)
+    match = re.match(SPLIT_NAME, path.name)
     if not match:
         return [path]
     first = f"{match['prefix']}-00001-of-{match['count']}.gguf"

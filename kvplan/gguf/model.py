@@ -7,6 +7,7 @@ and reads its header through HTTP Range requests.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -57,7 +58,7 @@ def read_hub(repo_id: str, *, tag: str | None = None, gguf_file: str | None = No
     """The GGUF file ``gguf_file`` of ``repo_id`` (and the rest of its split set), or the one whose name holds
     ``tag``; only the headers are read."""
     if gguf_file is not None:
-        match = SPLIT_NAME.match(gguf_file)
+        match = re.match(SPLIT_NAME, gguf_file)
         names = [gguf_file]
         if match:
             first = f"{match['prefix']}-00001-of-{match['count']}.gguf"
@@ -72,7 +73,7 @@ def read_hub(repo_id: str, *, tag: str | None = None, gguf_file: str | None = No
 
 def model_id_of(name: str) -> str:
     """A GGUF model's id from its (first shard's) file name: ``model-00001-of-00002.gguf`` -> ``model``."""
-    match = SPLIT_NAME.match(name)
+    match = re.match(SPLIT_NAME, name)
     return match["prefix"] if match else name[: -len(".gguf")] if name.lower().endswith(".gguf") else name
 
 

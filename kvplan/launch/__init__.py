@@ -15,6 +15,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvplan.engines import get_engine
 from kvplan.errors import InputError
 from kvplan.launch import llamacpp, sglang, trtllm, vllm
 from kvplan.launch.shell import read_flags, split_line
@@ -175,8 +176,6 @@ def merge(launch: Launch, explicit: Mapping[str, Any], accepted: Collection[str]
 
 def _same(key: str, ours: Any, theirs: Any) -> bool:
     if key == "engine":
-        from kvplan.engines import get_engine
-
         def name(engine: Any) -> str:
             text = str(engine).strip().lower()
             return "llama.cpp" if text == "ollama" else get_engine(text).name  # Ollama runs llama.cpp

@@ -13,7 +13,6 @@ import difflib
 import functools
 import json
 from collections.abc import Mapping
-from importlib.resources import files
 from typing import Any
 
 from kvplan.errors import ConfigError, KvplanError
@@ -52,6 +51,10 @@ ENCODER_ONLY = frozenset(
 def no_decoder_types() -> tuple[str, frozenset[str]]:
     """(the transformers version it was derived from, the model types with no decoder): kvplan/data/
     no_decoder_types.txt, written by tools/no_decoder_types.py from transformers' auto mappings."""
+    # NOTE: importlib.resources (and the tempfile, shutil and zipfile it brings) is imported here, for the one model
+    # type in a hundred that needs the list: at module top it costs `kvplan estimate` about 1.5 ms.
+    from importlib.resources import files
+
     text = (files("kvplan") / "data" / "no_decoder_types.txt").read_text(encoding="utf-8")
     header = text.splitlines()[0]
     version = header.split("transformers ", 1)[1].split(" ", 1)[0] if "transformers " in header else "?"
@@ -61,9 +64,12 @@ def no_decoder_types() -> tuple[str, frozenset[str]]:
 def refuse_without_decoder(source_name: str, *model_types: object) -> None:
     """A model type transformers gives no decoder (a vision or audio tower, an encoder, a classifier) and no
     family module reads keeps no KV cache: refused by name rather than read as a decoder by the generic rules."""
+    unknown = [t for t in model_types if isinstance(t, str) and t not in REGISTRY]
+    if not unknown:
+        return  # NOTE: a type a family module reads needs no list (reading it costs `kvplan estimate` ~2 ms)
     version, types = no_decoder_types()
-    for model_type in model_types:
-        if isinstance(model_type, str) and model_type in types and model_type not in REGISTRY:
+    for model_type in unknown:
+        if model_type in types:
             raise ConfigError(
                 f"{source_name}: model_type {model_type!r} has no decoder (transformers {version} gives it no "
                 "generating model: a vision or audio tower, an encoder or a classifier); it keeps no KV cache",

@@ -103,6 +103,8 @@ class Quantisation:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class WeightsEstimate:
+    """A model's weight bytes, part by part, as read from its config."""
+
     model_id: str
     model_type: str
     parts: tuple[WeightPart, ...]

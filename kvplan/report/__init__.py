@@ -191,7 +191,7 @@ def to_yaml(data: Any) -> str:
 
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     text: str = yaml.dump(data, Dumper=dumper, sort_keys=False, allow_unicode=True, default_flow_style=False, width=100)
-    if not text.isascii() and _YAML_UNSAFE.search(text):
+    if not text.isascii() and re.search(_YAML_UNSAFE, text):
         # NOTE: a line break YAML reads as one (NEL U+0085, U+2028/9: a round trip folds it), a C1 control or a bidi
         # override (shows the text reordered) passes "printable" in both emitters: written as escapes instead.
         text = yaml.dump(data, Dumper=dumper, sort_keys=False, allow_unicode=False, default_flow_style=False, width=100)
@@ -199,4 +199,4 @@ def to_yaml(data: Any) -> str:
 
 
 #: Characters emitted raw under ``allow_unicode`` that a YAML report must not carry raw.
-_YAML_UNSAFE = re.compile("[\x80-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]")
+_YAML_UNSAFE = "[\x80-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]"

@@ -3,8 +3,8 @@ from configs and plan files escaped before they reach the terminal."""
 
 from __future__ import annotations
 
-from rich.console import Console, ConsoleOptions, ConsoleRenderable, RenderHook, RenderResult
-from rich.segment import Segment
+from rich.console import Console, ConsoleOptions, ConsoleRenderable, RenderableType, RenderHook, RenderResult
+from rich.segment import Segment, SegmentLines
 
 from kvplan.textsafe import has_control, printable
 
@@ -14,6 +14,13 @@ def make_console(*, stderr: bool = False) -> Console:
     console.push_render_hook(_EscapeControls())
     console.on_broken_pipe = _raise_broken_pipe  # type: ignore[method-assign]
     return console
+
+
+def print_counted(console: Console, renderable: RenderableType) -> int:
+    """Print ``renderable`` on ``console`` and return how many lines it took, rendering it once."""
+    lines = console.render_lines(renderable, console.options, pad=False)
+    console.print(SegmentLines(lines, new_lines=True))
+    return len(lines)
 
 
 def _raise_broken_pipe() -> None:

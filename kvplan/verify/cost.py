@@ -114,6 +114,7 @@ def measure_layer_step(plan_one_layer: VerifyPlan) -> float:
     prompt) run on the CPU by the decoder itself."""
     import torch
 
+    # NOTE: lazy: kvplan.verify.decode imports torch; the forecast itself does not need it.
     from kvplan.verify.decode import decode_rank
 
     measured, _weights = decode_rank(plan_one_layer, torch.device("cpu"))
@@ -124,6 +125,7 @@ def foretell(plan: VerifyPlan, replan: Callable[..., VerifyPlan]) -> str | None:
     """Before a CPU decode: None for a short one; for one expected past :data:`ANNOUNCE_S`, a line with the
     estimate, what it rests on, and the --layers that would take under :data:`LONG_RUN_S`. ``replan(n, prompt_len=, gen_len=)``
     plans the same decode over ``n`` layers (the probe decodes one layer for a few steps)."""
+    # NOTE: lazy: kvplan.verify.decode imports torch; the forecast itself does not need it.
     from kvplan.verify.decode import hidden_size
 
     hidden = hidden_size(plan)

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 
 from kvplan.errors import InputError, KvplanError
 from kvplan.verify.caches import LAYOUT_CLASSES, TORCH_DTYPES, LayerCache, PoolExhausted, StateLayer
-from kvplan.verify.predict import LayerPlan, VerifyPlan, layers_that_fit
+from kvplan.verify.predict import LayerPlan, VerifyPlan, bandwidth_for, layers_that_fit
 from kvplan.verify.report import RankMeasurement, VerifyMeasurement
 
 #: Share of free memory the decode may plan to use (the rest is headroom for the runtime).
@@ -453,8 +453,6 @@ def run_verify(plan: VerifyPlan, *, gpu: bool = False, seed: int = 0, progress: 
                max_memory: int | None = None, bandwidth: int | None = None,
                replan: Callable[[int], VerifyPlan] | None = None) -> VerifyMeasurement:
     """Run the decode (on ``plan.tp`` ranks) and measure it."""
-    from kvplan.verify.predict import bandwidth_for
-
     device = resolve_device(gpu, plan.tp)
     check_memory(plan, device, max_memory=max_memory, replan=replan or (lambda n: plan))
     ranks: tuple[RankMeasurement, ...]

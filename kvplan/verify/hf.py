@@ -23,7 +23,11 @@ from typing import Any
 
 import torch
 
+from kvplan.adjust import Deployment
+from kvplan.calc import estimate
 from kvplan.errors import InputError, KvplanError
+from kvplan.modelref import load_raw_config
+from kvplan.models import apply_overrides, parse_config
 from kvplan.verify.decode import (
     MEMORY_FRACTION,
     TORCH_DTYPES,
@@ -31,6 +35,7 @@ from kvplan.verify.decode import (
     _is_oom,
     _progress,
     available_bytes,
+    resolve_device,
     storage_bytes,
 )
 from kvplan.verify.predict import VerifyPlan
@@ -85,8 +90,6 @@ def prepare_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], plan: V
     ``parse(config) -> layer specs`` is kvplan's own parser: a shrink is kept only when the parsed
     cache geometry does not change.
     """
-    from kvplan.models import apply_overrides
-
     config = dict(raw)
     nested = next((k for k in NESTED_TEXT_KEYS if isinstance(config.get(k), Mapping)), None)
     if nested is not None:
@@ -186,8 +189,6 @@ def run_transformers(plan: VerifyPlan, config: dict[str, Any], shrunk: list[str]
     except ImportError:
         raise InputError("--engine transformers needs the transformers package",
                          "pip install '.[transformers]' in the kvplan checkout (or: pip install transformers)") from None
-    from kvplan.verify.decode import resolve_device
-
     check_supported(plan, gpu=gpu)
     transformers.logging.set_verbosity_error()  # its deprecation chatter is not kvplan's output
     device = resolve_device(gpu, 1)
@@ -294,9 +295,6 @@ def run_transformers(plan: VerifyPlan, config: dict[str, Any], shrunk: list[str]
 
 def profile_prediction(plan: VerifyPlan) -> tuple[str, int]:
     """kvplan's prediction for the transformers cache: ``estimate --engine hf-dynamic|hf-static``."""
-    from kvplan.adjust import Deployment
-    from kvplan.calc import estimate
-
     profile = ENGINE_LAYOUTS[plan.layout]
     deployment = Deployment(engine=profile, beams=plan.beams, prompt_len=plan.prompt_tokens,
                             max_cache_len=plan.max_cache_tokens if plan.layout == "static" else None)
@@ -309,9 +307,6 @@ def cross_check(plan: VerifyPlan, model: str, *, revision: str | None, token: st
                 overrides: Mapping[str, Any], gpu: bool, seed: int, progress: bool,
                 max_memory: int | None) -> VerifyMeasurement:
     """Load the raw config of ``model`` again, prepare it, build and measure (the command's entry point)."""
-    from kvplan.modelref import load_raw_config
-    from kvplan.models import parse_config
-
     check_supported(plan, gpu=gpu)
     raw, _source, model_id = load_raw_config(model, revision=revision, token=token)
     config, shrunk = prepare_config(

@@ -37,8 +37,10 @@ from typing import Any
 import kvplan
 from kvplan import __version__
 from kvplan.errors import InputError
+from kvplan.gguf.hub import HubSource
 from kvplan.report import SCHEMA_VERSION, model_dict
 from kvplan.verify.llamacpp_engine import INSTALL_HINT, EngineRun, run_engine
+from kvplan.verify.llamacpp_gguf import metadata_for, write_gguf
 from kvplan.verify.llamacpp_lines import CacheFigures, is_cache_line, predicted_figures
 
 #: llama-cpp-python release the extra pins (its wheel vendors llama.cpp itself).
@@ -465,8 +467,6 @@ def _gguf_for(geometry: Any, tmp: Path, *, measure: str, token: str | None) -> t
                              "download the file and pass its path, or use --measure log (reads the header only)")
         return _hub_header(geometry, tmp, token=token), f"{source.location} (header)", [
             "llama.cpp read the GGUF's header only (fetched by ranged reads), for its dry run"]
-    from kvplan.verify.llamacpp_gguf import metadata_for, write_gguf
-
     arch, meta, notes = metadata_for(geometry.model_geometry)
     path = write_gguf(tmp / "model.gguf", arch, meta, tensors=measure != "log")
     weights = "random weights" if measure != "log" else "no weights (the dry run needs none)"
@@ -478,8 +478,6 @@ def _gguf_for(geometry: Any, tmp: Path, *, measure: str, token: str | None) -> t
 
 def _hub_header(geometry: Any, tmp: Path, *, token: str | None) -> Path:
     """The first shard's header (metadata and tensor table) of a Hub GGUF, by kvplan's ranged reads, as a file."""
-    from kvplan.gguf.hub import HubSource
-
     location = str(geometry.source.location)
     repo_id, filename = "/".join(location.split("/")[:2]), "/".join(location.split("/")[2:])
     header = geometry.gguf.header

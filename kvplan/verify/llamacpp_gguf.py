@@ -31,6 +31,7 @@ from kvplan.specs import (
     SlidingWindowSpec,
     StateSpec,
 )
+from kvplan.verify.llamacpp_engine import MAX_WEIGHT_BYTES, engine_tensor_table
 
 #: Keys written as given (the rest are prefixed with the architecture).
 ABSOLUTE_PREFIXES = ("general.", "tokenizer.")
@@ -76,8 +77,6 @@ def write_gguf(path: Path, arch: str, metadata: Mapping[str, Any], *, tensors: b
     meta = _complete(arch, metadata)
     if not tensors:
         return _write(path, arch, meta, ())
-    from kvplan.verify.llamacpp_engine import MAX_WEIGHT_BYTES, engine_tensor_table
-
     weights = weight_bytes_bound(arch, meta)
     if weights > MAX_WEIGHT_BYTES:
         raise InputError(f"a GGUF with this cache geometry and random weights takes about {weights:,} bytes "
