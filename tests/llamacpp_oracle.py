@@ -47,6 +47,10 @@ class TinyModel:
     what: str
     """What the tiny model exercises (its cache layout)."""
     metadata: dict[str, Any] = field(default_factory=dict)
+    measure: str = "tensors"
+    """``tensors`` (a GGUF with weights; the bytes of every cache tensor), or ``log`` (the metadata alone, llama.cpp's
+    dry run; its cache lines) where llama.cpp cannot name the architecture's weights for kvplan (its model saver,
+    ``llama_model_saver_supports_arch`` in src/llama-model-saver.cpp, refuses gemma3n, bitnet and apertus)."""
 
     def full_metadata(self) -> dict[str, Any]:
         return {k: v for k, v in {**BASE, **self.metadata}.items() if v is not None}
@@ -156,6 +160,23 @@ MODELS: tuple[TinyModel, ...] = (
     TinyModel(name="starcoder", arch="starcoder", what="GQA, layer norm", metadata=LAYER_NORM),
     TinyModel(name="talkie", arch="talkie", what="GQA", metadata={"logit_scale": 1.0}),
     TinyModel(name="xverse", arch="xverse", what="GQA"),
+    TinyModel(name="chameleon", arch="chameleon", what="MHA (its image tokens need a vocabulary past 8,196)",
+              metadata={"attention.head_count_kv": 4, "vocab_size": 8200}),
+    TinyModel(name="gptneox", arch="gptneox", what="GQA, layer norm, parallel residual",
+              metadata={**LAYER_NORM, "use_parallel_residual": True}),
+    TinyModel(name="graniteswitch", arch="graniteswitch", what="GQA and llama.cpp's router layer (1 KV head) after the blocks",
+              metadata={"logit_scale": 1.0, "adapters.count": 1, "adapters.lora_rank": 4,
+                        "adapters.token_ids_activate": [5], "adapters.token_ids_substitute": [6]}),
+    TinyModel(name="grok", arch="grok", what="MoE, flash attention forced off (a quantised V cache is refused)",
+              metadata=MOE),
+    TinyModel(name="qwen3tts", arch="qwen3tts", what="GQA, M-RoPE (its codec head needs a vocabulary of 3,072)",
+              metadata={**ROPE_SECTIONS, "vocab_size": 4096}),
+    TinyModel(name="minicpm3", arch="minicpm3", what="low-rank K/V decompressed per head: MHA K 48, V 32",
+              metadata={"attention.q_lora_rank": 32, "attention.kv_lora_rank": 64, "attention.key_length": 48,
+                        "attention.value_length": 32, "rope.dimension_count": 16, "attention.head_count_kv": 4}),
+    TinyModel(name="apertus", arch="apertus", what="GQA, xIELU (dry run)",
+              metadata={"xielu.alpha_n": 0.8, "xielu.alpha_p": 0.8, "xielu.beta": 0.5, "xielu.eps": 1e-6}, measure="log"),
+    TinyModel(name="bitnet", arch="bitnet", what="GQA (dry run)", measure="log"),
     # Mixture of experts: the cache is the attention's alone.
     TinyModel(name="arctic", arch="arctic", what="MoE, GQA", metadata=MOE),
     TinyModel(name="bailingmoe", arch="bailingmoe", what="MoE with a shared expert", metadata={**MOE, "expert_shared_count": 1}),
@@ -174,7 +195,28 @@ MODELS: tuple[TinyModel, ...] = (
     TinyModel(name="minimax-m2", arch="minimax-m2", what="MoE", metadata={**MOE, "expert_gating_func": 2}),
     TinyModel(name="olmoe", arch="olmoe", what="MoE, MHA", metadata={**MOE, "attention.head_count_kv": 4}),
     TinyModel(name="qwen3vlmoe", arch="qwen3vlmoe", what="MoE, M-RoPE", metadata={**MOE, **ROPE_SECTIONS}),
+    TinyModel(name="deepseek2-ocr", arch="deepseek2-ocr", what="MoE, MHA (DeepSeek-2 without MLA)",
+              metadata={**MOE, "expert_shared_count": 1, "leading_dense_block_count": 1, "attention.head_count_kv": 4}),
+    TinyModel(name="dots1", arch="dots1", what="MoE, MHA",
+              metadata={**MOE, "expert_shared_count": 1, "attention.head_count_kv": 4, "expert_gating_func": 2}),
+    TinyModel(name="mistral4", arch="mistral4", what="MLA latent (K only), MoE: DeepSeek-2's rule",
+              metadata={**MOE, "leading_dense_block_count": 1, "attention.head_count": 2, "attention.head_count_kv": 1,
+                        "attention.q_lora_rank": 32, "attention.kv_lora_rank": 64, "attention.key_length": 96,
+                        "attention.value_length": 64, "rope.dimension_count": 32, "attention.key_length_mla": 64,
+                        "attention.value_length_mla": 32, "expert_shared_count": 1, "expert_weights_scale": 1.0}),
+    TinyModel(name="hy_v4", arch="hy_v4", what="MLA latent (K only), MoE, hyper-connections, no indexer (dry run)",
+              metadata={**MOE, "attention.head_count": 2, "attention.head_count_kv": 1, "attention.q_lora_rank": 32,
+                        "attention.kv_lora_rank": 64, "attention.key_length": 96, "attention.value_length": 64,
+                        "rope.dimension_count": 32, "attention.key_length_mla": 64, "attention.value_length_mla": 32,
+                        "expert_shared_count": 1, "expert_gating_func": 2, "hyper_connection.count": 2,
+                        "hyper_connection.epsilon": 1e-6, "hyper_connection.magnitude": 1.0}, measure="log"),
     # Sliding windows by llama.cpp's fixed period (SWA_PERIOD), the full layer last or first.
+    TinyModel(name="gemma3n", arch="gemma3n", what="SWA 4 of 5 layers (dry run)",
+              metadata={"block_count": 10, "attention.sliding_window": 256}, measure="log"),
+    TinyModel(name="gemma4", arch="gemma4", what="SWA from the required per-layer pattern (dry run)",
+              metadata={"attention.sliding_window": 256, "attention.sliding_window_pattern": [True, True, True, False],
+                        "embedding_length_per_layer_input": 16, "attention.key_length_swa": 32,
+                        "attention.value_length_swa": 32}, measure="log"),
     TinyModel(name="afmoe", arch="afmoe", what="MoE, SWA 3 of 4 layers",
               metadata={**MOE, "expert_shared_count": 1, "attention.sliding_window": 256}),
     TinyModel(name="cohere2moe", arch="cohere2moe", what="MoE, SWA 3 of 4 layers, the full layer first",
@@ -197,6 +239,9 @@ MODELS: tuple[TinyModel, ...] = (
                         "leading_dense_block_count": 1}),
     TinyModel(name="qwen35moe", arch="qwen35moe", what="MoE, gated delta net 3 of 4 layers",
               metadata={**MOE, **DELTA_NET, **ROPE_SECTIONS, "expert_shared_feed_forward_length": 32}),
+    TinyModel(name="nemotron_h_moe", arch="nemotron_h_moe", what="Mamba-2, attention and MoE layers",
+              metadata={**MOE, **MAMBA2, **LAYER_NORM, "attention.head_count_kv": [0, 2, 0, 0],
+                        "feed_forward_length": [0, 0, 64, 0], "expert_shared_feed_forward_length": 32}),
 )
 
 #: The case llama.cpp refuses (a quantised V cache without flash attention): kvplan expects the refusal.
@@ -274,16 +319,17 @@ def build(model: TinyModel, folder: Path) -> Path:
 
     path = folder / (model.name.replace(" ", "_").replace("(", "").replace(")", "") + ".gguf")
     if not path.exists():
-        write_gguf(path, model.arch, model.full_metadata(), tensors=True, seed=0)
+        write_gguf(path, model.arch, model.full_metadata(), tensors=model.measure == "tensors", seed=0)
     return path
 
 
-def run_model(model: TinyModel, folder: Path, *, measure: str = "tensors") -> list[CaseOutcome]:
+def run_model(model: TinyModel, folder: Path) -> list[CaseOutcome]:
     """Every case of CASES for ``model``: one llama.cpp child process, one context (and decode) per case."""
     import kvplan
     from kvplan.verify.llamacpp import judge, make_flags
     from kvplan.verify.llamacpp_engine import run_engine
 
+    measure = model.measure
     path = build(model, folder)
     geometry = kvplan.load_geometry(str(path))
     flags = [make_flags(**kwargs) for _label, kwargs in CASES]
