@@ -318,7 +318,7 @@ def _kv_view(views: _Views, geometry: ModelGeometry, dep: Deployment, kv_dtype: 
 def _deployment(inputs: CapacityInputs, tp: int) -> Deployment:
     return Deployment(engine=get_engine(inputs.engine).name, tp=tp, pp=inputs.pp, block_size=inputs.block_size,
                       max_num_batched_tokens=inputs.max_num_batched_tokens, kv_unified=inputs.kv_unified,
-                      ubatch_size=inputs.ubatch_size, cache_type_v=inputs.cache_type_v,
+                      ubatch_size=inputs.ubatch_size, cache_type_v=inputs.cache_type_v, v_row_elems=inputs.v_row_elems,
                       no_window=inputs.no_window, offload=inputs.offload,
                       enable_prefix_caching=bool(inputs.enable_prefix_caching), dtype=inputs.dtype)
 

@@ -157,11 +157,13 @@ def predict(geometry: Any, flags: LlamaCppFlags) -> Prediction:
     try:
         est = kvplan.estimate(geometry, seq_len=n_ctx_used // n_seq, batch=n_seq, engine="llama.cpp",
                               kv_unified=flags.kv_unified, ubatch_size=ubatch, cache_type_k=flags.cache_type_k,
-                              cache_type_v=flags.cache_type_v, no_window=flags.swa_full)
+                              cache_type_v=flags.cache_type_v, no_window=flags.swa_full,
+                              flash_attn=flags.flash_attn)
         budget = max(int(est.kv_cache_bytes), 1)
         cap = kvplan.capacity(geometry, kv_budget=budget, ctx_size=str(n_ctx_used), parallel=n_seq, engine="llama.cpp",
                               kv_unified=flags.kv_unified, ubatch_size=ubatch, cache_type_k=flags.cache_type_k,
-                              cache_type_v=flags.cache_type_v, no_window=flags.swa_full)
+                              cache_type_v=flags.cache_type_v, no_window=flags.swa_full,
+                              flash_attn=flags.flash_attn)
     except InputError as exc:
         if "llama.cpp" not in exc.message:  # not a rule of llama.cpp's: the user's input is wrong
             raise
