@@ -386,6 +386,10 @@ def _sliding_layers(r: GgufMetaReader, num_layers: int) -> list[bool]:
         period = r._int(key, value, zero_ok=True)
         r.record("sliding_window_pattern", period, f"gguf: {key}")
         source = key
+        if arch in SWA_PERIOD_DENSE_FIRST and period:
+            # NOTE: load_swa_pattern(ml, n, dense_first) reads the file's period and keeps the full layer first.
+            r.note(f"layer i is global when i % {period} == 0, else sliding ({key}, llama.cpp's {arch} rule)")
+            return [i % period != 0 for i in range(num_layers)]
     elif arch in SWA_PERIOD_DENSE_FIRST:
         period = SWA_PERIOD_DENSE_FIRST[arch]
         r.record("sliding_window_pattern", period, f"llama.cpp default for {arch} (set_swa_pattern({period}, dense_first))")
