@@ -535,7 +535,7 @@ def _fits_one(geometry: ModelGeometry, weights: WeightsEstimate | None, inputs: 
     if budget <= 0:
         return False
     dep = Deployment(engine=get_engine(inputs.engine).name, tp=tp, pp=pp, block_size=inputs.block_size,
-                     max_num_batched_tokens=inputs.max_num_batched_tokens,
+                     max_num_batched_tokens=inputs.max_num_batched_tokens, v_row_elems=inputs.v_row_elems,
                      enable_prefix_caching=bool(inputs.enable_prefix_caching), dtype=inputs.dtype)
     kv = _kv_view(views, geometry, dep, inputs.kv_dtype)
     if get_engine(dep.engine).block_pool:
