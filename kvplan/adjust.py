@@ -92,6 +92,10 @@ class Deployment:
     cache_type_v: str | None = None
     """llama.cpp ``--cache-type-v``/``-ctv``: the V cache type when it differs from K (``--kv-dtype``/``-ctk``);
     None = the K type. Not an ``inputs`` key: the report says it in ``kv_dtype_source`` and an adjustment."""
+    v_row_elems: int | None = None
+    """llama.cpp with ``-fa off`` when the V width (KV heads x V head size) differs between layers: every layer's V
+    row is padded to this many values, the widest (src/llama-kv-cache.cpp, TAG_V_CACHE_VARIABLE: V is stored
+    transposed). None: each layer's own width. Not an ``inputs`` key: an engine note says it."""
     dtype: str | None = None
     """``--dtype`` (capacity): the dtype the engine holds the model in (:func:`kvplan.calc.served_geometry`), which
     ``--kv-dtype auto`` follows (vLLM's ``kv_cache_dtype auto`` is the model dtype as served). ``None``: the engine's
@@ -117,7 +121,7 @@ class Deployment:
 
 
 #: Deployment fields the report says elsewhere than the ``inputs`` echo (the report schema is unchanged).
-NOT_ECHOED = ("cache_type_v", "enable_prefix_caching", "dtype")
+NOT_ECHOED = ("cache_type_v", "enable_prefix_caching", "dtype", "v_row_elems")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -347,6 +351,7 @@ def deployment_from_flags(
     swa_full_tokens_ratio: float | None = None,
     max_cache_len: str | int | None = None,
     cache_type_v: str | None = None,
+    v_row_elems: int | None = None,
 ) -> Deployment:
     """A validated Deployment from CLI-style values (token counts accept ``4k``)."""
     check_limit(tp, MAX_TP, "--tensor-parallel-size")
@@ -365,7 +370,7 @@ def deployment_from_flags(
         max_num_batched_tokens=tokens(max_num_batched_tokens, "--max-num-batched-tokens"),
         max_num_seqs=max_num_seqs, ubatch_size=ubatch_size, kv_unified=kv_unified,
         swa_full_tokens_ratio=swa_full_tokens_ratio, max_cache_len=tokens(max_cache_len, "--max-cache-len"),
-        cache_type_v=value_type_name(cache_type_v),
+        cache_type_v=value_type_name(cache_type_v), v_row_elems=v_row_elems,
     )
     validate_deployment(dep)
     return dep

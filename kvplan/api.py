@@ -41,6 +41,7 @@ from kvplan.engine_flags import (
     engine_flag,
     engine_for,
     flash_attn_notes,
+    flash_attn_off,
     kv_host_layers,
     kv_types,
     llama_context,
@@ -367,6 +368,9 @@ def estimate(
     )
     if no_mla:
         geometry = mla_off(geometry, source, deployment.engine)
+    v_row, v_notes = get_engine(deployment.engine).padded_v_row(geometry.layers, flash_attn_off=flash_attn_off(flash_attn))
+    deployment = replace(deployment, v_row_elems=v_row)
+    flag_notes_fa += v_notes
     if enable_prefix_caching is not None:
         engine_flag(deployment.engine, "--enable-prefix-caching")
     caching, caching_notes = get_engine(deployment.engine).resolve_prefix_caching(enable_prefix_caching, None,
@@ -586,6 +590,8 @@ def capacity(
     num_layers = loaded.model_geometry.num_hidden_layers
     cpu_layers, layer_notes = kv_host_layers(num_layers, n_gpu_layers, no_kv_offload, engine)
     engine_notes += layer_notes
+    v_row, v_notes = get_engine(engine).padded_v_row(loaded.model_geometry.layers, flash_attn_off=flash_attn_off(flash_attn))
+    engine_notes += v_notes
     if n_gpu_layers is not None and weights is not None:
         weights = weights_on_gpu(weights, n_gpu_layers, engine_notes)
     offload_bytes = cpu_offload_bytes(cpu_offload_gb, engine, engine_notes)
@@ -606,6 +612,7 @@ def capacity(
         max_num_seqs=max_num_seqs, enforce_eager=enforce_eager, cpu_offload_bytes=offload_bytes,
         offload=Offload(layers=cpu_layers) if cpu_layers else None,
         enable_prefix_caching=enable_prefix_caching, kv_budget_per_rank=per_rank,
+        v_row_elems=v_row,
     )
     cap = plan_capacity(loaded.model_geometry, weights, inputs)
     if log is not None and log_budget_from_llama(log, given_budget=kv_budget_given, gpu=gpu, gpu_mem=gpu_mem) and \

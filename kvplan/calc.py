@@ -654,6 +654,10 @@ def _adjustments(sizing: _Sizing, dep: Deployment, kv_dtype: KvDtype, engine: En
         v = value_dtype(dep, kv_dtype)
         step("cache_type_v", f"--cache-type-v {v.name}: the V cache in {v.description or v.name} "
              f"({v.bits_per_element:.4g} bits per value), K stays {kv_dtype.name}", cur.with_(cache_type_v=v.name))
+    if dep.v_row_elems is not None:
+        step("v_row_padding", f"llama.cpp -fa off: V is stored transposed and its width differs between layers, so "
+             f"every layer's V row holds {dep.v_row_elems} values, the widest (src/llama-kv-cache.cpp)",
+             cur.with_(v_row_elems=dep.v_row_elems))
     if dep.beams > 1:
         step("beams", f"--beams {dep.beams}: {sizing.batch} x {dep.beams} sequences each keep their own cache "
              "(the prompt is copied per beam, as Hugging Face generate does)", cur.with_(beams=dep.beams))

@@ -69,6 +69,8 @@ class CapacityInputs:
     """KV layers in host memory: llama.cpp ``-ngl`` below all layers, or ``-nkvo`` (every layer)."""
     enable_prefix_caching: bool | None = None
     """vLLM ``--enable-prefix-caching``/``--no-enable-prefix-caching``; None = the engine version's default."""
+    v_row_elems: int | None = None
+    """llama.cpp ``-fa off`` with V widths that differ between layers: the padded V row (:class:`Deployment`)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -182,6 +182,11 @@ _AUTOY = ("auto", "-1")
 FLASH_ATTN_WORDS = (*_TRUTHY, *_FALSEY, *_AUTOY)
 
 
+def flash_attn_off(value: str | None) -> bool:
+    """``-fa`` given and off (not given: llama.cpp's default, auto, which turns flash attention on where it can)."""
+    return value is not None and flash_attn_value(value) == "off"
+
+
 def flash_attn_value(value: str | None) -> str:
     """``-fa`` as common/arg.cpp reads it: on, off or auto (an old llama.cpp's bare ``-fa``: on)."""
     if value is None:

@@ -410,7 +410,7 @@ def _kv_view(views: _Views, geometry: ModelGeometry, dep: Deployment, kv_dtype: 
 def _deployment(inputs: CapacityInputs, tp: int) -> Deployment:
     return Deployment(engine=get_engine(inputs.engine).name, tp=tp, pp=inputs.pp, block_size=inputs.block_size,
                       max_num_batched_tokens=inputs.max_num_batched_tokens, kv_unified=inputs.kv_unified,
-                      ubatch_size=inputs.ubatch_size, cache_type_v=inputs.cache_type_v,
+                      ubatch_size=inputs.ubatch_size, cache_type_v=inputs.cache_type_v, v_row_elems=inputs.v_row_elems,
                       no_window=inputs.no_window, offload=inputs.offload,
                       enable_prefix_caching=bool(inputs.enable_prefix_caching), dtype=inputs.dtype)
 
@@ -630,7 +630,7 @@ def _fits_one(geometry: ModelGeometry, weights: WeightsEstimate | None, inputs: 
               views: _Views, *, tp: int, pp: int) -> bool:
     trial = replace(inputs, tp=tp, pp=pp, batch=1)
     dep = Deployment(engine=get_engine(inputs.engine).name, tp=tp, pp=pp, block_size=inputs.block_size,
-                     max_num_batched_tokens=inputs.max_num_batched_tokens,
+                     max_num_batched_tokens=inputs.max_num_batched_tokens, v_row_elems=inputs.v_row_elems,
                      enable_prefix_caching=bool(inputs.enable_prefix_caching), dtype=inputs.dtype)
     kv = _kv_view(views, geometry, dep, inputs.kv_dtype)
     chosen = compute_budget(trial, weights, tp=tp, pp=pp, tokens=tokens)

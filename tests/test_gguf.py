@@ -461,3 +461,71 @@ def test_deepseek4_gguf_gives_the_caches_its_config_gives(tmp_path: Path, runner
     bad = write_gguf(tmp_path / "bad.gguf", "deepseek4", {**kv, "{arch}.attention.compress_ratios": [0, 8] * 22})
     result = runner.invoke(app, ["estimate", "--model", str(bad)])
     assert result.exit_code == 2 and "llama.cpp's DeepSeek-V4 caches take ratios [0, 4, 128] only" in result.output
+
+
+# ---- llama.cpp's rules the llama.cpp oracle (tests/llamacpp_oracle.py) found -----------------------------
+def test_nemotron_h_moe_tells_mlp_layers_by_feed_forward_length(tmp_path: Path) -> None:
+    # src/models/nemotron-h.cpp (nemotron_h_moe loads the same way): recurrent when n_head_kv and n_ff are both 0
+    _, kv, _ = FAMILIES["nemotron-h"]
+    geometry = read_gguf(str(write_gguf(tmp_path / "n.gguf", "nemotron_h_moe", kv))).geometry()
+    assert [s.kind for s in geometry.layers] == ["state", "full_attention", "state", "no_cache"]
+
+
+def test_mistral4_and_hy_v4_cache_the_mla_latent(tmp_path: Path) -> None:
+    # llama_model_mistral4 derives from llama_model_deepseek2; hy_v4 requires the MLA keys (src/models/hy-v4.cpp)
+    for arch in ("mistral4", "hy_v4"):
+        geometry = read_gguf(str(write_gguf(tmp_path / f"{arch}.gguf", arch, FAMILIES["deepseek-mla"][1]))).geometry()
+        assert {s.kind for s in geometry.layers} == {"mla"}, arch
+        assert geometry.layers[0].bytes_per_token(_fp16()) == (64 + 16) * FP16  # kv_lora_rank + rope dims
+
+
+def test_hy_v4_with_an_indexer_is_refused(tmp_path: Path, runner) -> None:
+    path = write_gguf(tmp_path / "h.gguf", "hy_v4", {**FAMILIES["deepseek-mla"][1], "{arch}.attention.indexer.top_k": 64})
+    result = runner.invoke(app, ["estimate", "--model", str(path)])
+    assert result.exit_code == 2, result.output
+    assert "llama_kv_cache_dsa" in result.output
+
+
+def test_graniteswitch_caches_its_router_layer(tmp_path: Path) -> None:
+    # src/models/granite-switch.cpp: router_layer = n_layer with n_head_kv 1, one more layer in the KV cache
+    _, kv, _ = FAMILIES["llama-gqa"]
+    geometry = read_gguf(str(write_gguf(tmp_path / "g.gguf", "graniteswitch", kv))).geometry()
+    assert geometry.num_hidden_layers == 4
+    assert [s.num_kv_heads for s in geometry.layers] == [2, 2, 2, 2, 1]
+    per_token = sum(s.bytes_per_token(_fp16()) for s in geometry.layers)
+    assert per_token == KV * (4 * 2 + 1) * 16 * FP16  # K+V, (layers x kv heads + the router's head), head dim, f16
+
+
+def test_layer_without_kv_heads_is_a_zero_byte_cache_layer(tmp_path: Path, runner) -> None:
+    # llama_kv_cache gives every layer tensors (has_kv): Deci's head_count_kv 0 layer counts, with 0 bytes
+    _, kv, _ = FAMILIES["llama-gqa"]
+    path = write_gguf(tmp_path / "d.gguf", "deci", {**kv, "{arch}.attention.head_count_kv": [2, 0, 4, 1]})
+    geometry = read_gguf(str(path)).geometry()
+    assert [s.num_kv_heads for s in geometry.layers] == [2, 0, 4, 1]
+    per_token = sum(s.bytes_per_token(_fp16()) for s in geometry.layers)
+    assert per_token == KV * (2 + 0 + 4 + 1) * 16 * FP16  # K+V, kv heads of the four layers, head dim, f16
+    log = run_json(runner, "capacity", "--model", str(path), "-c", "4096", "--kv-budget", "1GiB")
+    assert "4 layers" in log["capacity"]["engine_log"]["lines"][-1]
+
+
+def test_fa_off_pads_every_v_row_to_the_widest(tmp_path: Path, runner) -> None:
+    # src/llama-kv-cache.cpp TAG_V_CACHE_VARIABLE: V stored transposed, n_embd_v_gqa_max() values per cell
+    _, kv, _ = FAMILIES["llama-gqa"]
+    path = write_gguf(tmp_path / "o.gguf", "openelm", {**kv, "{arch}.attention.head_count_kv": [1, 2, 2, 4]})
+    args = ["estimate", "--model", str(path), "-c", "4096"]
+    auto = run_json(runner, *args)
+    off = run_json(runner, *args, "-fa", "off")
+    assert auto["totals"]["kv_cache_bytes"] == 4096 * (1 + 2 + 2 + 4) * 16 * FP16 * KV  # cells, kv heads, head, f16, K+V
+    assert off["totals"]["kv_cache_bytes"] == 4096 * ((1 + 2 + 2 + 4) + 4 * 4) * 16 * FP16  # K own, V 4 heads x 4 layers
+    assert any("padded to the widest, 64" in n for n in off["notes"])
+    assert off["inputs"] == auto["inputs"]
+
+
+def test_dense_first_period_from_the_file(tmp_path: Path) -> None:
+    # load_swa_pattern(ml, 4, dense_first): a file's sliding_window_pattern keeps the full layer first
+    _, kv, _ = FAMILIES["llama-gqa"]
+    kv = {**kv, "{arch}.attention.sliding_window": 256}
+    default = read_gguf(str(write_gguf(tmp_path / "l.gguf", "laguna", kv))).geometry()
+    assert [s.kind == "full_attention" for s in default.layers] == [True, False, False, False]
+    by_key = read_gguf(str(write_gguf(tmp_path / "k.gguf", "laguna", {**kv, "{arch}.attention.sliding_window_pattern": 2})))
+    assert [s.kind == "full_attention" for s in by_key.geometry().layers] == [True, False, True, False]

@@ -3,7 +3,7 @@
     python tools/llamacpp_oracle.py            # runs the oracle (tests/llamacpp_oracle.py), rewrites the page
     python tools/llamacpp_oracle.py --check    # exit 1 when the page is not what the oracle gives now
 
-Needs llama-cpp-python 0.3.36 and gguf (pip install '.[llamacpp]'); about a minute on 2 cores.
+Needs llama-cpp-python 0.3.36 and gguf (pip install '.[llamacpp]'); about five minutes on 2 cores.
 tests/test_verify_llamacpp_oracle.py checks the page's table with the same runs.
 """
 
@@ -64,9 +64,13 @@ input (and llama-cpp-python missing).
 
 Each row is a tiny GGUF of one architecture (a few layers, head size 32, random weights; llama.cpp
 creates and names the tensors from the metadata), run through the {cases} cases below with
-`--measure tensors`: llama.cpp's bytes against kvplan's, cache by cache. The tests run the same
-oracle (`tests/test_verify_llamacpp_oracle.py`; a miss not listed fails, and so does a listed one that
-now matches). This page is written by `python tools/llamacpp_oracle.py`.
+`--measure tensors`: llama.cpp's bytes against kvplan's, cache by cache. A row marked *dry run* is
+compared with `--measure log` (the metadata alone; cells, layers, sequences, types and MiB) because
+llama.cpp's model saver cannot name that architecture's weights (it refuses gemma3n, bitnet and apertus
+and leaves out a gemma4 tensor). Every GGUF architecture kvplan reads has a row; the ones it refuses
+say why (`kvplan/gguf/archs.py`). The tests run the same oracle
+(`tests/test_verify_llamacpp_oracle.py`; a miss not listed fails, and so does a listed one that now
+matches). This page is written by `python tools/llamacpp_oracle.py`.
 
 """
 
@@ -115,7 +119,8 @@ def main() -> int:
     text = page(results, configs, llama_cpp.__version__)
     exact = sum(o.passed for outcomes in results.values() for o in outcomes)
     total = sum(len(outcomes) for outcomes in results.values())
-    print(f"{len(MODELS)} architectures, {total} cases, kvplan = llama.cpp in {exact}")
+    print(f"{len(MODELS)} tiny models of {len({m.arch for m in MODELS})} architectures, {total} cases, "
+          f"kvplan = llama.cpp in {exact}")
     if args.check:
         same = PAGE.exists() and PAGE.read_text(encoding="utf-8") == text
         print(f"{PAGE.relative_to(ROOT)} is {'current' if same else 'STALE'}")

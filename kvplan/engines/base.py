@@ -18,6 +18,7 @@ differently. The calculator calls these methods and never branches on an engine'
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
@@ -316,6 +317,11 @@ class EngineProfile:
         broadcasts K/V to every query head before caching (Falcon ``new_decoder_architecture``).
         """
         return layers, []
+
+    def padded_v_row(self, layers: Sequence[LayerSpec], *, flash_attn_off: bool) -> tuple[int | None, list[str]]:
+        """The V row width every attention layer is padded to (:attr:`Deployment.v_row_elems`), with its note;
+        None when the engine stores each layer's own width (every engine but llama.cpp with ``-fa off``)."""
+        return None, []
 
     # ---- sizing ----------------------------------------------------------------------------
     def window_tokens(self, spec: LayerSpec, ctx: SizingContext) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from kvplan.adjust import Deployment, as_full_attention, round_to_blocks
 from kvplan.dtypes import GGML_CACHE_TYPES, KvDtype, lookup_dtype
 from kvplan.engines.base import (
@@ -135,7 +137,21 @@ class LlamaCppProfile(EngineProfile):
     def kv_rows(self, spec: AttentionSpec | MLASpec, kv_dtype: KvDtype, dep: Deployment) -> tuple[int, int]:
         if isinstance(spec, MLASpec):
             return kv_dtype.bytes_for(spec.head_size), 0
-        return kv_row_bytes(spec, kv_dtype, value_dtype(dep, kv_dtype))
+        k, v = kv_row_bytes(spec, kv_dtype, value_dtype(dep, kv_dtype))
+        if dep.v_row_elems is not None:
+            v = value_dtype(dep, kv_dtype).bytes_for(dep.v_row_elems)
+        return k, v
+
+    def padded_v_row(self, layers: Sequence[LayerSpec], *, flash_attn_off: bool) -> tuple[int | None, list[str]]:
+        # NOTE: src/llama-kv-cache.cpp (TAG_V_CACHE_VARIABLE): without flash attention V is stored transposed, and
+        # when n_embd_v_gqa differs between layers every layer's V tensor takes n_embd_v_gqa_max() values per cell.
+        widths = {s.num_kv_heads * s.head_size_v for s in layers if isinstance(s, AttentionSpec)}
+        if not flash_attn_off or len(widths) < 2:
+            return None, []
+        widest = max(widths)
+        return widest, [f"llama.cpp -fa off: the V width differs between layers ({', '.join(map(str, sorted(widths)))} "
+                        f"values), so every layer's V is padded to the widest, {widest} ('padding V cache to {widest}', "
+                        "src/llama-kv-cache.cpp)"]
 
     def cached_layers(self, layers: list[LayerSpec], *, hf_cached_kv_heads: int | None,
                       model_type: str | None = None) -> tuple[list[LayerSpec], list[str]]:
@@ -203,9 +219,9 @@ class LlamaCppProfile(EngineProfile):
         if isinstance(spec, MLASpec):
             # NOTE: llama.cpp caches the MLA latent in K only (kv_lora_rank + qk_rope_head_dim).
             return ctx.kv_dtype.bytes_for(spec.head_size)
-        if isinstance(spec, AttentionSpec) and ctx.dep.cache_type_v is not None:
+        if isinstance(spec, AttentionSpec) and (ctx.dep.cache_type_v is not None or ctx.dep.v_row_elems is not None):
             # NOTE: -ctk and -ctv are separate ggml types: K rows in type_k, V rows in type_v (llama-kv-cache.cpp).
-            return sum(kv_row_bytes(spec, ctx.kv_dtype, value_dtype(ctx.dep, ctx.kv_dtype)))
+            return sum(self.kv_rows(spec, ctx.kv_dtype, ctx.dep))
         return super().bytes_per_token(spec, ctx)
 
     def state_bytes(self, spec: StateSpec, ctx: SizingContext) -> int:

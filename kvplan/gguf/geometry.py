@@ -38,6 +38,13 @@ from kvplan.specs import (
     StateSpec,
 )
 
+#: Architectures whose KV cache holds one more single-head attention layer after the blocks (src/models/granite-switch.cpp
+#: load_arch_hparams: router_layer = n_layer, n_layer_all = n_layer + 1, n_head_kv_arr[router_layer] = 1).
+ROUTER_LAYER = frozenset({"graniteswitch"})
+#: Architectures that load DeepSeek-2's attention keys (src/models/models.h: llama_model_mistral4 derives from
+#: llama_model_deepseek2): with attention.key_length_mla they cache the MLA latent, K only.
+#: hy_v4 loads the same keys and requires them (src/models/hy-v4.cpp asserts is_mla).
+MLA_ARCHS = frozenset({"deepseek2", "mistral4", "hy_v4"})
 #: Largest plausible dimension (heads, head size, layers, state sizes).
 MAX_DIM = 1 << 24
 
@@ -50,6 +57,9 @@ SWA_ONLY_AT: dict[str, int] = {"exaone4": 64}
 SSM_ONLY = {"mamba": "mamba", "mamba2": "mamba2"}
 #: Hybrids: recurrent layers are those with head_count_kv == 0 (and, for nemotron_h, feed_forward_length 0).
 HYBRID = {"jamba": "mamba", "granitehybrid": "mamba2", "nemotron_h": "mamba2", "nemotron_h_moe": "mamba2"}
+#: Hybrids whose layer without attention is an MLP (no state) when its feed_forward_length is not 0
+#: (src/models/nemotron-h.cpp: is_recr when n_head_kv(i) == 0 and n_ff(i) == 0; nemotron_h_moe loads the same way).
+FFN_MARKS_MLP = frozenset({"nemotron_h", "nemotron_h_moe"})
 #: Gated-delta-net hybrids: recurrent layers by attention.recurrent_layers, else every layer but each
 #: full_attention_interval-th (src/models/qwen3next.cpp, qwen35.cpp, qwen35moe.cpp).
 DELTA_NET = frozenset({"qwen3next", "qwen35", "qwen35moe"})
@@ -155,12 +165,21 @@ def gguf_geometry(header: GgufHeader, *, model_id: str) -> ModelGeometry:
             f"{arch}.nextn_predict_layers = {nextn}: the last {nextn} of {blocks} blocks are multi-token-prediction "
             f"layers; the main stack is {num_layers} layers (their weights are still in the file)"
         )
+    if arch == "hy_v4" and (r.integer("index_topk", "attention.indexer.top_k", required=False, zero_ok=True) or 0):
+        # NOTE: llama_model::create_memory gives hy_v4 a llama_kv_cache_dsa (MLA plus indexer keys) when indexer_top_k > 0.
+        raise ConfigError(f"{model_id}: kvplan does not read hy_v4 GGUF files with an indexer yet: llama.cpp gives them "
+                          "a DSA cache with indexer keys (llama_kv_cache_dsa)",
+                          "size the model from its config.json (kvplan estimate -m ORG/NAME), which kvplan reads")
     kinds = [] if arch == "deepseek4" else _layer_kinds(r, blocks, num_layers)
     specs: list[LayerSpec] = _dsv4_layers(r, blocks, num_layers) if arch == "deepseek4" else []
     attention: dict[str, Any] | None = None
     state: StateSpec | None = None
     for index, kind in enumerate(kinds):
-        if kind in ("full", "sliding", "chunked"):
+        if kind == "empty":
+            attention = attention or _attention(r, blocks)
+            specs.append(FullAttentionSpec(num_kv_heads=0, head_size=attention["head_size"],
+                                           head_size_v=attention["head_size_v"]))
+        elif kind in ("full", "sliding", "chunked"):
             attention = attention or _attention(r, blocks)
             kv_heads = attention["kv_heads"][index]
             if attention.get("mla"):
@@ -186,6 +205,11 @@ def gguf_geometry(header: GgufHeader, *, model_id: str) -> ModelGeometry:
     if arch in PARALLEL_MAMBA2:
         specs.extend([_state(r)] * num_layers)
         r.note(f"{arch}: every layer holds an attention K/V cache and a Mamba-2 state side by side")
+    if arch in ROUTER_LAYER:
+        attention = attention or _attention(r, blocks)
+        specs.append(FullAttentionSpec(num_kv_heads=1, head_size=attention["head_size"], head_size_v=attention["head_size_v"]))
+        r.note(f"{arch}: llama.cpp adds a router attention layer after the {num_layers} blocks, with 1 KV head; "
+               "the KV cache holds it as one more layer")
     if arch == "gpt-oss":
         r.note("gpt-oss attention sinks are one learned logit per head (attn_sinks tensors): weights, not cache")
     context = r.integer("max_context_tokens", "context_length", required=False)
@@ -275,7 +299,7 @@ def _layer_kinds(r: GgufMetaReader, blocks: int, num_layers: int) -> list[str]:
         r.note(f"{arch}: layer i is a short convolution when head_count_kv[i] = 0 (llama.cpp is_recr)")
         return ["state" if not kv_heads[i] else ("sliding" if window else "full") for i in range(num_layers)]
     if arch in HYBRID:
-        ffn = r.per_layer("intermediate_size", "feed_forward_length", blocks) if arch == "nemotron_h" else None
+        ffn = r.per_layer("intermediate_size", "feed_forward_length", blocks) if arch in FFN_MARKS_MLP else None
         for i in range(num_layers):
             if kv_heads[i]:
                 kinds.append("full")
@@ -283,13 +307,13 @@ def _layer_kinds(r: GgufMetaReader, blocks: int, num_layers: int) -> list[str]:
                 kinds.append("MLP-only layer (head_count_kv = 0, feed_forward_length > 0): no attention, no state")
             else:
                 kinds.append("state")
-        rule = "head_count_kv[i] = 0 and feed_forward_length[i] = 0" if arch == "nemotron_h" else "head_count_kv[i] = 0"
+        rule = "head_count_kv[i] = 0 and feed_forward_length[i] = 0" if arch in FFN_MARKS_MLP else "head_count_kv[i] = 0"
         r.note(f"{arch}: layer i is recurrent when {rule} (llama.cpp recurrent_layer_arr)")
         return kinds
     sliding = _sliding_layers(r, num_layers)
     for i in range(num_layers):
         if not kv_heads[i]:
-            kinds.append(f"{r.key('attention.head_count_kv')}[{i}] = 0: no attention in this layer")
+            kinds.append("empty")
         else:
             kinds.append(("chunked" if arch == "llama4" else "sliding") if sliding[i] else "full")
     shared = r.integer("num_kv_shared_layers", "attention.shared_kv_layers", required=False, zero_ok=True) or 0
@@ -308,8 +332,11 @@ def _layer_kinds(r: GgufMetaReader, blocks: int, num_layers: int) -> list[str]:
             raise ConfigError(f"{r.label}: {shared} shared-KV layers of {num_layers}", "the GGUF metadata is corrupt")
         r.note(f"attention.shared_kv_layers = {shared}: the last {shared} layers reuse earlier K/V and cache nothing")
         kinds[num_layers - shared:] = ["shared"] * shared
-    if any(k.startswith(r.key("attention.head_count_kv")) for k in kinds):
-        r.note(f"layers with {r.key('attention.head_count_kv')} = 0 have no attention and cache nothing")
+    if "empty" in kinds:
+        # NOTE: llama_kv_cache gives every layer K/V tensors (llama_hparams::has_kv is true for each layer but those
+        # past n_layer_kv_from_start): a layer of 0 KV heads holds 0-byte tensors and counts in its "layers".
+        r.note(f"layers with {r.key('attention.head_count_kv')} = 0 have no attention; llama.cpp still lists them "
+               "in its KV cache, with tensors of 0 bytes")
     return kinds
 
 
@@ -359,6 +386,10 @@ def _sliding_layers(r: GgufMetaReader, num_layers: int) -> list[bool]:
         period = r._int(key, value, zero_ok=True)
         r.record("sliding_window_pattern", period, f"gguf: {key}")
         source = key
+        if arch in SWA_PERIOD_DENSE_FIRST and period:
+            # NOTE: load_swa_pattern(ml, n, dense_first) reads the file's period and keeps the full layer first.
+            r.note(f"layer i is global when i % {period} == 0, else sliding ({key}, llama.cpp's {arch} rule)")
+            return [i % period != 0 for i in range(num_layers)]
     elif arch in SWA_PERIOD_DENSE_FIRST:
         period = SWA_PERIOD_DENSE_FIRST[arch]
         r.record("sliding_window_pattern", period, f"llama.cpp default for {arch} (set_swa_pattern({period}, dense_first))")
@@ -396,7 +427,7 @@ def _attention(r: GgufMetaReader, blocks: int) -> dict[str, Any]:
                 "the GGUF metadata is corrupt",
             )
     out: dict[str, Any] = {"kv_heads": kv_heads}
-    if r.arch in ("deepseek2", "glm4moe_lite") and r.has("attention.kv_lora_rank"):
+    if r.arch in MLA_ARCHS and r.has("attention.kv_lora_rank"):
         rank = r.integer("kv_lora_rank", "attention.kv_lora_rank")
         if r.has("attention.key_length_mla"):
             rope = r.integer("qk_rope_head_dim", "rope.dimension_count")

@@ -30,7 +30,7 @@ import importlib.util
 import os
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,9 @@ MEASURES = ("log", "buffers", "tensors")
 #: llama.cpp's -ctk/-ctv types (common/arg.cpp kv_cache_types) and kvplan's spelling of the 16-bit ones.
 GGML_CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 KVPLAN_NAMES = {"fp32": "f32", "fp16": "f16", "float16": "f16", "half": "f16", "float32": "f32", "bfloat16": "bf16"}
+#: Architectures llama.cpp runs without flash attention whatever ``-fa`` says (src/llama-context.cpp
+#: llama_init_from_model), so a quantised V cache is refused there even with ``-fa on``.
+FLASH_ATTN_OFF = frozenset({"gguf:grok"})
 QUANTISED = frozenset({"q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"})
 #: common/common.h defaults of llama.cpp's tools (llama-server, llama-cli): n_batch, n_ubatch.
 LLAMA_BATCH, LLAMA_UBATCH = 2048, 512
@@ -139,6 +142,11 @@ def predict(geometry: Any, flags: LlamaCppFlags) -> Prediction:
     """kvplan's llama.cpp profile for ``geometry`` (a :class:`kvplan.Geometry`) under ``flags``."""
     n_ctx = resolve_ctx(flags, geometry.max_context_tokens)
     notes: list[str] = []
+    if geometry.architecture in FLASH_ATTN_OFF and flags.flash_attn != "off":
+        # NOTE: src/llama-context.cpp llama_init_from_model: "flash_attn is not compatible with Grok - forcing off".
+        notes.append(f"llama.cpp turns flash attention off for {geometry.architecture.removeprefix('gguf:')} "
+                     "whatever -fa says")
+        flags = replace(flags, flash_attn="off")
     if flags.flash_attn == "off" and flags.cache_type_v in QUANTISED:
         # NOTE: src/llama-context.cpp llama_init_from_model: "quantized V cache requires flash_attn to be enabled".
         return Prediction(caches=(), lines=(), n_ctx=n_ctx, refusal=(
@@ -151,11 +159,13 @@ def predict(geometry: Any, flags: LlamaCppFlags) -> Prediction:
     try:
         est = kvplan.estimate(geometry, seq_len=n_ctx_used // n_seq, batch=n_seq, engine="llama.cpp",
                               kv_unified=flags.kv_unified, ubatch_size=ubatch, cache_type_k=flags.cache_type_k,
-                              cache_type_v=flags.cache_type_v, no_window=flags.swa_full)
+                              cache_type_v=flags.cache_type_v, no_window=flags.swa_full,
+                              flash_attn=flags.flash_attn)
         budget = max(int(est.kv_cache_bytes), 1)
         cap = kvplan.capacity(geometry, kv_budget=budget, ctx_size=str(n_ctx_used), parallel=n_seq, engine="llama.cpp",
                               kv_unified=flags.kv_unified, ubatch_size=ubatch, cache_type_k=flags.cache_type_k,
-                              cache_type_v=flags.cache_type_v, no_window=flags.swa_full)
+                              cache_type_v=flags.cache_type_v, no_window=flags.swa_full,
+                              flash_attn=flags.flash_attn)
     except InputError as exc:
         if "llama.cpp" not in exc.message:  # not a rule of llama.cpp's: the user's input is wrong
             raise

@@ -141,6 +141,7 @@ def _with_tensors(cache: CacheFigures, tensors: Sequence[dict[str, Any]],
     members = set(cache.layer_indices)
     k = v = 0
     used: set[int] = set()
+    reached: set[int] = set()
     for tensor in tensors:
         match = _TENSOR.match(tensor["name"])
         if not match or int(match["il"]) not in members:
@@ -154,5 +155,10 @@ def _with_tensors(cache: CacheFigures, tensors: Sequence[dict[str, Any]],
             k += int(tensor["bytes"])
         if tensor.get("buffer") is not None:
             used.add(int(tensor["buffer"]))
+        reached.add(int(match["il"]))
     buffer_bytes = sum(int(b["bytes"]) for b in buffers if int(b["id"]) in used) if used else None
+    if cache.kind != "recurrent" and reached < members:
+        # NOTE: the decode reads no tensor of a layer without attention (Deci's head_count_kv 0): its K/V bytes are
+        # unknown from the graph, so only the buffer (which holds them) is compared to the byte.
+        return replace(cache, k_bytes=None, v_bytes=None, buffer_bytes=buffer_bytes)
     return replace(cache, k_bytes=k, v_bytes=v, buffer_bytes=buffer_bytes)

@@ -34,7 +34,7 @@ from kvplan.specs import (
 from kvplan.verify.llamacpp_engine import MAX_WEIGHT_BYTES, engine_tensor_table
 
 #: Keys written as given (the rest are prefixed with the architecture).
-ABSOLUTE_PREFIXES = ("general.", "tokenizer.")
+ABSOLUTE_PREFIXES = ("general.", "tokenizer.", "xielu.")  # xielu.*: llama.cpp names them without the architecture
 #: Widths the cache never sees.
 SMALL_EMBD, SMALL_FF, SMALL_EXPERT_FF, SMALL_VOCAB = 64, 64, 32, 32
 MOE = {"expert_count": 4, "expert_used_count": 2, "expert_feed_forward_length": SMALL_EXPERT_FF}
