@@ -291,14 +291,7 @@ class Miss:
 
 
 #: Known misses: model name -> the cause. Their other cases are strict xfails in the tests.
-MISSES: dict[str, Miss] = {
-    "deepseek4": Miss(
-        cause="llama.cpp 0.3.36's DeepSeek-V4 cache (llama_kv_cache_dsv4) logs a window cache of 360,448 bytes of K "
-              "(kvplan 393,216) and three more llama_kv_cache lines of 1,024, 256 and 1,024 cells, one layer each "
-              "(0.12, 0.03 and 0.25 MiB); kvplan predicts csa, hca and lid caches of 4,096 cells that llama.cpp does "
-              "not make (issue 23's DeepSeek-V4 item)",
-        matching=(REFUSED, "-c 4096 -ctk q8_0 -fa off (V f16)")),
-}
+MISSES: dict[str, Miss] = {}
 
 
 #: Bundled config.json models, one per model_type kvplan writes as a GGUF (kvplan.verify.llamacpp_gguf).

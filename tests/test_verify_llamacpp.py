@@ -347,3 +347,23 @@ def test_real_gemma_4_header_has_two_caches(real_headers: Path) -> None:
     assert (base["measured_layers"], base["predicted_k_bytes"]) == (5, 5 * 8192 * 2 * 512 * 2)
     swa_cells = 1536  # GGML_PAD(min(8192, 1024 * 1 + 512), 256)
     assert (swa["measured_cells"], swa["predicted_k_bytes"]) == (swa_cells, 25 * swa_cells * 8 * 256 * 2)
+
+
+@needs_llama_cpp
+def test_deepseek4_caches_sharing_layers_compare_by_their_lines(tmp_path: Path) -> None:
+    """DeepSeek-V4's window, CSA, HCA and indexer caches each name a layer's tensor cache_k_l<il>: --measure tensors
+    cannot tell whose is whose, so those caches are compared by llama.cpp's log and buffer lines, and a note says so."""
+    from llamacpp_oracle import MODELS, build
+
+    tiny = next(m for m in MODELS if m.arch == "deepseek4")
+    path = build(tiny, tmp_path)
+    result = CliRunner().invoke(app, ["verify", "--engine", "llama.cpp", "-m", str(path), "-c", "4096",
+                                      "--measure", "tensors", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    caches = {c["name"]: c for c in report["caches"]}
+    assert list(caches) == ["base", "swa", "csa", "hca", "lid"]
+    ratios = tiny.metadata["attention.compress_ratios"]  # [0, 0, 4, 128]: one CSA and one HCA layer
+    assert caches["csa"]["measured_cells"] == 4096 // 4 and caches["hca"]["measured_cells"] == 256  # GGML_PAD(32, 256)
+    assert caches["csa"]["measured_layers"] == ratios.count(4) and caches["hca"]["measured_layers"] == ratios.count(128)
+    assert any("name a layer's tensors alike" in note for note in report["notes"])

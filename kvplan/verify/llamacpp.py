@@ -451,6 +451,10 @@ def verify_llamacpp(model: str, flags: LlamaCppFlags, *, measure: str = "log", r
                          f"{said[0] if said else run.error}",
                          "check the file with llama.cpp itself; `kvplan estimate -m FILE` still sizes its cache")
     outcome = judge(geometry, flags, answer.runs[0], measure=measure, prediction=prediction)
+    if run.unattributed:
+        notes.append(f"--measure tensors: the {', '.join(run.unattributed)} caches name a layer's tensors alike "
+                     "(cache_k_l<il> in each: DeepSeek-V4), so they are compared by llama.cpp's log and buffer lines "
+                     "(0.01 MiB), not to the byte")
     return verify_report(outcome, geometry, gguf=label, generated_notes=notes,
                          llama_cpp_python=answer.llama_cpp_python)
 

@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -42,6 +43,9 @@ class EngineRun:
     tensors: tuple[dict[str, Any], ...] = ()
     model_failed: bool = False
     """llama.cpp could not load the model itself (before any context): the file, not the cache rules."""
+    unattributed: tuple[str, ...] = ()
+    """Caches whose tensors --measure tensors cannot tell from another cache's (they share a layer's tensor
+    names): compared by their log and buffer lines."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -119,8 +123,15 @@ def _engine_run(answer: dict[str, Any]) -> EngineRun:
     lines = tuple(answer.get("lines", ()))
     caches = parse_log(lines)
     tensors = tuple(answer.get("tensors", ()))
+    unattributed: tuple[str, ...] = ()
     if tensors:
-        caches = [_with_tensors(cache, tensors, answer.get("buffers", [])) for cache in caches]
+        # NOTE: DeepSeek-V4's caches each name a layer's tensor cache_k_l<il>: a layer in two caches cannot tell
+        # whose tensor is whose, so those caches keep their log lines (0.01 MiB) and buffer lines.
+        held = Counter(il for cache in caches if cache.kind != "recurrent" for il in cache.layer_indices)
+        shared = {il for il, count in held.items() if count > 1}
+        unattributed = tuple(c.name for c in caches if c.kind != "recurrent" and shared & set(c.layer_indices))
+        caches = [cache if cache.name in unattributed else _with_tensors(cache, tensors, answer.get("buffers", []))
+                  for cache in caches]
     error = answer.get("error")
     if error and not answer.get("ok"):
         said = [line.split(": ", 1)[-1] for line in lines if line.startswith("llama_init_from_model:")
@@ -128,7 +139,7 @@ def _engine_run(answer: dict[str, Any]) -> EngineRun:
         if said:
             error = f"{error}: {said[-1].strip()}"
     return EngineRun(ok=bool(answer.get("ok")), error=error, lines=lines, caches=tuple(caches), tensors=tensors,
-                     model_failed=answer.get("stage") == "model")
+                     model_failed=answer.get("stage") == "model", unattributed=unattributed)
 
 
 _TENSOR = re.compile(r"^cache_(?P<part>[a-z_]+?)_l(?P<il>\d+)$")

@@ -62,6 +62,9 @@ _RS_SIZE = re.compile(
 _BUFFER = re.compile(r"^(?P<who>llama_kv_cache|llama_memory_recurrent): *(?P<dev>\S+) (?:KV|RS) buffer size = "
                      r"*(?P<mib>[\d.]+) MiB")
 _ISWA = re.compile(r"^llama_kv_cache_iswa: creating +(?P<which>non-SWA|SWA) KV cache")
+#: DeepSeek-V4's own caches after its raw iSWA one (src/llama-kv-cache-dsv4.cpp), named as kvplan's engine log names them.
+_DSV4 = re.compile(r"^llama_kv_cache_dsv4: creating DSV4 (?P<which>CSA compressed|HCA compressed|lightning-indexer) KV cache")
+DSV4_NAMES = {"CSA compressed": "csa", "HCA compressed": "hca", "lightning-indexer": "lid"}
 _LAYER = re.compile(r"^(?:llama_kv_cache|llama_memory_recurrent)[:,] layer +(?P<il>\d+): dev = ")
 
 
@@ -74,6 +77,8 @@ def parse_log(lines: Sequence[str]) -> list[CacheFigures]:
     for line in lines:
         if match := _ISWA.match(line):
             which = "swa" if match["which"] == "SWA" else "base"
+        elif match := _DSV4.match(line):
+            which = DSV4_NAMES[match["which"]]
         elif match := _LAYER.match(line):
             layers.append(int(match["il"]))
         elif match := _BUFFER.match(line):
