@@ -171,7 +171,6 @@ WEIGHT_MISS_CAUSES = {
     "glmga": f"{_NOT_MODELLED} GLM-4V's language model (glm4v_text) and vision tower",
     "hrm_text": f"{_NOT_MODELLED} HRM's recurrent high/low-level modules",
     "idefics": f"{_NOT_MODELLED} IDEFICS 1 (perceiver resampler, gated cross-attention layers)",
-    "kolibri1_1": f"{_NOT_MODELLED} Kolibri 1.1 (its cache is read; its weights are not counted)",
     "muse_glimmer": f"{_NOT_MODELLED} Muse Glimmer's language model",
     "ovis2_5": "Ovis2.5's visual tokenizer and its visual embedding table are not modelled (the tower is read as a "
                "plain ViT); the language model is exact",
