@@ -23,8 +23,8 @@ FAMILY_INDEX: dict[str, str] = {
     "falcon": "RefinedWeb RefinedWebModel falcon falcon_h1",
     "gemma": ("gemma gemma2 gemma3 gemma3_text gemma3n gemma3n_text gemma4 gemma4_assistant gemma4_text "
               "gemma4_unified gemma4_unified_text t5_gemma_module vaultgemma"),
-    "glm": ("chatglm glm glm4 glm4_moe glm4_moe_lite glm5_next glm5_next_text glm_moe_dsa glm_ocr_text sarvam_moe "
-            "solar_open"),
+    "glm": ("chatglm glm glm4 glm4_moe glm4_moe_lite glm4v_moe_text glm4v_text glm5_next glm5_next_text glm_moe_dsa "
+            "glm_ocr_text sarvam_moe solar_open"),
     "gpt2": ("biogpt bloom codegen ctrl gpt2 gpt_bigcode gpt_neo gpt_neox gpt_neox_japanese gptj openai-gpt opt "
              "starcoder2"),
     "gpt_oss": "gpt_oss",

@@ -278,6 +278,17 @@ def glm_ocr_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, te
                       _linear(out, context, False), _linear(context, out, False), other=2 * out)
 
 
+def glm4v_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                    layout: TowerLayout) -> WeightPart:
+    """GLM-4V (Glm4vVisionModel's downsample and merger): a biased merge convolution (hidden -> out_hidden_size
+    over m x m patches), then Linear(out, out), LayerNorm, and a gated MLP of ``intermediate_size``, no biases."""
+    merge = v.first_of("spatial_merge_size", ("spatial_merge_size",))
+    out = v.first_of("out_hidden_size", ("out_hidden_size",))
+    context = v.first_of("intermediate_size", ("intermediate_size",))
+    return _projector(_linear(hidden * merge * merge, out), _linear(out, out, False), _linear(out, context, False),
+                      _linear(out, context, False), _linear(context, out, False), other=2 * out)
+
+
 def granite_docling_connector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
                               layout: TowerLayout) -> WeightPart:
     """Granite-Docling's connector: LayerNorm in; a coarse path (pixel shuffle by ``scale_factor``) and, with
@@ -505,6 +516,7 @@ PROJECTORS: dict[str, Projector] = {
     "minicpmv4_6": minicpmv_merger, "minicpmv4_7": minicpmv_merger, "minicpm_ocr": minicpmv_merger,
     "gemma3": gemma3_projector, "hyperclovax_vision_v2": hyperclova_projector,
     "video_llama_3": two_linear_projector, "paddleocr_vl": paddleocr_projector, "glm_ocr": glm_ocr_projector,
+    **dict.fromkeys(("glm4v", "glm46v", "glmga", "glm4v_moe"), glm4v_projector),
     "granite_docling": granite_docling_connector, "lfm3_vl": lfm3_vl_projector,
     "aria": aria_projector, "nemotron_h_omni": nemotron_omni_projector,
     "molmo2": molmo2_adapter, "minimax_m3_vl": minimax_m3_projector,

@@ -530,6 +530,17 @@ TOWERS: dict[str, TowerLayout] = {
         defaults={"depth": 24, "hidden_size": 1024, "intermediate_size": 4096, "num_heads": 16, "in_channels": 3,
                   "patch_size": 14, "temporal_patch_size": 2, "spatial_merge_size": 2, "out_hidden_size": 1536,
                   "attention_bias": True}),
+    # GLM-4V / GLM-4.5V / GLM-4.6V (Glm4vVisionModel): RMSNorms, q/k/v biases by attention_bias, no o or MLP biases,
+    # a gated MLP of out_hidden_size, learned positions for (image_size / patch_size)^2 patches, an RMSNorm after
+    # the patch convolution and one after the blocks (the merge convolution and merger are the projector)
+    **{t: TowerLayout(
+        name="GLM-4V ViT", layers=("depth",), channels=("in_channels",), inner=("out_hidden_size",), norm="rms",
+        qkv_bias="attention_bias", o_bias=False, mlp_bias=False, gated_mlp=True, temporal=True, pre_norm=True,
+        post_norm=True,
+        defaults={"depth": 24, "hidden_size": 1536, "attention_bias": False, "num_heads": 12, "in_channels": 3,
+                  "image_size": 336, "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2,
+                  "out_hidden_size": 4096, "intermediate_size": 13696})
+       for t in ("glm4v_vision", "glm4v_moe_vision")},
     # Granite-Docling: a SigLIP tower; its connector (coarse and fine pixel-shuffle paths) is the projector
     "granite_docling_vision": TowerLayout(
         name="Granite-Docling SigLIP ViT", post_norm=True,
@@ -681,6 +692,7 @@ VISION_TYPE_OF = {
     "internvl": "internvl_vision", "qianfan_ocr": "qianfan_ocr_vision", "minicpmv4_6": "minicpmv4_6_vision",
     "minicpmv4_7": "minicpmv4_7_vision", "minicpm_ocr": "minicpm_ocr_vision", "gemma3": "siglip_vision_model",
     "video_llama_3": "video_llama_3_vision", "paddleocr_vl": "paddleocr_vl_vision", "glm_ocr": "glm_ocr_vision",
+    "glm4v": "glm4v_vision", "glm4v_moe": "glm4v_moe_vision",
     "granite_docling": "granite_docling_vision", "lfm3_vl": "lfm3_vl_vision",
     "nemotron_h_omni": "radio", "molmo2": "molmo2_vision",
     "minimax_m3_vl": "minimax_m3_vl_vision", "cosmos3_edge": "cosmos3_edge_vision",
@@ -695,6 +707,7 @@ DEFAULT_VISION_TYPE = {
     "video_llava": "clip_vision_model", "vipllava": "clip_vision_model", "llava_onevision": "siglip_vision_model",
     "lighton_ocr": "pixtral", "cohere2_vision": "siglip_vision_model",
     "deepseek_vl": "siglip_vision_model", "deepseek_vl_hybrid": "siglip_vision_model",
+    "glm46v": "glm4v_vision", "glmga": "glm4v_vision",
 }
 
 
