@@ -45,7 +45,7 @@ FAMILY_INDEX: dict[str, str] = {
     "mimo": "mimo mimo_v2_flash",
     "minicpm5": "minicpm5_moe",
     "minimax": "minimax minimax_m1 minimax_m2 minimax_m3 minimax_m3_vl_text minimax_text_01",
-    "mistral": "ministral ministral3 mistral mistral4 mistral_nemo mixtral",
+    "mistral": "ministral ministral3 mistral mistral4 mistral_nemo mixtral voxtral_realtime_text",
     "molmo": "molmo2_text",
     "moshi": "moshi",
     "mpt": "mpt",

@@ -22,6 +22,7 @@ AUDIO_WRAPPERS = {
     "granite_speech_plus": "GraniteSpeechPlusForConditionalGeneration",
     "vibevoice_asr": "VibeVoiceAsrForConditionalGeneration",
     "nemo_speechlm": "Nemotron3_5TranscribeForConditionalGeneration",
+    "voxtral_realtime": "VoxtralRealtimeForConditionalGeneration",
 }
 
 
@@ -54,3 +55,23 @@ def test_whisper_encoder_arithmetic() -> None:
     config, _, _ = meta_parameters("qwen2_audio", AUDIO_WRAPPERS["qwen2_audio"])
     counted = count_weights(config, model_id="qwen2_audio")
     assert counted.vision_parameters == conv + positions * d + per_layer * layers + 2 * d + projector
+
+
+def test_voxtral_realtime_arithmetic() -> None:
+    """Voxtral Realtime at VoxtralRealtimeConfig's defaults: the streaming encoder, the projector over four frames,
+    and Mistral's layers each with an adaptive RMSNorm (hidden -> 32 -> hidden); the embedding tied."""
+    d, layers, heads, head_dim, ffn, mels = 1280, 32, 32, 64, 5120, 128  # VoxtralRealtimeEncoderConfig
+    width = heads * head_dim  # num_key_value_heads is num_attention_heads
+    encoder = (mels * 3 * d + d + d * 3 * d + d  # two causal Conv1d with biases
+               + layers * (3 * d * width + width * d + 2 * width + d  # q/k/v/o; q, v, o biases
+                           + 3 * d * ffn + d + 2 * d)  # gate/up/down, down's bias; two RMSNorms
+               + d)  # final RMSNorm
+    text, factor = 3072, 4  # text_config.hidden_size, downsample_factor
+    projector = d * factor * text + text * text
+    vocab, t_layers, t_heads, kv_heads, t_head_dim, inner = 131072, 26, 32, 8, 128, 9216
+    language = (vocab * text + t_layers * (2 * text * t_heads * t_head_dim + 2 * text * kv_heads * t_head_dim
+                                           + 3 * text * inner + 2 * text + 2 * text * 32) + text)
+    config, expected, _ = meta_parameters("voxtral_realtime", AUDIO_WRAPPERS["voxtral_realtime"])
+    counted = count_weights(config, model_id="voxtral_realtime")
+    assert counted.vision_parameters == encoder + projector
+    assert counted.parameters == encoder + projector + language == expected == 4_429_679_360
