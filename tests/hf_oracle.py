@@ -167,7 +167,6 @@ WEIGHT_MISS_CAUSES = {
     "evolla": f"{_NOT_MODELLED} Evolla (a protein encoder, resampler and Llama with cross-attention)",
     "hrm_text": f"{_NOT_MODELLED} HRM's recurrent high/low-level modules",
     "idefics": f"{_NOT_MODELLED} IDEFICS 1 (perceiver resampler, gated cross-attention layers)",
-    "muse_glimmer": f"{_NOT_MODELLED} Muse Glimmer's language model",
     "ovis2_5": "Ovis2.5's visual tokenizer and its visual embedding table are not modelled (the tower is read as a "
                "plain ViT); the language model is exact",
     "phi4_multimodal": f"{_NOT_MODELLED} Phi-4-multimodal (LoRA adapters, audio and vision encoders)",

@@ -289,6 +289,18 @@ def glm4v_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text
                       _linear(out, context, False), _linear(context, out, False), other=2 * out)
 
 
+def muse_glimmer_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                           layout: TowerLayout) -> WeightPart:
+    """Muse Glimmer: the vision adapter over pixel-shuffled patches (fc1: ``out_hidden_size`` ->
+    ``projector_hidden_size``, fc2: -> ``projector_hidden_size``) and the vision projection to the text width, no
+    biases (its perception norm has no weight)."""
+    o = ConfigReader(outer, source_name=v.source_name, defaults_name="muse_glimmer",
+                     defaults={"out_hidden_size": 6144, "projector_hidden_size": 4096})
+    out = o.first_of("out_hidden_size", ("out_hidden_size",))
+    inner = o.first_of("projector_hidden_size", ("projector_hidden_size",))
+    return _projector(_linear(out, inner, False), _linear(inner, inner, False), _linear(inner, text_hidden, False))
+
+
 def granite_docling_connector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
                               layout: TowerLayout) -> WeightPart:
     """Granite-Docling's connector: LayerNorm in; a coarse path (pixel shuffle by ``scale_factor``) and, with
@@ -517,6 +529,7 @@ PROJECTORS: dict[str, Projector] = {
     "gemma3": gemma3_projector, "hyperclovax_vision_v2": hyperclova_projector,
     "video_llama_3": two_linear_projector, "paddleocr_vl": paddleocr_projector, "glm_ocr": glm_ocr_projector,
     **dict.fromkeys(("glm4v", "glm46v", "glmga", "glm4v_moe"), glm4v_projector),
+    "muse_glimmer": muse_glimmer_projector,
     "granite_docling": granite_docling_connector, "lfm3_vl": lfm3_vl_projector,
     "aria": aria_projector, "nemotron_h_omni": nemotron_omni_projector,
     "molmo2": molmo2_adapter, "minimax_m3_vl": minimax_m3_projector,

@@ -684,6 +684,29 @@ TOWERS["llava_onevision1_5_vision"] = TowerLayout(
     defaults={"depth": 24, "hidden_size": 1024, "intermediate_size": 4096, "num_heads": 16, "in_channels": 3,
               "patch_size": 14, "spatial_merge_size": 2, "out_hidden_size": 4096})
 
+def muse_glimmer_tower(v: ConfigReader) -> tuple[WeightPart, int]:
+    """Muse Glimmer's ViT (transformers 5.25 MuseGlimmerVisionModel): a linear patch embedding without bias over
+    ``patch_temporal`` frames of 3 x ``patch_size``² pixels, a learned table of ``pos_emb_height`` x
+    ``pos_emb_width`` positions, LayerNorms before and after the blocks; per block two LayerNorms, q/k/v and the
+    output projection with biases, a biased fc1/fc2 MLP."""
+    h = v.first_of("hidden_size", ("hidden_size",))
+    inner = v.first_of("intermediate_size", ("intermediate_size",))
+    layers = v.first_of("num_hidden_layers", ("num_hidden_layers",))
+    patch = v.first_of("patch_size", ("patch_size",))
+    frames = v.first_of("patch_temporal", ("patch_temporal",))
+    positions = v.first_of("pos_emb_height", ("pos_emb_height",)) * v.first_of("pos_emb_width", ("pos_emb_width",))
+    matrices = (Matrix(in_features=frames * 3 * patch * patch, out_features=h),
+                Matrix(in_features=h, out_features=h, count=4 * layers),
+                Matrix(in_features=h, out_features=inner, count=layers), Matrix(in_features=inner, out_features=h, count=layers))
+    other = (4 * h + 2 * 2 * h + inner + h) * layers + positions * h + 2 * 2 * h
+    return WeightPart(name="vision_tower", vision=True, matrices=matrices, other_parameters=other), h
+
+
+TOWERS["muse_glimmer_vision"] = TowerLayout(
+    name="Muse Glimmer ViT", count=muse_glimmer_tower,
+    defaults={"hidden_size": 1536, "intermediate_size": 8960, "num_hidden_layers": 50, "num_attention_heads": 16,
+              "patch_size": 14, "patch_temporal": 2, "pos_emb_height": 32, "pos_emb_width": 32, "merge_size": 2})
+
 #: outer ``model_type`` -> the vision ``model_type`` its transformers config class builds (whatever the
 #: Hub's ``vision_config`` calls itself); types whose vision_config is an AutoConfig are not listed.
 VISION_TYPE_OF = {
@@ -692,7 +715,7 @@ VISION_TYPE_OF = {
     "internvl": "internvl_vision", "qianfan_ocr": "qianfan_ocr_vision", "minicpmv4_6": "minicpmv4_6_vision",
     "minicpmv4_7": "minicpmv4_7_vision", "minicpm_ocr": "minicpm_ocr_vision", "gemma3": "siglip_vision_model",
     "video_llama_3": "video_llama_3_vision", "paddleocr_vl": "paddleocr_vl_vision", "glm_ocr": "glm_ocr_vision",
-    "glm4v": "glm4v_vision", "glm4v_moe": "glm4v_moe_vision",
+    "glm4v": "glm4v_vision", "glm4v_moe": "glm4v_moe_vision", "muse_glimmer": "muse_glimmer_vision",
     "granite_docling": "granite_docling_vision", "lfm3_vl": "lfm3_vl_vision",
     "nemotron_h_omni": "radio", "molmo2": "molmo2_vision",
     "minimax_m3_vl": "minimax_m3_vl_vision", "cosmos3_edge": "cosmos3_edge_vision",
