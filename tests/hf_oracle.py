@@ -165,7 +165,6 @@ WEIGHT_MISS_CAUSES = {
     "dots3_note": f"{_NOT_MODELLED} dots3-note's vision tower (a ViT with per-layer MoE) and audio encoder",
     "emu3": f"{_NOT_MODELLED} Emu3's text model and its VQ-VAE image tokenizer",
     "evolla": f"{_NOT_MODELLED} Evolla (a protein encoder, resampler and Llama with cross-attention)",
-    "hrm_text": f"{_NOT_MODELLED} HRM's recurrent high/low-level modules",
     "idefics": f"{_NOT_MODELLED} IDEFICS 1 (perceiver resampler, gated cross-attention layers)",
     "ovis2_5": "Ovis2.5's visual tokenizer and its visual embedding table are not modelled (the tower is read as a "
                "plain ViT); the language model is exact",

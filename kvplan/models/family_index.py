@@ -30,6 +30,7 @@ FAMILY_INDEX: dict[str, str] = {
     "gpt_oss": "gpt_oss",
     "granite": ("granite granite_docling_text granite_moe granite_swa granitemoe granitemoe_swa granitemoehybrid "
                 "granitemoeshared"),
+    "hrm": "hrm_text",
     "hunyuan": "hunyuan hunyuan_v1_dense hunyuan_v1_moe hy_v3",
     "inkling": "inkling2_loop_text inkling2_text inkling_text",
     "jamba": "jamba",
