@@ -67,6 +67,7 @@ FAMILY_INDEX: dict[str, str] = {
     "vit": "vit",
     "whisper": "whisper",
     "xglm": "kosmos_2_5_text_model kosmos_2_text_model trocr xglm",
+    "xlm": "xlm",
     "xlstm": "xlstm",
     "zamba": "zamba zamba2",
     "zaya": "zaya",
