@@ -177,7 +177,6 @@ WEIGHT_MISS_CAUSES = {
                "language model is exact",
     "udop": f"{_NOT_MODELLED} UDOP (a T5 with a layout-aware vision encoder)",
     "xlnet": f"{_NOT_MODELLED} XLNet",
-    "xmod": f"{_NOT_MODELLED} X-MOD (per-language adapters)",
 }
 
 

@@ -7,7 +7,8 @@ FAMILY_INDEX: dict[str, str] = {
     "bart": ("bart bigbird_pegasus blenderbot blenderbot-small fsmt led m2m_100 marian mbart mvp nllb-moe nllb_moe "
              "pegasus pegasus_x plbart prophetnet seamless_m4t seamless_m4t_v2"),
     "bert": ("bert bert-generation big_bird camembert data2vec-text electra ernie git megatron-bert "
-             "modernbert-decoder rembert roberta roberta-prelayernorm roc_bert roformer xlm-roberta xlm-roberta-xl"),
+             "modernbert-decoder rembert roberta roberta-prelayernorm roc_bert roformer xlm-roberta xlm-roberta-xl "
+             "xmod"),
     "cohere": "cohere cohere2 cohere2_moe",
     "composite": "encoder-decoder speech-encoder-decoder t5gemma t5gemma2 vision-encoder-decoder",
     "cpmant": "cpmant",
