@@ -176,7 +176,6 @@ WEIGHT_MISS_CAUSES = {
     "step3p7": "Step-3.7's vision tower (two downsampling convolutions, its projector) is read as a plain ViT; the "
                "language model is exact",
     "udop": f"{_NOT_MODELLED} UDOP (a T5 with a layout-aware vision encoder)",
-    "xlnet": f"{_NOT_MODELLED} XLNet",
 }
 
 

@@ -69,6 +69,7 @@ FAMILY_INDEX: dict[str, str] = {
     "whisper": "whisper",
     "xglm": "kosmos_2_5_text_model kosmos_2_text_model trocr xglm",
     "xlm": "xlm",
+    "xlnet": "xlnet",
     "xlstm": "xlstm",
     "zamba": "zamba zamba2",
     "zaya": "zaya",
