@@ -301,6 +301,12 @@ def muse_glimmer_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: in
     return _projector(_linear(out, inner, False), _linear(inner, inner, False), _linear(inner, text_hidden, False))
 
 
+def no_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                 layout: TowerLayout) -> WeightPart:
+    """An encoder-decoder whose decoder attends to the encoder output directly (Pix2Struct): no projector."""
+    return _projector()
+
+
 def granite_docling_connector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
                               layout: TowerLayout) -> WeightPart:
     """Granite-Docling's connector: LayerNorm in; a coarse path (pixel shuffle by ``scale_factor``) and, with
@@ -529,7 +535,7 @@ PROJECTORS: dict[str, Projector] = {
     "gemma3": gemma3_projector, "hyperclovax_vision_v2": hyperclova_projector,
     "video_llama_3": two_linear_projector, "paddleocr_vl": paddleocr_projector, "glm_ocr": glm_ocr_projector,
     **dict.fromkeys(("glm4v", "glm46v", "glmga", "glm4v_moe"), glm4v_projector),
-    "muse_glimmer": muse_glimmer_projector,
+    "muse_glimmer": muse_glimmer_projector, "pix2struct": no_projector,
     "granite_docling": granite_docling_connector, "lfm3_vl": lfm3_vl_projector,
     "aria": aria_projector, "nemotron_h_omni": nemotron_omni_projector,
     "molmo2": molmo2_adapter, "minimax_m3_vl": minimax_m3_projector,

@@ -263,15 +263,15 @@ def davit_tower(v: ConfigReader) -> tuple[WeightPart, int]:
 
 
 def pix2struct_tower(v: ConfigReader) -> tuple[WeightPart, int]:
-    """Kosmos-2.5's Pix2Struct-style tower: a biased Linear(patch_embed_hidden_size, hidden), row and column
-    tables of ``max_num_patches``, T5-style blocks (q/k/v/o of heads x head_dim, a gated MLP, two RMSNorms, no
-    biases) and a final RMSNorm."""
+    """The Pix2Struct tower (Pix2Struct; Kosmos-2.5's): a biased Linear(patch_embed_hidden_size, hidden), row and
+    column tables of ``max_num_patches`` (Pix2Struct's ``seq_len``), T5-style blocks (q/k/v/o of heads x head_dim
+    (``d_kv``), a gated MLP of ``intermediate_size`` (``d_ff``), two RMSNorms, no biases) and a final RMSNorm."""
     hidden = v.first_of("hidden_size", ("hidden_size",))
-    inner = v.first_of("intermediate_size", ("intermediate_size",))
+    inner = v.first_of("intermediate_size", ("intermediate_size", "d_ff"))
     layers = v.first_of("num_hidden_layers", ("num_hidden_layers",))
-    inner_dim = v.first_of("num_attention_heads", ("num_attention_heads",)) * v.first_of("head_dim", ("head_dim",))
+    inner_dim = v.first_of("num_attention_heads", ("num_attention_heads",)) * v.first_of("head_dim", ("head_dim", "d_kv"))
     patch = v.first_of("patch_embed_hidden_size", ("patch_embed_hidden_size",))
-    patches = v.first_of("max_num_patches", ("max_num_patches",))
+    patches = v.first_of("max_num_patches", ("max_num_patches", "seq_len"))
     matrices = (Matrix(in_features=patch, out_features=hidden),
                 Matrix(in_features=hidden, out_features=inner_dim, count=3 * layers),
                 Matrix(in_features=inner_dim, out_features=hidden, count=layers),
@@ -581,6 +581,10 @@ TOWERS: dict[str, TowerLayout] = {
                   "patch_prenorm": [False, True, True, True], "embed_dim": [128, 256, 512, 1024], "mlp_ratio": 4.0,
                   "qkv_bias": True, "projection_dim": 1024, "max_temporal_embeddings": 100,
                   "max_position_embeddings": 50}),
+    "pix2struct_vision_model": TowerLayout(
+        name="Pix2Struct ViT", count=pix2struct_tower,
+        defaults={"hidden_size": 768, "patch_embed_hidden_size": 768, "d_ff": 2048, "d_kv": 64,
+                  "num_hidden_layers": 12, "num_attention_heads": 12, "seq_len": 4096}),
     "kosmos_2_5_vision_model": TowerLayout(
         name="Pix2Struct ViT", count=pix2struct_tower,
         defaults={"hidden_size": 1536, "patch_embed_hidden_size": 768, "intermediate_size": 3968, "head_dim": 64,
@@ -720,7 +724,7 @@ VISION_TYPE_OF = {
     "nemotron_h_omni": "radio", "molmo2": "molmo2_vision",
     "minimax_m3_vl": "minimax_m3_vl_vision", "cosmos3_edge": "cosmos3_edge_vision",
     "ernie4_5_vl_moe": "ernie4_5_vl_moe_vision", "florence2": "florence_vision",
-    "kosmos-2.5": "kosmos_2_5_vision_model", "janus": "janus_vision_model",
+    "kosmos-2.5": "kosmos_2_5_vision_model", "janus": "janus_vision_model", "pix2struct": "pix2struct_vision_model",
     "idefics3": "idefics3_vision", "smolvlm": "smolvlm_vision", "blip-2": "blip_2_vision_model", "instructblip": "instructblip_vision_model", "instructblipvideo": "instructblipvideo_vision_model", "idefics2": "idefics2_vision", "got_ocr2": "got_ocr2_vision", "pp_chart2table": "pp_chart2table_vision", "ovis2": "ovis2_vision", "hy_v4_vl": "hy_v4_vl_vision", "unlimited_ocr": "unlimited_ocr_vision",
 }
 
