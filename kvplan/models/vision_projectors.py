@@ -454,6 +454,18 @@ def got_ocr2_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, t
                       _linear(text_hidden, text_hidden))
 
 
+def pp_formulanet_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                            layout: TowerLayout) -> WeightPart:
+    """PP-FormulaNet (inside its vision model): two stride-2 3x3 convolutions without bias (``post_conv_in_channels``
+    -> ``post_conv_mid_channels`` -> ``post_conv_out_channels``), then biased linear_1 (out -> out) and linear_2
+    (out -> ``decoder_hidden_size``)."""
+    c_in = v.first_of("post_conv_in_channels", ("post_conv_in_channels",))
+    mid = v.first_of("post_conv_mid_channels", ("post_conv_mid_channels",))
+    out = v.first_of("post_conv_out_channels", ("post_conv_out_channels",))
+    to = v.first_of("decoder_hidden_size", ("decoder_hidden_size",))
+    return _projector(_linear(9 * c_in, mid, False), _linear(9 * mid, out, False), _linear(out, out), _linear(out, to))
+
+
 def cohere2_vision_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
                              layout: TowerLayout) -> WeightPart:
     """Command A Vision: pixel unshuffle by ``downsample_factor``, Linear(h f², alignment_intermediate_size),
@@ -546,7 +558,8 @@ PROJECTORS: dict[str, Projector] = {
     "hy_v4_vl": hy_v4_vl_merger,
     "ovis2": ovis2_visual_tokens,
     "deepseek_vl": deepseek_vl_aligner, "deepseek_vl_hybrid": deepseek_vl_hybrid_aligner,
-    "got_ocr2": got_ocr2_projector, "pp_chart2table": got_ocr2_projector, "cohere2_vision": cohere2_vision_projector,
+    "got_ocr2": got_ocr2_projector, "pp_chart2table": got_ocr2_projector,
+    "pp_formulanet": pp_formulanet_projector, "cohere2_vision": cohere2_vision_projector,
     "idefics2": idefics2_connector,
     "blip-2": qformer_projector, "instructblip": qformer_projector, "instructblipvideo": qformer_projector,
     **{t: llava_projector for t in _LLAVA_DEFAULTS},

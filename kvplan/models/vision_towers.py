@@ -624,6 +624,10 @@ TOWERS: dict[str, TowerLayout] = {
                                              "num_channels": 3, "image_size": 224, "patch_size": 32}),
     "got_ocr2_vision": TowerLayout(name="GOT-OCR 2 SAM ViT", count=sam_tower, defaults=_SAM_DEFAULTS),
     "pp_chart2table_vision": TowerLayout(name="PP-Chart2Table SAM ViT", count=sam_tower, defaults=_SAM_DEFAULTS),
+    "pp_formulanet_vision": TowerLayout(name="PP-FormulaNet SAM ViT", count=sam_tower,
+                                        defaults={**_SAM_DEFAULTS, "image_size": 512, "post_conv_in_channels": 256,
+                                                  "post_conv_mid_channels": 512, "post_conv_out_channels": 1024,
+                                                  "decoder_hidden_size": 512}),
     # Ovis2VisionModel's transformer: a biased patch convolution, a position grid, an RMSNorm on the embeddings,
     # RMSNorm blocks with q/k/v/o biases by qkv_bias and a gated MLP (biases by mlp_bias), a final RMSNorm
     "ovis2_vision": TowerLayout(name="Ovis2 ViT", norm="rms", qkv_bias="qkv_bias", o_bias="qkv_bias", gated_mlp=True,
@@ -725,7 +729,7 @@ VISION_TYPE_OF = {
     "minimax_m3_vl": "minimax_m3_vl_vision", "cosmos3_edge": "cosmos3_edge_vision",
     "ernie4_5_vl_moe": "ernie4_5_vl_moe_vision", "florence2": "florence_vision",
     "kosmos-2.5": "kosmos_2_5_vision_model", "janus": "janus_vision_model", "pix2struct": "pix2struct_vision_model",
-    "idefics3": "idefics3_vision", "smolvlm": "smolvlm_vision", "blip-2": "blip_2_vision_model", "instructblip": "instructblip_vision_model", "instructblipvideo": "instructblipvideo_vision_model", "idefics2": "idefics2_vision", "got_ocr2": "got_ocr2_vision", "pp_chart2table": "pp_chart2table_vision", "ovis2": "ovis2_vision", "hy_v4_vl": "hy_v4_vl_vision", "unlimited_ocr": "unlimited_ocr_vision",
+    "idefics3": "idefics3_vision", "smolvlm": "smolvlm_vision", "blip-2": "blip_2_vision_model", "instructblip": "instructblip_vision_model", "instructblipvideo": "instructblipvideo_vision_model", "idefics2": "idefics2_vision", "got_ocr2": "got_ocr2_vision", "pp_chart2table": "pp_chart2table_vision", "pp_formulanet": "pp_formulanet_vision", "ovis2": "ovis2_vision", "hy_v4_vl": "hy_v4_vl_vision", "unlimited_ocr": "unlimited_ocr_vision",
 }
 
 #: outer ``model_type`` -> the vision ``model_type`` its config class builds when ``vision_config`` names none.
