@@ -171,8 +171,6 @@ WEIGHT_MISS_CAUSES = {
     "phi4_multimodal": f"{_NOT_MODELLED} Phi-4-multimodal (LoRA adapters, audio and vision encoders)",
     "qwen2_5_omni_thinker": f"{_NOT_MODELLED} Qwen2.5-Omni's thinker (qwen2_5_omni_text with audio and vision)",
     "qwen3_omni_moe_thinker": f"{_NOT_MODELLED} Qwen3-Omni's thinker (qwen3_omni_moe_text with audio and vision)",
-    "step3p7": "Step-3.7's vision tower (two downsampling convolutions, its projector) is read as a plain ViT; the "
-               "language model is exact",
     "udop": f"{_NOT_MODELLED} UDOP (a T5 with a layout-aware vision encoder)",
 }
 

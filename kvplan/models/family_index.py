@@ -64,7 +64,7 @@ FAMILY_INDEX: dict[str, str] = {
              "qwen3_vl_text"),
     "recurrent_gemma": "recurrent_gemma",
     "rwkv": "rwkv",
-    "step": "step3p7 step3p7_text",
+    "step": "step3p5 step3p7 step3p7_text",
     "t5": "longt5 mt5 switch_transformers t5 umt5",
     "unlimited_ocr": "unlimited_ocr_text",
     "vit": "vit",

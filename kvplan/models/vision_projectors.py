@@ -466,6 +466,15 @@ def pp_formulanet_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: i
     return _projector(_linear(9 * c_in, mid, False), _linear(9 * mid, out, False), _linear(out, out), _linear(out, to))
 
 
+def step3p7_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                      layout: TowerLayout) -> WeightPart:
+    """Step-3.7: two biased stride-2 3x3 convolutions (hidden -> 2 hidden -> 4 hidden, Step3p7VisionModel's
+    downsamplers), then Linear(4 hidden, text hidden), biased by ``projector_bias`` (false by default)."""
+    o = ConfigReader(outer, source_name=v.source_name, defaults_name="step3p7", defaults={"projector_bias": False})
+    return _projector(_linear(9 * hidden, 2 * hidden), _linear(9 * 2 * hidden, 4 * hidden),
+                      _linear(4 * hidden, text_hidden, o.flag("projector_bias", False)))
+
+
 def cohere2_vision_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
                              layout: TowerLayout) -> WeightPart:
     """Command A Vision: pixel unshuffle by ``downsample_factor``, Linear(h f², alignment_intermediate_size),
@@ -559,7 +568,7 @@ PROJECTORS: dict[str, Projector] = {
     "ovis2": ovis2_visual_tokens,
     "deepseek_vl": deepseek_vl_aligner, "deepseek_vl_hybrid": deepseek_vl_hybrid_aligner,
     "got_ocr2": got_ocr2_projector, "pp_chart2table": got_ocr2_projector,
-    "pp_formulanet": pp_formulanet_projector, "cohere2_vision": cohere2_vision_projector,
+    "pp_formulanet": pp_formulanet_projector, "step3p7": step3p7_projector, "cohere2_vision": cohere2_vision_projector,
     "idefics2": idefics2_connector,
     "blip-2": qformer_projector, "instructblip": qformer_projector, "instructblipvideo": qformer_projector,
     **{t: llava_projector for t in _LLAVA_DEFAULTS},

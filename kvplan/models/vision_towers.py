@@ -581,6 +581,14 @@ TOWERS: dict[str, TowerLayout] = {
                   "patch_prenorm": [False, True, True, True], "embed_dim": [128, 256, 512, 1024], "mlp_ratio": 4.0,
                   "qkv_bias": True, "projection_dim": 1024, "max_temporal_embeddings": 100,
                   "max_position_embeddings": 50}),
+    # Step-3.7 (Step3p7VisionModel, vision_config model_type step3p5_vision): a patch convolution without bias,
+    # learned positions for (image_size / patch_size)^2 patches, a LayerNorm before the blocks, biased q/k/v/o and
+    # fc1/fc2 of hidden x mlp_ratio (Step3p7VisionConfig sets intermediate_size so), two per-channel layer scales per
+    # block (lambda_1, lambda_2); the downsamplers are the projector's
+    "step3p5_vision": TowerLayout(
+        name="Step-3.7 ViT", patch_bias=False, layer_scale=True, pre_norm=True, inner=(), mlp_ratio="mlp_ratio",
+        defaults={"hidden_size": 1536, "mlp_ratio": 8960 / 1536, "num_hidden_layers": 47, "num_channels": 3,
+                  "image_size": 728, "patch_size": 14}),
     "pix2struct_vision_model": TowerLayout(
         name="Pix2Struct ViT", count=pix2struct_tower,
         defaults={"hidden_size": 768, "patch_embed_hidden_size": 768, "d_ff": 2048, "d_kv": 64,
@@ -729,6 +737,7 @@ VISION_TYPE_OF = {
     "minimax_m3_vl": "minimax_m3_vl_vision", "cosmos3_edge": "cosmos3_edge_vision",
     "ernie4_5_vl_moe": "ernie4_5_vl_moe_vision", "florence2": "florence_vision",
     "kosmos-2.5": "kosmos_2_5_vision_model", "janus": "janus_vision_model", "pix2struct": "pix2struct_vision_model",
+    "step3p7": "step3p5_vision",
     "idefics3": "idefics3_vision", "smolvlm": "smolvlm_vision", "blip-2": "blip_2_vision_model", "instructblip": "instructblip_vision_model", "instructblipvideo": "instructblipvideo_vision_model", "idefics2": "idefics2_vision", "got_ocr2": "got_ocr2_vision", "pp_chart2table": "pp_chart2table_vision", "pp_formulanet": "pp_formulanet_vision", "ovis2": "ovis2_vision", "hy_v4_vl": "hy_v4_vl_vision", "unlimited_ocr": "unlimited_ocr_vision",
 }
 
