@@ -52,6 +52,9 @@ _NEMOTRON_DIARIZATION_AUDIO = {"hidden_size": 512, "intermediate_size": 2048, "n
                                "num_attention_heads": 8, "num_mel_bins": 128, "subsampling_factor": 8}
 _NEMOTRON_DIARIZATION_HEAD = {"hidden_size": 192, "num_speakers": 8, "audio_hidden_size": 512, "subsampling_factor": 8}
 TOWER_DEFAULTS["nemotron3_5_transcribe_audio"] = {}
+#: Qwen2_5OmniAudioEncoderConfig (transformers 5.25).
+TOWER_DEFAULTS["qwen2_5_omni_audio_encoder"] = {"d_model": 1280, "encoder_layers": 32, "encoder_ffn_dim": 5120,
+                                                "num_mel_bins": 128, "output_dim": 3584}
 #: VoxtralRealtimeEncoderConfig (transformers 5.25); its num_key_value_heads is num_attention_heads (attribute_map).
 TOWER_DEFAULTS["voxtral_realtime_encoder"] = {"hidden_size": 1280, "intermediate_size": 5120, "num_hidden_layers": 32,
                                               "num_attention_heads": 32, "head_dim": 64, "num_mel_bins": 128}
@@ -298,6 +301,8 @@ TOWERS: dict[str, Callable[[ConfigReader], WeightPart]] = {
     "audioflamingo3_encoder": whisper_encoder, "moss_transcribe_diarize_audio": whisper_encoder,
     "glmasr_encoder": glmasr_encoder, "qwen3_asr_encoder": qwen3_asr_encoder, "omniasr_audio": wav2vec2_encoder,
     "voxtral_realtime_encoder": voxtral_realtime_encoder,
+    # Qwen2.5-Omni: Whisper's encoder with sinusoidal positions (a buffer, not saved) and ln_post
+    "qwen2_5_omni_audio_encoder": lambda a: whisper_encoder(a, positions=False),
 }
 
 
@@ -324,6 +329,14 @@ def _voxtral_realtime_projector(o: ConfigReader, a: ConfigReader, text: int) -> 
     """linear_1 over ``downsample_factor`` encoder frames (d x factor -> text), linear_2 (text -> text), no biases."""
     factor = o.first_of("downsample_factor", ("downsample_factor",))
     return _mlp2(a.first_of("hidden_size", HIDDEN) * factor, text, text, False)
+
+
+def _qwen_omni_audio_projector(o: ConfigReader, a: ConfigReader, text: int) -> WeightPart:
+    """Qwen2.5-Omni's audio tower ends in proj (d_model -> ``output_dim``, biased) and the audio_bos_eos_token table
+    (two rows of ``output_dim``)."""
+    d, out = a.first_of("hidden_size", HIDDEN), a.first_of("output_dim", ("output_dim",))
+    return WeightPart(name="audio_projector", vision=True, matrices=(Matrix(in_features=d, out_features=out),),
+                      other_parameters=out + 2 * out)
 
 
 def _flamingo_projector(o: ConfigReader, a: ConfigReader, text: int) -> WeightPart:
@@ -423,6 +436,7 @@ WRAPPERS: dict[str, tuple[tuple[Tower, ...], dict[str, Any]]] = {
     "qwen2_audio": (_audio("qwen2_audio_encoder", _qwen2_audio_projector), {}),
     "voxtral": (_audio("voxtral_encoder", _voxtral_projector), {}),
     "voxtral_realtime": (_audio("voxtral_realtime_encoder", _voxtral_realtime_projector), {"downsample_factor": 4}),
+    "qwen2_5_omni_thinker": (_audio("qwen2_5_omni_audio_encoder", _qwen_omni_audio_projector), {}),
     "audioflamingo3": (_audio("audioflamingo3_encoder", _flamingo_projector), {"projector_bias": True}),
     "musicflamingo": (_audio("audioflamingo3_encoder", _flamingo_projector), {"projector_bias": True}),
     "glmasr": (_audio("glmasr_encoder", _glmasr_projector), {}),

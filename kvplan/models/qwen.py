@@ -38,14 +38,20 @@ class QwenParser(DecoderParser):
                         "qwen3_moe": {"tie_word_embeddings": False, "num_experts": 128, "moe_intermediate_size": 768,
                                       "num_experts_per_tok": 8},
                         "qwen3_vl_moe_text": {"num_experts": 60, "moe_intermediate_size": 1408,
-                                              "num_experts_per_tok": 4}}
+                                              "num_experts_per_tok": 4},
+                        # Qwen2_5OmniTextConfig (the thinker's language model; the thinker's own
+                        # tie_word_embeddings, false, governs the lm_head)
+                        "qwen2_5_omni_text": {"vocab_size": 152064, "hidden_size": 3584, "intermediate_size": 18944,
+                                              "num_hidden_layers": 28, "num_attention_heads": 28,
+                                              "num_key_value_heads": 4}}
     weight_types: ClassVar[tuple[str, ...]] = ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "qwen2_vl_text", "qwen2_5_vl_text", "qwen3_vl_text",
-                    "qwen3_vl_moe_text")
+                    "qwen3_vl_moe_text", "qwen2_5_omni_text")
     _LAYOUTS = {
         "qwen2": DecoderLayout(qkv_bias=True, o_bias=False),
         "qwen2_moe": DecoderLayout(qkv_bias=True, o_bias=False, shared_expert_gate=True),
         "qwen2_vl_text": DecoderLayout(qkv_bias=True, o_bias=False),
         "qwen2_5_vl_text": DecoderLayout(qkv_bias=True, o_bias=False),
+        "qwen2_5_omni_text": DecoderLayout(qkv_bias=True, o_bias=False),
         "qwen3": DecoderLayout(qk_norm=True), "qwen3_moe": DecoderLayout(qk_norm=True),
         "qwen3_vl_text": DecoderLayout(qk_norm=True), "qwen3_vl_moe_text": DecoderLayout(qk_norm=True),
     }
@@ -213,5 +219,8 @@ WEIGHTS_NOT_COUNTED = {
     **{t: "a wrapper: its weights are counted under its text_config's model_type"
        for t in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe")},
 }
+
+#: Model types counted here whose cache no parser here reads, and why.
+CACHE_NOT_READ = {"qwen2_5_omni_text": "the thinker's language model, Qwen2's GQA: the generic rules read its cache"}
 
 PARSERS: tuple[type[ArchParser], ...] = (QwenV1Parser, QwenParser, Qwen3NextParser)

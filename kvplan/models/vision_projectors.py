@@ -549,7 +549,7 @@ def llama4_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, tex
 
 #: outer ``model_type`` -> its projector (or the merger its tower ends in).
 PROJECTORS: dict[str, Projector] = {
-    "qwen2_vl": qwen_merger, "qwen2_5_vl": qwen_merger, "exaone4_5": qwen_merger, "llava_onevision1_5": qwen_merger,
+    "qwen2_vl": qwen_merger, "qwen2_5_vl": qwen_merger, "qwen2_5_omni_thinker": qwen_merger, "exaone4_5": qwen_merger, "llava_onevision1_5": qwen_merger,
     "llama4": llama4_projector,
     "internvl": norm_mlp_projector, "qianfan_ocr": norm_mlp_projector, "lfm2_vl": lfm2_vl_projector,
     "minicpmv4_6": minicpmv_merger, "minicpmv4_7": minicpmv_merger, "minicpm_ocr": minicpmv_merger,

@@ -491,6 +491,10 @@ TOWERS: dict[str, TowerLayout] = {
     "qwen2_5_vl_vision": TowerLayout(
         name="Qwen2.5-VL ViT", layers=("depth",), channels=("in_channels",), norm="rms", gated_mlp=True,
         patch_bias=False, temporal=True, positions="none", defaults=_QWEN25_DEFAULTS),
+    # Qwen2.5-Omni's thinker: the Qwen2.5-VL tower (Qwen2_5OmniVisionEncoderConfig has its defaults)
+    "qwen2_5_omni_vision_encoder": TowerLayout(
+        name="Qwen2.5-Omni ViT", layers=("depth",), channels=("in_channels",), norm="rms", gated_mlp=True,
+        patch_bias=False, temporal=True, positions="none", defaults=_QWEN25_DEFAULTS),
     # EXAONE 4.5: the Qwen2.5-VL tower with grouped K/V heads
     "exaone4_5_vision": TowerLayout(
         name="EXAONE 4.5 ViT", layers=("depth",), channels=("in_channels",), norm="rms", gated_mlp=True,
@@ -737,7 +741,7 @@ VISION_TYPE_OF = {
     "minimax_m3_vl": "minimax_m3_vl_vision", "cosmos3_edge": "cosmos3_edge_vision",
     "ernie4_5_vl_moe": "ernie4_5_vl_moe_vision", "florence2": "florence_vision",
     "kosmos-2.5": "kosmos_2_5_vision_model", "janus": "janus_vision_model", "pix2struct": "pix2struct_vision_model",
-    "step3p7": "step3p5_vision",
+    "step3p7": "step3p5_vision", "qwen2_5_omni_thinker": "qwen2_5_omni_vision_encoder",
     "idefics3": "idefics3_vision", "smolvlm": "smolvlm_vision", "blip-2": "blip_2_vision_model", "instructblip": "instructblip_vision_model", "instructblipvideo": "instructblipvideo_vision_model", "idefics2": "idefics2_vision", "got_ocr2": "got_ocr2_vision", "pp_chart2table": "pp_chart2table_vision", "pp_formulanet": "pp_formulanet_vision", "ovis2": "ovis2_vision", "hy_v4_vl": "hy_v4_vl_vision", "unlimited_ocr": "unlimited_ocr_vision",
 }
 

@@ -23,6 +23,8 @@ AUDIO_WRAPPERS = {
     "vibevoice_asr": "VibeVoiceAsrForConditionalGeneration",
     "nemo_speechlm": "Nemotron3_5TranscribeForConditionalGeneration",
     "voxtral_realtime": "VoxtralRealtimeForConditionalGeneration",
+    # the thinker: its audio tower, its Qwen2.5-VL vision tower, its Qwen2 language model
+    "qwen2_5_omni_thinker": "Qwen2_5OmniThinkerForConditionalGeneration",
 }
 
 
@@ -75,3 +77,17 @@ def test_voxtral_realtime_arithmetic() -> None:
     counted = count_weights(config, model_id="voxtral_realtime")
     assert counted.vision_parameters == encoder + projector
     assert counted.parameters == encoder + projector + language == expected == 4_429_679_360
+
+
+def test_qwen2_5_omni_thinker_audio_tower_arithmetic() -> None:
+    """Qwen2.5-Omni's audio tower: Whisper's encoder without a saved position table, then proj to output_dim
+    and the two-row audio_bos_eos_token table (Qwen2_5OmniAudioEncoderConfig defaults)."""
+    d, layers, ffn, mels, out = 1280, 32, 5120, 128, 3584  # d_model, encoder_layers, encoder_ffn_dim, mels, output_dim
+    conv = mels * 3 * d + d + d * 3 * d + d
+    per_layer = 4 * d * d + 3 * d + 2 * 2 * d + 2 * d * ffn + ffn + d  # q/k/v/o (k without bias), 2 LNs, fc1/fc2
+    audio = conv + per_layer * layers + 2 * d + d * out + out + 2 * out  # ln_post; proj; audio_bos_eos_token
+    config, expected, _ = meta_parameters("qwen2_5_omni_thinker", AUDIO_WRAPPERS["qwen2_5_omni_thinker"])
+    counted = count_weights(config, model_id="qwen2_5_omni_thinker")
+    parts = {p.name: p.parameters for p in counted.parts}
+    assert parts["audio_tower"] + parts["audio_projector"] == audio
+    assert counted.parameters == expected == 11_338_288_896
