@@ -169,7 +169,6 @@ WEIGHT_MISS_CAUSES = {
     "ovis2_5": "Ovis2.5's visual tokenizer and its visual embedding table are not modelled (the tower is read as a "
                "plain ViT); the language model is exact",
     "phi4_multimodal": f"{_NOT_MODELLED} Phi-4-multimodal (LoRA adapters, audio and vision encoders)",
-    "qwen3_omni_moe_thinker": f"{_NOT_MODELLED} Qwen3-Omni's thinker (qwen3_omni_moe_text with audio and vision)",
     "udop": f"{_NOT_MODELLED} UDOP (a T5 with a layout-aware vision encoder)",
 }
 

@@ -55,6 +55,9 @@ TOWER_DEFAULTS["nemotron3_5_transcribe_audio"] = {}
 #: Qwen2_5OmniAudioEncoderConfig (transformers 5.25).
 TOWER_DEFAULTS["qwen2_5_omni_audio_encoder"] = {"d_model": 1280, "encoder_layers": 32, "encoder_ffn_dim": 5120,
                                                 "num_mel_bins": 128, "output_dim": 3584}
+#: Qwen3OmniMoeAudioEncoderConfig (transformers 5.25): Qwen3-ASR's encoder.
+TOWER_DEFAULTS["qwen3_omni_moe_audio_encoder"] = {"d_model": 1280, "encoder_layers": 32, "encoder_ffn_dim": 5120,
+                                                  "num_mel_bins": 128, "output_dim": 3584, "downsample_hidden_size": 480}
 #: VoxtralRealtimeEncoderConfig (transformers 5.25); its num_key_value_heads is num_attention_heads (attribute_map).
 TOWER_DEFAULTS["voxtral_realtime_encoder"] = {"hidden_size": 1280, "intermediate_size": 5120, "num_hidden_layers": 32,
                                               "num_attention_heads": 32, "head_dim": 64, "num_mel_bins": 128}
@@ -303,6 +306,7 @@ TOWERS: dict[str, Callable[[ConfigReader], WeightPart]] = {
     "voxtral_realtime_encoder": voxtral_realtime_encoder,
     # Qwen2.5-Omni: Whisper's encoder with sinusoidal positions (a buffer, not saved) and ln_post
     "qwen2_5_omni_audio_encoder": lambda a: whisper_encoder(a, positions=False),
+    "qwen3_omni_moe_audio_encoder": qwen3_asr_encoder,
 }
 
 
@@ -437,6 +441,7 @@ WRAPPERS: dict[str, tuple[tuple[Tower, ...], dict[str, Any]]] = {
     "voxtral": (_audio("voxtral_encoder", _voxtral_projector), {}),
     "voxtral_realtime": (_audio("voxtral_realtime_encoder", _voxtral_realtime_projector), {"downsample_factor": 4}),
     "qwen2_5_omni_thinker": (_audio("qwen2_5_omni_audio_encoder", _qwen_omni_audio_projector), {}),
+    "qwen3_omni_moe_thinker": (_audio("qwen3_omni_moe_audio_encoder", _qwen3_asr_projector), {}),
     "audioflamingo3": (_audio("audioflamingo3_encoder", _flamingo_projector), {"projector_bias": True}),
     "musicflamingo": (_audio("audioflamingo3_encoder", _flamingo_projector), {"projector_bias": True}),
     "glmasr": (_audio("glmasr_encoder", _glmasr_projector), {}),

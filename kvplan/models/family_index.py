@@ -60,8 +60,8 @@ FAMILY_INDEX: dict[str, str] = {
     "pix2struct": "pix2struct_text_model",
     "pp_formulanet": "pp_formulanet_text",
     "qwen": ("qwen qwen2 qwen2_5_omni_text qwen2_5_vl qwen2_5_vl_text qwen2_moe qwen2_vl qwen2_vl_text qwen3 qwen3_5 "
-             "qwen3_5_moe qwen3_5_moe_text qwen3_5_text qwen3_moe qwen3_next qwen3_vl qwen3_vl_moe qwen3_vl_moe_text "
-             "qwen3_vl_text"),
+             "qwen3_5_moe qwen3_5_moe_text qwen3_5_text qwen3_moe qwen3_next qwen3_omni_moe_text qwen3_vl "
+             "qwen3_vl_moe qwen3_vl_moe_text qwen3_vl_text"),
     "recurrent_gemma": "recurrent_gemma",
     "rwkv": "rwkv",
     "step": "step3p5 step3p7 step3p7_text",

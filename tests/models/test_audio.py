@@ -25,6 +25,8 @@ AUDIO_WRAPPERS = {
     "voxtral_realtime": "VoxtralRealtimeForConditionalGeneration",
     # the thinker: its audio tower, its Qwen2.5-VL vision tower, its Qwen2 language model
     "qwen2_5_omni_thinker": "Qwen2_5OmniThinkerForConditionalGeneration",
+    # Qwen3-Omni's thinker: Qwen3-ASR's audio encoder, Qwen3-VL's tower, a Qwen3-MoE language model
+    "qwen3_omni_moe_thinker": "Qwen3OmniMoeThinkerForConditionalGeneration",
 }
 
 
@@ -91,3 +93,11 @@ def test_qwen2_5_omni_thinker_audio_tower_arithmetic() -> None:
     parts = {p.name: p.parameters for p in counted.parts}
     assert parts["audio_tower"] + parts["audio_projector"] == audio
     assert counted.parameters == expected == 11_338_288_896
+
+
+def test_qwen3_omni_thinker_head_dim_is_floored_like_transformers() -> None:
+    # Qwen3OmniMoeTextConfig has no head_dim: 2048 // 28 = 73 (floored), as Qwen3OmniMoeThinkerTextAttention computes
+    config, expected, _ = meta_parameters("qwen3_omni_moe_thinker", AUDIO_WRAPPERS["qwen3_omni_moe_thinker"])
+    counted = count_weights(config, model_id="qwen3_omni_moe_thinker")
+    assert any("2048 // 28 = 73, floored" in note for note in counted.notes)
+    assert counted.parameters == expected == 18_418_329_704
