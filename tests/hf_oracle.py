@@ -161,7 +161,6 @@ def compare_weights(key: str, record: dict[str, Any]) -> Outcome:
 #: Why kvplan misses a weight count: what it does not model (read from the type's transformers modeling file).
 _NOT_MODELLED = "kvplan has no weight layout for"
 WEIGHT_MISS_CAUSES = {
-    "blip": f"{_NOT_MODELLED} BLIP's text decoder (BERT layers with cross-attention)",
     "dots3_note": f"{_NOT_MODELLED} dots3-note's vision tower (a ViT with per-layer MoE) and audio encoder",
     "emu3": f"{_NOT_MODELLED} Emu3's text model and its VQ-VAE image tokenizer",
     "evolla": f"{_NOT_MODELLED} Evolla (a protein encoder, resampler and Llama with cross-attention)",

@@ -9,6 +9,7 @@ FAMILY_INDEX: dict[str, str] = {
     "bert": ("bert bert-generation big_bird camembert data2vec-text electra ernie git megatron-bert "
              "modernbert-decoder rembert roberta roberta-prelayernorm roc_bert roformer xlm-roberta xlm-roberta-xl "
              "xmod"),
+    "blip": "blip_text_model",
     "cohere": "cohere cohere2 cohere2_moe",
     "composite": "encoder-decoder speech-encoder-decoder t5gemma t5gemma2 vision-encoder-decoder",
     "cpmant": "cpmant",

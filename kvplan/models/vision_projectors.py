@@ -556,7 +556,7 @@ PROJECTORS: dict[str, Projector] = {
     "gemma3": gemma3_projector, "hyperclovax_vision_v2": hyperclova_projector,
     "video_llama_3": two_linear_projector, "paddleocr_vl": paddleocr_projector, "glm_ocr": glm_ocr_projector,
     **dict.fromkeys(("glm4v", "glm46v", "glmga", "glm4v_moe"), glm4v_projector),
-    "muse_glimmer": muse_glimmer_projector, "pix2struct": no_projector,
+    "muse_glimmer": muse_glimmer_projector, "pix2struct": no_projector, "blip": no_projector,
     "granite_docling": granite_docling_connector, "lfm3_vl": lfm3_vl_projector,
     "aria": aria_projector, "nemotron_h_omni": nemotron_omni_projector,
     "molmo2": molmo2_adapter, "minimax_m3_vl": minimax_m3_projector,

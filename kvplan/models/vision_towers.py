@@ -630,6 +630,11 @@ TOWERS: dict[str, TowerLayout] = {
     **{t: TowerLayout(name="BLIP-2 ViT", qkv_bias="qkv_bias", cls_token=True, post_norm=True,
                       defaults={**_BLIP2_VISION, "qkv_bias": True})
        for t in ("blip_2_vision_model", "instructblip_vision_model", "instructblipvideo_vision_model")},
+    # BlipVisionModel (BLIP's captioning model): a class token, a biased patch convolution, (patches + 1)
+    # positions, a fused biased qkv, a post LayerNorm
+    "blip_vision_model": TowerLayout(name="BLIP ViT", cls_token=True, post_norm=True,
+                                     defaults={"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
+                                               "num_channels": 3, "image_size": 384, "patch_size": 16}),
     # Idefics2VisionTransformer: SigLIP's tower without the pooling head
     "idefics2_vision": TowerLayout(name="Idefics2 SigLIP ViT", post_norm=True,
                                    defaults={"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
@@ -740,7 +745,7 @@ VISION_TYPE_OF = {
     "nemotron_h_omni": "radio", "molmo2": "molmo2_vision",
     "minimax_m3_vl": "minimax_m3_vl_vision", "cosmos3_edge": "cosmos3_edge_vision",
     "ernie4_5_vl_moe": "ernie4_5_vl_moe_vision", "florence2": "florence_vision",
-    "kosmos-2.5": "kosmos_2_5_vision_model", "janus": "janus_vision_model", "pix2struct": "pix2struct_vision_model",
+    "kosmos-2.5": "kosmos_2_5_vision_model", "janus": "janus_vision_model", "pix2struct": "pix2struct_vision_model", "blip": "blip_vision_model",
     "step3p7": "step3p5_vision", "qwen2_5_omni_thinker": "qwen2_5_omni_vision_encoder",
     "idefics3": "idefics3_vision", "smolvlm": "smolvlm_vision", "blip-2": "blip_2_vision_model", "instructblip": "instructblip_vision_model", "instructblipvideo": "instructblipvideo_vision_model", "idefics2": "idefics2_vision", "got_ocr2": "got_ocr2_vision", "pp_chart2table": "pp_chart2table_vision", "pp_formulanet": "pp_formulanet_vision", "ovis2": "ovis2_vision", "hy_v4_vl": "hy_v4_vl_vision", "unlimited_ocr": "unlimited_ocr_vision",
 }
