@@ -524,6 +524,18 @@ def ovis2_visual_tokens(v: ConfigReader, outer: Mapping[str, Any], hidden: int, 
     return _projector(_linear(hidden * stride * stride, words, False), other=2 * words + vocab * width)
 
 
+def ovis2_5_visual_tokens(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                          layout: TowerLayout) -> WeightPart:
+    """Ovis2.5's visual tokenizer (Linear(h m², visual vocab - indicator tokens) without bias over
+    ``spatial_merge_size``² patches, a LayerNorm over its output) and the visual embedding table
+    (``vision_config.vocab_size`` rows of the language model's width, no bias)."""
+    vocab = v.first_of("vocab_size", ("vocab_size",))
+    merge = v.first_of("spatial_merge_size", ("spatial_merge_size",))
+    words = vocab - v.first_of("num_visual_indicator_tokens", ("num_visual_indicator_tokens",), kind="count")
+    return _projector(_linear(hidden * merge * merge, words, False), _linear(vocab, text_hidden, False),
+                      other=2 * words)
+
+
 def hy_v4_vl_merger(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
                     layout: TowerLayout) -> WeightPart:
     """HY-V4-VL's patch merger: an RMSNorm, a biased m x m stride-m convolution (h -> h m²), a biased 1x1
@@ -565,7 +577,7 @@ PROJECTORS: dict[str, Projector] = {
     "janus": janus_aligner,
     "unlimited_ocr": concat_projector,
     "hy_v4_vl": hy_v4_vl_merger,
-    "ovis2": ovis2_visual_tokens,
+    "ovis2": ovis2_visual_tokens, "ovis2_5": ovis2_5_visual_tokens,
     "deepseek_vl": deepseek_vl_aligner, "deepseek_vl_hybrid": deepseek_vl_hybrid_aligner,
     "got_ocr2": got_ocr2_projector, "pp_chart2table": got_ocr2_projector,
     "pp_formulanet": pp_formulanet_projector, "step3p7": step3p7_projector, "cohere2_vision": cohere2_vision_projector,

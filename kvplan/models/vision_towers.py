@@ -635,6 +635,13 @@ TOWERS: dict[str, TowerLayout] = {
     "blip_vision_model": TowerLayout(name="BLIP ViT", cls_token=True, post_norm=True,
                                      defaults={"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
                                                "num_channels": 3, "image_size": 384, "patch_size": 16}),
+    # Ovis2.5 (Ovis2_5VisionModel): a SigLIP-style ViT (biased patch convolution, (image_size / patch_size)^2
+    # learned positions, biased q/k/v/o and fc1/fc2, LayerNorms) with a post LayerNorm
+    "ovis2_5_vision": TowerLayout(name="Ovis2.5 SigLIP ViT", post_norm=True,
+                                  defaults={"hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 27,
+                                            "num_channels": 3, "image_size": 512, "patch_size": 16,
+                                            "spatial_merge_size": 2, "vocab_size": 65536,
+                                            "num_visual_indicator_tokens": 4}),
     # Idefics2VisionTransformer: SigLIP's tower without the pooling head
     "idefics2_vision": TowerLayout(name="Idefics2 SigLIP ViT", post_norm=True,
                                    defaults={"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
@@ -747,7 +754,7 @@ VISION_TYPE_OF = {
     "ernie4_5_vl_moe": "ernie4_5_vl_moe_vision", "florence2": "florence_vision",
     "kosmos-2.5": "kosmos_2_5_vision_model", "janus": "janus_vision_model", "pix2struct": "pix2struct_vision_model", "blip": "blip_vision_model",
     "step3p7": "step3p5_vision", "qwen2_5_omni_thinker": "qwen2_5_omni_vision_encoder",
-    "idefics3": "idefics3_vision", "smolvlm": "smolvlm_vision", "blip-2": "blip_2_vision_model", "instructblip": "instructblip_vision_model", "instructblipvideo": "instructblipvideo_vision_model", "idefics2": "idefics2_vision", "got_ocr2": "got_ocr2_vision", "pp_chart2table": "pp_chart2table_vision", "pp_formulanet": "pp_formulanet_vision", "ovis2": "ovis2_vision", "hy_v4_vl": "hy_v4_vl_vision", "unlimited_ocr": "unlimited_ocr_vision",
+    "idefics3": "idefics3_vision", "smolvlm": "smolvlm_vision", "blip-2": "blip_2_vision_model", "instructblip": "instructblip_vision_model", "instructblipvideo": "instructblipvideo_vision_model", "idefics2": "idefics2_vision", "got_ocr2": "got_ocr2_vision", "pp_chart2table": "pp_chart2table_vision", "pp_formulanet": "pp_formulanet_vision", "ovis2": "ovis2_vision", "ovis2_5": "ovis2_5_vision", "hy_v4_vl": "hy_v4_vl_vision", "unlimited_ocr": "unlimited_ocr_vision",
 }
 
 #: outer ``model_type`` -> the vision ``model_type`` its config class builds when ``vision_config`` names none.

@@ -23,7 +23,7 @@ TYPES = ["qwen2_vl", "qwen2_5_vl", "internvl", "qianfan_ocr", "kimi_k25", "lfm2_
          "llava", "llava_next", "llava_next_video", "llava_onevision", "vipllava", "video_llava", "florence2",
          "kosmos-2.5", "idefics3", "smolvlm", "lighton_ocr", "blip-2", "instructblip", "instructblipvideo",
          "idefics2", "got_ocr2", "pp_chart2table", "cohere2_vision", "deepseek_vl",
-         "deepseek_vl_hybrid", "ovis2", "hy_v4_vl", "unlimited_ocr", "muse_glimmer", "glm4v", "glm4v_moe"]
+         "deepseek_vl_hybrid", "ovis2", "hy_v4_vl", "unlimited_ocr", "muse_glimmer", "glm4v", "glm4v_moe", "ovis2_5"]
 
 
 @pytest.mark.parametrize("model_type", TYPES)
@@ -273,3 +273,14 @@ def test_muse_glimmer_tower_and_adapter_arithmetic() -> None:
     adapter = out * projector_hidden + projector_hidden * projector_hidden + projector_hidden * text
     weights = count_weights(default_config("muse_glimmer"), model_id="muse_glimmer")
     assert weights.vision_parameters == tower + adapter == 1_921_845_760  # transformers' count of the same
+
+
+def test_ovis2_5_visual_tokenizer_and_embedding_table_arithmetic() -> None:
+    # Ovis2_5VisionConfig: hidden_size, spatial_merge_size, vocab_size, num_visual_indicator_tokens; the text width
+    config = default_config("ovis2_5")
+    h, merge, vocab, indicators = 1152, 2, 65536, 4
+    text = config["text_config"]["hidden_size"]
+    words = vocab - indicators
+    weights = count_weights(config, model_id="ovis2_5")
+    projector = next(p for p in weights.parts if p.name == "projector")
+    assert projector.parameters == h * merge * merge * words + 2 * words + vocab * text  # tokenizer, LayerNorm, table
