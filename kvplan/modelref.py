@@ -291,7 +291,9 @@ def read_config(ref: ModelRef, *, token: str | None = None) -> tuple[dict[str, A
     if ref.kind == "hub" and ref.repo_id is not None:
         data, source = fetch_hub_config(ref.repo_id, revision=ref.revision, token=token)
         if data.get("quantization_config") is None:
-            sidecar, note = fetch_hub_sidecar(ref.repo_id, revision=ref.revision, token=token)
+            # a Hub that failed for config.json (answered from the cache) is not asked again
+            sidecar, note = fetch_hub_sidecar(ref.repo_id, revision=ref.revision, token=token,
+                                              cache_only=bool(source.note))
             if sidecar is not None:
                 data, note = with_quant_sidecar(data, sidecar, f"{ref.repo_id} {HF_QUANT_CONFIG}")
             if note:

@@ -324,10 +324,12 @@ def read_local_sidecar(config_path: Path) -> tuple[dict[str, Any] | None, str]:
     return read_json_config(path, label=str(path)), str(path)
 
 
-def fetch_hub_sidecar(repo_id: str, *, revision: str | None, token: str | None) -> tuple[dict[str, Any] | None, str]:
+def fetch_hub_sidecar(repo_id: str, *, revision: str | None, token: str | None, cache_only: bool = False,
+                      ) -> tuple[dict[str, Any] | None, str]:
     """(hf_quant_config.json of a Hub repo or None, a note when it could not be read). Called after
     :func:`fetch_hub_config` answered: the same endpoint, cache and token, within one more KVPLAN_HUB_TIMEOUT; a repo
-    without the file (the common case) is None without a note, and offline mode reads only the Hub cache."""
+    without the file (the common case) is None without a note. Offline mode, and ``cache_only`` (config.json itself
+    came from the cache because the Hub failed), read only the Hub cache."""
     from huggingface_hub import errors as hub_errors
     from huggingface_hub import hf_hub_download, try_to_load_from_cache
 
@@ -337,7 +339,7 @@ def fetch_hub_sidecar(repo_id: str, *, revision: str | None, token: str | None) 
         os.path.join(os.environ["HF_HOME"], "hub") if os.environ.get("HF_HOME") else None
     )
     label = f"{repo_id}" + (f"@{revision}" if revision else "") + f" {HF_QUANT_CONFIG}"
-    if offline:
+    if offline or cache_only:
         cached = try_to_load_from_cache(repo_id, HF_QUANT_CONFIG, cache_dir=cache_dir, revision=revision)
         if isinstance(cached, str) and os.path.isfile(cached):
             return read_json_config(Path(cached), label=f"{label} (cached)"), ""

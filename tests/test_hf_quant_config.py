@@ -144,3 +144,20 @@ def test_config_json_kv_cache_scheme_is_read_the_same_way(runner, write_config) 
     other = write_config({**CONFIG, "quantization_config": {**quant, "quant_method": "compressed-tensors",
                                                              "config_groups": {}}}, name="other.json")
     assert run(runner, "estimate", "--model", str(other), "--seq-len", "64")["inputs"]["kv_dtype"] == "bf16"
+
+
+def test_a_failing_hub_is_not_asked_for_hf_quant_config_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    # config.json answered from the Hub cache (the Hub failing): the file beside it is read from the cache too
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setenv("KVPLAN_HUB_TIMEOUT", "2")
+    files = {"nvidia/tiny-NVFP4": {"hf_quant_config.json": json.dumps(SIDECAR).encode()}}
+    with HubStub({"nvidia/tiny-NVFP4": CONFIG}, files=files) as hub:  # warm the cache
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        load_raw_config("nvidia/tiny-NVFP4")
+    with HubStub({"nvidia/tiny-NVFP4": CONFIG}, files=files, fault="503") as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        config, source, _ = load_raw_config("nvidia/tiny-NVFP4")
+        asked = [path for _, path in hub.requests]
+    assert "read from the local Hub cache" in source.note
+    assert config["quantization_config"]["quant_algo"] == "NVFP4"
+    assert not any(path.endswith("hf_quant_config.json") for path in asked), asked
