@@ -162,7 +162,6 @@ def compare_weights(key: str, record: dict[str, Any]) -> Outcome:
 _NOT_MODELLED = "kvplan has no weight layout for"
 WEIGHT_MISS_CAUSES = {
     "dots3_note": f"{_NOT_MODELLED} dots3-note's vision tower (a ViT with per-layer MoE) and audio encoder",
-    "emu3": f"{_NOT_MODELLED} Emu3's text model and its VQ-VAE image tokenizer",
     "evolla": f"{_NOT_MODELLED} Evolla (a protein encoder, resampler and Llama with cross-attention)",
     "idefics": f"{_NOT_MODELLED} IDEFICS 1 (perceiver resampler, gated cross-attention layers)",
     "phi4_multimodal": f"{_NOT_MODELLED} Phi-4-multimodal (LoRA adapters, audio and vision encoders)",

@@ -41,9 +41,9 @@ FAMILY_INDEX: dict[str, str] = {
     "kolibri": "kolibri1_1",
     "lfm2": "lfm2 lfm2_moe lfm3",
     "llama": ("apertus apertus1p5_text aquila arcee arctic aria_text baichuan beam bitnet cosmos3_edge_text cwm "
-              "diffllama doge flint helium hyperclovax internlm2 internlm3 iquestcoder jais2 kolibri1 llama llama4 "
-              "llama4_text mellum mllama mllama_text_model muse_glimmer_text nanochat orion paddleocr_vl_text "
-              "seed_oss smollm3 stablelm xverse yi"),
+              "diffllama doge emu3_text_model flint helium hyperclovax internlm2 internlm3 iquestcoder jais2 kolibri1 "
+              "llama llama4 llama4_text mellum mllama mllama_text_model muse_glimmer_text nanochat orion "
+              "paddleocr_vl_text seed_oss smollm3 stablelm xverse yi"),
     "mamba": "falcon_mamba mamba mamba2",
     "mimo": "mimo mimo_v2_flash",
     "minicpm5": "minicpm5_moe",

@@ -83,6 +83,10 @@ class LlamaParser(DecoderParser):
         "mellum": {"tie_word_embeddings": False, "num_local_experts": 64, "moe_intermediate_size": 896},
         "nanochat": {"tie_word_embeddings": False},
         "aria_text": {"tie_word_embeddings": False, "moe_num_experts": 8, "moe_topk": 2, "moe_num_shared_experts": 2},
+        # Emu3TextConfig (Emu3's language model: Llama's layers, attention_bias and mlp_bias off)
+        "emu3_text_model": {"vocab_size": 184622, "hidden_size": 4096, "intermediate_size": 14336,
+                            "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+                            "tie_word_embeddings": False},
         # MuseGlimmerTextConfig (transformers 5.25)
         "muse_glimmer_text": {"vocab_size": 202048, "hidden_size": 6656, "intermediate_size": 19968,
                               "num_hidden_layers": 52, "num_attention_heads": 32, "num_key_value_heads": 2,
@@ -92,7 +96,7 @@ class LlamaParser(DecoderParser):
         "llama", "internlm2", "internlm3", "baichuan", "stablelm", "yi", "arcee", "smollm3", "seed_oss", "apertus",
         *LLAMA_LIKES,
         # the language models of multimodal wrappers that keep a member's layout
-        "paddleocr_vl_text", "aria_text", "cosmos3_edge_text", "muse_glimmer_text")
+        "paddleocr_vl_text", "aria_text", "cosmos3_edge_text", "muse_glimmer_text", "emu3_text_model")
 
     #: How the Llama-like members' layers differ from Llama's (their transformers modeling files).
     LAYOUTS: ClassVar[Mapping[str, DecoderLayout]] = {
@@ -184,6 +188,9 @@ class LlamaParser(DecoderParser):
         """Llama's layout (:class:`DecoderParser`) with the member's :class:`DecoderLayout`, plus its
         :class:`LayerExtras`."""
         counted = self._decoder_count(r, model_type)
+        if model_type == "emu3_text_model" and isinstance(r.outer.get("vq_config"), Mapping):
+            r.note("vq_config (Emu3's VQ-VAE image tokenizer) is not counted: the weights are the language model's, "
+                   "as Emu3ForCausalLM holds them")
         extras = self.EXTRAS.get(model_type)
         if extras is None:
             return counted
@@ -447,7 +454,7 @@ class MllamaParser(ArchParser):
 
 #: Model types counted here whose cache no parser here reads, and why.
 CACHE_NOT_READ = {**{t: "a wrapper's language model, GQA in every layer: the generic rules read its cache"
-                     for t in ("aria_text", "cosmos3_edge_text", "paddleocr_vl_text")},
+                     for t in ("aria_text", "cosmos3_edge_text", "paddleocr_vl_text", "emu3_text_model")},
                   "muse_glimmer_text": "sliding and full layers by layer_types: the generic rules read its cache"}
 #: Model types read here whose weights no parser here counts under that name, and why.
 WEIGHTS_NOT_COUNTED = {
