@@ -222,7 +222,8 @@ def with_adjustments(est: Estimate) -> Estimate:
     final = Priced(groups=est.groups, total_bytes=est.kv_cache_bytes, per_gpu_bytes=est.kv_cache_bytes_per_gpu,
                    cpu_bytes=est.cpu_bytes, peak_bytes=est.peak_bytes, peak_per_gpu_bytes=est.peak_bytes_per_gpu,
                    notes=())
-    walk = _adjustments(sizing, est.deployment, est.kv_dtype, get_engine(est.deployment.engine), final)
+    walk = _adjustments(sizing, est.deployment, est.kv_dtype, get_engine(est.deployment.engine), final,
+                        est.kv_dtype_source)
     return replace(est, adjustments=tuple(walk))
 
 
@@ -309,7 +310,7 @@ def estimate(
                      model_dtype=state_dtype, state_dtype=state_dtype)
     priced = sizing.price(dep, dtype)
     notes.extend(priced.notes)
-    steps = tuple(_adjustments(sizing, dep, dtype, engine, priced)) if adjustments else ()
+    steps = tuple(_adjustments(sizing, dep, dtype, engine, priced, dtype_source)) if adjustments else ()
     groups = priced.groups
     model_max = engine.model_max_len(geometry)[0]
     if seq_len is not None and model_max is not None and seq_len > model_max:
@@ -351,6 +352,14 @@ def _resolve(
     if kv_dtype.strip().lower() == "auto" and engine.auto_dtype(state_dtype) != dtype:
         dtype = engine.auto_dtype(state_dtype)
         dtype_source = f"auto: {engine.title}'s default cache type {dtype.name}"
+    if kv_dtype.strip().lower() == "auto" and geometry.checkpoint_kv_dtype is not None:
+        named = f"{geometry.checkpoint_kv_dtype_source} (a KV cache in {geometry.checkpoint_kv_dtype})"
+        if engine.checkpoint_kv_dtype and geometry.checkpoint_kv_dtype in engine.checkpoint_kv_formats:
+            dtype = lookup_dtype(geometry.checkpoint_kv_dtype)
+            dtype_source = f"auto: {named}; {engine.checkpoint_kv_dtype}"
+        else:
+            notes.append(f"{named}; {engine.title} keeps --kv-dtype auto at {dtype.name} (pass --kv-dtype "
+                         f"{geometry.checkpoint_kv_dtype} for the checkpoint's format)")
     if dep.cache_type_v is not None and "cache_type_v" in engine.knobs:
         dtype_source += f"; V cache {dep.cache_type_v} (--cache-type-v): kv_dtype is the K type"
     return geometry, dtype, dtype_source, state_dtype, engine, dep, notes
@@ -595,9 +604,10 @@ def _placement(geometry: ModelGeometry, rank_bytes: list[int], dep: Deployment) 
 
 
 def _adjustments(sizing: _Sizing, dep: Deployment, kv_dtype: KvDtype, engine: EngineProfile, final: Priced,
-                 ) -> list[Adjustment]:
+                 dtype_source: str = "") -> list[Adjustment]:
     """Apply the deployment one knob at a time and record each effect (before -> after); ``final`` is the
-    whole deployment already priced (its steady bytes end the last step)."""
+    whole deployment already priced (its steady bytes end the last step); ``dtype_source`` says where the KV
+    dtype came from."""
     out: list[Adjustment] = []
     ideal = get_engine("ideal")
     # NOTE: dtype is already in the served geometry (_resolve): it bends no byte here
@@ -643,7 +653,9 @@ def _adjustments(sizing: _Sizing, dep: Deployment, kv_dtype: KvDtype, engine: En
         step("block_size", f"--block-size {dep.block_size}: each sequence's tokens in each layer round up to whole "
              f"blocks of {dep.block_size}", cur.with_(block_size=dep.block_size))
     if kv_dtype != cur_dtype:
-        reason = f"--kv-dtype {kv_dtype.name}: {kv_dtype.description or kv_dtype.name}, {kv_dtype.bits_per_element:.4g} bits per value"
+        flag = (f"--kv-dtype auto ({kv_dtype.name}, as the checkpoint names it)" if dtype_source.startswith("auto")
+                else f"--kv-dtype {kv_dtype.name}")
+        reason = f"{flag}: {kv_dtype.description or kv_dtype.name}, {kv_dtype.bits_per_element:.4g} bits per value"
         if engine.hf_quantized and (kv_dtype.scheme == "grouped"):
             reason += (f"; Hugging Face QuantizedCache keeps up to --residual-length {dep.residual_length} - 1 recent "
                        "tokens in full precision")

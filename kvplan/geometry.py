@@ -62,6 +62,11 @@ class ModelGeometry:
     the class default, so a defaulted core field is the checkpoint's own value, not a guess."""
     rope_scaling: RopeScaling | None = None
     """RoPE scaling, which vLLM applies to the maximum context (``_get_and_verify_max_len``); None: none."""
+    checkpoint_kv_dtype: str | None = None
+    """The KV dtype a ModelOpt checkpoint's quantisation names (``kv_cache_quant_algo``, ``kv_cache_scheme``), which
+    vLLM, SGLang and TensorRT-LLM take for ``--kv-cache-dtype auto``; None: the checkpoint names none."""
+    checkpoint_kv_dtype_source: str | None = None
+    """Which file and key named it (``hf_quant_config.json: quantization.kv_cache_quant_algo = FP8``)."""
     spec_groups: tuple[tuple[LayerSpec, tuple[int, ...]], ...] = field(init=False, repr=False, compare=False)
     """Each distinct spec of ``layers`` with the indices of its layers, in order of its first layer (the
     grouping every sizing starts from, made once with the geometry)."""

@@ -34,13 +34,17 @@ from kvplan.hubref import GGUF_TAG, is_repo_id, is_url, parse_hub_url, validate_
 from kvplan.limits import MAX_MODEL_ARG_CHARS
 from kvplan.models import overridden_config, parse_config, parse_override
 from kvplan.sources import (
+    HF_QUANT_CONFIG,
     Source,
     bundled_index,
     close_bundled,
     fetch_hub_config,
+    fetch_hub_sidecar,
     hub_id_of,
     read_json_config,
+    read_local_sidecar,
     suggest_bundled,
+    with_quant_sidecar,
 )
 from kvplan.textsafe import printable
 
@@ -80,7 +84,8 @@ class ModelRef:
         """What the loaded model depends on: this reference, and the size and time of its local files
         (a file changed in place is read again)."""
         stamps: list[tuple[int, int] | None] = []
-        for path in self.shards or ((self.path,) if self.kind == "file" and self.path is not None else ()):
+        local = (self.path, self.path.parent / HF_QUANT_CONFIG) if self.kind == "file" and self.path is not None else ()
+        for path in self.shards or local:
             try:
                 stat = path.stat()
             except OSError:  # gone since it was resolved: loading says so
@@ -274,12 +279,26 @@ def read_config(ref: ModelRef, *, token: str | None = None) -> tuple[dict[str, A
     if ref.kind == "file" and ref.path is not None:
         data = read_json_config(ref.path)
         fallback = ref.folder.name if ref.folder is not None else ref.path.stem
-        return data, Source(kind="file", location=str(ref.path)), _id_from_config(data, fallback)
+        note = ""
+        # a checkout's config.json (a folder, or a file of that name) may have hf_quant_config.json beside it
+        if data.get("quantization_config") is None and (ref.folder is not None or ref.path.name == "config.json"):
+            sidecar, label = read_local_sidecar(ref.path)
+            if sidecar is not None:
+                data, note = with_quant_sidecar(data, sidecar, label)
+        return data, Source(kind="file", location=str(ref.path), note=note), _id_from_config(data, fallback)
     if ref.kind == "bundled" and ref.path is not None and ref.repo_id is not None:
         data = read_json_config(ref.path, label=f"bundled {ref.repo_id}")
         return data, Source(kind="bundled", location=ref.repo_id), ref.repo_id
     if ref.kind == "hub" and ref.repo_id is not None:
         data, source = fetch_hub_config(ref.repo_id, revision=ref.revision, token=token)
+        if data.get("quantization_config") is None:
+            # a Hub that failed for config.json (answered from the cache) is not asked again
+            sidecar, note = fetch_hub_sidecar(ref.repo_id, revision=ref.revision, token=token,
+                                              cache_only=bool(source.note))
+            if sidecar is not None:
+                data, note = with_quant_sidecar(data, sidecar, f"{ref.repo_id} {HF_QUANT_CONFIG}")
+            if note:
+                source = replace(source, note="; ".join(n for n in (source.note, note) if n))
         return data, source, ref.repo_id
     raise SourceError(f"--model {printable(ref.given[:200])} is a GGUF model, which has no config.json to read",
                       "read it with kvplan.load_geometry (every command does), or pass the model's config.json")

@@ -290,6 +290,87 @@ def _fetch_hub_config(repo_id: str, *, revision: str | None, token: str | None) 
     return cached_or_fail(failure)
 
 
+#: NVIDIA ModelOpt's file beside config.json: ``{"producer": {"name": "modelopt"}, "quantization": {...}}``. Many
+#: ModelOpt exports (nvidia/*-FP8, *-NVFP4) say their quantisation only here; vLLM (``get_config_filenames``), SGLang
+#: and TensorRT-LLM read it when config.json has no ``quantization_config``.
+HF_QUANT_CONFIG = "hf_quant_config.json"
+
+
+def with_quant_sidecar(config: dict[str, Any], sidecar: Any, label: str) -> tuple[dict[str, Any], str]:
+    """(config, note): ``config`` with the ModelOpt ``quantization`` of hf_quant_config.json as its
+    ``quantization_config`` (``quant_method: modelopt``, as transformers writes it), when config.json names none;
+    ``_kvplan.quantization_config_file`` says where it came from. Another producer's file is left out, noted."""
+    if config.get("quantization_config") is not None:
+        return config, ""
+    if not isinstance(sidecar, dict):
+        raise ConfigError(f"{label} must hold a JSON object, got {type(sidecar).__name__}",
+                          f"fix or remove {HF_QUANT_CONFIG}")
+    producer = sidecar.get("producer")
+    name = producer.get("name") if isinstance(producer, dict) else None
+    quantization = sidecar.get("quantization")
+    if not (isinstance(name, str) and name.lower() == "modelopt" and isinstance(quantization, dict)):
+        return config, (f"{label} is not a ModelOpt export (producer.name modelopt with a quantization object): "
+                        "not read")
+    meta = config.get("_kvplan")
+    marked = {**(meta if isinstance(meta, dict) else {}), "quantization_config_file": HF_QUANT_CONFIG}
+    return {**config, "quantization_config": {"quant_method": "modelopt", **quantization}, "_kvplan": marked}, ""
+
+
+def read_local_sidecar(config_path: Path) -> tuple[dict[str, Any] | None, str]:
+    """(hf_quant_config.json beside ``config_path`` or None, its label)."""
+    path = config_path.parent / HF_QUANT_CONFIG
+    if not path.is_file():
+        return None, str(path)
+    return read_json_config(path, label=str(path)), str(path)
+
+
+def fetch_hub_sidecar(repo_id: str, *, revision: str | None, token: str | None, cache_only: bool = False,
+                      ) -> tuple[dict[str, Any] | None, str]:
+    """(hf_quant_config.json of a Hub repo or None, a note when it could not be read). Called after
+    :func:`fetch_hub_config` answered: the same endpoint, cache and token, within one more KVPLAN_HUB_TIMEOUT; a repo
+    without the file (the common case) is None without a note. Offline mode, and ``cache_only`` (config.json itself
+    came from the cache because the Hub failed), read only the Hub cache."""
+    from huggingface_hub import errors as hub_errors
+    from huggingface_hub import hf_hub_download, try_to_load_from_cache
+
+    offline = any(os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+                  for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    cache_dir = os.environ.get("HF_HUB_CACHE") or (
+        os.path.join(os.environ["HF_HOME"], "hub") if os.environ.get("HF_HOME") else None
+    )
+    label = f"{repo_id}" + (f"@{revision}" if revision else "") + f" {HF_QUANT_CONFIG}"
+    if offline or cache_only:
+        cached = try_to_load_from_cache(repo_id, HF_QUANT_CONFIG, cache_dir=cache_dir, revision=revision)
+        if isinstance(cached, str) and os.path.isfile(cached):
+            return read_json_config(Path(cached), label=f"{label} (cached)"), ""
+        return None, ""  # not cached, or cached as absent
+    timeout = hub_timeout()
+    endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+    outcome: dict[str, Any] = {}
+
+    def download() -> None:
+        try:
+            outcome["path"] = hf_hub_download(repo_id, HF_QUANT_CONFIG, revision=revision,
+                                              token=token or os.environ.get("HF_TOKEN") or None, endpoint=endpoint,
+                                              cache_dir=cache_dir, etag_timeout=timeout,
+                                              tqdm_class=_bounded_progress())
+        except BaseException as exc:  # handed to the caller's thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=download, name=f"kvplan-hub-fetch-{next(_FETCHES)}", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        return None, f"{label} not read: the Hub did not answer within {timeout:g} s (KVPLAN_HUB_TIMEOUT)"
+    exc = outcome.get("error")
+    if exc is None:
+        return read_json_config(Path(outcome["path"]), label=label), ""
+    if isinstance(exc, hub_errors.EntryNotFoundError) and not isinstance(exc, hub_errors.LocalEntryNotFoundError):
+        return None, ""
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return None, f"{label} not read ({printable(text[:200])}): a quantisation it names is not counted"
+
+
 class _TooLarge(Exception):
     """A Hub download past :data:`~kvplan.limits.MAX_FILE_BYTES`, stopped as it came in."""
 

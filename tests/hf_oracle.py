@@ -163,31 +163,11 @@ def compare_weights(key: str, record: dict[str, Any]) -> Outcome:
 #: Why kvplan misses a weight count: what it does not model (read from the type's transformers modeling file).
 _NOT_MODELLED = "kvplan has no weight layout for"
 WEIGHT_MISS_CAUSES = {
-    "blip": f"{_NOT_MODELLED} BLIP's text decoder (BERT layers with cross-attention)",
     "dots3_note": f"{_NOT_MODELLED} dots3-note's vision tower (a ViT with per-layer MoE) and audio encoder",
-    "emu3": f"{_NOT_MODELLED} Emu3's text model and its VQ-VAE image tokenizer",
     "evolla": f"{_NOT_MODELLED} Evolla (a protein encoder, resampler and Llama with cross-attention)",
-    "glm46v": f"{_NOT_MODELLED} GLM-4V's language model (glm4v_text) and vision tower",
-    "glm4v": f"{_NOT_MODELLED} GLM-4V's language model (glm4v_text) and vision tower",
-    "glm4v_moe": f"{_NOT_MODELLED} GLM-4.5V's MoE language model (glm4v_moe_text) and vision tower",
-    "glmga": f"{_NOT_MODELLED} GLM-4V's language model (glm4v_text) and vision tower",
-    "hrm_text": f"{_NOT_MODELLED} HRM's recurrent high/low-level modules",
     "idefics": f"{_NOT_MODELLED} IDEFICS 1 (perceiver resampler, gated cross-attention layers)",
-    "kolibri1_1": f"{_NOT_MODELLED} Kolibri 1.1 (its cache is read; its weights are not counted)",
-    "muse_glimmer": f"{_NOT_MODELLED} Muse Glimmer's language model",
-    "ovis2_5": "Ovis2.5's visual tokenizer and its visual embedding table are not modelled (the tower is read as a "
-               "plain ViT); the language model is exact",
     "phi4_multimodal": f"{_NOT_MODELLED} Phi-4-multimodal (LoRA adapters, audio and vision encoders)",
-    "pix2struct": f"{_NOT_MODELLED} Pix2Struct's text decoder",
-    "pp_formulanet": f"{_NOT_MODELLED} PP-FormulaNet's text decoder",
-    "qwen2_5_omni_thinker": f"{_NOT_MODELLED} Qwen2.5-Omni's thinker (qwen2_5_omni_text with audio and vision)",
-    "qwen3_omni_moe_thinker": f"{_NOT_MODELLED} Qwen3-Omni's thinker (qwen3_omni_moe_text with audio and vision)",
-    "step3p7": "Step-3.7's vision tower (two downsampling convolutions, its projector) is read as a plain ViT; the "
-               "language model is exact",
     "udop": f"{_NOT_MODELLED} UDOP (a T5 with a layout-aware vision encoder)",
-    "voxtral_realtime": f"{_NOT_MODELLED} Voxtral Realtime's language model",
-    "xlnet": f"{_NOT_MODELLED} XLNet",
-    "xmod": f"{_NOT_MODELLED} X-MOD (per-language adapters)",
 }
 
 

@@ -147,6 +147,8 @@ class HubStub:
         if not spec.startswith("bytes="):
             req.send_response(200)
             req.send_header("Content-Length", str(len(data)))
+            req.send_header("ETag", f'"{hashlib.sha256(data).hexdigest()}"')  # hf_hub_download needs both
+            req.send_header("X-Repo-Commit", COMMIT)
             req.end_headers()
             if body:
                 req.wfile.write(data)

@@ -116,6 +116,17 @@ def _text_key(config: Any) -> str | None:
     return None
 
 
+def _nested_model_key(config: Any) -> str | None:
+    """The attribute of a config without a layer count of its own that holds a whole model's config with a text
+    config that has one (PI05Config's ``vlm_config``, a PaliGemmaConfig), or None."""
+    for key, value in vars(config).items():
+        if hasattr(value, "get_text_config") and value is not config:
+            text = value.get_text_config(decoder=True)
+            if text is not value and _layer_count(text) is not None:
+                return key
+    return None
+
+
 def _layer_count(text_config: Any) -> int | None:
     for key in ("num_hidden_layers", "decoder_layers", "num_decoder_layers", "num_layers", "n_layer", "n_layers", "layers"):
         with contextlib.suppress(Exception):
@@ -294,6 +305,13 @@ def shrink_config(raw: dict[str, Any], built: Any, width: int | None = SMALL_WID
     tkey = _text_key(built)
     text_config = built.get_text_config(decoder=True)
     total = _layer_count(text_config)
+    inner_model = _nested_model_key(built) if total is None else None
+    if inner_model is not None:  # pi05: a whole PaliGemma under vlm_config, its text_config the decoder
+        d[inner_model], notes, total, keep = shrink_config(raw[inner_model], getattr(built, inner_model), width)
+        for key, value in d.items():
+            if key != inner_model and isinstance(value, dict) and ("model_type" in value or key.endswith("_config")):
+                shrink_tower(value, key, notes, width)
+        return d, notes, total, keep
     if total is None:
         raise ValueError("no layer count on the text config")
     if tkey is not None and not isinstance(d.get(tkey), dict):

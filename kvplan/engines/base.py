@@ -215,6 +215,12 @@ class EngineProfile:
     """The formula itself, no engine rule (the ideal profile): no ``engine:`` adjustment, no served dtype."""
     keeps_checkpoint_dtype: ClassVar[bool] = False
     """Loads a float32 checkpoint as float32 (transformers 5 ``dtype="auto"``); others serve 16 bits."""
+    checkpoint_kv_dtype: ClassVar[str | None] = ("the ideal formula caches in the format the checkpoint was calibrated "
+                                                 "for, as vLLM, SGLang and TensorRT-LLM do")
+    """How ``--kv-dtype auto`` takes the KV dtype a ModelOpt checkpoint names (``kv_cache_quant_algo``), said in
+    the report; None: the engine caches in the model dtype whatever the checkpoint says."""
+    checkpoint_kv_formats: ClassVar[tuple[str, ...]] = ("fp8_e4m3", "nvfp4")
+    """The checkpoint KV dtypes ``--kv-dtype auto`` takes (another stays in the model dtype)."""
     knobs: ClassVar[tuple[str, ...]] = ()
     """``Deployment`` fields only this engine reads (a note says when another engine ignores them)."""
     block_pool: ClassVar[bool] = False

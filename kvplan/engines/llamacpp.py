@@ -69,6 +69,7 @@ class LlamaCppProfile(EngineProfile):
         "llama-context.cpp, common/arg.cpp)"
     )
     allowed_dtypes = GGML_CACHE_TYPES
+    checkpoint_kv_dtype = None  # NOTE: --cache-type-k/-v default f16 whatever the weights are
     shares_prefix = False
     beam_search = False
     knobs = ("ubatch_size", "kv_unified", "cache_type_v")

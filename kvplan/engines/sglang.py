@@ -54,6 +54,9 @@ class SglangProfile(EngineProfile):
     source = "SGLang 0.5.23 (model_executor/pool_configurator.py, mem_cache/memory_pool.py, server_args.py)"
     default_block_size = 1
     allowed_dtypes = (*FLOAT_DTYPES, *FP8_DTYPES, "nvfp4")
+    checkpoint_kv_dtype = ("SGLang's --kv-cache-dtype auto takes an FP8 kv_cache_quant_algo: "
+                           "model_runner.py configure_kv_cache_dtype")
+    checkpoint_kv_formats = ("fp8_e4m3",)  # NOTE: an NVFP4 kv_cache_quant_algo leaves auto at the model dtype
     knobs = ("swa_full_tokens_ratio",)
     mla_off = None  # NOTE: the 0.5.23 wheel has no MLA-disable switch (no disable_mla / SGLANG_DISABLE_MLA)
     dp_within_tp = True

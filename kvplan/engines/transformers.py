@@ -44,6 +44,7 @@ class HfDynamicProfile(EngineProfile):
     shares_prefix = False
     hf_quantized = True
     keeps_checkpoint_dtype = True
+    checkpoint_kv_dtype = None  # NOTE: transformers has no ModelOpt loader: its cache is in the model dtype
     transient_peaks = True
     allowed_dtypes: ClassVar[tuple[str, ...] | None] = (*FLOAT_DTYPES, "fp8_e4m3", "int8", "int4", "int2")
 

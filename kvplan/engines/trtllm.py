@@ -38,6 +38,8 @@ class TrtllmProfile(EngineProfile):
     default_block_size = TRTLLM_TOKENS_PER_BLOCK
     tp_rule = "ceil"
     allowed_dtypes = (*FLOAT_DTYPES, *FP8_DTYPES, "int8", "nvfp4")
+    checkpoint_kv_dtype = ("TensorRT-LLM sets its KV cache quantisation from it: tensorrt_llm/llmapi/llm_utils.py "
+                           "_update_from_hf_quant_config")
 
     def check(self, layers: tuple[LayerSpec, ...], dep: Deployment, kv_dtype: KvDtype) -> list[str]:
         notes = super().check(layers, dep, kv_dtype)

@@ -108,6 +108,8 @@ class VllmProfile(EngineProfile):
     )
     default_block_size = 16
     allowed_dtypes = (*FLOAT_DTYPES, *FP8_DTYPES, "int8", "nvfp4")
+    checkpoint_kv_dtype = ("vLLM resolves --kv-cache-dtype auto to it: vllm/utils/torch_utils.py "
+                           "get_kv_cache_quant_algo_string, vllm-project/vllm#30785")
     knobs = ("max_num_batched_tokens",)
     block_pool = True
     stage_budgets = True

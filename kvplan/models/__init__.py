@@ -21,7 +21,14 @@ from kvplan.limits import MAX_NESTING
 from kvplan.models.base import ArchParser, ConfigReader, TrackedConfig
 from kvplan.models.nesting import WRAPPER_TEXT_TYPES, check_model_types, decoder_key_of, node_at
 from kvplan.models.registry import REGISTRY, WEIGHT_REGISTRY, family_parsers
-from kvplan.models.storage import DTYPE_BYTES, serve_weights, served_dtype, weights_from_safetensors, with_exact_bytes
+from kvplan.models.storage import (
+    DTYPE_BYTES,
+    checkpoint_kv_dtype,
+    serve_weights,
+    served_dtype,
+    weights_from_safetensors,
+    with_exact_bytes,
+)
 from kvplan.models.tensors import WeightsEstimate
 from kvplan.models.weights import count_weights, resolve_weights
 from kvplan.safeload import nesting_depth
@@ -200,6 +207,22 @@ def check_overrides_read(
         )
 
 
+def _checkpoint_kv_dtype(full: Mapping[str, Any], effective: Mapping[str, Any], prefix: str
+                         ) -> tuple[str | None, str | None]:
+    """The KV dtype the checkpoint's ModelOpt quantisation names, and where (the config's own
+    ``quantization_config``, the nested one's, or hf_quant_config.json read in its place)."""
+    qc, where = full.get("quantization_config"), "config: quantization_config"
+    if qc is None and prefix:
+        qc, where = effective.get("quantization_config"), f"config: {prefix}quantization_config"
+    found = checkpoint_kv_dtype(qc)
+    if found is None:
+        return None, None
+    meta = full.get("_kvplan")
+    if isinstance(meta, Mapping) and meta.get("quantization_config_file") and where == "config: quantization_config":
+        where = f"{meta['quantization_config_file']}: quantization"
+    return found[0], f"{where}.{found[1]}"
+
+
 def parse_config(
     config: Any,
     *,
@@ -281,6 +304,7 @@ def parse_config(
     if overrides:
         _check_overrides(full, overrides, nested_key, reads, outer_reads, parser, reader, model_id, source_name)
     rope = _rope_scaling(effective, prefix)
+    kv_quant, kv_quant_source = _checkpoint_kv_dtype(full, effective, prefix)
     architectures = outer.get("architectures") or effective.get("architectures")
     architecture = architectures[0] if isinstance(architectures, list) and architectures else None
     return ModelGeometry(
@@ -299,6 +323,8 @@ def parse_config(
         provenance=_dedupe(reader.provenance),
         defaults_in_sub_config=nested_key is not None,
         rope_scaling=rope,
+        checkpoint_kv_dtype=kv_quant,
+        checkpoint_kv_dtype_source=kv_quant_source,
         notes=tuple(n for n in (_defaults_warning(reader, str(model_type or outer_type or "generic"),
                                                   nested=nested_key is not None),) if n)
         + tuple(reader.notes),

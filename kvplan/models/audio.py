@@ -52,6 +52,15 @@ _NEMOTRON_DIARIZATION_AUDIO = {"hidden_size": 512, "intermediate_size": 2048, "n
                                "num_attention_heads": 8, "num_mel_bins": 128, "subsampling_factor": 8}
 _NEMOTRON_DIARIZATION_HEAD = {"hidden_size": 192, "num_speakers": 8, "audio_hidden_size": 512, "subsampling_factor": 8}
 TOWER_DEFAULTS["nemotron3_5_transcribe_audio"] = {}
+#: Qwen2_5OmniAudioEncoderConfig (transformers 5.25).
+TOWER_DEFAULTS["qwen2_5_omni_audio_encoder"] = {"d_model": 1280, "encoder_layers": 32, "encoder_ffn_dim": 5120,
+                                                "num_mel_bins": 128, "output_dim": 3584}
+#: Qwen3OmniMoeAudioEncoderConfig (transformers 5.25): Qwen3-ASR's encoder.
+TOWER_DEFAULTS["qwen3_omni_moe_audio_encoder"] = {"d_model": 1280, "encoder_layers": 32, "encoder_ffn_dim": 5120,
+                                                  "num_mel_bins": 128, "output_dim": 3584, "downsample_hidden_size": 480}
+#: VoxtralRealtimeEncoderConfig (transformers 5.25); its num_key_value_heads is num_attention_heads (attribute_map).
+TOWER_DEFAULTS["voxtral_realtime_encoder"] = {"hidden_size": 1280, "intermediate_size": 5120, "num_hidden_layers": 32,
+                                              "num_attention_heads": 32, "head_dim": 64, "num_mel_bins": 128}
 TOWER_DEFAULTS["nemotron3_5_transcribe_word_timestamp"] = {
     "hidden_size": 1280, "intermediate_size": 640, "num_hidden_layers": 2, "num_attention_heads": 16,
     "vocab_size": 23863, "upsampling_factor": 2}
@@ -269,6 +278,23 @@ def nemotron_word_timestamps(a: ConfigReader) -> WeightPart:
     return WeightPart(name="audio_tower", vision=True, matrices=tuple(matrices), other_parameters=vectors + d)
 
 
+def voxtral_realtime_encoder(a: ConfigReader) -> WeightPart:
+    """Voxtral Realtime's streaming encoder: two causal Conv1d (mels -> d, d -> d, kernel 3, biased), rotary
+    positions (no table), layers of two RMSNorms, attention of ``num_attention_heads`` heads of ``head_dim`` (q/v/o
+    biased, k not), a gated MLP with a biased down projection; a final RMSNorm."""
+    d = a.first_of("hidden_size", HIDDEN)
+    layers = a.first_of("num_hidden_layers", LAYERS)
+    ffn = a.first_of("intermediate_size", FFN)
+    mels = a.first_of("num_mel_bins", ("num_mel_bins",))
+    width = a.first_of("num_attention_heads", ("num_attention_heads",)) * a.first_of("head_dim", ("head_dim",))
+    matrices = (Matrix(in_features=d, out_features=width, count=3 * layers),  # q, k, v
+                Matrix(in_features=width, out_features=d, count=layers),  # o
+                Matrix(in_features=d, out_features=ffn, count=2 * layers), Matrix(in_features=ffn, out_features=d, count=layers),
+                Matrix(in_features=mels * 3, out_features=d), Matrix(in_features=d * 3, out_features=d))
+    vectors = (2 * width + d + 2 * d + d) * layers + 2 * d + d  # q, v, o and down biases, norms; conv biases, norm
+    return WeightPart(name="audio_tower", vision=True, matrices=matrices, other_parameters=vectors)
+
+
 TOWERS: dict[str, Callable[[ConfigReader], WeightPart]] = {
     "nemotron3_5_transcribe_audio": nemotron_transcribe_audio,
     "nemotron3_5_transcribe_word_timestamp": nemotron_word_timestamps,
@@ -277,6 +303,10 @@ TOWERS: dict[str, Callable[[ConfigReader], WeightPart]] = {
     "qwen2_audio_encoder": whisper_encoder, "voxtral_encoder": whisper_encoder,
     "audioflamingo3_encoder": whisper_encoder, "moss_transcribe_diarize_audio": whisper_encoder,
     "glmasr_encoder": glmasr_encoder, "qwen3_asr_encoder": qwen3_asr_encoder, "omniasr_audio": wav2vec2_encoder,
+    "voxtral_realtime_encoder": voxtral_realtime_encoder,
+    # Qwen2.5-Omni: Whisper's encoder with sinusoidal positions (a buffer, not saved) and ln_post
+    "qwen2_5_omni_audio_encoder": lambda a: whisper_encoder(a, positions=False),
+    "qwen3_omni_moe_audio_encoder": qwen3_asr_encoder,
 }
 
 
@@ -297,6 +327,20 @@ def _qwen2_audio_projector(o: ConfigReader, a: ConfigReader, text: int) -> Weigh
 def _voxtral_projector(o: ConfigReader, a: ConfigReader, text: int) -> WeightPart:
     # NOTE: linear_1 reads the tower's intermediate_size: four frames of d (= 4 d in the released models)
     return _mlp2(a.first_of("intermediate_size", FFN), text, text, False)
+
+
+def _voxtral_realtime_projector(o: ConfigReader, a: ConfigReader, text: int) -> WeightPart:
+    """linear_1 over ``downsample_factor`` encoder frames (d x factor -> text), linear_2 (text -> text), no biases."""
+    factor = o.first_of("downsample_factor", ("downsample_factor",))
+    return _mlp2(a.first_of("hidden_size", HIDDEN) * factor, text, text, False)
+
+
+def _qwen_omni_audio_projector(o: ConfigReader, a: ConfigReader, text: int) -> WeightPart:
+    """Qwen2.5-Omni's audio tower ends in proj (d_model -> ``output_dim``, biased) and the audio_bos_eos_token table
+    (two rows of ``output_dim``)."""
+    d, out = a.first_of("hidden_size", HIDDEN), a.first_of("output_dim", ("output_dim",))
+    return WeightPart(name="audio_projector", vision=True, matrices=(Matrix(in_features=d, out_features=out),),
+                      other_parameters=out + 2 * out)
 
 
 def _flamingo_projector(o: ConfigReader, a: ConfigReader, text: int) -> WeightPart:
@@ -395,6 +439,9 @@ WRAPPERS: dict[str, tuple[tuple[Tower, ...], dict[str, Any]]] = {
                             {"window_size": 15, "downsample_rate": 5}),
     "qwen2_audio": (_audio("qwen2_audio_encoder", _qwen2_audio_projector), {}),
     "voxtral": (_audio("voxtral_encoder", _voxtral_projector), {}),
+    "voxtral_realtime": (_audio("voxtral_realtime_encoder", _voxtral_realtime_projector), {"downsample_factor": 4}),
+    "qwen2_5_omni_thinker": (_audio("qwen2_5_omni_audio_encoder", _qwen_omni_audio_projector), {}),
+    "qwen3_omni_moe_thinker": (_audio("qwen3_omni_moe_audio_encoder", _qwen3_asr_projector), {}),
     "audioflamingo3": (_audio("audioflamingo3_encoder", _flamingo_projector), {"projector_bias": True}),
     "musicflamingo": (_audio("audioflamingo3_encoder", _flamingo_projector), {"projector_bias": True}),
     "glmasr": (_audio("glmasr_encoder", _glmasr_projector), {}),

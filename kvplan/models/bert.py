@@ -58,6 +58,8 @@ class BertLayout:
     untied_decoder_bias: bool = True
     """Untied, the vocabulary projection keeps a bias of its own beside the head's ``bias`` parameter (which
     transformers ties to it only with the weights); ELECTRA's and RemBERT's projection has its one bias."""
+    final_norm_switch: str = ""
+    """The config key that adds the final LayerNorm (X-MOD ``pre_norm``)."""
 
 
 #: Each member's layout (BERT's where it has no entry).
@@ -70,6 +72,8 @@ BERT_LAYOUTS: dict[str, BertLayout] = {
     "roformer": BertLayout(positions="rotary"),
     "electra": BertLayout(untied_decoder_bias=False),
     "rembert": BertLayout(untied_decoder_bias=False),
+    # X-MOD: RoBERTa's layer with per-language adapters (xmod_adapters), a final LayerNorm when pre_norm
+    "xmod": BertLayout(final_norm_switch="pre_norm"),
 }
 
 
@@ -102,8 +106,11 @@ class BertParser(ArchParser):
         "xlm-roberta-xl": {"num_hidden_layers": 36, "num_attention_heads": 32, "hidden_size": 2560,
                            "intermediate_size": 10240, "max_position_embeddings": 514, "type_vocab_size": 1,
                            "vocab_size": 250880},
+        "xmod": {"pre_norm": False, "adapter_reduction_factor": 2, "adapter_layer_norm": False,
+                 "languages": ["en_XX"]},
     }
-    weight_types = model_types
+    #: ``xmod`` (X-MOD): counted here; its cache is the generic rules' (CACHE_NOT_READ).
+    weight_types = (*model_types, "xmod")
     sliding_window_applies = False
     KV_HEADS = ()
     HEAD_DIM = ()
@@ -165,8 +172,11 @@ class BertParser(ArchParser):
                                 other_parameters=(inner + h) * layers))
         # LM head transform: dense h -> out with bias, LayerNorm; the decoder bias over the vocabulary
         head = (h * out + out + 2 * out) if layout.lm_transform else 0
-        norms = 2 * h * layers + head + vocab + 2 * h * int(layout.final_norm)
+        final = layout.final_norm or bool(layout.final_norm_switch and switch(r, layout.final_norm_switch, False))
+        norms = 2 * h * layers + head + vocab + 2 * h * int(final)
         parts.append(WeightPart(name="norms", other_parameters=norms, tp_sharded=False))
+        if model_type == "xmod":
+            parts.append(xmod_adapters(r, h, layers))
         if layout.pooler:
             parts.append(WeightPart(name="pooler", matrices=(Matrix(in_features=h, out_features=h),), other_parameters=h))
         return count_of(parts, None, None, {"hidden_size": h, "mlp_width": inner, "qkv_width": 3 * h, "vocab_size": vocab})
@@ -199,6 +209,18 @@ class BertParser(ArchParser):
                 + (shape if switch(r, "enable_shape", True) else 0)
             total += width * h + h
         return total
+
+
+def xmod_adapters(r: ConfigReader, h: int, layers: int) -> WeightPart:
+    """X-MOD's adapters (modeling_xmod.py XmodOutput): per layer and per entry of ``languages``, dense1 (h -> h //
+    ``adapter_reduction_factor``) and dense2 back, both biased; with ``adapter_layer_norm`` a LayerNorm per layer."""
+    languages = len(r.first_of("languages", ("languages",), kind="list"))
+    bottleneck = h // r.first_of("adapter_reduction_factor", ("adapter_reduction_factor",))
+    norm = 2 * h if switch(r, "adapter_layer_norm", False) else 0
+    r.note(f"X-MOD: {languages} language adapter(s) of width {bottleneck} in each of the {layers} layers, all resident")
+    return WeightPart(name="adapters", matrices=(Matrix(in_features=h, out_features=bottleneck, count=languages * layers),
+                                                 Matrix(in_features=bottleneck, out_features=h, count=languages * layers)),
+                      other_parameters=((bottleneck + h) * languages + norm) * layers)
 
 
 class ModernBertDecoderParser(ArchParser):
@@ -292,5 +314,8 @@ class GitParser(ArchParser):
         r.note(f"vision tower (GIT's CLIP ViT, {layers} layers) reported separately as weights.vision_*")
         return [tower, projector]
 
+
+#: Model types counted here whose cache no parser here reads, and why.
+CACHE_NOT_READ = {"xmod": "BERT-style MHA in every layer: the generic rules read its cache"}
 
 PARSERS: tuple[type[ArchParser], ...] = (BertParser, ModernBertDecoderParser, GitParser)

@@ -73,13 +73,21 @@ class ChatGlmParser(ArchParser):
 
 
 class GlmParser(LlamaParser):
-    """GLM and GLM-4 (``glm``, ``glm4``), and GLM-OCR's language model (``glm_ocr_text``): Llama's cache and
-    layers with q/k/v biases but none on o_proj; GLM-4 adds norms after attention and after the MLP."""
+    """GLM and GLM-4 (``glm``, ``glm4``), and the language models of GLM-OCR (``glm_ocr_text``) and GLM-4V /
+    GLM-4.6V (``glm4v_text``): Llama's cache and layers with q/k/v biases but none on o_proj; GLM-4 adds norms
+    after attention and after the MLP. Glm4vTextAttention biases q/k/v whatever the config says (it has no
+    ``attention_bias``)."""
 
     model_types = ("glm", "glm4")
-    weight_types = ("glm", "glm4", "glm_ocr_text")
+    weight_types = ("glm", "glm4", "glm_ocr_text", "glm4v_text")
+    #: Glm4vTextConfig's defaults (transformers 5.25) of the keys the count reads (its wrapper's
+    #: tie_word_embeddings, false, governs the lm_head).
+    defaults_by_type = {"glm4v_text": {"vocab_size": 151552, "hidden_size": 4096, "intermediate_size": 13696,
+                                       "num_hidden_layers": 40, "num_attention_heads": 32, "num_key_value_heads": 2,
+                                       "tie_word_embeddings": False}}
     LAYOUTS = {"glm": DecoderLayout(o_bias=False), "glm4": DecoderLayout(o_bias=False, norms_per_layer=4),
-               "glm_ocr_text": DecoderLayout(o_bias=False, norms_per_layer=4)}
+               "glm_ocr_text": DecoderLayout(o_bias=False, norms_per_layer=4),
+               "glm4v_text": DecoderLayout(qkv_bias=True, o_bias=False, norms_per_layer=4)}
     WINDOWLESS = frozenset({"glm", "glm4"})
 
 
@@ -96,10 +104,14 @@ class Glm4MoeParser(LlamaParser):
                         # SolarOpenConfig (a Glm4MoeConfig): its defaults of the keys the count reads
                         "solar_open": {"tie_word_embeddings": False, "n_shared_experts": 1},
                         # SarvamMoEConfig (a Glm4MoeConfig, built as Glm4MoeForCausalLM)
-                        "sarvam_moe": {"tie_word_embeddings": False, "use_qk_norm": True, "first_k_dense_replace": 1}}
+                        "sarvam_moe": {"tie_word_embeddings": False, "use_qk_norm": True, "first_k_dense_replace": 1},
+                        # Glm4vMoeTextConfig (GLM-4.5V's language model): GLM-4.5's layers
+                        "glm4v_moe_text": {"tie_word_embeddings": False, "first_k_dense_replace": 1, "n_shared_experts": 1,
+                                           "n_routed_experts": 128, "num_experts_per_tok": 8,
+                                           "moe_intermediate_size": 1408}}
     #: ``solar_open`` (Upstage Solar Open): GLM-4.5's MoE in every layer (first_k_dense_replace is not read),
     #: Llama attention without an o_proj bias; its cache is read by the generic rules.
-    weight_types: ClassVar[tuple[str, ...]] = ("glm4_moe", "solar_open", "sarvam_moe")
+    weight_types: ClassVar[tuple[str, ...]] = ("glm4_moe", "solar_open", "sarvam_moe", "glm4v_moe_text")
 
     def head_dim(self, r: ConfigReader, heads: int) -> int:
         if r.optional("head_dim", self.HEAD_DIM) is not None:
@@ -303,7 +315,7 @@ class Glm5NextParser(DeepseekParser):
 
 #: Model types counted here whose cache no parser here reads, and why.
 CACHE_NOT_READ = {t: "GQA in every layer: the generic rules read its cache"
-                  for t in ("glm_ocr_text", "sarvam_moe", "solar_open")}
+                  for t in ("glm_ocr_text", "glm4v_text", "glm4v_moe_text", "sarvam_moe", "solar_open")}
 #: Model types read here whose weights no parser here counts under that name, and why.
 WEIGHTS_NOT_COUNTED = {"glm5_next": "a wrapper: its weights are counted under its text_config's glm5_next_text"}
 

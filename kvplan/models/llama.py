@@ -48,7 +48,9 @@ class LayerExtras:
     post_norms_switch: str = ""
     """A config switch that adds post-attention and post-MLP norms (HyperCLOVA X ``use_post_norm``)."""
     output_gate: bool = False
-    """Beam: a sigmoid gate on the attention output (hidden -> heads x head_dim) and a bias per head."""
+    """Beam, Muse Glimmer: a sigmoid gate on the attention output (hidden -> heads x head_dim)."""
+    output_gate_bias: bool = True
+    """The gate's bias, one per head (Beam; Muse Glimmer's gate has none)."""
     dynamic_mask: bool = False
     """Doge: the dynamic mask's ``A`` (one per KV head) and ``dt_proj`` (KV width -> KV heads)."""
     norm_weights: bool = True
@@ -81,12 +83,20 @@ class LlamaParser(DecoderParser):
         "mellum": {"tie_word_embeddings": False, "num_local_experts": 64, "moe_intermediate_size": 896},
         "nanochat": {"tie_word_embeddings": False},
         "aria_text": {"tie_word_embeddings": False, "moe_num_experts": 8, "moe_topk": 2, "moe_num_shared_experts": 2},
+        # Emu3TextConfig (Emu3's language model: Llama's layers, attention_bias and mlp_bias off)
+        "emu3_text_model": {"vocab_size": 184622, "hidden_size": 4096, "intermediate_size": 14336,
+                            "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+                            "tie_word_embeddings": False},
+        # MuseGlimmerTextConfig (transformers 5.25)
+        "muse_glimmer_text": {"vocab_size": 202048, "hidden_size": 6656, "intermediate_size": 19968,
+                              "num_hidden_layers": 52, "num_attention_heads": 32, "num_key_value_heads": 2,
+                              "head_dim": 128, "tie_word_embeddings": False},
     }
     weight_types: ClassVar[tuple[str, ...]] = (
         "llama", "internlm2", "internlm3", "baichuan", "stablelm", "yi", "arcee", "smollm3", "seed_oss", "apertus",
         *LLAMA_LIKES,
         # the language models of multimodal wrappers that keep a member's layout
-        "paddleocr_vl_text", "aria_text", "cosmos3_edge_text")
+        "paddleocr_vl_text", "aria_text", "cosmos3_edge_text", "muse_glimmer_text", "emu3_text_model")
 
     #: How the Llama-like members' layers differ from Llama's (their transformers modeling files).
     LAYOUTS: ClassVar[Mapping[str, DecoderLayout]] = {
@@ -105,6 +115,8 @@ class LlamaParser(DecoderParser):
         "kolibri1": DecoderLayout(qk_norm=True, norms_per_layer=4, router_bias=True),
         "beam": DecoderLayout(qk_norm=True, norms_per_layer=4, router_bias=True),
         "flint": DecoderLayout(qk_norm=True, attention_sinks=True),
+        # Muse Glimmer: pre- and post-norms around attention and MLP (its q/k norm and embedding norm have no weight)
+        "muse_glimmer_text": DecoderLayout(norms_per_layer=4),
     }
     #: What the Llama-likes' layers hold beyond a :class:`DecoderLayout` (their transformers modeling files).
     EXTRAS: ClassVar[Mapping[str, LayerExtras]] = {
@@ -113,6 +125,7 @@ class LlamaParser(DecoderParser):
         "doge": LayerExtras(hidden_vectors=2, dynamic_mask=True),  # input_residual, post_attention_residual
         "hyperclovax": LayerExtras(post_norms_switch="use_post_norm"),
         "beam": LayerExtras(output_gate=True),
+        "muse_glimmer_text": LayerExtras(output_gate=True, output_gate_bias=False),
         "nanochat": LayerExtras(norm_weights=False),
     }
 
@@ -175,6 +188,9 @@ class LlamaParser(DecoderParser):
         """Llama's layout (:class:`DecoderParser`) with the member's :class:`DecoderLayout`, plus its
         :class:`LayerExtras`."""
         counted = self._decoder_count(r, model_type)
+        if model_type == "emu3_text_model" and isinstance(r.outer.get("vq_config"), Mapping):
+            r.note("vq_config (Emu3's VQ-VAE image tokenizer) is not counted: the weights are the language model's, "
+                   "as Emu3ForCausalLM holds them")
         extras = self.EXTRAS.get(model_type)
         if extras is None:
             return counted
@@ -192,7 +208,7 @@ class LlamaParser(DecoderParser):
         attention_other = extras.head_dim_vectors * head_dim
         if extras.output_gate:  # sigmoid gate on the attention output: hidden -> heads x head_dim, a bias per head
             attention.append(Matrix(in_features=hidden, out_features=heads * head_dim, count=layers))
-            attention_other += heads
+            attention_other += heads if extras.output_gate_bias else 0
         if extras.dynamic_mask:  # Doge: A per KV head, dt_proj from the V heads to one value per KV head
             attention.append(Matrix(in_features=kv_heads * head_dim, out_features=kv_heads, count=layers))
             attention_other += kv_heads + (kv_heads if r.raw("attention_bias") is True else 0)
@@ -437,8 +453,9 @@ class MllamaParser(ArchParser):
 
 
 #: Model types counted here whose cache no parser here reads, and why.
-CACHE_NOT_READ = {t: "a wrapper's language model, GQA in every layer: the generic rules read its cache"
-                  for t in ("aria_text", "cosmos3_edge_text", "paddleocr_vl_text")}
+CACHE_NOT_READ = {**{t: "a wrapper's language model, GQA in every layer: the generic rules read its cache"
+                     for t in ("aria_text", "cosmos3_edge_text", "paddleocr_vl_text", "emu3_text_model")},
+                  "muse_glimmer_text": "sliding and full layers by layer_types: the generic rules read its cache"}
 #: Model types read here whose weights no parser here counts under that name, and why.
 WEIGHTS_NOT_COUNTED = {
     **{t: "remote code: not counted" for t in ("aquila", "arctic", "orion", "xverse")},

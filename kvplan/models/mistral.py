@@ -22,10 +22,28 @@ class MistralParser(DecoderParser):
         "max_position_embeddings": 4096 * 32, "sliding_window": 4096,
     }
     defaults_by_type = {"mistral": {"intermediate_size": 14336, "vocab_size": 32000, "tie_word_embeddings": False},
-                        "ministral3": {"tie_word_embeddings": False}}
+                        "ministral3": {"tie_word_embeddings": False},
+                        # VoxtralRealtimeConfig's text_config defaults (merged under a nested text_config)
+                        "voxtral_realtime_text": {"vocab_size": 131072, "hidden_size": 3072, "intermediate_size": 9216,
+                                                  "num_hidden_layers": 26, "num_attention_heads": 32,
+                                                  "num_key_value_heads": 8, "head_dim": 128,
+                                                  "tie_word_embeddings": True, "sliding_window": 8192}}
     #: ``ministral3`` (Ministral 3, the text model of Mistral 3.x): Mistral's layout; the Llama rules read its
-    #: cache (:class:`Ministral3Parser`).
-    weight_types = ("mistral", "ministral", "ministral3")
+    #: cache (:class:`Ministral3Parser`). ``voxtral_realtime_text`` (Voxtral Realtime's language model): Mistral's
+    #: layers, each with an adaptive RMSNorm scale from the time embedding (hidden -> 32 -> hidden, no biases).
+    weight_types = ("mistral", "ministral", "ministral3", "voxtral_realtime_text")
+    #: VoxtralRealtimeTextAdaRmsNorm's bottleneck width (modeling_voxtral_realtime.py).
+    ADA_NORM_WIDTH = 32
+
+    def count_weights(self, r: ConfigReader, model_type: str) -> WeightCount:
+        counted = super().count_weights(r, model_type)
+        if model_type != "voxtral_realtime_text":
+            return counted
+        hidden, layers = counted.hidden_size, self.num_layers(r)
+        counted.parts.append(WeightPart(name="adaptive_norms", tp_sharded=False, matrices=(
+            Matrix(in_features=hidden, out_features=self.ADA_NORM_WIDTH, count=layers),
+            Matrix(in_features=self.ADA_NORM_WIDTH, out_features=hidden, count=layers))))
+        return counted
 
     def vision_weights(self, outer: Mapping[str, Any], r: ConfigReader, text_hidden: int) -> list[WeightPart] | None:
         vision = outer["vision_config"]
@@ -106,6 +124,7 @@ def pixtral_weights(outer: Mapping[str, Any], text: ConfigReader, text_hidden: i
 
 
 #: Model types counted here whose cache no parser here reads, and why.
-CACHE_NOT_READ = {"mistral4": "MLA in every layer (kv_lora_rank): the generic rules read its cache"}
+CACHE_NOT_READ = {"mistral4": "MLA in every layer (kv_lora_rank): the generic rules read its cache",
+                  "voxtral_realtime_text": "sliding-window GQA in every layer: the generic rules read its cache"}
 
 PARSERS: tuple[type[ArchParser], ...] = (MistralParser, Ministral3Parser, MixtralParser, Mistral4Parser)

@@ -38,18 +38,31 @@ class QwenParser(DecoderParser):
                         "qwen3_moe": {"tie_word_embeddings": False, "num_experts": 128, "moe_intermediate_size": 768,
                                       "num_experts_per_tok": 8},
                         "qwen3_vl_moe_text": {"num_experts": 60, "moe_intermediate_size": 1408,
-                                              "num_experts_per_tok": 4}}
+                                              "num_experts_per_tok": 4},
+                        # Qwen2_5OmniTextConfig (the thinker's language model; the thinker's own
+                        # tie_word_embeddings, false, governs the lm_head)
+                        "qwen2_5_omni_text": {"vocab_size": 152064, "hidden_size": 3584, "intermediate_size": 18944,
+                                              "num_hidden_layers": 28, "num_attention_heads": 28,
+                                              "num_key_value_heads": 4},
+                        # Qwen3OmniMoeTextConfig (the Qwen3-Omni thinker's language model: Qwen3-MoE's layers)
+                        "qwen3_omni_moe_text": {"vocab_size": 3584, "hidden_size": 2048, "intermediate_size": 18944,
+                                                "num_hidden_layers": 28, "num_attention_heads": 28,
+                                                "num_key_value_heads": 4, "num_experts": 128,
+                                                "moe_intermediate_size": 768, "num_experts_per_tok": 8,
+                                                "decoder_sparse_step": 1}}
     weight_types: ClassVar[tuple[str, ...]] = ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "qwen2_vl_text", "qwen2_5_vl_text", "qwen3_vl_text",
-                    "qwen3_vl_moe_text")
+                    "qwen3_vl_moe_text", "qwen2_5_omni_text", "qwen3_omni_moe_text")
     _LAYOUTS = {
         "qwen2": DecoderLayout(qkv_bias=True, o_bias=False),
         "qwen2_moe": DecoderLayout(qkv_bias=True, o_bias=False, shared_expert_gate=True),
         "qwen2_vl_text": DecoderLayout(qkv_bias=True, o_bias=False),
         "qwen2_5_vl_text": DecoderLayout(qkv_bias=True, o_bias=False),
+        "qwen2_5_omni_text": DecoderLayout(qkv_bias=True, o_bias=False),
         "qwen3": DecoderLayout(qk_norm=True), "qwen3_moe": DecoderLayout(qk_norm=True),
         "qwen3_vl_text": DecoderLayout(qk_norm=True), "qwen3_vl_moe_text": DecoderLayout(qk_norm=True),
+        "qwen3_omni_moe_text": DecoderLayout(qk_norm=True),
     }
-    _MOE = frozenset({"qwen2_moe", "qwen3_moe", "qwen3_vl_moe_text"})
+    _MOE = frozenset({"qwen2_moe", "qwen3_moe", "qwen3_vl_moe_text", "qwen3_omni_moe_text"})
 
     def pattern_kinds(self, r: ConfigReader, num_layers: int) -> list[str]:
         if not r.flag("use_sliding_window", False):
@@ -65,13 +78,27 @@ class QwenParser(DecoderParser):
     def decoder_layout(self, model_type: str) -> DecoderLayout:
         return self._LAYOUTS.get(model_type, DecoderLayout())
 
+    def head_dim(self, r: ConfigReader, heads: int) -> int:
+        """Qwen3OmniMoeTextConfig has no ``head_dim``: Qwen3OmniMoeThinkerTextAttention floors hidden_size // heads
+        (its defaults, 2048 and 28 heads, give 73)."""
+        if r.defaults_name != "qwen3_omni_moe_text" or r.has("head_dim"):
+            return super().head_dim(r, heads)
+        hidden = r.first_of("hidden_size", ("hidden_size",))
+        value = hidden // heads
+        r.record("head_dim", value, f"derived: hidden_size // num_attention_heads = {hidden} // {heads} (floored)")
+        r.note(f"head_dim = hidden_size // num_attention_heads = {hidden} // {heads} = {value}, floored "
+               "(Qwen3OmniMoeThinkerTextAttention)")
+        return value
+
     def moe_layout(self, r: ConfigReader, model_type: str, layers: int, intermediate: int, top_k: int | None) -> MoeLayout:
         if model_type in self._MOE:
             return sparse_step_moe(r, layers, top_k)
         return NO_MOE
 
     def vision_weights(self, outer: Mapping[str, Any], r: ConfigReader, text_hidden: int) -> list[WeightPart] | None:
-        return qwen3_vl_vision(outer, r) if r.raw("model_type") in ("qwen3_vl_text", "qwen3_vl_moe_text") else None
+        # Qwen3-Omni's thinker holds Qwen3-VL's tower (Qwen3OmniMoeVisionEncoder)
+        qwen3_towers = ("qwen3_vl_text", "qwen3_vl_moe_text", "qwen3_omni_moe_text")
+        return qwen3_vl_vision(outer, r) if r.raw("model_type") in qwen3_towers else None
 
 
 class Qwen3NextParser(ArchParser):
@@ -213,5 +240,9 @@ WEIGHTS_NOT_COUNTED = {
     **{t: "a wrapper: its weights are counted under its text_config's model_type"
        for t in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe")},
 }
+
+#: Model types counted here whose cache no parser here reads, and why.
+CACHE_NOT_READ = {"qwen2_5_omni_text": "the thinker's language model, Qwen2's GQA: the generic rules read its cache",
+                  "qwen3_omni_moe_text": "the thinker's language model, Qwen3's GQA: the generic rules read its cache"}
 
 PARSERS: tuple[type[ArchParser], ...] = (QwenV1Parser, QwenParser, Qwen3NextParser)

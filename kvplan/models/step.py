@@ -18,10 +18,13 @@ from kvplan.models.tensors import Matrix
 
 
 class Step3p7Parser(DecoderParser):
-    model_types = ("step3p7", "step3p7_text")
+    """``step3p5`` is the model_type Step3p7TextConfig saves in a step3p7 config's text_config (transformers 5.25
+    registers it so, and the vision config as ``step3p5_vision``)."""
+
+    model_types = ("step3p7", "step3p7_text", "step3p5")
     #: Step3p7TextConfig defaults of the keys weight counting reads.
-    defaults_by_type = {"step3p7": {"tie_word_embeddings": False}}
-    weight_types = ("step3p7",)
+    defaults_by_type = {t: {"tie_word_embeddings": False, "share_expert_dim": 1280} for t in ("step3p7", "step3p5")}
+    weight_types = ("step3p7", "step3p5")
 
     def kinds_from_layer_types(self, r: ConfigReader, types: Any, num_layers: int, *, key: str = "layer_types"
                                ) -> list[str]:
@@ -68,6 +71,10 @@ class Step3p7Parser(DecoderParser):
                    "and up MoE")
             moe = list(range(min(3, layers), layers))
         shared = r.first_of("n_shared_experts", ("n_shared_experts",), required=False, kind="count")
+        if shared is None:  # not a Step3p7TextConfig key: Step3p7SparseMoeBlock always holds one shared expert
+            shared = 1
+            r.note("n_shared_experts is not in the config: Step3p7SparseMoeBlock holds one shared expert of "
+                   "share_expert_dim")
         shared_size = shared * r.first_of("share_expert_dim", ("share_expert_dim",)) if shared else None
         return MoeLayout(layers=moe, experts=experts, top_k=top_k, expert_size=size, shared_size=shared_size)
 

@@ -137,7 +137,7 @@ def _quant_int(qc: Mapping[str, Any], key: str, model_id: str, *, path: str = ""
 
 
 def _not_converted(qc: Mapping[str, Any], model_id: str) -> tuple[str, ...]:
-    for key in ("modules_to_not_convert", "ignored_layers", "ignore"):
+    for key in ("modules_to_not_convert", "ignored_layers", "ignore", "exclude_modules"):
         value = qc.get(key)
         if value is None:
             continue
@@ -323,6 +323,32 @@ def _modelopt(qc: Mapping[str, Any], model_id: str, r: ConfigReader, skip: tuple
            "part's format)")
     return Quantisation(method="modelopt-mixed", bits=min(q.bits for _, q in by_role), roles=frozenset(votes),
                         not_converted=skip, by_role=tuple(by_role))
+
+
+#: ModelOpt's KV-cache formats -> kvplan's KV dtype (vLLM MODELOPT_TO_VLLM_KV_CACHE_DTYPE_MAP).
+MODELOPT_KV_DTYPES = {"FP8": "fp8_e4m3", "NVFP4": "nvfp4"}
+
+
+def checkpoint_kv_dtype(qc: Any) -> tuple[str, str] | None:
+    """(kvplan KV dtype, the key that says it) when a ModelOpt ``quantization_config`` names the format its K/V
+    scales were calibrated for: ``kv_cache_quant_algo`` (``FP8``, ``NVFP4``; hf_quant_config.json's key) or
+    ``kv_cache_scheme`` (config.json's form: 8-bit float = FP8, 4-bit float = NVFP4). None otherwise, and for a
+    value no engine maps (vLLM then falls back to ``auto``).
+
+    NOTE: vLLM (``get_kv_cache_quant_algo_string``, vllm-project/vllm#30785), SGLang (``configure_kv_cache_dtype``)
+    and TensorRT-LLM (``_update_from_hf_quant_config``) resolve ``--kv-cache-dtype auto`` to it."""
+    if not isinstance(qc, Mapping) or not str(qc.get("quant_method") or "").lower().startswith("modelopt"):
+        return None
+    scheme = qc.get("kv_cache_scheme")
+    if isinstance(scheme, Mapping):
+        if scheme.get("type") == "float" and scheme.get("num_bits") in (8, 4):
+            bits = scheme["num_bits"]
+            return MODELOPT_KV_DTYPES["FP8" if bits == 8 else "NVFP4"], f"kv_cache_scheme ({bits}-bit float)"
+        return None
+    algo = qc.get("kv_cache_quant_algo")
+    if isinstance(algo, str) and algo.upper() in MODELOPT_KV_DTYPES:
+        return MODELOPT_KV_DTYPES[algo.upper()], f"kv_cache_quant_algo = {algo}"
+    return None
 
 
 def store(part: WeightPart, dtype_bytes: int, quant: Quantisation | None) -> WeightPart:

@@ -278,6 +278,35 @@ def glm_ocr_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, te
                       _linear(out, context, False), _linear(context, out, False), other=2 * out)
 
 
+def glm4v_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                    layout: TowerLayout) -> WeightPart:
+    """GLM-4V (Glm4vVisionModel's downsample and merger): a biased merge convolution (hidden -> out_hidden_size
+    over m x m patches), then Linear(out, out), LayerNorm, and a gated MLP of ``intermediate_size``, no biases."""
+    merge = v.first_of("spatial_merge_size", ("spatial_merge_size",))
+    out = v.first_of("out_hidden_size", ("out_hidden_size",))
+    context = v.first_of("intermediate_size", ("intermediate_size",))
+    return _projector(_linear(hidden * merge * merge, out), _linear(out, out, False), _linear(out, context, False),
+                      _linear(out, context, False), _linear(context, out, False), other=2 * out)
+
+
+def muse_glimmer_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                           layout: TowerLayout) -> WeightPart:
+    """Muse Glimmer: the vision adapter over pixel-shuffled patches (fc1: ``out_hidden_size`` ->
+    ``projector_hidden_size``, fc2: -> ``projector_hidden_size``) and the vision projection to the text width, no
+    biases (its perception norm has no weight)."""
+    o = ConfigReader(outer, source_name=v.source_name, defaults_name="muse_glimmer",
+                     defaults={"out_hidden_size": 6144, "projector_hidden_size": 4096})
+    out = o.first_of("out_hidden_size", ("out_hidden_size",))
+    inner = o.first_of("projector_hidden_size", ("projector_hidden_size",))
+    return _projector(_linear(out, inner, False), _linear(inner, inner, False), _linear(inner, text_hidden, False))
+
+
+def no_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                 layout: TowerLayout) -> WeightPart:
+    """An encoder-decoder whose decoder attends to the encoder output directly (Pix2Struct): no projector."""
+    return _projector()
+
+
 def granite_docling_connector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
                               layout: TowerLayout) -> WeightPart:
     """Granite-Docling's connector: LayerNorm in; a coarse path (pixel shuffle by ``scale_factor``) and, with
@@ -425,6 +454,27 @@ def got_ocr2_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, t
                       _linear(text_hidden, text_hidden))
 
 
+def pp_formulanet_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                            layout: TowerLayout) -> WeightPart:
+    """PP-FormulaNet (inside its vision model): two stride-2 3x3 convolutions without bias (``post_conv_in_channels``
+    -> ``post_conv_mid_channels`` -> ``post_conv_out_channels``), then biased linear_1 (out -> out) and linear_2
+    (out -> ``decoder_hidden_size``)."""
+    c_in = v.first_of("post_conv_in_channels", ("post_conv_in_channels",))
+    mid = v.first_of("post_conv_mid_channels", ("post_conv_mid_channels",))
+    out = v.first_of("post_conv_out_channels", ("post_conv_out_channels",))
+    to = v.first_of("decoder_hidden_size", ("decoder_hidden_size",))
+    return _projector(_linear(9 * c_in, mid, False), _linear(9 * mid, out, False), _linear(out, out), _linear(out, to))
+
+
+def step3p7_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                      layout: TowerLayout) -> WeightPart:
+    """Step-3.7: two biased stride-2 3x3 convolutions (hidden -> 2 hidden -> 4 hidden, Step3p7VisionModel's
+    downsamplers), then Linear(4 hidden, text hidden), biased by ``projector_bias`` (false by default)."""
+    o = ConfigReader(outer, source_name=v.source_name, defaults_name="step3p7", defaults={"projector_bias": False})
+    return _projector(_linear(9 * hidden, 2 * hidden), _linear(9 * 2 * hidden, 4 * hidden),
+                      _linear(4 * hidden, text_hidden, o.flag("projector_bias", False)))
+
+
 def cohere2_vision_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
                              layout: TowerLayout) -> WeightPart:
     """Command A Vision: pixel unshuffle by ``downsample_factor``, Linear(h f², alignment_intermediate_size),
@@ -474,6 +524,18 @@ def ovis2_visual_tokens(v: ConfigReader, outer: Mapping[str, Any], hidden: int, 
     return _projector(_linear(hidden * stride * stride, words, False), other=2 * words + vocab * width)
 
 
+def ovis2_5_visual_tokens(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
+                          layout: TowerLayout) -> WeightPart:
+    """Ovis2.5's visual tokenizer (Linear(h m², visual vocab - indicator tokens) without bias over
+    ``spatial_merge_size``² patches, a LayerNorm over its output) and the visual embedding table
+    (``vision_config.vocab_size`` rows of the language model's width, no bias)."""
+    vocab = v.first_of("vocab_size", ("vocab_size",))
+    merge = v.first_of("spatial_merge_size", ("spatial_merge_size",))
+    words = vocab - v.first_of("num_visual_indicator_tokens", ("num_visual_indicator_tokens",), kind="count")
+    return _projector(_linear(hidden * merge * merge, words, False), _linear(vocab, text_hidden, False),
+                      other=2 * words)
+
+
 def hy_v4_vl_merger(v: ConfigReader, outer: Mapping[str, Any], hidden: int, text_hidden: int,
                     layout: TowerLayout) -> WeightPart:
     """HY-V4-VL's patch merger: an RMSNorm, a biased m x m stride-m convolution (h -> h m²), a biased 1x1
@@ -499,12 +561,14 @@ def llama4_projector(v: ConfigReader, outer: Mapping[str, Any], hidden: int, tex
 
 #: outer ``model_type`` -> its projector (or the merger its tower ends in).
 PROJECTORS: dict[str, Projector] = {
-    "qwen2_vl": qwen_merger, "qwen2_5_vl": qwen_merger, "exaone4_5": qwen_merger, "llava_onevision1_5": qwen_merger,
+    "qwen2_vl": qwen_merger, "qwen2_5_vl": qwen_merger, "qwen2_5_omni_thinker": qwen_merger, "exaone4_5": qwen_merger, "llava_onevision1_5": qwen_merger,
     "llama4": llama4_projector,
     "internvl": norm_mlp_projector, "qianfan_ocr": norm_mlp_projector, "lfm2_vl": lfm2_vl_projector,
     "minicpmv4_6": minicpmv_merger, "minicpmv4_7": minicpmv_merger, "minicpm_ocr": minicpmv_merger,
     "gemma3": gemma3_projector, "hyperclovax_vision_v2": hyperclova_projector,
     "video_llama_3": two_linear_projector, "paddleocr_vl": paddleocr_projector, "glm_ocr": glm_ocr_projector,
+    **dict.fromkeys(("glm4v", "glm46v", "glmga", "glm4v_moe"), glm4v_projector),
+    "muse_glimmer": muse_glimmer_projector, "pix2struct": no_projector, "blip": no_projector,
     "granite_docling": granite_docling_connector, "lfm3_vl": lfm3_vl_projector,
     "aria": aria_projector, "nemotron_h_omni": nemotron_omni_projector,
     "molmo2": molmo2_adapter, "minimax_m3_vl": minimax_m3_projector,
@@ -513,9 +577,10 @@ PROJECTORS: dict[str, Projector] = {
     "janus": janus_aligner,
     "unlimited_ocr": concat_projector,
     "hy_v4_vl": hy_v4_vl_merger,
-    "ovis2": ovis2_visual_tokens,
+    "ovis2": ovis2_visual_tokens, "ovis2_5": ovis2_5_visual_tokens,
     "deepseek_vl": deepseek_vl_aligner, "deepseek_vl_hybrid": deepseek_vl_hybrid_aligner,
-    "got_ocr2": got_ocr2_projector, "pp_chart2table": got_ocr2_projector, "cohere2_vision": cohere2_vision_projector,
+    "got_ocr2": got_ocr2_projector, "pp_chart2table": got_ocr2_projector,
+    "pp_formulanet": pp_formulanet_projector, "step3p7": step3p7_projector, "cohere2_vision": cohere2_vision_projector,
     "idefics2": idefics2_connector,
     "blip-2": qformer_projector, "instructblip": qformer_projector, "instructblipvideo": qformer_projector,
     **{t: llava_projector for t in _LLAVA_DEFAULTS},

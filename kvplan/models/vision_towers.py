@@ -263,15 +263,15 @@ def davit_tower(v: ConfigReader) -> tuple[WeightPart, int]:
 
 
 def pix2struct_tower(v: ConfigReader) -> tuple[WeightPart, int]:
-    """Kosmos-2.5's Pix2Struct-style tower: a biased Linear(patch_embed_hidden_size, hidden), row and column
-    tables of ``max_num_patches``, T5-style blocks (q/k/v/o of heads x head_dim, a gated MLP, two RMSNorms, no
-    biases) and a final RMSNorm."""
+    """The Pix2Struct tower (Pix2Struct; Kosmos-2.5's): a biased Linear(patch_embed_hidden_size, hidden), row and
+    column tables of ``max_num_patches`` (Pix2Struct's ``seq_len``), T5-style blocks (q/k/v/o of heads x head_dim
+    (``d_kv``), a gated MLP of ``intermediate_size`` (``d_ff``), two RMSNorms, no biases) and a final RMSNorm."""
     hidden = v.first_of("hidden_size", ("hidden_size",))
-    inner = v.first_of("intermediate_size", ("intermediate_size",))
+    inner = v.first_of("intermediate_size", ("intermediate_size", "d_ff"))
     layers = v.first_of("num_hidden_layers", ("num_hidden_layers",))
-    inner_dim = v.first_of("num_attention_heads", ("num_attention_heads",)) * v.first_of("head_dim", ("head_dim",))
+    inner_dim = v.first_of("num_attention_heads", ("num_attention_heads",)) * v.first_of("head_dim", ("head_dim", "d_kv"))
     patch = v.first_of("patch_embed_hidden_size", ("patch_embed_hidden_size",))
-    patches = v.first_of("max_num_patches", ("max_num_patches",))
+    patches = v.first_of("max_num_patches", ("max_num_patches", "seq_len"))
     matrices = (Matrix(in_features=patch, out_features=hidden),
                 Matrix(in_features=hidden, out_features=inner_dim, count=3 * layers),
                 Matrix(in_features=inner_dim, out_features=hidden, count=layers),
@@ -491,6 +491,10 @@ TOWERS: dict[str, TowerLayout] = {
     "qwen2_5_vl_vision": TowerLayout(
         name="Qwen2.5-VL ViT", layers=("depth",), channels=("in_channels",), norm="rms", gated_mlp=True,
         patch_bias=False, temporal=True, positions="none", defaults=_QWEN25_DEFAULTS),
+    # Qwen2.5-Omni's thinker: the Qwen2.5-VL tower (Qwen2_5OmniVisionEncoderConfig has its defaults)
+    "qwen2_5_omni_vision_encoder": TowerLayout(
+        name="Qwen2.5-Omni ViT", layers=("depth",), channels=("in_channels",), norm="rms", gated_mlp=True,
+        patch_bias=False, temporal=True, positions="none", defaults=_QWEN25_DEFAULTS),
     # EXAONE 4.5: the Qwen2.5-VL tower with grouped K/V heads
     "exaone4_5_vision": TowerLayout(
         name="EXAONE 4.5 ViT", layers=("depth",), channels=("in_channels",), norm="rms", gated_mlp=True,
@@ -530,6 +534,17 @@ TOWERS: dict[str, TowerLayout] = {
         defaults={"depth": 24, "hidden_size": 1024, "intermediate_size": 4096, "num_heads": 16, "in_channels": 3,
                   "patch_size": 14, "temporal_patch_size": 2, "spatial_merge_size": 2, "out_hidden_size": 1536,
                   "attention_bias": True}),
+    # GLM-4V / GLM-4.5V / GLM-4.6V (Glm4vVisionModel): RMSNorms, q/k/v biases by attention_bias, no o or MLP biases,
+    # a gated MLP of out_hidden_size, learned positions for (image_size / patch_size)^2 patches, an RMSNorm after
+    # the patch convolution and one after the blocks (the merge convolution and merger are the projector)
+    **{t: TowerLayout(
+        name="GLM-4V ViT", layers=("depth",), channels=("in_channels",), inner=("out_hidden_size",), norm="rms",
+        qkv_bias="attention_bias", o_bias=False, mlp_bias=False, gated_mlp=True, temporal=True, pre_norm=True,
+        post_norm=True,
+        defaults={"depth": 24, "hidden_size": 1536, "attention_bias": False, "num_heads": 12, "in_channels": 3,
+                  "image_size": 336, "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2,
+                  "out_hidden_size": 4096, "intermediate_size": 13696})
+       for t in ("glm4v_vision", "glm4v_moe_vision")},
     # Granite-Docling: a SigLIP tower; its connector (coarse and fine pixel-shuffle paths) is the projector
     "granite_docling_vision": TowerLayout(
         name="Granite-Docling SigLIP ViT", post_norm=True,
@@ -570,6 +585,18 @@ TOWERS: dict[str, TowerLayout] = {
                   "patch_prenorm": [False, True, True, True], "embed_dim": [128, 256, 512, 1024], "mlp_ratio": 4.0,
                   "qkv_bias": True, "projection_dim": 1024, "max_temporal_embeddings": 100,
                   "max_position_embeddings": 50}),
+    # Step-3.7 (Step3p7VisionModel, vision_config model_type step3p5_vision): a patch convolution without bias,
+    # learned positions for (image_size / patch_size)^2 patches, a LayerNorm before the blocks, biased q/k/v/o and
+    # fc1/fc2 of hidden x mlp_ratio (Step3p7VisionConfig sets intermediate_size so), two per-channel layer scales per
+    # block (lambda_1, lambda_2); the downsamplers are the projector's
+    "step3p5_vision": TowerLayout(
+        name="Step-3.7 ViT", patch_bias=False, layer_scale=True, pre_norm=True, inner=(), mlp_ratio="mlp_ratio",
+        defaults={"hidden_size": 1536, "mlp_ratio": 8960 / 1536, "num_hidden_layers": 47, "num_channels": 3,
+                  "image_size": 728, "patch_size": 14}),
+    "pix2struct_vision_model": TowerLayout(
+        name="Pix2Struct ViT", count=pix2struct_tower,
+        defaults={"hidden_size": 768, "patch_embed_hidden_size": 768, "d_ff": 2048, "d_kv": 64,
+                  "num_hidden_layers": 12, "num_attention_heads": 12, "seq_len": 4096}),
     "kosmos_2_5_vision_model": TowerLayout(
         name="Pix2Struct ViT", count=pix2struct_tower,
         defaults={"hidden_size": 1536, "patch_embed_hidden_size": 768, "intermediate_size": 3968, "head_dim": 64,
@@ -603,12 +630,28 @@ TOWERS: dict[str, TowerLayout] = {
     **{t: TowerLayout(name="BLIP-2 ViT", qkv_bias="qkv_bias", cls_token=True, post_norm=True,
                       defaults={**_BLIP2_VISION, "qkv_bias": True})
        for t in ("blip_2_vision_model", "instructblip_vision_model", "instructblipvideo_vision_model")},
+    # BlipVisionModel (BLIP's captioning model): a class token, a biased patch convolution, (patches + 1)
+    # positions, a fused biased qkv, a post LayerNorm
+    "blip_vision_model": TowerLayout(name="BLIP ViT", cls_token=True, post_norm=True,
+                                     defaults={"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
+                                               "num_channels": 3, "image_size": 384, "patch_size": 16}),
+    # Ovis2.5 (Ovis2_5VisionModel): a SigLIP-style ViT (biased patch convolution, (image_size / patch_size)^2
+    # learned positions, biased q/k/v/o and fc1/fc2, LayerNorms) with a post LayerNorm
+    "ovis2_5_vision": TowerLayout(name="Ovis2.5 SigLIP ViT", post_norm=True,
+                                  defaults={"hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 27,
+                                            "num_channels": 3, "image_size": 512, "patch_size": 16,
+                                            "spatial_merge_size": 2, "vocab_size": 65536,
+                                            "num_visual_indicator_tokens": 4}),
     # Idefics2VisionTransformer: SigLIP's tower without the pooling head
     "idefics2_vision": TowerLayout(name="Idefics2 SigLIP ViT", post_norm=True,
                                    defaults={"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
                                              "num_channels": 3, "image_size": 224, "patch_size": 32}),
     "got_ocr2_vision": TowerLayout(name="GOT-OCR 2 SAM ViT", count=sam_tower, defaults=_SAM_DEFAULTS),
     "pp_chart2table_vision": TowerLayout(name="PP-Chart2Table SAM ViT", count=sam_tower, defaults=_SAM_DEFAULTS),
+    "pp_formulanet_vision": TowerLayout(name="PP-FormulaNet SAM ViT", count=sam_tower,
+                                        defaults={**_SAM_DEFAULTS, "image_size": 512, "post_conv_in_channels": 256,
+                                                  "post_conv_mid_channels": 512, "post_conv_out_channels": 1024,
+                                                  "decoder_hidden_size": 512}),
     # Ovis2VisionModel's transformer: a biased patch convolution, a position grid, an RMSNorm on the embeddings,
     # RMSNorm blocks with q/k/v/o biases by qkv_bias and a gated MLP (biases by mlp_bias), a final RMSNorm
     "ovis2_vision": TowerLayout(name="Ovis2 ViT", norm="rms", qkv_bias="qkv_bias", o_bias="qkv_bias", gated_mlp=True,
@@ -673,6 +716,29 @@ TOWERS["llava_onevision1_5_vision"] = TowerLayout(
     defaults={"depth": 24, "hidden_size": 1024, "intermediate_size": 4096, "num_heads": 16, "in_channels": 3,
               "patch_size": 14, "spatial_merge_size": 2, "out_hidden_size": 4096})
 
+def muse_glimmer_tower(v: ConfigReader) -> tuple[WeightPart, int]:
+    """Muse Glimmer's ViT (transformers 5.25 MuseGlimmerVisionModel): a linear patch embedding without bias over
+    ``patch_temporal`` frames of 3 x ``patch_size``² pixels, a learned table of ``pos_emb_height`` x
+    ``pos_emb_width`` positions, LayerNorms before and after the blocks; per block two LayerNorms, q/k/v and the
+    output projection with biases, a biased fc1/fc2 MLP."""
+    h = v.first_of("hidden_size", ("hidden_size",))
+    inner = v.first_of("intermediate_size", ("intermediate_size",))
+    layers = v.first_of("num_hidden_layers", ("num_hidden_layers",))
+    patch = v.first_of("patch_size", ("patch_size",))
+    frames = v.first_of("patch_temporal", ("patch_temporal",))
+    positions = v.first_of("pos_emb_height", ("pos_emb_height",)) * v.first_of("pos_emb_width", ("pos_emb_width",))
+    matrices = (Matrix(in_features=frames * 3 * patch * patch, out_features=h),
+                Matrix(in_features=h, out_features=h, count=4 * layers),
+                Matrix(in_features=h, out_features=inner, count=layers), Matrix(in_features=inner, out_features=h, count=layers))
+    other = (4 * h + 2 * 2 * h + inner + h) * layers + positions * h + 2 * 2 * h
+    return WeightPart(name="vision_tower", vision=True, matrices=matrices, other_parameters=other), h
+
+
+TOWERS["muse_glimmer_vision"] = TowerLayout(
+    name="Muse Glimmer ViT", count=muse_glimmer_tower,
+    defaults={"hidden_size": 1536, "intermediate_size": 8960, "num_hidden_layers": 50, "num_attention_heads": 16,
+              "patch_size": 14, "patch_temporal": 2, "pos_emb_height": 32, "pos_emb_width": 32, "merge_size": 2})
+
 #: outer ``model_type`` -> the vision ``model_type`` its transformers config class builds (whatever the
 #: Hub's ``vision_config`` calls itself); types whose vision_config is an AutoConfig are not listed.
 VISION_TYPE_OF = {
@@ -681,12 +747,14 @@ VISION_TYPE_OF = {
     "internvl": "internvl_vision", "qianfan_ocr": "qianfan_ocr_vision", "minicpmv4_6": "minicpmv4_6_vision",
     "minicpmv4_7": "minicpmv4_7_vision", "minicpm_ocr": "minicpm_ocr_vision", "gemma3": "siglip_vision_model",
     "video_llama_3": "video_llama_3_vision", "paddleocr_vl": "paddleocr_vl_vision", "glm_ocr": "glm_ocr_vision",
+    "glm4v": "glm4v_vision", "glm4v_moe": "glm4v_moe_vision", "muse_glimmer": "muse_glimmer_vision",
     "granite_docling": "granite_docling_vision", "lfm3_vl": "lfm3_vl_vision",
     "nemotron_h_omni": "radio", "molmo2": "molmo2_vision",
     "minimax_m3_vl": "minimax_m3_vl_vision", "cosmos3_edge": "cosmos3_edge_vision",
     "ernie4_5_vl_moe": "ernie4_5_vl_moe_vision", "florence2": "florence_vision",
-    "kosmos-2.5": "kosmos_2_5_vision_model", "janus": "janus_vision_model",
-    "idefics3": "idefics3_vision", "smolvlm": "smolvlm_vision", "blip-2": "blip_2_vision_model", "instructblip": "instructblip_vision_model", "instructblipvideo": "instructblipvideo_vision_model", "idefics2": "idefics2_vision", "got_ocr2": "got_ocr2_vision", "pp_chart2table": "pp_chart2table_vision", "ovis2": "ovis2_vision", "hy_v4_vl": "hy_v4_vl_vision", "unlimited_ocr": "unlimited_ocr_vision",
+    "kosmos-2.5": "kosmos_2_5_vision_model", "janus": "janus_vision_model", "pix2struct": "pix2struct_vision_model", "blip": "blip_vision_model",
+    "step3p7": "step3p5_vision", "qwen2_5_omni_thinker": "qwen2_5_omni_vision_encoder",
+    "idefics3": "idefics3_vision", "smolvlm": "smolvlm_vision", "blip-2": "blip_2_vision_model", "instructblip": "instructblip_vision_model", "instructblipvideo": "instructblipvideo_vision_model", "idefics2": "idefics2_vision", "got_ocr2": "got_ocr2_vision", "pp_chart2table": "pp_chart2table_vision", "pp_formulanet": "pp_formulanet_vision", "ovis2": "ovis2_vision", "ovis2_5": "ovis2_5_vision", "hy_v4_vl": "hy_v4_vl_vision", "unlimited_ocr": "unlimited_ocr_vision",
 }
 
 #: outer ``model_type`` -> the vision ``model_type`` its config class builds when ``vision_config`` names none.
@@ -695,6 +763,7 @@ DEFAULT_VISION_TYPE = {
     "video_llava": "clip_vision_model", "vipllava": "clip_vision_model", "llava_onevision": "siglip_vision_model",
     "lighton_ocr": "pixtral", "cohere2_vision": "siglip_vision_model",
     "deepseek_vl": "siglip_vision_model", "deepseek_vl_hybrid": "siglip_vision_model",
+    "glm46v": "glm4v_vision", "glmga": "glm4v_vision",
 }
 
 

@@ -77,6 +77,10 @@ def count_weights(
     dtype, dtype_bytes = checkpoint_dtype(text, outer, r)
     qc = outer.get("quantization_config")
     quant = quantisation(text.get("quantization_config") if qc is None else qc, model_id, r)
+    meta = outer.get("_kvplan")
+    if quant is not None and qc is not None and isinstance(meta, Mapping) and meta.get("quantization_config_file"):
+        r.note(f"quantization from {meta['quantization_config_file']} (config.json names none), as vLLM, SGLang and "
+               f"TensorRT-LLM read it: {quant.describe()}")
     stored = tuple(store(part, dtype_bytes, quant) for part in parts)
     return WeightsEstimate(
         model_id=model_id, model_type=model_type, parts=stored, dtype=dtype, dtype_bytes=dtype_bytes,

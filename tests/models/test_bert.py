@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from transformers_meta import check_lm_count, default_config
+from transformers_meta import check_lm_count, default_config, meta_count
 from zoo_generate import T, check_zoo, kv, kv_bytes
 
 from kvplan import api
@@ -93,3 +93,17 @@ LM_CASES: list[tuple[str, dict[str, Any]]] = [
 @pytest.mark.parametrize(("name", "overrides"), LM_CASES, ids=[n for n, _ in LM_CASES])
 def test_lm_weights_equal_transformers(name: str, overrides: dict[str, Any]) -> None:
     check_lm_count(name, overrides)
+
+
+def test_xmod_adapters_per_language_and_layer() -> None:
+    # XmodConfig's defaults as a causal LM: RoBERTa's layers plus, per layer, one adapter per language
+    config = default_config("xmod", is_decoder=True)
+    h, layers, reduction, languages = 768, 12, 2, 1  # hidden_size, num_hidden_layers, ("en_XX",)
+    bottleneck = h // reduction
+    adapters = layers * languages * (h * bottleneck + bottleneck + bottleneck * h + h)
+    weights = count_weights(config, model_id="xmod")
+    assert next(p for p in weights.parts if p.name == "adapters").parameters == adapters
+    assert weights.parameters == meta_count(config) == 116_606_010
+    variant = default_config("xmod", is_decoder=True, languages=["en_XX", "de_DE", "fr_XX"], adapter_layer_norm=True,
+                             pre_norm=True, num_hidden_layers=3, adapter_reduction_factor=4)
+    assert count_weights(variant, model_id="xmod").parameters == meta_count(variant)

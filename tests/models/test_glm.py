@@ -179,3 +179,22 @@ def test_a_layout_from_the_config_class_default_is_said(model_type: str, drop: l
     weights = count_weights(config, model_id=model_type)
     assert any(said in note for note in weights.notes), weights.notes
     assert weights.parameters == meta_count(config)
+
+
+#: GLM-4V, GLM-4.6V, GLM-GA and GLM-4.5V with their towers, at their config classes' defaults and smaller: the
+#: language model (glm4v_text's always-biased q/k/v, or GLM-4.5's MoE) and Glm4vVisionModel (learned positions,
+#: RMSNorms, a gated MLP of out_hidden_size, the merge convolution and merger).
+GLM4V_CASES: list[tuple[str, dict[str, Any]]] = [
+    ("glm4v", {}), ("glm46v", {}), ("glmga", {}),
+    ("glm4v", {"text_config": {"num_hidden_layers": 3, "vocab_size": 4096},
+               "vision_config": {"depth": 2, "attention_bias": True, "image_size": 448, "out_hidden_size": 2048}}),
+    ("glm4v_moe", {"text_config": {"num_hidden_layers": 3, "n_routed_experts": 8, "attention_bias": True}}),
+]
+
+
+@pytest.mark.parametrize(("model_type", "overrides"), GLM4V_CASES, ids=[case_id(c) for c in GLM4V_CASES])
+def test_glm4v_weights_with_the_vision_tower_equal_transformers(model_type: str, overrides: dict[str, Any]) -> None:
+    config = default_config(model_type, **overrides)
+    counted = count_weights(config, model_id=model_type)
+    assert counted.parameters == meta_count(config)
+    assert counted.vision_parameters == meta_count(config) - meta_count(config, language_only=True)

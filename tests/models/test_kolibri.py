@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from transformers_meta import (
+    assert_capacity_counts_the_weights,
+    assert_variant_counts_like_transformers,
+    assert_variants_change_the_layout,
+    default_config,
+    meta_count,
+    variant_cases,
+    variant_ids,
+)
 from zoo_generate import B, T, check_zoo, kv_bytes
 
 from kvplan.calc import estimate
 from kvplan.errors import ConfigError
-from kvplan.models import parse_config
+from kvplan.models import count_weights, parse_config
 
 from conftest import BF16, KV
 
@@ -44,3 +55,49 @@ def test_kolibri_refuses_a_source_of_another_type() -> None:
               "layer_types": ["sliding_attention"] * 4 + ["indexed_attention"], "kv_source_layers": [0, 1, 2, 3, 3]}
     with pytest.raises(ConfigError, match="kv_source_layers must name"):
         parse_config(config, model_id="k")
+
+
+# ---- weights -------------------------------------------------------------------------------------------------------
+#: Kolibri1_1Config (transformers 5.25) smaller, then with the dense MLPs, the shared K/V and the embedding moved.
+SMALL = {"num_hidden_layers": 10, "num_local_experts": 8, "vocab_size": 4096}
+WEIGHT_VARIANTS: dict[str, list[dict[str, Any]]] = {
+    "kolibri1_1": [{**SMALL},
+                   {**SMALL, "mlp_only_layers": [0, 3, 7], "tie_word_embeddings": True,
+                    "kv_source_layers": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]},
+                   {**SMALL, "num_hidden_layers": 20, "shared_expert_intermediate_size": 1024,
+                    "kv_source_layers": [*range(9), 4, *range(10, 19), 14]}],
+}
+
+
+@pytest.mark.parametrize(("model_type", "overrides"), variant_cases(WEIGHT_VARIANTS), ids=variant_ids(WEIGHT_VARIANTS))
+def test_weight_variants_equal_transformers(model_type: str, overrides: dict[str, Any]) -> None:
+    assert_variant_counts_like_transformers(model_type, overrides)
+
+
+def test_weight_variants_change_the_layout() -> None:
+    assert_variants_change_the_layout(WEIGHT_VARIANTS)
+
+
+def test_kolibri_default_weights_by_the_config_class() -> None:
+    # Kolibri1_1Config's defaults, written by hand: nothing but the model type
+    weights = count_weights({"model_type": "kolibri1_1"}, model_id="kolibri")
+    vocab, hidden, layers, heads, kv_heads, head_dim = 128000, 2560, 50, 48, 4, 128
+    own_kv = layers - 6  # six indexed-attention layers read another's K/V: no k/v projections, no k norm
+    dense_layers, dense_size = 2, 3584  # mlp_only_layers [0, 1], mlp_only_intermediate_size
+    moe_layers, experts, expert_size, shared_size = layers - dense_layers, 384, 512, 512
+    embed_and_head = 2 * vocab * hidden  # tie_word_embeddings false
+    attention = layers * 2 * hidden * heads * head_dim + own_kv * 2 * hidden * kv_heads * head_dim  # q, o; k, v
+    qk_norms = head_dim * (layers + own_kv)
+    dense = dense_layers * 3 * hidden * dense_size  # gate, up, down
+    moe = moe_layers * (experts * 3 * hidden * expert_size + 3 * hidden * shared_size  # experts, shared expert
+                        + experts * hidden + experts)  # router weight and its saved e_score_correction_bias
+    norms = (4 * layers + 1) * hidden
+    expected = embed_and_head + attention + qk_norms + dense + moe + norms
+    assert weights.parameters == expected == 75_112_665_344  # what transformers 5.25 counts on the meta device
+    assert weights.num_experts == experts and weights.experts_per_token == 6
+    assert any("6 layers read another layer's K/V and have no k/v projections" in n for n in weights.notes)
+    assert weights.parameters == meta_count(default_config("kolibri1_1"))
+
+
+def test_capacity_counts_kolibri_weights(runner, tmp_path) -> None:
+    assert_capacity_counts_the_weights(runner, tmp_path, "kolibri1_1")

@@ -262,3 +262,21 @@ def test_llama4_vision_model_and_projector_equal_transformers() -> None:
              + layers * (4 * hidden * hidden + 4 * hidden + 2 * hidden * inner + inner + hidden + 4 * hidden)
              + inner * v["projector_input_dim"] + v["projector_output_dim"] ** 2)  # the pixel-shuffle adapter
     assert weights.vision_parameters == tower + v["vision_output_dim"] * config["text_config"]["hidden_size"]
+
+
+@pytest.mark.parametrize("overrides", [{}, {"num_hidden_layers": 3, "attention_bias": True, "mlp_bias": True}],
+                         ids=["default", "biased"])
+def test_emu3_language_model_equals_transformers(overrides: dict[str, Any]) -> None:
+    # an Emu3 config built as Emu3ForCausalLM: the language model (Llama's layers); its VQ-VAE is said, not counted
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    text = transformers.Emu3TextConfig(**overrides)
+    with torch.device("meta"):
+        expected = sum(p.numel() for p in transformers.Emu3ForCausalLM._from_config(text).parameters())
+    config = {**default_config("emu3", text_config=text.to_dict()), "architectures": ["Emu3ForCausalLM"]}
+    weights = count_weights(config, model_id="emu3")
+    assert weights.parameters == expected
+    assert any("vq_config (Emu3's VQ-VAE image tokenizer) is not counted" in n for n in weights.notes)
+    if not overrides:  # Emu3TextConfig: vocab, hidden, layers, heads, KV heads x head dim, intermediate; untied
+        vocab, h, layers, kv, inner = 184622, 4096, 32, 8 * 128, 14336
+        assert expected == 2 * vocab * h + layers * (2 * h * h + 2 * h * kv + 3 * h * inner + 2 * h) + h

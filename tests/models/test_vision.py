@@ -23,7 +23,7 @@ TYPES = ["qwen2_vl", "qwen2_5_vl", "internvl", "qianfan_ocr", "kimi_k25", "lfm2_
          "llava", "llava_next", "llava_next_video", "llava_onevision", "vipllava", "video_llava", "florence2",
          "kosmos-2.5", "idefics3", "smolvlm", "lighton_ocr", "blip-2", "instructblip", "instructblipvideo",
          "idefics2", "got_ocr2", "pp_chart2table", "cohere2_vision", "deepseek_vl",
-         "deepseek_vl_hybrid", "ovis2", "hy_v4_vl", "unlimited_ocr"]
+         "deepseek_vl_hybrid", "ovis2", "hy_v4_vl", "unlimited_ocr", "muse_glimmer", "glm4v", "glm4v_moe", "ovis2_5"]
 
 
 @pytest.mark.parametrize("model_type", TYPES)
@@ -261,3 +261,26 @@ def test_llava_onevision1_5_rice_vit_has_no_image_size() -> None:
     tower = (3 * patch * patch * hidden + hidden + hidden // heads // 2 + 2 * hidden + depth * block
              + 2 * hidden + merged * merged + merged + merged * out + out)  # patches, class, pre-norm, blocks, merger
     assert weights.vision_parameters == tower == meta_vision_count(config)
+
+
+def test_muse_glimmer_tower_and_adapter_arithmetic() -> None:
+    # MuseGlimmerVisionConfig and MuseGlimmerConfig defaults (transformers 5.25)
+    h, inner, layers, patch, frames, pos_h, pos_w = 1536, 8960, 50, 14, 2, 32, 32
+    tower = (frames * 3 * patch * patch * h  # linear patch embedding, no bias
+             + layers * (4 * h * h + 4 * h + 2 * h * inner + inner + h + 2 * 2 * h)  # q/k/v/proj, fc1/fc2, 2 LNs
+             + pos_h * pos_w * h + 2 * 2 * h)  # position table; ln_pre, ln_post
+    out, projector_hidden, text = 6144, 4096, 6656  # out_hidden_size, projector_hidden_size, text hidden_size
+    adapter = out * projector_hidden + projector_hidden * projector_hidden + projector_hidden * text
+    weights = count_weights(default_config("muse_glimmer"), model_id="muse_glimmer")
+    assert weights.vision_parameters == tower + adapter == 1_921_845_760  # transformers' count of the same
+
+
+def test_ovis2_5_visual_tokenizer_and_embedding_table_arithmetic() -> None:
+    # Ovis2_5VisionConfig: hidden_size, spatial_merge_size, vocab_size, num_visual_indicator_tokens; the text width
+    config = default_config("ovis2_5")
+    h, merge, vocab, indicators = 1152, 2, 65536, 4
+    text = config["text_config"]["hidden_size"]
+    words = vocab - indicators
+    weights = count_weights(config, model_id="ovis2_5")
+    projector = next(p for p in weights.parts if p.name == "projector")
+    assert projector.parameters == h * merge * merge * words + 2 * words + vocab * text  # tokenizer, LayerNorm, table

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+from transformers_meta import default_config, meta_count
 from zoo_generate import B, S, T, check_zoo, kv, kv_bytes
 
 from kvplan import api
 from kvplan.errors import ConfigError
+from kvplan.models import count_weights
 
 #: XLMConfig's defaults (transformers 5.25) with two layers, as the zoo builds XLMWithLMHeadModel.
 XLM = {"model_type": "xlm", "n_layers": 2, "emb_dim": 2048, "n_heads": 16, "causal": False,
@@ -53,3 +56,24 @@ def test_weights_equal_transformers() -> None:
 
     check_lm_count("xlm", {})
     check_lm_count("xlm", {"n_langs": 15, "tie_word_embeddings": False, "n_layers": 3, "emb_dim": 1024, "n_heads": 8})
+
+
+def test_xlm_default_weights_by_the_config_class() -> None:
+    weights = count_weights({"model_type": "xlm"}, model_id="xlm")
+    vocab, dim, layers, positions = 30145, 2048, 12, 512  # vocab_size, emb_dim, n_layers, max_position_embeddings
+    ffn = 4 * dim
+    layer = 4 * dim * dim + 4 * dim + dim * ffn + ffn + ffn * dim + dim + 2 * 2 * dim  # q/k/v/o, FFN, 2 LayerNorms
+    expected = vocab * dim + positions * dim + 2 * dim + layers * layer + vocab  # tied projection: its bias only
+    assert weights.parameters == expected == 667_119_041  # what transformers 5.25 counts on the meta device
+
+
+@pytest.mark.parametrize("overrides", [{}, {"n_langs": 5, "n_layers": 3, "tie_word_embeddings": False, "emb_dim": 512,
+                                            "n_heads": 8}], ids=["default", "languages-untied"])
+def test_xlm_weights_equal_transformers(overrides: dict[str, Any]) -> None:
+    config = default_config("xlm", **overrides)
+    assert count_weights(config, model_id="xlm").parameters == meta_count(config)
+
+
+def test_xlm_adaptive_softmax_is_refused() -> None:
+    with pytest.raises(ConfigError, match="adaptive-softmax"):
+        count_weights({"model_type": "xlm", "asm": True}, model_id="xlm")
