@@ -434,6 +434,8 @@ def _cause(f: Logged, report: dict[str, Any], parsed: ParsedLog) -> str:
                 f"--kv-budget {f.text}GiB (logged GiB are rounded to +-0.005 GiB)")
     if engine == "vllm" and f.figure == "gpu_kv_cache_tokens":
         return _vllm_tokens_cause(f, report, parsed)
+    if engine == "vllm" and f.figure in ("num_blocks", "max_concurrency") and _derived(report, parsed):
+        return _derived_budget_cause(f, report)
     if engine == "vllm" and f.figure == "max_concurrency":
         cause = _budget_cause(f, report, parsed, explains=_rounding_gives_concurrency(f, report, parsed))
         if cause.startswith("the budget") and _groups(report) > 1:
@@ -494,6 +496,27 @@ def _vllm_tokens_cause(f: Logged, report: dict[str, Any], parsed: ParsedLog) -> 
         return (f"rounding{rounding}; {f.text} tokens = {exact[0]:,} blocks (vLLM >= 0.21: concurrency x "
                 f"max_model_len): pass --kv-budget {int(exact[0] * per_block + 0.5)}")
     return _budget_cause(f, report, parsed)
+
+
+def _derived(report: dict[str, Any], parsed: ParsedLog) -> bool:
+    """kvplan derived the budget and the log gives none to take (a log with only blocks and concurrency)."""
+    return report["inputs"]["kv_budget_bytes"] is None and parsed.first("available_kv_bytes") is None
+
+
+def _derived_budget_cause(f: Logged, report: dict[str, Any]) -> str:
+    """``# GPU blocks: N`` or the concurrency differs on a derived budget: whether kvplan's range reaches the
+    logged figure, and (blocks) the --kv-budget that gives it (any budget of N to N + 1 blocks' bytes)."""
+    cap, per_block = report["capacity"], report["capacity"]["engine_log"]["bytes_per_block"]
+    blocks = f.figure == "num_blocks"
+    span = cap.get("num_blocks_range" if blocks else "max_concurrency_range")
+    shown = (f"{span[0]:,}-{span[1]:,} blocks" if blocks else f"{span[0]:.2f}-{span[1]:.2f}x") if span else ""
+    reach = (f", within the {shown} kvplan's derivation can give (the range row)"
+             if span and span[0] <= f.value <= span[1] else f", outside the {shown} kvplan's derivation can give"
+             if span else "")
+    pin = (f": pass --kv-budget {int(f.value) * per_block} ({f.text} blocks x {per_block:,} B) to compare the rest"
+           if blocks and per_block else ": pass --kv-budget with the engine's KV bytes (its '# GPU blocks' x the "
+           "bytes of a block)")
+    return f"the KV budget kvplan derived (an estimate of vLLM's profile run){reach}{pin}"
 
 
 def _budget_cause(f: Logged, report: dict[str, Any], parsed: ParsedLog, *, explains: bool = True) -> str:

@@ -293,11 +293,12 @@ def test_budget_rounding_named_only_when_it_can_explain_the_gap(runner, tmp_path
     assert rows(near)["max_concurrency"]["cause"].startswith("rounding of the logged 6.01 GiB")
 
 
-# vllm PR #12569 (vLLM 0.7 with VLLM_USE_V1=1, Llama-3.1-70B w8a8, 67.72 GiB of weights, util 0.98, max-model-len
-# 2048): early V1 prints V0's block line without its CPU blocks.
+# https://github.com/vllm-project/vllm/pull/12569 (vLLM 0.7 with VLLM_USE_V1=1, Llama-3.1-70B w8a8, util 0.98,
+# max-model-len 2048), as its description logs it: early V1 prints V0's block line without its CPU blocks.
 VLLM_12569_LOG = """\
-INFO 01-30 [kv_cache_utils.py:400] # GPU blocks: 1381
-INFO 01-30 [kv_cache_utils.py:403] Maximum concurrency for 2048 tokens per request: 10.79x
+INFO 01-30 03:18:12 gpu_model_runner.py:848] Loading model weights took 67.7229 GB
+INFO 01-30 03:19:14 kv_cache_utils.py:395] # GPU blocks: 1381
+INFO 01-30 03:19:14 kv_cache_utils.py:398] Maximum concurrency for 2048 tokens per request: 10.79x
 """
 
 
@@ -314,6 +315,21 @@ def test_vllm_12569_early_v1_log_is_not_read_as_v0(runner, tmp_path) -> None:
                                                          "Maximum concurrency for 2048 tokens per request: 10.79x"]
     assert report["log_comparison"]["differs"] == 0
     assert f"{1381 * 16 / 2048:.2f}" == "10.79"  # num_blocks * block_size / max_model_len
+
+
+def test_vllm_12569_derived_budget_names_its_range_and_the_budget_that_pins_it(runner, tmp_path) -> None:
+    """With a GPU and no budget, kvplan derives one; the differing blocks and concurrency are put beside the range
+    kvplan prints, and the --kv-budget of the logged blocks is given (which then matches: the test above)."""
+    page = 16 * 80 * KV * 8 * 128 * BF16  # block * layers * K+V * kv heads * head dim * bf16 = 5 MiB
+    report = compare(runner, tmp_path, VLLM_12569_LOG, "-m", "meta-llama/Llama-3.1-70B", "--gpu", "H100",
+                     "--weights-bytes", str(int(67.7229 * 2**30)), "--gpu-memory-utilization", "0.98",
+                     "--max-model-len", "2048")
+    by = rows(report)
+    low, high = report["capacity"]["num_blocks_range"]
+    assert low <= 1381 <= high
+    assert f"within the {low:,}-{high:,} blocks" in by["num_blocks"]["cause"]
+    assert f"pass --kv-budget {1381 * page} (1381 blocks x {page:,} B)" in by["num_blocks"]["cause"]
+    assert "within the" in by["max_concurrency"]["cause"] and "(the range row)" in by["max_concurrency"]["cause"]
 
 
 # https://github.com/NVIDIA/TensorRT-LLM/issues/1400 (TensorRT-LLM 0.8, a smoothquant 7B engine on an A100)

@@ -21,12 +21,16 @@ def verify_llamacpp_table(report: dict[str, Any]) -> Group:
     passed = result["passed"]
     verdict = Text.assemble(
         Text("PASS", style="green") if passed else Text("FAIL", style="bold red"),
-        f": {model['id']} in llama.cpp (llama-cpp-python {result['llama_cpp_python'] or '?'}), "
-        f"-c {inputs['n_ctx']} -np {inputs['parallel']} -ctk {inputs['cache_type_k']} -ctv {inputs['cache_type_v']} "
-        f"-fa {inputs['flash_attn']}" + (" -kvu" if inputs["kv_unified"] else "")
-        + (" --swa-full" if inputs["swa_full"] else "") + f", measured by {inputs['measure']}",
+        f": {model['id']} in llama.cpp (llama-cpp-python {result['llama_cpp_python'] or '?'}), measured by "
+        f"{inputs['measure']}",
     )
-    lines: list[RenderableType] = [verdict]
+    # NOTE: the flags on a line of their own, so a narrow terminal wraps between words of the verdict, not a flag.
+    flags = (f"flags: -c {inputs['n_ctx']} -np {inputs['parallel']} -ctk {inputs['cache_type_k']} "
+             f"-ctv {inputs['cache_type_v']} -fa {inputs['flash_attn']}" + (" -kvu" if inputs["kv_unified"] else "")
+             + (f" -ub {inputs['ubatch_size']}" if inputs.get("ubatch_size") is not None else "")
+             + (f" -ngl {inputs['n_gpu_layers']}" if inputs.get("n_gpu_layers") else "")
+             + (" --swa-full" if inputs["swa_full"] else ""))
+    lines: list[RenderableType] = [verdict, Text(flags)]
     if result["refused"] or result["predicted_refusal"]:
         lines.append(Text(f"llama.cpp: {result['refused'] or 'made the context'}"))
         lines.append(Text(f"kvplan: {result['predicted_refusal'] or 'expects the context'}"))
