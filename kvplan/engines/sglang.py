@@ -23,6 +23,8 @@ from kvplan.units import GiB
 
 #: The SGLang release whose log lines ``capacity.engine_log`` follows by default (the one read).
 SGLANG_DEFAULT_VERSION = "0.5.23"
+#: The first release whose "KV Cache is allocated" line counts a DSA pool's indexer keys (sglang#11309).
+SGLANG_INDEX_LOGGED = (0, 5, 4)
 #: ``torch`` dtype names SGLang prints in ``KV Cache is allocated. dtype: ...``.
 SGLANG_TORCH_DTYPES = {"fp16": "torch.float16", "bf16": "torch.bfloat16", "fp32": "torch.float32",
                        "fp8_e4m3": "torch.float8_e4m3fn", "fp8_e5m2": "torch.float8_e5m2", "nvfp4": "torch.uint8"}
@@ -178,12 +180,19 @@ class SglangProfile(EngineProfile):
         out: dict[str, object] = {"version": version, "max_total_num_tokens": n}
         if single:
             total = latent + index + k + v_
-            lines = [head + f"KV size: {total / GiB:.2f} GB"]
-            out.update(kv_size_bytes=total, latent_size_bytes=latent if index else None,
+            # NOTE: sglang#11309 (merged 2025-10-09, after the 0.5.3 bump of 2025-10-06, sglang#11263) put the DSA
+            # indexer in the logged KV size: 0.5.4 and later print both, 0.5.3 the latent alone.
+            logged = total if v >= SGLANG_INDEX_LOGGED else total - index
+            lines = [head + f"KV size: {logged / GiB:.2f} GB"]
+            out.update(kv_size_bytes=logged, latent_size_bytes=latent if index else None,
                        index_size_bytes=index if index else None)
-            if index:
-                out["notes"] = [f"SGLang before sglang#11309 (Oct 2025) logged the latent only for this pool: "
+            if index and v >= SGLANG_INDEX_LOGGED:
+                out["notes"] = [f"SGLang before sglang#11309 (0.5.3 and earlier) logged the latent only for this pool: "
                                 f"KV size: {latent / GiB:.2f} GB (with the indexer: {total / GiB:.2f} GB)"]
+            elif index:
+                out["notes"] = [f"SGLang {version} logs the latent only for this pool (KV size: {logged / GiB:.2f} GB); "
+                                f"the indexer adds {index / GiB:.2f} GB it does not print (sglang#11309, 0.5.4, "
+                                "prints both)"]
         else:
             lines = [head + f"K size: {k / GiB:.2f} GB, V size: {v_ / GiB:.2f} GB"]
             out.update(k_size_bytes=k, v_size_bytes=v_)

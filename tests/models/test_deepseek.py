@@ -229,7 +229,7 @@ def test_sglang_11309_kv_size_with_the_index(runner, tmp_path) -> None:
     budget = tokens * LAYERS * (LATENT_FP8_DS_MLA + INDEX_FP8)  # #tokens x cell size
     result = runner.invoke(app, ["capacity", "-m", str(v32_config(tmp_path)), "--engine", "sglang", "--tp", "8", "--dp",
                                  "8", "--enable-dp-attention", "--kv-dtype", "fp8", "--block-size", "64", "--kv-budget",
-                                 str(budget), "--max-model-len", "32768", "--engine-version", "0.5.3", "-f", "json"])
+                                 str(budget), "--max-model-len", "32768", "--engine-version", "0.5.4", "-f", "json"])
     assert result.exit_code == 0, result.output
     log = json.loads(result.stdout)["capacity"]["engine_log"]
     latent = LAYERS * (tokens + page) * LATENT_FP8_DS_MLA  # layers * (#tokens + page_size) rows * 656 B
@@ -237,6 +237,13 @@ def test_sglang_11309_kv_size_with_the_index(runner, tmp_path) -> None:
     assert log["lines"] == ["KV Cache is allocated. #tokens: 975424, KV size: 43.67 GB"]
     assert (log["latent_size_bytes"], log["index_size_bytes"], log["kv_size_bytes"]) == (latent, index, latent + index)
     assert f"{latent / 2**30:.2f}" == "36.35"  # what the same pool logged before the PR (latent only)
+    # 0.5.3 (bumped 2025-10-06, sglang#11263; the PR merged 2025-10-09) prints the latent alone
+    (tmp_path / "old").mkdir()
+    old = runner.invoke(app, ["capacity", "-m", str(v32_config(tmp_path / "old")), "--engine", "sglang", "--tp", "8", "--dp",
+                              "8", "--enable-dp-attention", "--kv-dtype", "fp8", "--block-size", "64", "--kv-budget",
+                              str(budget), "--max-model-len", "32768", "--engine-version", "0.5.3", "-f", "json"])
+    assert json.loads(old.stdout)["capacity"]["engine_log"]["lines"] == [
+        "KV Cache is allocated. #tokens: 975424, KV size: 36.35 GB"]
 
 
 def test_dp_attention_keeps_one_latent_per_request(runner) -> None:
