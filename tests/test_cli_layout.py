@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 CLI = Path(__file__).resolve().parents[1] / "kvplan" / "cli"
-NOT_COMMANDS = {"__init__", "app", "options"}
+NOT_COMMANDS = {"__init__", "root", "options"}
 COMMAND_MODULES = sorted(p.stem for p in CLI.glob("*.py") if p.stem not in NOT_COMMANDS)
 
 
@@ -47,7 +47,7 @@ def forbidden_imports(source: str) -> list[str]:
 
 
 def test_every_command_module_is_registered_in_order() -> None:
-    from kvplan.cli.app import COMMANDS
+    from kvplan.cli.root import COMMANDS
 
     assert sorted(COMMANDS) == COMMAND_MODULES
     assert COMMANDS[:2] == ("estimate", "models")
@@ -70,7 +70,7 @@ def test_command_module_holds_its_command_and_epilog(name: str) -> None:
     ("source", "bad"),
     [
         ("from kvplan.cli.options import FormatOpt\nfrom kvplan.api import estimate\n", []),
-        ("from kvplan.cli.app import cli_errors\n", ["kvplan.cli.app", "kvplan.cli.app.cli_errors"]),
+        ("from kvplan.cli.root import cli_errors\n", ["kvplan.cli.root", "kvplan.cli.root.cli_errors"]),
         ("from kvplan.cli import app\n", ["kvplan.cli", "kvplan.cli.app"]),
         ("from kvplan.cli.capacity import resolve_gpu\n", ["kvplan.cli.capacity", "kvplan.cli.capacity.resolve_gpu"]),
         ("from . import estimate\n", ["kvplan.cli", "kvplan.cli.estimate"]),

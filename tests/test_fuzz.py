@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from kvplan.cli import app
 
-_app_for = sys.modules["kvplan.cli.app"]._app_for
+_app_for = sys.modules["kvplan.cli.root"]._app_for
 
 _COMMON = {"deadline": None, "derandomize": False,
            "suppress_health_check": [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]}

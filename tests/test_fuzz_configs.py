@@ -23,11 +23,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from kvplan.cli import app  # noqa: F401  (imports kvplan.cli.app)
+from kvplan.cli import app  # noqa: F401  (imports kvplan.cli.root)
 
 from conftest import REPO_ROOT, SHARED_CONFIGS
 
-_app_for = sys.modules["kvplan.cli.app"]._app_for
+_app_for = sys.modules["kvplan.cli.root"]._app_for
 
 _COMMON = {"deadline": None, "derandomize": False,
            "suppress_health_check": [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]}

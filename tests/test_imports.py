@@ -238,8 +238,10 @@ def test_no_module_shares_a_name_with_the_public_api() -> None:
     """``kvplan.capacity`` is the function: a submodule of the same name would replace it on the package once
     imported (the module would have to be made callable to hide that)."""
     import kvplan
+    import kvplan.cli
 
     clashes = [name for name in kvplan.__all__ if f"kvplan.{name}" in MODULES]
+    clashes += [name for name in kvplan.cli.__all__ if f"kvplan.cli.{name}" in MODULES]
     assert not clashes, clashes
     assert kvplan.capacity is kvplan.api.capacity and kvplan.compare is kvplan.api.compare
 

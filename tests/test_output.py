@@ -479,7 +479,7 @@ def test_a_missing_torch_dtype_is_said_once(runner) -> None:
 
 
 def test_error_and_hint_wrap_on_words_at_a_terminal_and_stay_one_line_in_a_log(runner) -> None:
-    from kvplan.cli.app import error_text
+    from kvplan.cli.root import error_text
 
     message = "meta-llama/Llama-3.1-8BB is not bundled, not in the Hub cache, and the Hub cannot be reached"
     hint = "did you mean meta-llama/Llama-3.1-8B, meta-llama/Llama-3.1-70B? (kvplan models lists them)"

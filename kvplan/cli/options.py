@@ -1,7 +1,7 @@
 """What every command shares: the options (each declared once, as an ``Annotated`` alias) and the output.
 
 Data goes to stdout (a rich table, YAML or JSON), notes to stderr, and ``--output`` writes a copy.
-Command modules import this module and the pure core, never each other or :mod:`kvplan.cli.app`.
+Command modules import this module and the pure core, never each other or :mod:`kvplan.cli.root`.
 """
 
 from __future__ import annotations
