@@ -243,11 +243,9 @@ def verify(
             bandwidth=int(bandwidth * 1e9) if bandwidth else None,
             replan=lambda n: plan_verify(geometry, num_layers=n, **options),
         )
-    report = verify_report(plan, measurement, source, overrides=overrides)
-    if is_gguf:
-        report["notes"].append(
-            "GGUF: kvplan's own torch decode over the layer specs read from the file's metadata; llama.cpp itself "
-            "is not run (kvplan verify --engine llama.cpp runs it)")
+    gguf_note = ("GGUF: kvplan's own torch decode over the layer specs read from the file's metadata; llama.cpp "
+                 "itself is not run (kvplan verify --engine llama.cpp runs it)")
+    report = verify_report(plan, measurement, source, overrides=overrides, notes=(gguf_note,) if is_gguf else ())
     table = None
     if fmt is Format.table:
         # NOTE: lazy: rich (about 20 ms at import) for a table only: YAML, JSON and `kvplan --help` do without it.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,8 +71,11 @@ def verify_report(
     source: Source,
     *,
     overrides: dict[str, Any] | None = None,
+    notes: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The report dict; ``report["verify"]["passed"]`` says whether every judged check held."""
+    """The report dict; ``report["verify"]["passed"]`` says whether every judged check held. ``notes``: the
+    caller's, after the run's own."""
+    extra_notes = tuple(notes)
     geometry = plan.geometry
     predicted = plan.predicted_bytes if measurement.profile_bytes is None else measurement.profile_bytes
     ranks = []
@@ -221,5 +225,5 @@ def verify_report(
             "bandwidth_fraction": fraction,
             "passed": passed,
         },
-        "notes": list(dict.fromkeys(notes)),
+        "notes": list(dict.fromkeys((*notes, *extra_notes))),
     }
