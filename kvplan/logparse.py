@@ -18,7 +18,9 @@ prints the same; the causes offered for a difference are the roundings and versi
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -249,9 +251,6 @@ MAX_LOG_BYTES = 64 * 1024**2
 def _read_log_text(path: Any) -> str:
     """The text of a regular log file of at most MAX_LOG_BYTES (undecodable bytes replaced): never a device or a
     FIFO, which could be endless or never answer."""
-    import os
-    import stat
-
     try:
         info = os.stat(path)
         if stat.S_ISDIR(info.st_mode):

@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -501,8 +502,6 @@ def _run_ranks(plan: VerifyPlan, *, gpu: bool, seed: int, progress: bool) -> tup
 
 def _rank_main(rank: int, plan: VerifyPlan, gpu: bool, seed: int, progress: bool, port: int, outdir: str) -> None:
     """One rank of ``--tp``: join the process group on 127.0.0.1, decode its head shard, write its numbers."""
-    from dataclasses import asdict
-
     import torch.distributed as dist
 
     backend = "nccl" if gpu else "gloo"
