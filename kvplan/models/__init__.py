@@ -284,10 +284,16 @@ def parse_config(
                 f"{', '.join(markers)}: a layer layout the generic rules cannot read",
                 "report the model to kvplan; meanwhile describe it with a known model_type via --set",
             )
-        reader.note(
-            f"model_type {model_type!r} is not one kvplan knows; read with the generic alias rules "
-            "(check the layer table)"
-        )
+        counted = WEIGHT_REGISTRY.get(model_type or "")
+        if counted is not None:
+            # NOTE: a type whose weights a family counts, whose cache is plain: the generic rules read it.
+            reader.note(f"model_type {model_type!r}: its cache is read with the generic alias rules, its weights by "
+                        f"{counted.__module__.replace('.', '/')}.py")
+        else:
+            reader.note(
+                f"model_type {model_type!r} is not one kvplan knows; read with the generic alias rules "
+                "(check the layer table)"
+            )
     if nested_key:
         reader.note(f"language model read from the nested {nested_key} (model_type {model_type})")
 

@@ -159,3 +159,19 @@ def test_kvplan_models_imports_kvplan_at_module_top() -> None:
             for node, top in _imports(ast.parse(p.read_text())) if not top and any(
                 n.startswith("kvplan") for n in _names(node))]
     assert not late, late
+
+
+def test_a_type_whose_weights_a_family_counts_is_not_called_unknown(tmp_path) -> None:
+    """minicpm3's weights are counted in deepseek.py; its cache is plain enough for the generic rules: the note says
+    where each comes from, not that kvplan does not know the type."""
+    import json
+
+    import kvplan
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "minicpm3", "num_hidden_layers": 4, "hidden_size": 256,
+                                "num_attention_heads": 4, "num_key_value_heads": 4, "torch_dtype": "bfloat16"}))
+    notes = kvplan.estimate(str(path), seq_len="1k").to_dict()["notes"]
+    assert "model_type 'minicpm3': its cache is read with the generic alias rules, its weights by " \
+           "kvplan/models/deepseek.py" in notes
+    assert not any("is not one kvplan knows" in n for n in notes)
