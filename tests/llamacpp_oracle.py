@@ -300,7 +300,8 @@ CONFIG_MODELS: tuple[str, ...] = (
     "Qwen/Qwen3-0.6B", "Qwen/Qwen3-30B-A3B", "Qwen/Qwen3-Next-80B-A3B-Instruct", "microsoft/Phi-3-mini-4k-instruct",
     "google/gemma-2-27b", "google/gemma-3-12b-it", "google/gemma-3-1b-it", "openai/gpt-oss-120b",
     "deepseek-ai/DeepSeek-V2-Lite", "deepseek-ai/DeepSeek-R1", "ai21labs/Jamba-v0.1", "nvidia/Nemotron-H-56B-Base-8K",
-    "state-spaces/mamba-2.8b-hf", "tiiuae/falcon-mamba-7b",
+    "state-spaces/mamba-2.8b-hf", "tiiuae/falcon-mamba-7b", "meta-llama/Llama-4-Scout-17B-16E-Instruct",
+    "bigcode/starcoder2-7b", "moonshotai/Kimi-K2-Instruct",
 )
 #: The config models' case: llama.cpp's dry run, two sequences, a window's worth of cells and more.
 CONFIG_FLAGS: dict[str, Any] = {"ctx_size": 16384, "parallel": 2}

@@ -160,6 +160,28 @@ def test_mistral_config_has_no_sliding_window_in_llama_cpp() -> None:
     assert any("llama architecture" in note for note in est.notes)
 
 
+def test_starcoder2_config_has_no_sliding_window_in_llama_cpp() -> None:
+    """convert_hf_to_gguf.py writes Starcoder2ForCausalLM without its window; llama.cpp's starcoder2 has none."""
+    import kvplan
+
+    est = kvplan.estimate("bigcode/starcoder2-7b", seq_len=16384, engine="llama.cpp")
+    assert est.kv_cache_bytes == 2 * 32 * 16384 * 4 * 128 * 2  # K+V, layers, cells, KV heads, head size, f16
+    assert any("starcoder2" in note and "window" in note for note in est.notes)
+
+
+@pytest.mark.parametrize(("model", "arch", "rule"), [
+    ("MiniMaxAI/MiniMax-M1-80k", "minimax-01", "recurrent layers beside attention"),
+])
+def test_config_of_an_unread_architecture_is_refused_naming_it(model: str, arch: str, rule: str) -> None:
+    """The converter writes an architecture whose cache kvplan's GGUF reader does not model: exit 2, saying which."""
+    result = CliRunner().invoke(app, ["verify", "--engine", "llama.cpp", "-m", model, "-c", "16384"])
+    if "needs llama-cpp-python" in result.output:
+        pytest.skip("llama-cpp-python is not installed")
+    assert result.exit_code == 2, result.output
+    flat = " ".join(result.output.split())
+    assert f"llama.cpp reads it as {arch}" in flat and rule in flat and "GGUF reader does not model" in flat
+
+
 def test_llama_cpp_line_counts_only_k_v_layers() -> None:
     """Nemotron-H 56B: 10 attention layers of 118; the Mamba-2 and MLP-only layers are not in llama_kv_cache."""
     import kvplan

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.errors import InputError
+from kvplan.gguf.archs import UNREAD
 from kvplan.specs import (
     AttentionSpec,
     LayerSpec,
@@ -49,6 +50,8 @@ ARCH_SKELETON: dict[str, dict[str, Any]] = {
     "qwen35moe": {**MOE, "expert_shared_feed_forward_length": SMALL_EXPERT_FF},
     "jamba": MOE,
     "nemotron_h": {"attention.layer_norm_epsilon": 1e-5},
+    "llama4": {**MOE, "interleave_moe_layer_step": 1},
+    "starcoder2": {"attention.layer_norm_epsilon": 1e-5},
 }
 #: Architectures whose graph takes any n_embd beside the head sizes (checked with llama.cpp 0.3.36): their GGUFs
 #: get SMALL_EMBD; the others (Qwen2's and Phi-3's reshapes) n_embd = head_count * head size.
@@ -67,6 +70,16 @@ CONFIG_ARCHS: dict[str, tuple[str, bool]] = {
     "mamba2": ("mamba2", False), "nemotron_h": ("nemotron_h", False), "granitemoehybrid": ("granitehybrid", False),
     "jamba": ("jamba", False), "falcon_h1": ("falcon-h1", False), "lfm2": ("lfm2", False),
     "mamba": ("mamba", False), "falcon_mamba": ("mamba", False),
+    # conversion/llama.py: Llama4ForConditionalGeneration -> llama4 (its chunk and period are llama.cpp's own)
+    "llama4": ("llama4", False), "llama4_text": ("llama4", False),
+    # conversion/starcoder.py: no sliding window written, and llama.cpp's starcoder2 has none
+    "starcoder2": ("starcoder2", False),
+    # conversion/deepseek.py registers Kimi-K2 (DeepseekV3ForCausalLM) and KimiK25ForConditionalGeneration as deepseek2
+    "kimi_k2": ("deepseek2", False), "kimi_k25": ("deepseek2", False),
+    # conversion/minimax.py, mimo.py, step3.py, glm.py: architectures kvplan's GGUF reader refuses (archs.UNREAD)
+    "minimax": ("minimax-01", False), "minimax_text_01": ("minimax-01", False), "minimax_m1": ("minimax-01", False),
+    "mimo_v2_flash": ("mimo2", False), "mimo_v2": ("mimo2", False), "step3p5": ("step35", False),
+    "step3p7": ("step35", False), "glm_moe_dsa": ("glm-dsa", False),
 }
 
 
@@ -162,6 +175,12 @@ def metadata_for(geometry: Any) -> tuple[str, dict[str, Any], list[str]]:
         notes.append(f"model_type {model_type} is written as llama.cpp's llama architecture: every layer is full "
                      "attention, so its cache depends only on the KV heads and head sizes")
     arch, writes_window = known
+    if arch in UNREAD:
+        raise InputError(
+            f"kvplan cannot write a llama.cpp GGUF for model_type {model_type}: llama.cpp reads it as {arch}, "
+            f"for which llama.cpp keeps {UNREAD[arch]}, a rule kvplan's GGUF reader does not model",
+            "kvplan estimate --engine llama.cpp -m (the same config) still sizes it from the config; "
+            "verify cannot check that figure against llama.cpp")
     per_layer: list[list[LayerSpec]] = [[] for _ in range(n)]
     if len(layers) % n:
         raise InputError(f"{model_type}: {len(layers)} layer specs for {n} layers", "report the model to kvplan")
