@@ -52,6 +52,7 @@ ARCH_SKELETON: dict[str, dict[str, Any]] = {
     "nemotron_h": {"attention.layer_norm_epsilon": 1e-5},
     "llama4": {**MOE, "interleave_moe_layer_step": 1},
     "starcoder2": {"attention.layer_norm_epsilon": 1e-5},
+    "gemma4": {"embedding_length_per_layer_input": 0},
 }
 #: Architectures whose graph takes any n_embd beside the head sizes (checked with llama.cpp 0.3.36): their GGUFs
 #: get SMALL_EMBD; the others (Qwen2's and Phi-3's reshapes) n_embd = head_count * head size.
@@ -80,7 +81,12 @@ CONFIG_ARCHS: dict[str, tuple[str, bool]] = {
     "minimax": ("minimax-01", False), "minimax_text_01": ("minimax-01", False), "minimax_m1": ("minimax-01", False),
     "mimo_v2_flash": ("mimo2", False), "mimo_v2": ("mimo2", False), "step3p5": ("step35", False),
     "step3p7": ("step35", False), "glm_moe_dsa": ("glm-dsa", False),
+    # conversion/gemma.py Gemma4Model: the per-layer sliding_window_pattern, head sizes and KV heads of both kinds
+    "gemma4": ("gemma4", True), "gemma4_text": ("gemma4", True), "gemma4_assistant": ("gemma4-assistant", False),
 }
+#: Architectures whose sliding and full layers have their own head sizes (``attention.key_length_swa``) and
+#: whose file says which layers slide (``attention.sliding_window_pattern``, one bool a layer).
+SWA_OWN_HEADS = frozenset({"gemma4"})
 
 
 def write_gguf(path: Path, arch: str, metadata: Mapping[str, Any], *, tensors: bool = True, seed: int = 0) -> Path:
@@ -216,6 +222,9 @@ def _attention_keys(meta: dict[str, Any], arch: str, attention: list[Any], prese
                      "rope.dimension_count": rope, "attention.key_length": rank + rope, "attention.value_length": rank,
                      "attention.key_length_mla": rope + 32, "attention.value_length_mla": 32})
         return
+    if arch in SWA_OWN_HEADS:
+        _own_heads_keys(meta, attention, present)
+        return
     k_sizes = {s.head_size for s in present}
     v_sizes = {s.head_size_v for s in present}
     if len(k_sizes) > 1 or len(v_sizes) > 1:
@@ -241,6 +250,37 @@ def _attention_keys(meta: dict[str, Any], arch: str, attention: list[Any], prese
     elif windows:
         notes.append(f"llama.cpp's {arch} architecture has no sliding window (the converter does not write it): "
                      "the GGUF caches every position of every layer")
+
+
+def _own_heads_keys(meta: dict[str, Any], attention: list[Any], present: list[Any]) -> None:
+    """Gemma-4's keys (conversion/gemma.py Gemma4Model): the full layers' head sizes as ``key_length``, the
+    sliding layers' as ``key_length_swa``, KV heads per layer, which layers slide, and the trailing layers that
+    reuse an earlier layer's cache (``shared_kv_layers``)."""
+    sliding = [s for s in present if isinstance(s, SlidingWindowSpec)]
+    full = [s for s in present if not isinstance(s, SlidingWindowSpec)] or sliding
+    sizes: dict[str, tuple[int, int]] = {}
+    for kind, specs in (("full", full), ("swa", sliding or full)):
+        found = {(s.head_size, s.head_size_v) for s in specs}
+        if len(found) > 1:
+            raise InputError(f"{kind} layers with different head sizes {sorted(found)}", "report the model to kvplan")
+        sizes[kind] = found.pop()
+    windows = {s.sliding_window for s in sliding}
+    if len(windows) > 1:
+        raise InputError(f"sliding layers with different windows {sorted(windows)}", "report the model to kvplan")
+    shared = len(attention) - max(i + 1 for i, a in enumerate(attention) if a is not None)
+    # NOTE: a shared layer reads layer n_kv - 1 (n_kv - 2 if it slides: llama-model.cpp, n_layer_kv_from_start),
+    # so it is written as the kind, KV heads included, of the last layer with a cache of its own.
+    last = present[-1]
+    layers = [a if a is not None else last for a in attention]
+    kv = [a.num_kv_heads for a in layers]
+    (head_k, head_v), (swa_k, swa_v) = sizes["full"], sizes["swa"]
+    meta.update({"attention.head_count": max(kv), "attention.head_count_kv": kv,
+                 "attention.key_length": head_k, "attention.value_length": head_v,
+                 "attention.key_length_swa": swa_k, "attention.value_length_swa": swa_v,
+                 "rope.dimension_count": head_k, "rope.dimension_count_swa": swa_k,
+                 "attention.sliding_window": windows.pop() if windows else 0,
+                 "attention.sliding_window_pattern": [isinstance(a, SlidingWindowSpec) for a in layers],
+                 "attention.shared_kv_layers": shared})
 
 
 def _state_keys(meta: dict[str, Any], arch: str, state: StateSpec, states: list[Any], attention: list[Any]) -> None:
