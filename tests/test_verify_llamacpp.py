@@ -310,6 +310,12 @@ def test_config_json_is_written_as_a_gguf_with_its_cache(model: str, ctx: int, k
     ("google__gemma-4-26B-A4B", {"base": 2 * 8192 * 5 * 2 * 512 * 2,  # streams, cells, layers, KV heads, head, f16
                                  "swa": 2 * 1536 * 25 * 8 * 256 * 2}),
     ("nvidia__Gemma-4-31B-IT-NVFP4", {"base": 2 * 8192 * 10 * 4 * 512 * 2, "swa": 2 * 1536 * 50 * 16 * 256 * 2}),
+    # DeepSeek-V4 (deepseek4): the plain cache holds no layer; the window of 128 plus a ubatch (768 cells, padded),
+    # one entry per 4 tokens (CSA, with the indexer's 128-wide keys) or per 128 (HCA, 256 cells padded); K=V 512.
+    ("deepseek-ai__DeepSeek-V4-Flash", {"base": 0, "swa": 2 * 768 * 43 * 512 * 2, "csa": 2 * 2048 * 21 * 512 * 2,
+                                        "hca": 2 * 256 * 20 * 512 * 2, "lid": 2 * 2048 * 21 * 128 * 2}),
+    # Kimi-K2.5 (deepseek2, MLA): one latent of kv_lora_rank 512 + rope 64 per token and layer, K only.
+    ("moonshotai__Kimi-K2.5", {"base": 2 * 8192 * 61 * (512 + 64) * 2}),
 ])
 def test_shared_config_is_written_as_llama_cpp_converts_it(name: str, caches: dict[str, int]) -> None:
     """A real Hub config (../shared): kvplan writes the architecture and keys convert_hf_to_gguf.py would, and

@@ -26,6 +26,7 @@ from kvplan.errors import InputError
 from kvplan.gguf.archs import UNREAD
 from kvplan.specs import (
     AttentionSpec,
+    CompressedAttentionSpec,
     LayerSpec,
     MLASpec,
     NoCacheSpec,
@@ -53,6 +54,17 @@ ARCH_SKELETON: dict[str, dict[str, Any]] = {
     "llama4": {**MOE, "interleave_moe_layer_step": 1},
     "starcoder2": {"attention.layer_norm_epsilon": 1e-5},
     "gemma4": {"embedding_length_per_layer_input": 0},
+    # llama.cpp's own test-llama-archs sizes for DeepSeek-V4 (tests/test-llama-archs.cpp), the cache keys aside
+    "deepseek4": {"embedding_length": 512, "feed_forward_length": 1024, "attention.head_count": 8,
+                  "rope.dimension_count": 64,
+                  "attention.q_lora_rank": 64, "leading_dense_block_count": 1, "expert_count": 2,
+                  "expert_used_count": 2, "expert_feed_forward_length": 128, "expert_shared_feed_forward_length": 64,
+                  "expert_shared_count": 1, "expert_weights_scale": 1.0, "expert_weights_norm": True,
+                  "swiglu_clamp_exp": 10.0, "attention.indexer.head_count": 64, "attention.indexer.top_k": 512,
+                  "attention.output_group_count": 8, "attention.output_lora_rank": 32,
+                  "attention.compress_rope_freq_base": 160000.0, "hyper_connection.count": 4,
+                  "hyper_connection.sinkhorn_iterations": 2, "hyper_connection.epsilon": 1e-6, "hash_layer_count": 0,
+                  "expert_gating_func": 4},
 }
 #: Architectures whose graph takes any n_embd beside the head sizes (checked with llama.cpp 0.3.36): their GGUFs
 #: get SMALL_EMBD; the others (Qwen2's and Phi-3's reshapes) n_embd = head_count * head size.
@@ -83,6 +95,8 @@ CONFIG_ARCHS: dict[str, tuple[str, bool]] = {
     "step3p7": ("step35", False), "glm_moe_dsa": ("glm-dsa", False),
     # conversion/gemma.py Gemma4Model: the per-layer sliding_window_pattern, head sizes and KV heads of both kinds
     "gemma4": ("gemma4", True), "gemma4_text": ("gemma4", True), "gemma4_assistant": ("gemma4-assistant", False),
+    # conversion/deepseek.py DeepseekV4Model: the window, the per-layer compress_ratios, the indexer key width
+    "deepseek_v4": ("deepseek4", True),
 }
 #: Architectures whose sliding and full layers have their own head sizes (``attention.key_length_swa``) and
 #: whose file says which layers slide (``attention.sliding_window_pattern``, one bool a layer).
@@ -200,13 +214,17 @@ def metadata_for(geometry: Any) -> tuple[str, dict[str, Any], list[str]]:
     present = [s for s in attention if s is not None]
     if present:
         _attention_keys(meta, arch, attention, present, writes_window=writes_window, notes=notes)
+    compressed = [s for s in layers if isinstance(s, CompressedAttentionSpec)]
+    if compressed:
+        _compressed_keys(meta, arch, compressed, n)
     state = next((s for s in states if s is not None), None)
     if state is not None:
         _state_keys(meta, arch, state, states, attention)
     if arch == "nemotron_h":
         # NOTE: llama.cpp marks a layer recurrent when head_count_kv and feed_forward_length are both 0.
         meta["feed_forward_length"] = [SMALL_FF if (a is None and s is None) else 0 for a, s in zip(attention, states)]
-    unknown = {spec.kind for spec in layers if not isinstance(spec, (AttentionSpec, MLASpec, StateSpec, NoCacheSpec))}
+    unknown = {spec.kind for spec in layers
+               if not isinstance(spec, (AttentionSpec, MLASpec, StateSpec, NoCacheSpec, CompressedAttentionSpec))}
     if unknown:
         raise InputError(f"kvplan cannot write {', '.join(sorted(unknown))} layers as llama.cpp metadata",
                          "convert the model with llama.cpp's convert_hf_to_gguf.py and pass the .gguf to --model")
@@ -250,6 +268,25 @@ def _attention_keys(meta: dict[str, Any], arch: str, attention: list[Any], prese
     elif windows:
         notes.append(f"llama.cpp's {arch} architecture has no sliding window (the converter does not write it): "
                      "the GGUF caches every position of every layer")
+
+
+def _compressed_keys(meta: dict[str, Any], arch: str, layers: list[CompressedAttentionSpec], n: int) -> None:
+    """DeepSeek-V4's cache keys (conversion/deepseek.py DeepseekV4Model): one K=V head of ``key_length``, the
+    window, one compress ratio a layer (0: the window only) and the indexer's key width."""
+    if arch != "deepseek4" or len(layers) != n:
+        raise InputError(f"kvplan cannot write compressed attention layers as llama.cpp's {arch} metadata",
+                         "convert the model with llama.cpp's convert_hf_to_gguf.py and pass the .gguf to --model")
+    heads = {s.head_size for s in layers}
+    windows = {s.sliding_window for s in layers}
+    index = {s.index_head_size for s in layers if s.index_head_size}
+    if len(heads) > 1 or len(windows) > 1 or len(index) > 1:
+        raise InputError(f"DeepSeek-V4 layers with different head sizes {sorted(heads)}, windows {sorted(windows)} "
+                         f"or indexer keys {sorted(index)}", "report the model to kvplan")
+    head = heads.pop()
+    meta.update({"attention.head_count_kv": 1, "attention.key_length": head, "attention.value_length": head,
+                 "attention.sliding_window": windows.pop(),
+                 "attention.compress_ratios": [s.compress_ratio for s in layers],
+                 "attention.indexer.key_length": index.pop() if index else 128})
 
 
 def _own_heads_keys(meta: dict[str, Any], attention: list[Any], present: list[Any]) -> None:
