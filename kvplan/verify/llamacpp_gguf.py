@@ -97,6 +97,8 @@ CONFIG_ARCHS: dict[str, tuple[str, bool]] = {
     "gemma4": ("gemma4", True), "gemma4_text": ("gemma4", True), "gemma4_assistant": ("gemma4-assistant", False),
     # conversion/deepseek.py DeepseekV4Model: the window, the per-layer compress_ratios, the indexer key width
     "deepseek_v4": ("deepseek4", True),
+    # conversion/t5.py: T5, MT5 and UMT5ForConditionalGeneration -> t5 (archs.UNREAD: an encoder-decoder cache)
+    "t5": ("t5", False), "mt5": ("t5", False), "umt5": ("t5", False),
 }
 #: Architectures whose sliding and full layers have their own head sizes (``attention.key_length_swa``) and
 #: whose file says which layers slide (``attention.sliding_window_pattern``, one bool a layer).
@@ -187,6 +189,12 @@ def metadata_for(geometry: Any) -> tuple[str, dict[str, Any], list[str]]:
     known = CONFIG_ARCHS.get(model_type)
     kinds = {spec.kind for spec in layers}
     if known is None:
+        if "cross_attention" in kinds:
+            raise InputError(
+                f"kvplan cannot write a llama.cpp GGUF for model_type {model_type}: its decoder attends to an "
+                "encoder (cross-attention layers), and llama.cpp's converter has no decoder architecture for it "
+                "(llama.cpp's one encoder-decoder architecture, t5, keeps a cache kvplan's GGUF reader does not "
+                "model)", "kvplan estimate --engine llama.cpp sizes it from the config; verify cannot check it")
         if kinds != {"full_attention"}:
             raise InputError(
                 f"kvplan cannot write a llama.cpp GGUF for model_type {model_type} (layer kinds: {', '.join(sorted(kinds))})",
