@@ -300,8 +300,23 @@ CONFIG_MODELS: tuple[str, ...] = (
     "Qwen/Qwen3-0.6B", "Qwen/Qwen3-30B-A3B", "Qwen/Qwen3-Next-80B-A3B-Instruct", "microsoft/Phi-3-mini-4k-instruct",
     "google/gemma-2-27b", "google/gemma-3-12b-it", "google/gemma-3-1b-it", "openai/gpt-oss-120b",
     "deepseek-ai/DeepSeek-V2-Lite", "deepseek-ai/DeepSeek-R1", "ai21labs/Jamba-v0.1", "nvidia/Nemotron-H-56B-Base-8K",
-    "state-spaces/mamba-2.8b-hf", "tiiuae/falcon-mamba-7b",
+    "state-spaces/mamba-2.8b-hf", "tiiuae/falcon-mamba-7b", "meta-llama/Llama-4-Scout-17B-16E-Instruct",
+    "bigcode/starcoder2-7b", "moonshotai/Kimi-K2-Instruct",
 )
+#: Real Hub configs in ../shared/hf_configs (beside the checkout; skipped where absent), one per model_type kvplan
+#: writes that no bundled model has.
+SHARED_CONFIG_MODELS: tuple[str, ...] = (
+    "google__gemma-4-26B-A4B", "nvidia__Gemma-4-31B-IT-NVFP4", "deepseek-ai__DeepSeek-V4-Flash", "moonshotai__Kimi-K2.5",
+)
+SHARED_CONFIGS = Path(__file__).resolve().parent.parent.parent / "shared" / "hf_configs"
+
+
+def shared_config_file(name: str) -> Path | None:
+    """The shared config ``name`` (``org__repo``), or None when ../shared is not beside this checkout."""
+    path = SHARED_CONFIGS / f"{name}.json"
+    return path if path.is_file() else None
+
+
 #: The config models' case: llama.cpp's dry run, two sequences, a window's worth of cells and more.
 CONFIG_FLAGS: dict[str, Any] = {"ctx_size": 16384, "parallel": 2}
 
@@ -314,14 +329,41 @@ class ConfigOutcome:
     reason: str
 
 
-def run_config(model: str) -> ConfigOutcome:
+def run_config(model: str, *, name: str | None = None) -> ConfigOutcome:
     """``kvplan verify --engine llama.cpp -m MODEL -c 16384 -np 2``: kvplan writes the GGUF, llama.cpp's dry run."""
     from kvplan.verify.llamacpp import make_flags, verify_llamacpp
 
     report = verify_llamacpp(model, make_flags(**CONFIG_FLAGS), measure="log")
     verdict = report["verify"]
     arch = report["inputs"]["gguf"].removeprefix("written by kvplan (").removesuffix(")")
-    return ConfigOutcome(model=model, arch=arch, passed=verdict["passed"], reason=verdict["reason"] or "")
+    return ConfigOutcome(model=name or model, arch=arch, passed=verdict["passed"], reason=verdict["reason"] or "")
+
+
+def run_shared_configs() -> list[ConfigOutcome]:
+    """run_config for each of SHARED_CONFIG_MODELS present in ../shared."""
+    found = []
+    for stem in SHARED_CONFIG_MODELS:
+        path = shared_config_file(stem)
+        if path is not None:
+            found.append(run_config(str(path), name=f"{stem.replace('__', '/')} (../shared config)"))
+    return found
+
+
+def refused_config_types() -> list[tuple[str, list[str], str]]:
+    """(model_type, bundled models, why) for each bundled model_type kvplan does not write as a llama.cpp GGUF."""
+    import kvplan
+    from kvplan.errors import InputError
+    from kvplan.sources import bundled_ids
+    from kvplan.verify.llamacpp_gguf import metadata_for
+
+    refused: dict[str, tuple[list[str], str]] = {}
+    for model in sorted(bundled_ids()):
+        geometry = kvplan.load_geometry(model).model_geometry
+        try:
+            metadata_for(geometry)
+        except InputError as exc:
+            refused.setdefault(geometry.model_type, ([], exc.message))[0].append(model)
+    return [(model_type, models, why) for model_type, (models, why) in sorted(refused.items())]
 
 
 def config_table(outcomes: list[ConfigOutcome]) -> list[str]:

@@ -21,6 +21,8 @@ from kvplan.verify.llamacpp import Prediction, compare_caches, judge, make_flags
 from kvplan.verify.llamacpp_engine import EngineRun
 from kvplan.verify.llamacpp_lines import CacheFigures, parse_log, predicted_figures
 
+from conftest import shared_config_path
+
 HAS_LLAMA_CPP = importlib.util.find_spec("llama_cpp") is not None
 needs_llama_cpp = pytest.mark.skipif(not HAS_LLAMA_CPP, reason="llama-cpp-python is not installed")
 #: llama-cpp-python's source distribution; it vendors llama.cpp and the GGUF headers of real models
@@ -160,6 +162,28 @@ def test_mistral_config_has_no_sliding_window_in_llama_cpp() -> None:
     assert any("llama architecture" in note for note in est.notes)
 
 
+def test_starcoder2_config_has_no_sliding_window_in_llama_cpp() -> None:
+    """convert_hf_to_gguf.py writes Starcoder2ForCausalLM without its window; llama.cpp's starcoder2 has none."""
+    import kvplan
+
+    est = kvplan.estimate("bigcode/starcoder2-7b", seq_len=16384, engine="llama.cpp")
+    assert est.kv_cache_bytes == 2 * 32 * 16384 * 4 * 128 * 2  # K+V, layers, cells, KV heads, head size, f16
+    assert any("starcoder2" in note and "window" in note for note in est.notes)
+
+
+@pytest.mark.parametrize(("model", "arch", "rule"), [
+    ("MiniMaxAI/MiniMax-M1-80k", "minimax-01", "recurrent layers beside attention"),
+])
+def test_config_of_an_unread_architecture_is_refused_naming_it(model: str, arch: str, rule: str) -> None:
+    """The converter writes an architecture whose cache kvplan's GGUF reader does not model: exit 2, saying which."""
+    result = CliRunner().invoke(app, ["verify", "--engine", "llama.cpp", "-m", model, "-c", "16384"])
+    if "needs llama-cpp-python" in result.output:
+        pytest.skip("llama-cpp-python is not installed")
+    assert result.exit_code == 2, result.output
+    flat = " ".join(result.output.split())
+    assert f"llama.cpp reads it as {arch}" in flat and rule in flat and "GGUF reader does not model" in flat
+
+
 def test_llama_cpp_line_counts_only_k_v_layers() -> None:
     """Nemotron-H 56B: 10 attention layers of 118; the Mamba-2 and MLP-only layers are not in llama_kv_cache."""
     import kvplan
@@ -277,6 +301,40 @@ def test_config_json_is_written_as_a_gguf_with_its_cache(model: str, ctx: int, k
     assert report["caches"][0]["predicted_k_bytes"] == k_bytes
     assert report["caches"][0]["logged_k_mib"] == f"{k_bytes / MiB:.2f}"
     assert report["inputs"]["gguf"].startswith("written by kvplan")
+
+
+@needs_llama_cpp
+@pytest.mark.parametrize(("name", "caches"), [
+    # Gemma-4: the full layers' own KV heads and head size (global_head_dim), the sliding layers' window of 1,024
+    # plus one ubatch of 512 cells per stream; 2 streams of 8,192 cells (-c 16384 -np 2), f16.
+    ("google__gemma-4-26B-A4B", {"base": 2 * 8192 * 5 * 2 * 512 * 2,  # streams, cells, layers, KV heads, head, f16
+                                 "swa": 2 * 1536 * 25 * 8 * 256 * 2}),
+    ("nvidia__Gemma-4-31B-IT-NVFP4", {"base": 2 * 8192 * 10 * 4 * 512 * 2, "swa": 2 * 1536 * 50 * 16 * 256 * 2}),
+    # DeepSeek-V4 (deepseek4): the plain cache holds no layer; the window of 128 plus a ubatch (768 cells, padded),
+    # one entry per 4 tokens (CSA, with the indexer's 128-wide keys) or per 128 (HCA, 256 cells padded); K=V 512.
+    ("deepseek-ai__DeepSeek-V4-Flash", {"base": 0, "swa": 2 * 768 * 43 * 512 * 2, "csa": 2 * 2048 * 21 * 512 * 2,
+                                        "hca": 2 * 256 * 20 * 512 * 2, "lid": 2 * 2048 * 21 * 128 * 2}),
+    # Kimi-K2.5 (deepseek2, MLA): one latent of kv_lora_rank 512 + rope 64 per token and layer, K only.
+    ("moonshotai__Kimi-K2.5", {"base": 2 * 8192 * 61 * (512 + 64) * 2}),
+])
+def test_shared_config_is_written_as_llama_cpp_converts_it(name: str, caches: dict[str, int]) -> None:
+    """A real Hub config (../shared): kvplan writes the architecture and keys convert_hf_to_gguf.py would, and
+    llama.cpp's caches equal kvplan's (K bytes per cache given here; V the same unless the layer has none)."""
+    result = CliRunner().invoke(app, ["verify", "--engine", "llama.cpp", "-m", str(shared_config_path(name)),
+                                      "-c", "16384", "-np", "2", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert {row["name"]: row["predicted_k_bytes"] for row in report["caches"]} == caches
+    assert all(row["logged_k_mib"] == f"{row['predicted_k_bytes'] / MiB:.2f}" for row in report["caches"])
+
+
+@pytest.mark.parametrize(("name", "arch", "rule"), [
+    ("XiaomiMiMo__MiMo-V2-Flash", "mimo2", "sliding-window layers chosen by the architecture's own rule"),
+    ("stepfun-ai__Step-3.7-Flash", "step35", "sliding-window layers chosen by the architecture's own rule"),
+    ("zai-org__GLM-5", "glm-dsa", "a DSA cache with an indexer"),
+])
+def test_shared_config_of_an_unread_architecture_is_refused_naming_it(name: str, arch: str, rule: str) -> None:
+    test_config_of_an_unread_architecture_is_refused_naming_it(str(shared_config_path(name)), arch, rule)
 
 
 @needs_llama_cpp

@@ -24,8 +24,10 @@ from llamacpp_oracle import (
     ConfigOutcome,
     TinyModel,
     config_table,
+    refused_config_types,
     run_config,
     run_model,
+    run_shared_configs,
     table,
 )
 
@@ -70,13 +72,31 @@ def test_config_model_written_as_gguf_matches(model: str) -> None:
     assert outcome.passed, outcome.reason
 
 
+def test_shared_config_models_written_as_gguf_match() -> None:
+    """The real Hub configs of ../shared (skipped where absent) of model_types no bundled model has."""
+    found = run_shared_configs()
+    if not found:
+        pytest.skip("../shared/hf_configs is not beside this checkout")
+    assert [o.model for o in found if not o.passed] == []
+
+
+def test_refused_config_types_name_the_reason() -> None:
+    """Bundled model_types kvplan does not write as a llama.cpp GGUF: each says why (the architecture llama.cpp
+    reads it as, and the rule kvplan's GGUF reader does not model), and the docs page lists it."""
+    page = DOCS.read_text(encoding="utf-8")
+    refused = refused_config_types()
+    assert {model_type for model_type, _models, _why in refused} == {"minimax_m1", "t5", "whisper"}
+    for model_type, models, why in refused:
+        assert "does not model" in why and f"| `{model_type}` | {', '.join(models)} |" in page
+
+
 def test_misses_name_models_of_the_oracle() -> None:
     assert set(MISSES) <= {m.name for m in MODELS}
 
 
 def test_docs_table_is_current(oracle_dir: Path) -> None:
     found = {model.name: list(outcomes(model, oracle_dir).values()) for model in MODELS}
-    configs = [_CONFIGS[m] if m in _CONFIGS else run_config(m) for m in CONFIG_MODELS]
+    configs = [_CONFIGS[m] if m in _CONFIGS else run_config(m) for m in CONFIG_MODELS] + run_shared_configs()
     page = DOCS.read_text(encoding="utf-8")
     for row in [*table(found), *config_table(configs)]:
         assert row in page, f"{DOCS.name} is stale (python tools/llamacpp_oracle.py rewrites it): {row}"

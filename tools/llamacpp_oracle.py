@@ -25,8 +25,10 @@ from llamacpp_oracle import (  # noqa: E402
     CaseOutcome,
     ConfigOutcome,
     config_table,
+    refused_config_types,
     run_all,
     run_config,
+    run_shared_configs,
     table,
 )
 
@@ -86,10 +88,15 @@ refusal, so it passes for every architecture.
 
 For a config.json, kvplan writes the GGUF llama.cpp's converter would (its architecture, which decides
 llama.cpp's rules: Mistral is written as `llama`, which has no sliding window) with the cache geometry
-parsed from the config, and llama.cpp's dry run makes the caches. One bundled model per model_type, at
-`-c {ctx} -np {np}`:
+parsed from the config, and llama.cpp's dry run makes the caches. One bundled model per model_type (and
+real Hub configs of the model_types no bundled model has), at `-c {ctx} -np {np}`:
 
 {configs}
+
+A model_type llama.cpp's converter writes with an architecture kvplan's GGUF reader does not model is
+refused (exit 2, naming the architecture and its rule), as is one kvplan cannot map; bundled models refused:
+
+{refused}
 
 ## Real models
 
@@ -102,9 +109,17 @@ header only, so a 400 GB model costs what a 1 GB one does.
 
 def page(results: dict[str, list[CaseOutcome]], configs: list[ConfigOutcome], version: str) -> str:
     cases = "\n".join(f"- `{label}`" for label, _flags in CASES)
+    refused = "\n".join(refused_rows())
     return (INTRO.format(version=version, cases=len(CASES)) + "\n".join(table(results)) + "\n"
             + CASES_TEXT.format(cases=cases, configs="\n".join(config_table(configs)), ctx=CONFIG_FLAGS["ctx_size"],
-                                np=CONFIG_FLAGS["parallel"]))
+                                np=CONFIG_FLAGS["parallel"], refused=refused))
+
+
+def refused_rows() -> list[str]:
+    rows = ["| model_type | bundled models | why |", "|---|---|---|"]
+    for model_type, models, why in refused_config_types():
+        rows.append(f"| `{model_type}` | {', '.join(models)} | {why.split(': ', 1)[-1]} |")
+    return rows
 
 
 def main() -> int:
@@ -115,7 +130,11 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="kvplan-oracle-") as tmp:
         results = run_all(Path(tmp))
-    configs = [run_config(model) for model in CONFIG_MODELS]
+    configs = [run_config(model) for model in CONFIG_MODELS] + run_shared_configs()
+    if len(configs) == len(CONFIG_MODELS):
+        print("../shared/hf_configs is not beside the checkout: the page would lose its shared config rows",
+              file=sys.stderr)
+        return 2
     text = page(results, configs, llama_cpp.__version__)
     exact = sum(o.passed for outcomes in results.values() for o in outcomes)
     total = sum(len(outcomes) for outcomes in results.values())

@@ -40,6 +40,8 @@ LLAMA_CPP_SWA_DISABLED = {
     # conversion/llama.py writes MistralForCausalLM and MixtralForCausalLM as LLM_ARCH_LLAMA, which has no window
     "mistral": "convert_hf_to_gguf.py writes it as the llama architecture, which has no sliding window",
     "mixtral": "convert_hf_to_gguf.py writes it as the llama architecture, which has no sliding window",
+    # conversion/starcoder.py writes no sliding_window; src/models/starcoder2.cpp builds plain attention
+    "starcoder2": "convert_hf_to_gguf.py writes no window and src/models/starcoder2.cpp has none",
 }
 #: llama.cpp ``n_ubatch`` default.
 LLAMA_CPP_UBATCH = 512

@@ -23,8 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.errors import InputError
+from kvplan.gguf.archs import UNREAD
 from kvplan.specs import (
     AttentionSpec,
+    CompressedAttentionSpec,
     LayerSpec,
     MLASpec,
     NoCacheSpec,
@@ -49,6 +51,20 @@ ARCH_SKELETON: dict[str, dict[str, Any]] = {
     "qwen35moe": {**MOE, "expert_shared_feed_forward_length": SMALL_EXPERT_FF},
     "jamba": MOE,
     "nemotron_h": {"attention.layer_norm_epsilon": 1e-5},
+    "llama4": {**MOE, "interleave_moe_layer_step": 1},
+    "starcoder2": {"attention.layer_norm_epsilon": 1e-5},
+    "gemma4": {"embedding_length_per_layer_input": 0},
+    # llama.cpp's own test-llama-archs sizes for DeepSeek-V4 (tests/test-llama-archs.cpp), the cache keys aside
+    "deepseek4": {"embedding_length": 512, "feed_forward_length": 1024, "attention.head_count": 8,
+                  "rope.dimension_count": 64,
+                  "attention.q_lora_rank": 64, "leading_dense_block_count": 1, "expert_count": 2,
+                  "expert_used_count": 2, "expert_feed_forward_length": 128, "expert_shared_feed_forward_length": 64,
+                  "expert_shared_count": 1, "expert_weights_scale": 1.0, "expert_weights_norm": True,
+                  "swiglu_clamp_exp": 10.0, "attention.indexer.head_count": 64, "attention.indexer.top_k": 512,
+                  "attention.output_group_count": 8, "attention.output_lora_rank": 32,
+                  "attention.compress_rope_freq_base": 160000.0, "hyper_connection.count": 4,
+                  "hyper_connection.sinkhorn_iterations": 2, "hyper_connection.epsilon": 1e-6, "hash_layer_count": 0,
+                  "expert_gating_func": 4},
 }
 #: Architectures whose graph takes any n_embd beside the head sizes (checked with llama.cpp 0.3.36): their GGUFs
 #: get SMALL_EMBD; the others (Qwen2's and Phi-3's reshapes) n_embd = head_count * head size.
@@ -67,7 +83,26 @@ CONFIG_ARCHS: dict[str, tuple[str, bool]] = {
     "mamba2": ("mamba2", False), "nemotron_h": ("nemotron_h", False), "granitemoehybrid": ("granitehybrid", False),
     "jamba": ("jamba", False), "falcon_h1": ("falcon-h1", False), "lfm2": ("lfm2", False),
     "mamba": ("mamba", False), "falcon_mamba": ("mamba", False),
+    # conversion/llama.py: Llama4ForConditionalGeneration -> llama4 (its chunk and period are llama.cpp's own)
+    "llama4": ("llama4", False), "llama4_text": ("llama4", False),
+    # conversion/starcoder.py: no sliding window written, and llama.cpp's starcoder2 has none
+    "starcoder2": ("starcoder2", False),
+    # conversion/deepseek.py registers Kimi-K2 (DeepseekV3ForCausalLM) and KimiK25ForConditionalGeneration as deepseek2
+    "kimi_k2": ("deepseek2", False), "kimi_k25": ("deepseek2", False),
+    # conversion/minimax.py, mimo.py, step3.py, glm.py: architectures kvplan's GGUF reader refuses (archs.UNREAD)
+    "minimax": ("minimax-01", False), "minimax_text_01": ("minimax-01", False), "minimax_m1": ("minimax-01", False),
+    "mimo_v2_flash": ("mimo2", False), "mimo_v2": ("mimo2", False), "step3p5": ("step35", False),
+    "step3p7": ("step35", False), "glm_moe_dsa": ("glm-dsa", False),
+    # conversion/gemma.py Gemma4Model: the per-layer sliding_window_pattern, head sizes and KV heads of both kinds
+    "gemma4": ("gemma4", True), "gemma4_text": ("gemma4", True), "gemma4_assistant": ("gemma4-assistant", False),
+    # conversion/deepseek.py DeepseekV4Model: the window, the per-layer compress_ratios, the indexer key width
+    "deepseek_v4": ("deepseek4", True),
+    # conversion/t5.py: T5, MT5 and UMT5ForConditionalGeneration -> t5 (archs.UNREAD: an encoder-decoder cache)
+    "t5": ("t5", False), "mt5": ("t5", False), "umt5": ("t5", False),
 }
+#: Architectures whose sliding and full layers have their own head sizes (``attention.key_length_swa``) and
+#: whose file says which layers slide (``attention.sliding_window_pattern``, one bool a layer).
+SWA_OWN_HEADS = frozenset({"gemma4"})
 
 
 def write_gguf(path: Path, arch: str, metadata: Mapping[str, Any], *, tensors: bool = True, seed: int = 0) -> Path:
@@ -154,6 +189,12 @@ def metadata_for(geometry: Any) -> tuple[str, dict[str, Any], list[str]]:
     known = CONFIG_ARCHS.get(model_type)
     kinds = {spec.kind for spec in layers}
     if known is None:
+        if "cross_attention" in kinds:
+            raise InputError(
+                f"kvplan cannot write a llama.cpp GGUF for model_type {model_type}: its decoder attends to an "
+                "encoder (cross-attention layers), and llama.cpp's converter has no decoder architecture for it "
+                "(llama.cpp's one encoder-decoder architecture, t5, keeps a cache kvplan's GGUF reader does not "
+                "model)", "kvplan estimate --engine llama.cpp sizes it from the config; verify cannot check it")
         if kinds != {"full_attention"}:
             raise InputError(
                 f"kvplan cannot write a llama.cpp GGUF for model_type {model_type} (layer kinds: {', '.join(sorted(kinds))})",
@@ -162,6 +203,12 @@ def metadata_for(geometry: Any) -> tuple[str, dict[str, Any], list[str]]:
         notes.append(f"model_type {model_type} is written as llama.cpp's llama architecture: every layer is full "
                      "attention, so its cache depends only on the KV heads and head sizes")
     arch, writes_window = known
+    if arch in UNREAD:
+        raise InputError(
+            f"kvplan cannot write a llama.cpp GGUF for model_type {model_type}: llama.cpp reads it as {arch}, "
+            f"for which llama.cpp keeps {UNREAD[arch]}, a rule kvplan's GGUF reader does not model",
+            "kvplan estimate --engine llama.cpp -m (the same config) still sizes it from the config; "
+            "verify cannot check that figure against llama.cpp")
     per_layer: list[list[LayerSpec]] = [[] for _ in range(n)]
     if len(layers) % n:
         raise InputError(f"{model_type}: {len(layers)} layer specs for {n} layers", "report the model to kvplan")
@@ -175,13 +222,17 @@ def metadata_for(geometry: Any) -> tuple[str, dict[str, Any], list[str]]:
     present = [s for s in attention if s is not None]
     if present:
         _attention_keys(meta, arch, attention, present, writes_window=writes_window, notes=notes)
+    compressed = [s for s in layers if isinstance(s, CompressedAttentionSpec)]
+    if compressed:
+        _compressed_keys(meta, arch, compressed, n)
     state = next((s for s in states if s is not None), None)
     if state is not None:
         _state_keys(meta, arch, state, states, attention)
     if arch == "nemotron_h":
         # NOTE: llama.cpp marks a layer recurrent when head_count_kv and feed_forward_length are both 0.
         meta["feed_forward_length"] = [SMALL_FF if (a is None and s is None) else 0 for a, s in zip(attention, states)]
-    unknown = {spec.kind for spec in layers if not isinstance(spec, (AttentionSpec, MLASpec, StateSpec, NoCacheSpec))}
+    unknown = {spec.kind for spec in layers
+               if not isinstance(spec, (AttentionSpec, MLASpec, StateSpec, NoCacheSpec, CompressedAttentionSpec))}
     if unknown:
         raise InputError(f"kvplan cannot write {', '.join(sorted(unknown))} layers as llama.cpp metadata",
                          "convert the model with llama.cpp's convert_hf_to_gguf.py and pass the .gguf to --model")
@@ -196,6 +247,9 @@ def _attention_keys(meta: dict[str, Any], arch: str, attention: list[Any], prese
         meta.update({"attention.head_count": 2, "attention.head_count_kv": 1, "attention.kv_lora_rank": rank,
                      "rope.dimension_count": rope, "attention.key_length": rank + rope, "attention.value_length": rank,
                      "attention.key_length_mla": rope + 32, "attention.value_length_mla": 32})
+        return
+    if arch in SWA_OWN_HEADS:
+        _own_heads_keys(meta, attention, present)
         return
     k_sizes = {s.head_size for s in present}
     v_sizes = {s.head_size_v for s in present}
@@ -222,6 +276,56 @@ def _attention_keys(meta: dict[str, Any], arch: str, attention: list[Any], prese
     elif windows:
         notes.append(f"llama.cpp's {arch} architecture has no sliding window (the converter does not write it): "
                      "the GGUF caches every position of every layer")
+
+
+def _compressed_keys(meta: dict[str, Any], arch: str, layers: list[CompressedAttentionSpec], n: int) -> None:
+    """DeepSeek-V4's cache keys (conversion/deepseek.py DeepseekV4Model): one K=V head of ``key_length``, the
+    window, one compress ratio a layer (0: the window only) and the indexer's key width."""
+    if arch != "deepseek4" or len(layers) != n:
+        raise InputError(f"kvplan cannot write compressed attention layers as llama.cpp's {arch} metadata",
+                         "convert the model with llama.cpp's convert_hf_to_gguf.py and pass the .gguf to --model")
+    heads = {s.head_size for s in layers}
+    windows = {s.sliding_window for s in layers}
+    index = {s.index_head_size for s in layers if s.index_head_size}
+    if len(heads) > 1 or len(windows) > 1 or len(index) > 1:
+        raise InputError(f"DeepSeek-V4 layers with different head sizes {sorted(heads)}, windows {sorted(windows)} "
+                         f"or indexer keys {sorted(index)}", "report the model to kvplan")
+    head = heads.pop()
+    meta.update({"attention.head_count_kv": 1, "attention.key_length": head, "attention.value_length": head,
+                 "attention.sliding_window": windows.pop(),
+                 "attention.compress_ratios": [s.compress_ratio for s in layers],
+                 "attention.indexer.key_length": index.pop() if index else 128})
+
+
+def _own_heads_keys(meta: dict[str, Any], attention: list[Any], present: list[Any]) -> None:
+    """Gemma-4's keys (conversion/gemma.py Gemma4Model): the full layers' head sizes as ``key_length``, the
+    sliding layers' as ``key_length_swa``, KV heads per layer, which layers slide, and the trailing layers that
+    reuse an earlier layer's cache (``shared_kv_layers``)."""
+    sliding = [s for s in present if isinstance(s, SlidingWindowSpec)]
+    full = [s for s in present if not isinstance(s, SlidingWindowSpec)] or sliding
+    sizes: dict[str, tuple[int, int]] = {}
+    for kind, specs in (("full", full), ("swa", sliding or full)):
+        found = {(s.head_size, s.head_size_v) for s in specs}
+        if len(found) > 1:
+            raise InputError(f"{kind} layers with different head sizes {sorted(found)}", "report the model to kvplan")
+        sizes[kind] = found.pop()
+    windows = {s.sliding_window for s in sliding}
+    if len(windows) > 1:
+        raise InputError(f"sliding layers with different windows {sorted(windows)}", "report the model to kvplan")
+    shared = len(attention) - max(i + 1 for i, a in enumerate(attention) if a is not None)
+    # NOTE: a shared layer reads layer n_kv - 1 (n_kv - 2 if it slides: llama-model.cpp, n_layer_kv_from_start),
+    # so it is written as the kind, KV heads included, of the last layer with a cache of its own.
+    last = present[-1]
+    layers = [a if a is not None else last for a in attention]
+    kv = [a.num_kv_heads for a in layers]
+    (head_k, head_v), (swa_k, swa_v) = sizes["full"], sizes["swa"]
+    meta.update({"attention.head_count": max(kv), "attention.head_count_kv": kv,
+                 "attention.key_length": head_k, "attention.value_length": head_v,
+                 "attention.key_length_swa": swa_k, "attention.value_length_swa": swa_v,
+                 "rope.dimension_count": head_k, "rope.dimension_count_swa": swa_k,
+                 "attention.sliding_window": windows.pop() if windows else 0,
+                 "attention.sliding_window_pattern": [isinstance(a, SlidingWindowSpec) for a in layers],
+                 "attention.shared_kv_layers": shared})
 
 
 def _state_keys(meta: dict[str, Any], arch: str, state: StateSpec, states: list[Any], attention: list[Any]) -> None:
