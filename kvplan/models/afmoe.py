@@ -20,7 +20,7 @@ class AfmoeParser(DecoderParser):
     ``moe_intermediate_size`` with ``num_shared_experts`` shared ones and an expert bias."""
 
     family = "afmoe"
-    model_types = ()
+    model_types = ("afmoe",)
     weight_types = ("afmoe",)
     defaults_by_type = {"afmoe": {"tie_word_embeddings": False, "num_dense_layers": 1, "num_experts": 64,
                                   "num_shared_experts": 2, "moe_intermediate_size": 1408}}
@@ -105,6 +105,6 @@ class LagunaParser(DecoderParser):
 
 
 #: Model types counted here whose cache no parser here reads, and why.
-CACHE_NOT_READ = {"afmoe": "sliding and full layers by layer_types: the generic rules read its cache"}
+CACHE_NOT_READ: dict[str, str] = {}
 
 PARSERS: tuple[type[ArchParser], ...] = (AfmoeParser, LagunaParser)

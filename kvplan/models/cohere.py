@@ -42,7 +42,7 @@ class Cohere2MoeParser(DecoderParser):
     """
 
     family = "cohere2_moe"
-    model_types = ()
+    model_types = ("cohere2_moe",)
     weight_types = ("cohere2_moe",)
     defaults_by_type = {"cohere2_moe": {"tie_word_embeddings": True, "num_experts": 8, "num_shared_experts": 0,
                                        "first_k_dense_replace": 0}}
@@ -69,6 +69,6 @@ class Cohere2MoeParser(DecoderParser):
 
 
 #: Model types counted here whose cache no parser here reads, and why.
-CACHE_NOT_READ = {"cohere2_moe": "sliding and full layers by layer_types: the generic rules read its cache"}
+CACHE_NOT_READ: dict[str, str] = {}
 
 PARSERS: tuple[type[ArchParser], ...] = (CohereParser, Cohere2Parser, Cohere2MoeParser)

@@ -41,7 +41,7 @@ class DeepseekParser(DecoderParser):
     family = "deepseek_mla"
     model_types: ClassVar[tuple[str, ...]] = (
         "deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "kimi_k25", "kimi_vl", "deepseek_vl_v2", "axk2", "hy_v4", "hy_v4_vl", "hy_v4_vl_text", "longcat_flash", "mistral_large4", "mistral_large4_text",
-                   "dots3_note", "dots3_note_text")
+                   "dots3_note", "dots3_note_text", "axk1")
     #: Types whose transformers modeling keeps the indexer keys in float32 (dots3_note: its float32 rope
     #: promotes the key before cache.update_indexer; measured by tools/hf_zoo.py).
     HF_FLOAT32_INDEXER = ("dots3_note", "dots3_note_text")
@@ -592,6 +592,7 @@ class MlaDecoderParser(DecoderParser):
     and MoE layers with shared experts (:func:`~kvplan.models.mla.mla_decoder_weights`), or dense only."""
 
     family = "mla_decoder"
+    model_types = ("minicpm3", "sarvam_mla", "youtu")
     weight_types = ("sarvam_mla", "youtu", "minicpm3")
     #: The config classes' defaults (transformers 5.24) of the keys the count reads.
     defaults_by_type = {
@@ -606,8 +607,7 @@ class MlaDecoderParser(DecoderParser):
 
 
 #: Model types counted here whose cache no parser here reads, and why.
-CACHE_NOT_READ = {t: "MLA in every layer (kv_lora_rank): the generic rules read its cache"
-                  for t in ("axk1", "sarvam_mla", "youtu", "minicpm3")}
+CACHE_NOT_READ: dict[str, str] = {}
 #: Model types read here whose weights no parser here counts under that name, and why.
 WEIGHTS_NOT_COUNTED = {
     t: "a wrapper: its weights are counted under its text_config's model_type"

@@ -56,6 +56,7 @@ class Ernie45VLMoeTextParser(ArchParser):
     ``moe_num_shared_experts`` shared experts of the text size fused into one MLP."""
 
     family = "ernie4_5"
+    model_types = ("ernie4_5_vl_moe_text",)
     weight_types = ("ernie4_5_vl_moe_text",)
     #: Ernie4_5_VLMoeTextConfig's defaults (transformers 5.24) of the keys weight counting reads.
     defaults_by_type = {"ernie4_5_vl_moe_text": {
@@ -106,6 +107,6 @@ class Ernie45VLMoeTextParser(ArchParser):
 
 
 #: Model types counted here whose cache no parser here reads, and why.
-CACHE_NOT_READ = {"ernie4_5_vl_moe_text": "GQA in every layer: the generic rules read its cache"}
+CACHE_NOT_READ: dict[str, str] = {}
 
 PARSERS: tuple[type[ArchParser], ...] = (Ernie45Parser, Ernie45VLMoeTextParser)

@@ -64,7 +64,7 @@ class ExaoneMoeParser(DecoderParser):
     correction bias."""
 
     family = "exaone_moe"
-    model_types = ()
+    model_types = ("exaone_moe",)
     weight_types = ("exaone_moe",)
     defaults_by_type = {"exaone_moe": {"tie_word_embeddings": False, "first_k_dense_replace": 1, "num_experts": 64,
                                        "moe_intermediate_size": 1024, "num_shared_experts": 1}}
@@ -80,6 +80,6 @@ class ExaoneMoeParser(DecoderParser):
 
 
 #: Model types counted here whose cache no parser here reads, and why.
-CACHE_NOT_READ = {"exaone_moe": "sliding and full layers by layer_types: the generic rules read its cache"}
+CACHE_NOT_READ: dict[str, str] = {}
 
 PARSERS: tuple[type[ArchParser], ...] = (ExaoneParser, Exaone4Parser, ExaoneMoeParser)

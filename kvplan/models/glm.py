@@ -78,7 +78,7 @@ class GlmParser(LlamaParser):
     after attention and after the MLP. Glm4vTextAttention biases q/k/v whatever the config says (it has no
     ``attention_bias``)."""
 
-    model_types = ("glm", "glm4")
+    model_types = ("glm", "glm4", "glm_ocr_text")
     weight_types = ("glm", "glm4", "glm_ocr_text", "glm4v_text")
     #: Glm4vTextConfig's defaults (transformers 5.25) of the keys the count reads (its wrapper's
     #: tie_word_embeddings, false, governs the lm_head).
@@ -99,7 +99,7 @@ class Glm4MoeParser(LlamaParser):
     transformers' head dim when the config has none: ``hidden_size // num_attention_heads``, floored
     (Glm4MoeConfig has no ``head_dim`` default; its 4096 / 96 gives 42)."""
 
-    model_types: ClassVar[tuple[str, ...]] = ("glm4_moe",)
+    model_types: ClassVar[tuple[str, ...]] = ("glm4_moe", "sarvam_moe", "solar_open")
     defaults_by_type: ClassVar[Mapping[str, Mapping[str, Any]]] = {"glm4_moe": {"tie_word_embeddings": False},
                         # SolarOpenConfig (a Glm4MoeConfig): its defaults of the keys the count reads
                         "solar_open": {"tie_word_embeddings": False, "n_shared_experts": 1},
@@ -315,7 +315,7 @@ class Glm5NextParser(DeepseekParser):
 
 #: Model types counted here whose cache no parser here reads, and why.
 CACHE_NOT_READ = {t: "GQA in every layer: the generic rules read its cache"
-                  for t in ("glm_ocr_text", "glm4v_text", "glm4v_moe_text", "sarvam_moe", "solar_open")}
+                  for t in ("glm4v_text", "glm4v_moe_text")}
 #: Model types read here whose weights no parser here counts under that name, and why.
 WEIGHTS_NOT_COUNTED = {"glm5_next": "a wrapper: its weights are counted under its text_config's glm5_next_text"}
 

@@ -19,7 +19,7 @@ class Granite3Parser(LlamaParser):
     layers, the MoE members with ``num_local_experts`` experts of ``intermediate_size`` in every layer; and the
     language model of Granite-Docling (``granite_docling_text``)."""
 
-    model_types = ("granite", "granitemoe", "granite_moe")
+    model_types = ("granite", "granitemoe", "granite_moe", "granite_docling_text")
     weight_types = ("granite", "granitemoe", "granite_docling_text")
     defaults_by_type = {"granite": {"tie_word_embeddings": False}, "granitemoe": {"tie_word_embeddings": False}}
     WINDOWLESS = frozenset({"granite", "granitemoe"})
@@ -118,7 +118,7 @@ class GraniteParser(DecoderParser):
 
 
 #: Model types counted here whose cache no parser here reads, and why.
-CACHE_NOT_READ = {"granite_docling_text": "GQA in every layer: the generic rules read its cache"}
+CACHE_NOT_READ: dict[str, str] = {}
 #: Model types read here whose weights no parser here counts under that name, and why.
 WEIGHTS_NOT_COUNTED = {"granite_moe": "remote code (transformers names the type granitemoe): not counted"}
 

@@ -20,7 +20,7 @@ class HunyuanParser(LlamaParser):
     ``hy_v3`` (HYV3Config): dense or MoE per ``mlp_layer_types`` (default: a dense first layer), experts of
     ``moe_intermediate_size``, ``num_shared_experts`` shared experts, a router correction bias."""
 
-    model_types = ("hunyuan_v1_dense", "hunyuan_v1_moe", "hunyuan")
+    model_types = ("hunyuan_v1_dense", "hunyuan_v1_moe", "hunyuan", "hy_v3")
     weight_types = ("hunyuan_v1_dense", "hunyuan_v1_moe", "hy_v3")
     #: The config classes' defaults (transformers 5.24) of the keys the count reads.
     defaults_by_type = {
@@ -61,7 +61,7 @@ class HunyuanParser(LlamaParser):
 
 
 #: Model types counted here whose cache no parser here reads, and why.
-CACHE_NOT_READ = {"hy_v3": "GQA in every layer: the generic rules read its cache"}
+CACHE_NOT_READ: dict[str, str] = {}
 #: Model types read here whose weights no parser here counts under that name, and why.
 WEIGHTS_NOT_COUNTED = {"hunyuan": "remote code (transformers has hunyuan_v1_dense and hunyuan_v1_moe): not counted"}
 

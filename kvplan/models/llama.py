@@ -67,7 +67,7 @@ class LlamaParser(DecoderParser):
     family = "llama"
     model_types: ClassVar[tuple[str, ...]] = (
         "llama", "internlm2", "internlm3", "baichuan", "stablelm", "yi", "aquila", "arcee", "smollm3", "seed_oss",
-        "apertus", "arctic", "orion", "xverse", *LLAMA_LIKES)
+        "apertus", "arctic", "orion", "xverse", *LLAMA_LIKES, "aria_text", "cosmos3_edge_text", "muse_glimmer_text", "paddleocr_vl_text")
     #: LlamaConfig's defaults; of the other members, only what weight counting needs.
     defaults_by_type: ClassVar[Mapping[str, Mapping[str, Any]]] = {
         "llama": {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
@@ -453,9 +453,7 @@ class MllamaParser(ArchParser):
 
 
 #: Model types counted here whose cache no parser here reads, and why.
-CACHE_NOT_READ = {**{t: "a wrapper's language model, GQA in every layer: the generic rules read its cache"
-                     for t in ("aria_text", "cosmos3_edge_text", "paddleocr_vl_text", "emu3_text_model")},
-                  "muse_glimmer_text": "sliding and full layers by layer_types: the generic rules read its cache"}
+CACHE_NOT_READ = {"emu3_text_model": "a wrapper's language model, GQA in every layer: the generic rules read its cache"}
 #: Model types read here whose weights no parser here counts under that name, and why.
 WEIGHTS_NOT_COUNTED = {
     **{t: "remote code: not counted" for t in ("aquila", "arctic", "orion", "xverse")},

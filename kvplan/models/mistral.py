@@ -80,6 +80,7 @@ class Mistral4Parser(DecoderParser):
     experts, no router correction bias; :func:`~kvplan.models.mla.mla_decoder_weights`)."""
 
     family = "mistral4"
+    model_types = ("mistral4",)
     weight_types = ("mistral4",)
     #: Mistral4Config's defaults (transformers 5.24) of the keys the count reads.
     defaults_by_type = {"mistral4": {"first_k_dense_replace": 0, "tie_word_embeddings": False}}
@@ -124,7 +125,6 @@ def pixtral_weights(outer: Mapping[str, Any], text: ConfigReader, text_hidden: i
 
 
 #: Model types counted here whose cache no parser here reads, and why.
-CACHE_NOT_READ = {"mistral4": "MLA in every layer (kv_lora_rank): the generic rules read its cache",
-                  "voxtral_realtime_text": "sliding-window GQA in every layer: the generic rules read its cache"}
+CACHE_NOT_READ = {"voxtral_realtime_text": "sliding-window GQA in every layer: the generic rules read its cache"}
 
 PARSERS: tuple[type[ArchParser], ...] = (MistralParser, Ministral3Parser, MixtralParser, Mistral4Parser)

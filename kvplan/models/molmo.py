@@ -14,6 +14,7 @@ from kvplan.models.tensors import Matrix, WeightCount, WeightPart
 
 class Molmo2TextParser(DecoderParser):
     family = "molmo"
+    model_types = ("molmo2_text",)
     weight_types = ("molmo2_text",)
     #: Molmo2TextConfig's defaults (transformers 5.24) of the keys weight counting reads.
     defaults_by_type: ClassVar[dict[str, dict[str, Any]]] = {"molmo2_text": {
@@ -43,6 +44,6 @@ class Molmo2TextParser(DecoderParser):
 
 
 #: Model types counted here whose cache no parser here reads, and why.
-CACHE_NOT_READ = {"molmo2_text": "GQA in every layer: the generic rules read its cache"}
+CACHE_NOT_READ: dict[str, str] = {}
 
 PARSERS: tuple[type[ArchParser], ...] = (Molmo2TextParser,)

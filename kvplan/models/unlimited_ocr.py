@@ -11,7 +11,7 @@ from kvplan.models.decoder import DecoderParser, MoeLayout, mlp_types_moe
 
 class UnlimitedOcrTextParser(DecoderParser):
     family = "unlimited_ocr"
-    model_types = ()
+    model_types = ("unlimited_ocr_text",)
     weight_types = ("unlimited_ocr_text",)
     defaults_by_type = {"unlimited_ocr_text": {
         "vocab_size": 129280, "hidden_size": 1280, "intermediate_size": 6848, "num_hidden_layers": 12,
@@ -26,6 +26,6 @@ class UnlimitedOcrTextParser(DecoderParser):
 
 
 #: Model types counted here whose cache no parser here reads, and why.
-CACHE_NOT_READ = {"unlimited_ocr_text": "reference-sliding layers by layer_types: the generic rules read its cache"}
+CACHE_NOT_READ: dict[str, str] = {}
 
 PARSERS: tuple[type[ArchParser], ...] = (UnlimitedOcrTextParser,)

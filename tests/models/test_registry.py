@@ -162,16 +162,21 @@ def test_kvplan_models_imports_kvplan_at_module_top() -> None:
 
 
 def test_a_type_whose_weights_a_family_counts_is_not_called_unknown(tmp_path) -> None:
-    """minicpm3's weights are counted in deepseek.py; its cache is plain enough for the generic rules: the note says
-    where each comes from, not that kvplan does not know the type."""
+    """glm4v_text's weights are counted in glm.py; its cache is plain enough for the generic rules: the note says
+    where each comes from, not that kvplan does not know the type. minicpm3 (weights and cache in deepseek.py)
+    gets no such note."""
     import json
 
     import kvplan
 
     path = tmp_path / "config.json"
-    path.write_text(json.dumps({"model_type": "minicpm3", "num_hidden_layers": 4, "hidden_size": 256,
-                                "num_attention_heads": 4, "num_key_value_heads": 4, "torch_dtype": "bfloat16"}))
+    config = {"model_type": "glm4v_text", "num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4,
+              "num_key_value_heads": 4, "torch_dtype": "bfloat16"}
+    path.write_text(json.dumps(config))
     notes = kvplan.estimate(str(path), seq_len="1k").to_dict()["notes"]
-    assert "model_type 'minicpm3': its cache is read with the generic alias rules, its weights by " \
-           "kvplan/models/deepseek.py" in notes
+    assert "model_type 'glm4v_text': its cache is read with the generic alias rules, its weights by " \
+           "kvplan/models/glm.py" in notes
     assert not any("is not one kvplan knows" in n for n in notes)
+    path.write_text(json.dumps({**config, "model_type": "minicpm3"}))
+    notes = kvplan.estimate(str(path), seq_len="1k").to_dict()["notes"]
+    assert not any("generic alias rules" in n or "is not one kvplan knows" in n for n in notes)
