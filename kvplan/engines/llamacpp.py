@@ -287,7 +287,8 @@ class LlamaCppProfile(EngineProfile):
                                       lines, buffers, device))
         for name, label, ratio in DSV4_STATES:
             caches.append(_dsv4_state(name, label, ratio, compressed, streams, lines, buffers, device))
-        states = sum(int(c["k_bytes"]) + int(c["v_bytes"]) for c in caches if str(c["name"]).endswith("_state"))
+        states = sum(dsv4_state_bytes(c.spec) * len(c.layer_indices) * streams for c in compressed
+                     if isinstance(c.spec, CompressedAttentionSpec))
         return {"version": pool.version, "lines": lines, "llama_caches": caches,
                 "buffers": [{"device": d, "bytes": b} for d, b in buffers.items()],
                 "notes": [f"llama.cpp DeepSeek-V4: the compressor states add {states / MiB:,.2f} MiB of float32 "

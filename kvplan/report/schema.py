@@ -361,8 +361,8 @@ def _verify_llamacpp_def(model: Schema) -> Schema:
     """`kvplan verify --engine llama.cpp` (kvplan/verify/llamacpp.py ``verify_report``)."""
     count = nullable(NONNEG)
     cache = _obj({
-        "name": {"enum": ["base", "swa", "recurrent"]},
-        "kind": {"enum": ["kv", "recurrent"]},
+        "name": {"enum": ["base", "swa", "recurrent", "csa", "hca", "lid", "csa_state", "hca_state", "lid_state"]},
+        "kind": {"enum": ["kv", "recurrent", "state"]},
         "match": BOOL,
         "differences": {"type": "array", "items": STR},
         **{f"{side}_{key}": count for key in ("cells", "layers", "seqs", "streams") for side in ("measured", "predicted")},
