@@ -269,6 +269,22 @@ def test_llamacpp_deepseek_v4_flash_compressor_state_lines(runner) -> None:
     assert log["lines"][-1].endswith("layers = 21, size =    1.31 MiB")  # 8 x 256 x 4 B x 4 streams x 21 x 2
 
 
+def test_llamacpp_deepseek_v4_short_view_keeps_the_size_lines(runner) -> None:
+    """DeepSeek-V4's 24 lines: the short view keeps each cache's and state's size line (5 caches, 3 states) and says
+    how many it left out; --verbose prints every line."""
+    from conftest import shared_config_path
+
+    args = ["capacity", "-m", str(shared_config_path("deepseek-ai__DeepSeek-V4-Flash")), "--engine", "llama.cpp",
+            "--kv-budget", "40GiB", "-c", "393216", "-np", "4", "-kvu"]
+    short = runner.invoke(app, args, env={"COLUMNS": "200"})
+    verbose = runner.invoke(app, [*args, "--verbose"], env={"COLUMNS": "200"})
+    assert short.exit_code == verbose.exit_code == 0, short.output
+    sizes = [line for line in short.stdout.splitlines() if "size =" in line]
+    assert len(sizes) == 5 + 3 and not any("buffer size" in line for line in sizes)
+    assert "... 16 more lines (--verbose)" in short.stdout  # 1 + 3 + 3 creating DSV4, 2 iSWA, 4 + 3 buffer lines
+    assert "DSV4 hca state buffer size" in verbose.stdout and "more lines (--verbose)" not in verbose.stdout
+
+
 @pytest.mark.parametrize(("gpu", "device"), [("H100", "CUDA0"), ("MI300X", "ROCm0"), ("M3-Max", "MTL0")])
 def test_llamacpp_buffer_names_its_backend(runner, gpu: str, device: str) -> None:
     """llama.cpp names a KV buffer by its ggml backend: CUDA (NVIDIA), ROCm (a HIP build), MTL (Metal)."""
