@@ -286,7 +286,7 @@ class LlamaCppProfile(EngineProfile):
             caches.append(_dsv4_cache(name, cells, sum(len(c.layer_indices) for c in group), streams, row, k_type,
                                       lines, buffers, device))
         for name, label, ratio in DSV4_STATES:
-            caches.append(_dsv4_state(name, label, ratio, compressed, streams, lines, buffers, device))
+            caches.append(_dsv4_state(name, label, ratio, compressed, streams, lines, device))
         states = sum(dsv4_state_bytes(c.spec) * len(c.layer_indices) * streams for c in compressed
                      if isinstance(c.spec, CompressedAttentionSpec))
         return {"version": pool.version, "lines": lines, "llama_caches": caches,
@@ -366,7 +366,7 @@ def _dsv4_cache(name: str, cells: int, layers: int, streams: int, row_bytes: int
 
 
 def _dsv4_state(name: str, label: str, ratio: int, compressed: Sequence[LogCache], streams: int, lines: list[str],
-                buffers: dict[str, int], device: str) -> dict[str, object]:
+                device: str) -> dict[str, object]:
     """One ``llama_dsv4_comp_state`` (src/llama-kv-cache-dsv4.cpp): ``creating DSV4 ... compressor state``, its
     buffer line (none when no layer holds it) and ``%s ratio = %u, state = %u x %u, streams = %u, rs_seq = %u,
     layers = %zu, size = %7.2f MiB``; kvplan's ``cells`` are the state's rows per stream, ``k_bytes`` its kv
@@ -382,8 +382,8 @@ def _dsv4_state(name: str, label: str, ratio: int, compressed: Sequence[LogCache
     layers = sum(count for _shape, count in shapes)
     tensor = sum(r * w * 4 * streams * count for (r, w), count in shapes)  # one of kv, score: float32
     if layers:
+        # NOTE: not one of engine_log's buffers, which are the 'KV buffer size' lines --compare-log reads.
         lines.append(f"llama_dsv4_comp_state: {device:>10} DSV4 {name} state buffer size = {2 * tensor / MiB:8.2f} MiB")
-        buffers[device] = buffers.get(device, 0) + 2 * tensor
     lines.append(f"llama_dsv4_comp_state: {name} ratio = {ratio}, state = {rows} x {width}, streams = {streams}, "
                  f"rs_seq = 0, layers = {layers}, size = {2 * tensor / MiB:7.2f} MiB")
     return {"name": f"{name}_state", "cells": rows, "layers": layers, "seqs": streams, "streams": streams,
