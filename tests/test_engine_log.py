@@ -267,6 +267,9 @@ def test_llamacpp_deepseek_v4_flash_compressor_state_lines(runner) -> None:
                                      "llama_kv_cache_dsv4: creating DSV4 HCA compressor state",
                                      "llama_kv_cache_dsv4: creating DSV4 lightning-indexer compressor state"]
     assert log["lines"][-1].endswith("layers = 21, size =    1.31 MiB")  # 8 x 256 x 4 B x 4 streams x 21 x 2
+    from kvplan.report.schema import report_schema
+
+    pytest.importorskip("jsonschema").validate(report, report_schema())
 
 
 def test_llamacpp_deepseek_v4_short_view_keeps_the_size_lines(runner) -> None:

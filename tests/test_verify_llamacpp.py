@@ -413,6 +413,9 @@ def test_deepseek4_caches_sharing_layers_compare_by_their_lines(tmp_path: Path) 
     assert [n for n in notes if n.startswith("measured:")] == [
         "measured: a one-token decode; the tensors' bytes and their buffers' sizes read from ggml, compared to the "
         "byte for the base, csa_state, hca_state, lid_state only"]
+    from kvplan.report.schema import report_schema
+
+    pytest.importorskip("jsonschema").validate(report, report_schema())
 
 
 @needs_llama_cpp
