@@ -7,7 +7,8 @@ pid=...)``, ``[... DP0 TP0]``, ``[TensorRT-LLM][INFO]``, the llama.cpp function 
 vLLM       ``Available KV cache memory: X GiB``, ``GPU KV cache size: N tokens``, ``Maximum concurrency
            for T tokens per request: C x``, ``(X GiB KV cache is needed, ...)``, V0 ``# GPU blocks: N``
 SGLang     ``KV Cache is allocated. [dtype: D, ]#tokens: N, K size: X GB, V size: Y GB`` or ``KV size: X GB``
-llama.cpp  ``NAME KV buffer size = X MiB``, ``size = X MiB (C cells, L layers, S/N seqs), K (t): X MiB, V (t): Y MiB``
+llama.cpp  ``NAME KV buffer size = X MiB``, ``size = X MiB (C cells, L layers, S/N seqs), K (t): X MiB, V (t): Y MiB``;
+           DeepSeek-V4's states: ``csa ratio = 4, state = N x W, streams = S, rs_seq = 0, layers = L, size = X MiB``
 TRT-LLM    ``Number of tokens per block: B.``, ``Allocated X GiB for max tokens in paged KV cache (N).``;
            0.8: ``Allocate N bytes for k/v cache.``, ``Using N tokens in paged KV cache.``
 ========== =========================================================================================
@@ -48,6 +49,9 @@ LLAMA_SIZE = re.compile(
     r"size = +([\d.]+) MiB \( *(\d+) cells, +(\d+) layers, +(\d+)/(\d+) seqs\), "
     r"K \((\w+)\): +([\d.]+) MiB, V \((\w+)\): +([\d.]+) MiB"
 )
+#: DeepSeek-V4's compressor states (src/llama-kv-cache-dsv4.cpp, ``llama_dsv4_comp_state``).
+LLAMA_DSV4_STATE = re.compile(r"llama_dsv4_comp_state: (\w+) ratio = \d+, state = (\d+) x (\d+), streams = (\d+), "
+                              r"rs_seq = \d+, layers = (\d+), size = +([\d.]+) MiB")
 #: llama.cpp's context parameters as src/llama-context.cpp logs them ("llama_context: n_ctx                 = 8192",
 #: "n_seq_max             = 4", "kv_unified            = false"; older builds: "llama_new_context_with_model:").
 LLAMA_N_CTX = re.compile(r"(?:^|[\s:])n_ctx +=\s*(\d+)\s*$")
@@ -191,6 +195,14 @@ def parse_log(text: str) -> ParsedLog:
             add(prefix + "k_bytes", float(m[7]) * MiB, m[7], "MiB", no, line)
             add(prefix + "v_type", 0, m[8], "type", no, line)
             add(prefix + "v_bytes", float(m[9]) * MiB, m[9], "MiB", no, line)
+        elif m := LLAMA_DSV4_STATE.search(line):
+            engines.append("llama.cpp")
+            prefix = f"state:{m[1]}:"
+            add(prefix + "cells", int(m[2]), m[2], "cells", no, line)
+            add(prefix + "width", int(m[3]), m[3], "cells", no, line)
+            add(prefix + "seqs", int(m[4]), m[4], "cells", no, line)
+            add(prefix + "layers", int(m[5]), m[5], "layers", no, line)
+            add(prefix + "size", float(m[6]) * MiB, m[6], "MiB", no, line)
         elif m := LLAMA_OLD_SIZE.search(line):
             engines.append("llama.cpp")
             prefix = f"cache{cache_index}:"
@@ -366,6 +378,12 @@ def _predicted(log: dict[str, Any], figure: str) -> Any:
     if figure.startswith("buffer:"):
         device = figure.partition(":")[2]
         return next((b["bytes"] for b in log["buffers"] if b["device"] == device), None)
+    if figure.startswith("state:"):
+        _state, name, key = figure.split(":")
+        state = next((c for c in log["llama_caches"] if c["name"] == f"{name}_state"), None)
+        if state is None:
+            return None
+        return state["k_bytes"] + state["v_bytes"] if key == "size" else state[key]
     if figure.startswith("cache"):
         index, _, key = figure[5:].partition(":")
         caches = log["llama_caches"]
@@ -449,6 +467,10 @@ def _cause(f: Logged, report: dict[str, Any], parsed: ParsedLog) -> str:
         return ("with #tokens matching: --kv-dtype, --tp/--dp (--enable-dp-attention), or the version (DSA 'KV size' "
                 "includes the indexer since sglang#11309)")
     if engine == "llama.cpp":
+        if f.figure.startswith("state:"):
+            return ("DeepSeek-V4's compressor states: llama.cpp as in llama-cpp-python 0.3.36 keeps one per sequence "
+                    "(-np) even under -kvu, float32, with rows and width from head_dim and index_head_dim "
+                    "(src/llama-kv-cache-dsv4.cpp); another build may differ")
         if f.figure.endswith("cells"):
             return "-c/-np (per-slot context padded to 256), -kvu, -ub (SWA cache slack), or --swa-full"
         if f.figure.startswith("buffer:"):

@@ -212,7 +212,7 @@ MODELS: tuple[TinyModel, ...] = (
                         "expert_shared_count": 1, "expert_gating_func": 2, "hyper_connection.count": 2,
                         "hyper_connection.epsilon": 1e-6, "hyper_connection.magnitude": 1.0}),
     TinyModel(name="deepseek4", arch="deepseek4", what="DeepSeek-V4: window, compressed (ratio 4, 128) and indexer "
-              "caches, hyper-connections (llama.cpp's own test-llama-archs sizes)",
+              "caches, float32 compressor states, hyper-connections (llama.cpp's own test-llama-archs sizes)",
               metadata={"embedding_length": 512, "feed_forward_length": 1024, "attention.head_count": 8,
                         "attention.head_count_kv": 1, "attention.key_length": 64, "attention.value_length": 64,
                         "attention.q_lora_rank": 64, "attention.sliding_window": 128, "leading_dense_block_count": 1,

@@ -228,6 +228,66 @@ def test_llamacpp_llama2_7b_f16_4096(runner) -> None:
     assert k_mib == 1024
 
 
+def test_llamacpp_deepseek_v4_flash_compressor_state_lines(runner) -> None:
+    """DeepSeek-V4-Flash at -c 393216 -np 4 -kvu (ggml-org/llama.cpp#22319's flags): llama_kv_cache_dsv4 makes three
+    llama_dsv4_comp_state after its caches (src/llama-kv-cache-dsv4.cpp in llama-cpp-python 0.3.36), each a float32
+    kv and a score tensor of n_embd_state x state_size per layer and stream (the states never unify), and logs them."""
+    from conftest import shared_config, shared_config_path
+
+    config = shared_config("deepseek-ai__DeepSeek-V4-Flash")
+    report = capacity_json(runner, "-m", str(shared_config_path("deepseek-ai__DeepSeek-V4-Flash")), "--engine",
+                           "llama.cpp", "--kv-budget", "40GiB", "-c", "393216", "-np", "4", "-kvu")
+    log = report["capacity"]["engine_log"]
+    states = {c["name"]: c for c in log["llama_caches"] if c["name"].endswith("_state")}
+    ratios = config["compress_ratios"][:config["num_hidden_layers"]]  # the MTP layer's entry is not cached
+    head, index, streams, f32 = config["head_dim"], config["index_head_dim"], 4, 4  # -np 4
+    csa_layers, hca_layers = ratios.count(4), ratios.count(128)
+    assert (csa_layers, hca_layers) == (21, 20)
+    expected = {  # name: (ratio, state_size rows, n_embd_state width, layers)
+        "csa_state": (4, 2 * 4, 2 * head, csa_layers),  # state_size 2*DSV4_CSA_RATIO, n_embd_state 2*n_embd_head_k
+        "hca_state": (128, 128, head, hca_layers),  # state_size DSV4_HCA_RATIO, n_embd_state n_embd_head_k
+        "lid_state": (4, 2 * 4, 2 * index, csa_layers),  # the lightning indexer's, on the CSA layers
+    }
+    total = 0
+    for name, (ratio, rows, width, layers) in expected.items():
+        state = states[name]
+        tensor = rows * width * f32 * streams * layers  # one of kv, score
+        assert (state["ratio"], state["cells"], state["width"], state["layers"], state["seqs"]) == (
+            ratio, rows, width, layers, streams)
+        assert state["k_bytes"] == state["v_bytes"] == tensor and (state["k_type"], state["v_type"]) == ("f32", "f32")
+        short = name.removesuffix("_state")
+        buffer = f"llama_dsv4_comp_state:      CUDA0 DSV4 {short} state buffer size = {2 * tensor / 2**20:8.2f} MiB"
+        size = (f"llama_dsv4_comp_state: {short} ratio = {ratio}, state = {rows} x {width}, streams = {streams}, "
+                f"rs_seq = 0, layers = {layers}, size = {2 * tensor / 2**20:7.2f} MiB")
+        at = log["lines"].index(buffer)
+        assert log["lines"][at + 1] == size
+        total += 2 * tensor
+    assert total == 48_824_320  # kvplan's dsv4_state_bytes over the model, counted in its KV bytes
+    assert log["lines"][-9:][::3] == ["llama_kv_cache_dsv4: creating DSV4 CSA compressor state",
+                                     "llama_kv_cache_dsv4: creating DSV4 HCA compressor state",
+                                     "llama_kv_cache_dsv4: creating DSV4 lightning-indexer compressor state"]
+    assert log["lines"][-1].endswith("layers = 21, size =    1.31 MiB")  # 8 x 256 x 4 B x 4 streams x 21 x 2
+    from kvplan.report.schema import report_schema
+
+    pytest.importorskip("jsonschema").validate(report, report_schema())
+
+
+def test_llamacpp_deepseek_v4_short_view_keeps_the_size_lines(runner) -> None:
+    """DeepSeek-V4's 24 lines: the short view keeps each cache's and state's size line (5 caches, 3 states) and says
+    how many it left out; --verbose prints every line."""
+    from conftest import shared_config_path
+
+    args = ["capacity", "-m", str(shared_config_path("deepseek-ai__DeepSeek-V4-Flash")), "--engine", "llama.cpp",
+            "--kv-budget", "40GiB", "-c", "393216", "-np", "4", "-kvu"]
+    short = runner.invoke(app, args, env={"COLUMNS": "200"})
+    verbose = runner.invoke(app, [*args, "--verbose"], env={"COLUMNS": "200"})
+    assert short.exit_code == verbose.exit_code == 0, short.output
+    sizes = [line for line in short.stdout.splitlines() if "size =" in line]
+    assert len(sizes) == 5 + 3 and not any("buffer size" in line for line in sizes)
+    assert "... 16 more lines (--verbose)" in short.stdout  # 1 + 3 + 3 creating DSV4, 2 iSWA, 4 + 3 buffer lines
+    assert "DSV4 hca state buffer size" in verbose.stdout and "more lines (--verbose)" not in verbose.stdout
+
+
 @pytest.mark.parametrize(("gpu", "device"), [("H100", "CUDA0"), ("MI300X", "ROCm0"), ("M3-Max", "MTL0")])
 def test_llamacpp_buffer_names_its_backend(runner, gpu: str, device: str) -> None:
     """llama.cpp names a KV buffer by its ggml backend: CUDA (NVIDIA), ROCm (a HIP build), MTL (Metal)."""

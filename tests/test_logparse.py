@@ -353,6 +353,35 @@ def test_trtllm_1400_v0_8_lines_are_read_and_match(runner, tmp_path) -> None:
     assert report["log_comparison"]["matches"] == 2 and report["log_comparison"]["differs"] == 0
 
 
+def test_llamacpp_deepseek_v4_compressor_state_lines_are_compared(runner, tmp_path) -> None:
+    """llama_dsv4_comp_state's lines (src/llama-kv-cache-dsv4.cpp, llama-cpp-python 0.3.36's llama.cpp), written in its
+    format for DeepSeek-V4-Flash at -c 393216 -np 4 -kvu: each state's rows x width, streams, layers and size."""
+    from conftest import shared_config, shared_config_path
+
+    config = shared_config("deepseek-ai__DeepSeek-V4-Flash")
+    head, index, streams, f32 = config["head_dim"], config["index_head_dim"], 4, 4  # the states never unify
+    csa, hca = 21, 20  # compress_ratios' 4s and 128s over the 43 layers
+    csa_size = 2 * 8 * (2 * head) * f32 * streams * csa  # kv + score, 2 x 4 rows of 2 x head_dim
+    hca_size = 2 * 128 * head * f32 * streams * hca
+    lid_size = 2 * 8 * (2 * index) * f32 * streams * csa
+    log = (f"llama_dsv4_comp_state: csa ratio = 4, state = 8 x {2 * head}, streams = 4, rs_seq = 0, layers = {csa}, "
+           f"size = {csa_size / MiB:7.2f} MiB\n"
+           f"llama_dsv4_comp_state: hca ratio = 128, state = 128 x {head}, streams = 1, rs_seq = 0, layers = {hca}, "
+           f"size = {hca_size / 4 / MiB:7.2f} MiB\n"  # as a build that unified the states would print it
+           f"llama_dsv4_comp_state: lid ratio = 4, state = 8 x {2 * index}, streams = 4, rs_seq = 0, layers = {csa}, "
+           f"size = {lid_size / MiB:7.2f} MiB\n")
+    report = compare(runner, tmp_path, log, "-m", str(shared_config_path("deepseek-ai__DeepSeek-V4-Flash")),
+                     "--engine", "llama.cpp", "-c", "393216", "-np", "4", "-kvu", "--kv-budget", "40GiB")
+    by = rows(report)
+    assert (by["state:csa:cells"]["predicted"], by["state:csa:width"]["predicted"]) == ("8", "1024")
+    assert by["state:csa:size"]["logged"] == by["state:csa:size"]["predicted"] == "5.25"
+    assert by["state:lid:size"]["predicted"] == "1.31" and by["state:lid:layers"]["match"]
+    assert (by["state:hca:seqs"]["logged"], by["state:hca:seqs"]["predicted"]) == ("1", "4")
+    assert (by["state:hca:size"]["logged"], by["state:hca:size"]["predicted"]) == ("10.00", "40.00")
+    assert report["log_comparison"]["differs"] == 2 and report["log_comparison"]["matches"] == 13
+    assert "one per sequence (-np) even under -kvu" in by["state:hca:seqs"]["cause"]
+
+
 def test_llamacpp_22319_deepseek_v4_raw_cache_holds_no_layers(runner, tmp_path) -> None:
     """ggml-org/llama.cpp#22319 (DeepSeek-V4, -c 393216 -np 4 -kvu): llama_kv_cache_dsv4's raw iSWA cache logs its
     non-SWA part with the whole context and 0 layers; every layer is windowed (src/llama-kv-cache-dsv4.cpp)."""

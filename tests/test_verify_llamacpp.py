@@ -94,6 +94,36 @@ def test_a_cache_passes_only_when_every_figure_matches() -> None:
     assert [v.differences for v in missing] == [("kvplan predicts a base cache llama.cpp did not make",)]
 
 
+#: DeepSeek-V4's compressor-state lines as llama.cpp 0.3.36 logs them (src/llama-kv-cache-dsv4.cpp), from the tiny
+#: deepseek4 model of tests/llamacpp_oracle.py at -c 4096 -np 2: head 64, indexer head 128, one CSA and one HCA layer.
+DSV4_STATE_LOG = """\
+llama_kv_cache_dsv4: creating DSV4 CSA compressor state
+llama_dsv4_comp_state:        CPU DSV4 csa state buffer size =     0.02 MiB
+llama_dsv4_comp_state: csa ratio = 4, state = 8 x 128, streams = 2, rs_seq = 0, layers = 1, size =    0.02 MiB
+llama_kv_cache_dsv4: creating DSV4 HCA compressor state
+llama_dsv4_comp_state:        CPU DSV4 hca state buffer size =     0.12 MiB
+llama_dsv4_comp_state: hca ratio = 128, state = 128 x 64, streams = 2, rs_seq = 0, layers = 1, size =    0.12 MiB
+""".splitlines()
+
+
+def test_deepseek4_compressor_state_lines_are_read_and_written() -> None:
+    csa, hca = parse_log(DSV4_STATE_LOG)
+    assert (csa.name, csa.kind, csa.ratio, csa.cells, csa.width, csa.seqs, csa.streams, csa.layers) == (
+        "csa_state", "state", 4, 8, 128, 2, 0, 1)
+    assert (csa.size_mib, csa.buffer_mib, hca.size_mib, hca.buffer_mib) == ("0.02", "0.02", "0.12", "0.12")
+    head, streams, f32 = 64, 2, 4
+    tensor = 128 * head * f32 * streams  # HCA: state_size 128 rows of n_embd_head_k, one of kv and score
+    want = predicted_figures("hca_state", cells=128, layers=1, seqs=streams, streams=0, k_type="f32", v_type="f32",
+                             k_bytes=tensor, v_bytes=tensor, ratio=128, width=head)
+    assert want.line == DSV4_STATE_LOG[-1] and compare_caches([hca], [want], measure="buffers")[0].match
+    wide = replace(want, width=2 * head)
+    assert compare_caches([hca], [wide], measure="log")[0].differences == ("width: llama.cpp 64, kvplan 128",)
+    measured = replace(hca, k_bytes=tensor, v_bytes=tensor + 64, buffer_bytes=2 * tensor + 64)
+    assert compare_caches([measured], [want], measure="tensors")[0].differences == (
+        f"score bytes: llama.cpp {tensor + 64:,}, kvplan {tensor:,}",
+        f"buffer bytes: llama.cpp {2 * tensor + 64:,}, kvplan {2 * tensor:,}")
+
+
 def test_refusals_pass_only_together() -> None:
     flags = make_flags(ctx_size=4096, cache_type_v="q8_0", flash_attn="off")
     refused = EngineRun(ok=False, error="llama.cpp refused to create the context", lines=(), caches=())
@@ -420,8 +450,46 @@ def test_deepseek4_caches_sharing_layers_compare_by_their_lines(tmp_path: Path) 
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     caches = {c["name"]: c for c in report["caches"]}
-    assert list(caches) == ["base", "swa", "csa", "hca", "lid"]
+    assert list(caches) == ["base", "swa", "csa", "hca", "lid", "csa_state", "hca_state", "lid_state"]
     ratios = tiny.metadata["attention.compress_ratios"]  # [0, 0, 4, 128]: one CSA and one HCA layer
     assert caches["csa"]["measured_cells"] == 4096 // 4 and caches["hca"]["measured_cells"] == 256  # GGML_PAD(32, 256)
     assert caches["csa"]["measured_layers"] == ratios.count(4) and caches["hca"]["measured_layers"] == ratios.count(128)
-    assert any("name a layer's tensors alike" in note for note in report["notes"])
+    assert caches["csa"]["measured_k_bytes"] is None  # compared by the lines
+    # NOTE: the compressor states name their own tensors (dsv4_csa_state_kv_l2 ...): compared to the byte.
+    head, index, f32 = tiny.metadata["attention.key_length"], tiny.metadata["attention.indexer.key_length"], 4
+    for name, rows, width, layers in (("csa_state", 2 * 4, 2 * head, ratios.count(4)),
+                                      ("hca_state", 128, head, ratios.count(128)),
+                                      ("lid_state", 2 * 4, 2 * index, ratios.count(4))):
+        tensor = rows * width * f32 * 1 * layers  # -np 1: one stream
+        state = caches[name]
+        assert state["measured_k_bytes"] == state["predicted_k_bytes"] == tensor, name
+        assert state["measured_v_bytes"] == state["predicted_v_bytes"] == tensor, name
+        assert state["measured_buffer_bytes"] == state["predicted_buffer_bytes"] == 2 * tensor, name
+    notes = report["notes"]
+    assert any("name a layer's tensors alike" in note for note in notes)
+    # NOTE: the caches compared by their lines are not said to be compared to the byte.
+    assert [n for n in notes if n.startswith("measured:")] == [
+        "measured: a one-token decode; the tensors' bytes and their buffers' sizes read from ggml, compared to the "
+        "byte for the base, csa_state, hca_state, lid_state only"]
+    from kvplan.report.schema import report_schema
+
+    pytest.importorskip("jsonschema").validate(report, report_schema())
+
+
+@needs_llama_cpp
+def test_deepseek4_compressor_states_pass_with_allocated_buffers(tmp_path: Path) -> None:
+    """The issue's case: -c 4096 -np 2 --measure buffers lists and passes the three compressor states."""
+    from llamacpp_oracle import MODELS, build
+
+    path = build(next(m for m in MODELS if m.arch == "deepseek4"), tmp_path)
+    args = ["verify", "--engine", "llama.cpp", "-m", str(path), "-c", "4096", "-np", "2", "--measure", "buffers"]
+    table = CliRunner().invoke(app, args, env={"COLUMNS": "80"})
+    assert table.exit_code == 0, table.output
+    assert table.stdout.startswith("PASS: deepseek4 in llama.cpp")
+    for name in ("csa_state", "hca_state", "lid_state"):
+        assert f"{name} compressor state (f32/f32): match" in table.stdout
+    report = json.loads(CliRunner().invoke(app, [*args, "--format", "json"]).stdout)
+    logged = [line for line in report["verify"]["logged_lines"] if line.startswith("llama_dsv4_comp_state: hca")]
+    assert logged == ["llama_dsv4_comp_state: hca ratio = 128, state = 128 x 64, streams = 2, rs_seq = 0, layers = 1, "
+                      "size =    0.12 MiB"]  # 2 tensors x 128 rows x 64 x 4 B x 2 streams = 131,072 B
+    assert logged[0] in report["verify"]["predicted_lines"]

@@ -39,7 +39,8 @@ INTRO = """\
 
 `kvplan verify --engine llama.cpp` hands a GGUF and your llama.cpp flags to the real llama.cpp
 (llama-cpp-python {version}), lets it create the context, and compares every cache it makes (the base
-K/V cache, the sliding-window cache, the recurrent states) with kvplan's llama.cpp profile:
+K/V cache, the sliding-window cache, the recurrent states; DeepSeek-V4's compressed and indexer caches and
+its compressor states) with kvplan's llama.cpp profile:
 
 ```
 kvplan verify --engine llama.cpp -m model-Q4_K_M.gguf -c 32768 -np 4 -ctk q8_0 -ctv q8_0 -fa on
@@ -57,7 +58,7 @@ What is compared, by `--measure`:
 |---|---|---|
 | `log` (default) | its dry run (`no_alloc`, as its memory-fit pass): the model from the GGUF header, nothing allocated | each cache's cells, layers, sequences, streams and types; K, V and size in MiB as llama.cpp prints them (0.01 MiB) |
 | `buffers` | loads the model (mmap) and allocates the caches | the above and each cache's `KV buffer size` line |
-| `tensors` | the above and a one-token decode | the bytes of every cache tensor and buffer, read from ggml: to the byte |
+| `tensors` | the above and a one-token decode | the bytes of every cache tensor and buffer, read from ggml: to the byte (DeepSeek-V4's window, compressed and indexer caches name a layer's tensors alike, `cache_k_l<il>`: those by their log and buffer lines) |
 
 The exit code is 0 when every cache matches, 1 when one does not (the report names the figure), 2 for bad
 input (and llama-cpp-python missing).

@@ -52,15 +52,29 @@ LLAMA_CPP_UBATCH = 512
 DSV4_CSA_RATIO, DSV4_HCA_RATIO = 4, 128
 
 
+#: ``llama_dsv4_comp_state``'s three states (src/llama-kv-cache-dsv4.cpp): (name, the cache it compresses for,
+#: its ratio); each is a float32 kv and a score tensor of ``width x rows`` per layer and stream.
+DSV4_STATES = (("csa", "CSA", DSV4_CSA_RATIO), ("hca", "HCA", DSV4_HCA_RATIO), ("lid", "lightning-indexer", DSV4_CSA_RATIO))
+
+
+def dsv4_state_shape(name: str, spec: CompressedAttentionSpec) -> tuple[int, int] | None:
+    """(rows, width) of one layer's ``name`` state per stream, or None where the layer has none: CSA
+    ``2 x 4`` rows of ``2 x head`` (``state_size 2*DSV4_CSA_RATIO``, ``n_embd_state 2*n_embd_head_k``), the lightning
+    indexer ``2 x 4`` rows of ``2 x index_head``, HCA 128 rows of ``head``."""
+    if name == "csa" and spec.compress_ratio == DSV4_CSA_RATIO:
+        return 2 * DSV4_CSA_RATIO, 2 * spec.head_size
+    if name == "lid" and spec.compress_ratio == DSV4_CSA_RATIO and spec.index_head_size:
+        return 2 * DSV4_CSA_RATIO, 2 * spec.index_head_size
+    if name == "hca" and spec.compress_ratio == DSV4_HCA_RATIO:
+        return DSV4_HCA_RATIO, spec.head_size
+    return None
+
+
 def dsv4_state_bytes(spec: CompressedAttentionSpec) -> int:
-    """Float32 compressor state of one DeepSeek-V4 layer per stream (``llama_dsv4_comp_state``: a kv and a score
-    tensor of ``n_embd_state x state_size``): CSA ``2 x head`` wide over ``2 x 4`` rows plus the lightning indexer's
-    ``2 x index_head`` over ``2 x 4``; HCA ``head`` over 128 rows."""
-    if spec.compress_ratio == DSV4_CSA_RATIO:
-        return 2 * (2 * spec.head_size) * (2 * DSV4_CSA_RATIO) * 4 + 2 * (2 * spec.index_head_size) * (2 * DSV4_CSA_RATIO) * 4
-    if spec.compress_ratio == DSV4_HCA_RATIO:
-        return 2 * spec.head_size * DSV4_HCA_RATIO * 4
-    return 0
+    """Float32 compressor states of one DeepSeek-V4 layer per stream (``llama_dsv4_comp_state``: a kv and a score
+    tensor of ``n_embd_state x state_size`` each): CSA and lightning-indexer states on CSA layers, HCA on HCA ones."""
+    shapes = [dsv4_state_shape(name, spec) for name, _label, _ratio in DSV4_STATES]
+    return sum(2 * rows * width * 4 for rows, width in (s for s in shapes if s is not None))
 
 
 class LlamaCppProfile(EngineProfile):
@@ -273,6 +287,8 @@ class LlamaCppProfile(EngineProfile):
             lines.append(f"llama_kv_cache_dsv4: creating DSV4 {label} KV cache, size = {max(1, -(-kv_size // ratio))} cells")
             caches.append(_dsv4_cache(name, cells, sum(len(c.layer_indices) for c in group), streams, row, k_type,
                                       lines, buffers, device))
+        for name, label, ratio in DSV4_STATES:
+            caches.append(_dsv4_state(name, label, ratio, compressed, streams, lines, device))
         states = sum(dsv4_state_bytes(c.spec) * len(c.layer_indices) * streams for c in compressed
                      if isinstance(c.spec, CompressedAttentionSpec))
         return {"version": pool.version, "lines": lines, "llama_caches": caches,
@@ -349,6 +365,31 @@ def _dsv4_cache(name: str, cells: int, layers: int, streams: int, row_bytes: int
                  f"{streams:2d}/{streams} seqs), K ({k_type}): {k / MiB:7.2f} MiB, V ({k_type}): {0:7.2f} MiB")
     return {"name": name, "cells": cells, "layers": layers, "seqs": streams, "streams": streams, "k_type": k_type,
             "k_bytes": k, "v_type": k_type, "v_bytes": 0}
+
+
+def _dsv4_state(name: str, label: str, ratio: int, compressed: Sequence[LogCache], streams: int, lines: list[str],
+                device: str) -> dict[str, object]:
+    """One ``llama_dsv4_comp_state`` (src/llama-kv-cache-dsv4.cpp): ``creating DSV4 ... compressor state``, its
+    buffer line (none when no layer holds it) and ``%s ratio = %u, state = %u x %u, streams = %u, rs_seq = %u,
+    layers = %zu, size = %7.2f MiB``; kvplan's ``cells`` are the state's rows per stream, ``k_bytes`` its kv
+    tensors, ``v_bytes`` its score tensors (float32, rs_seq 0: no rollback snapshots)."""
+    lines.append(f"llama_kv_cache_dsv4: creating DSV4 {label} compressor state")
+    shapes = [(shape, len(c.layer_indices)) for c in compressed if isinstance(c.spec, CompressedAttentionSpec)
+              and (shape := dsv4_state_shape(name, c.spec)) is not None]
+    # NOTE: llama.cpp prints the state's shape from the model's widths even when no layer holds it.
+    specs = [c.spec for c in compressed if isinstance(c.spec, CompressedAttentionSpec)]
+    head, index = specs[0].head_size, max(s.index_head_size for s in specs)
+    rows = 2 * ratio if ratio == DSV4_CSA_RATIO else ratio
+    width = {"csa": 2 * head, "hca": head, "lid": 2 * index}[name]
+    layers = sum(count for _shape, count in shapes)
+    tensor = sum(r * w * 4 * streams * count for (r, w), count in shapes)  # one of kv, score: float32
+    if layers:
+        # NOTE: not one of engine_log's buffers, which are the 'KV buffer size' lines --compare-log reads.
+        lines.append(f"llama_dsv4_comp_state: {device:>10} DSV4 {name} state buffer size = {2 * tensor / MiB:8.2f} MiB")
+    lines.append(f"llama_dsv4_comp_state: {name} ratio = {ratio}, state = {rows} x {width}, streams = {streams}, "
+                 f"rs_seq = 0, layers = {layers}, size = {2 * tensor / MiB:7.2f} MiB")
+    return {"name": f"{name}_state", "cells": rows, "layers": layers, "seqs": streams, "streams": streams,
+            "k_type": "f32", "k_bytes": tensor, "v_type": "f32", "v_bytes": tensor, "ratio": ratio, "width": width}
 
 
 #: ggml's backend name per GPU vendor, the prefix of a device buffer's name in the ``KV buffer size`` line

@@ -713,15 +713,27 @@ def _capacity_fixes(report: dict[str, Any]) -> list[RenderableType]:
     return [tries]
 
 
+#: The short view's most engine-log lines; a longer log (DeepSeek-V4's in llama.cpp) shows its size lines only.
+SHORT_LOG_LINES = 8
+_LOG_SIZE = re.compile(r"\bsize = +[\d.]+ MiB")
+
+
 def _capacity_log(report: dict[str, Any], *, max_lines: int | None = None) -> list[RenderableType]:
     """The lines the engine would log; ``max_lines``: each in at most that many lines (the short view: vLLM's
-    8-line error keeps its opening words and figures, ``--verbose`` prints it whole)."""
+    8-line error keeps its opening words and figures, ``--verbose`` prints it whole), and a log longer than
+    ``SHORT_LOG_LINES`` keeps its ``size = ... MiB`` lines (each cache's total) and says how many it left out."""
     log = report["capacity"].get("engine_log") or {}
     if not log.get("lines"):
         return []
+    lines = list(log["lines"])
+    left_out = 0
+    if max_lines is not None and len(lines) > SHORT_LOG_LINES:
+        kept = [line for line in lines if _LOG_SIZE.search(line) and "buffer size" not in line]
+        lines, left_out = kept, len(lines) - len(kept)
+    more = [Text(f"  ... {left_out} more lines (--verbose)")] if left_out else []
     return [Text(f"{log['engine']} {log['version'] or ''} would log:".replace("  ", " ")),
             *(Padding(Text(line, overflow="fold") if max_lines is None else Clip(line, max_lines), (0, 0, 0, 2),
-                      expand=False) for line in log["lines"])]
+                      expand=False) for line in lines), *more]
 
 
 def _kv_budget_cell(budget: dict[str, Any]) -> tuple[str, str | None]:

@@ -13,6 +13,10 @@ from kvplan.report.layout import n as _n
 #: (row label, report key without measured_/predicted_, K/V label swap for recurrent caches).
 ROWS = (("cells", "cells"), ("layers", "layers"), ("seqs", "seqs"), ("streams", "streams"),
         ("{k} bytes", "k_bytes"), ("{v} bytes", "v_bytes"), ("total bytes", "bytes"), ("buffer bytes", "buffer_bytes"))
+#: A DeepSeek-V4 compressor state's rows, as llama_dsv4_comp_state's line names them.
+STATE_ROWS = (("rows", "cells"), ("layers", "layers"), ("streams", "seqs"), ("rs_seq", "streams"),
+              ("kv bytes", "k_bytes"), ("score bytes", "v_bytes"), ("total bytes", "bytes"),
+              ("buffer bytes", "buffer_bytes"))
 
 
 def verify_llamacpp_table(report: dict[str, Any]) -> Group:
@@ -35,7 +39,8 @@ def verify_llamacpp_table(report: dict[str, Any]) -> Group:
         lines.append(Text(f"llama.cpp: {result['refused'] or 'made the context'}"))
         lines.append(Text(f"kvplan: {result['predicted_refusal'] or 'expects the context'}"))
     for cache in report["caches"]:
-        lines.append(Text(f"{cache['name']} cache ({cache['k_type']}/{cache['v_type']}): "
+        what = "compressor state" if cache["kind"] == "state" else "cache"
+        lines.append(Text(f"{cache['name']} {what} ({cache['k_type']}/{cache['v_type']}): "
                           + ("match" if cache["match"] else "MISMATCH"),
                           style="bold" if cache["match"] else "bold red"))
         lines.append(_fit(cache))
@@ -47,6 +52,10 @@ def verify_llamacpp_table(report: dict[str, Any]) -> Group:
 def _fit(cache: dict[str, Any]) -> Fit:
     """The cache's grid, or one line per figure where the grid does not fit the terminal."""
     return Fit(lambda: _cache_grid(cache), lambda: _cache_lines(cache))
+
+
+def _rows(cache: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    return STATE_ROWS if cache["kind"] == "state" else ROWS
 
 
 def _labels(cache: dict[str, Any]) -> tuple[str, str]:
@@ -77,7 +86,7 @@ def _predicted(cache: dict[str, Any], key: str) -> str:
 def _cache_grid(cache: dict[str, Any]) -> RenderableType:
     k, v = _labels(cache)
     table = grid(("", "left"), ("llama.cpp", "right"), ("kvplan", "right"))
-    for label, key in ROWS:
+    for label, key in _rows(cache):
         table.add_row(label.format(k=k, v=v), _logged(cache, key), _predicted(cache, key))
     return table
 
@@ -85,4 +94,4 @@ def _cache_grid(cache: dict[str, Any]) -> RenderableType:
 def _cache_lines(cache: dict[str, Any]) -> RenderableType:
     k, v = _labels(cache)
     return Group(*(Text(f"{label.format(k=k, v=v)}: llama.cpp {_logged(cache, key)}, kvplan {_predicted(cache, key)}")
-                   for label, key in ROWS))
+                   for label, key in _rows(cache)))

@@ -361,8 +361,8 @@ def _verify_llamacpp_def(model: Schema) -> Schema:
     """`kvplan verify --engine llama.cpp` (kvplan/verify/llamacpp.py ``verify_report``)."""
     count = nullable(NONNEG)
     cache = _obj({
-        "name": {"enum": ["base", "swa", "recurrent"]},
-        "kind": {"enum": ["kv", "recurrent"]},
+        "name": {"enum": ["base", "swa", "recurrent", "csa", "hca", "lid", "csa_state", "hca_state", "lid_state"]},
+        "kind": {"enum": ["kv", "recurrent", "state"]},
         "match": BOOL,
         "differences": {"type": "array", "items": STR},
         **{f"{side}_{key}": count for key in ("cells", "layers", "seqs", "streams") for side in ("measured", "predicted")},
@@ -519,8 +519,15 @@ def _recommend_def(model: Schema) -> Schema:
 
 def _engine_log_def() -> Schema:
     """``capacity.engine_log`` (kvplan/engine_log.py): the engine's start-up KV lines and their numbers."""
-    llama_cache = _obj({"name": {"enum": ["base", "swa"]}, "cells": NONNEG, "layers": NONNEG, "seqs": POS,
-                        "streams": POS, "k_type": STR, "k_bytes": NONNEG, "v_type": STR, "v_bytes": NONNEG})
+    # NOTE: DeepSeek-V4 (llama_kv_cache_dsv4) adds its compressed caches (csa, hca, lid) and its compressor states:
+    # a state's cells are its rows per stream, its K and V the float32 kv and score tensors; only a state has a
+    # ratio and a row width (the two keys are absent from the caches).
+    llama_cache = _obj({"name": {"enum": ["base", "swa", "csa", "hca", "lid", "csa_state", "hca_state", "lid_state"]},
+                        "cells": NONNEG, "layers": NONNEG, "seqs": POS, "streams": POS, "k_type": STR,
+                        "k_bytes": NONNEG, "v_type": STR, "v_bytes": NONNEG,
+                        "ratio": {**POS, "description": "DeepSeek-V4 compressor states only: the compression ratio"},
+                        "width": {**NONNEG, "description": "DeepSeek-V4 compressor states only: n_embd_state"}})
+    llama_cache["required"] = [key for key in llama_cache["required"] if key not in ("ratio", "width")]
     return _obj({
         "engine": ENGINES, "version": {**nullable(STR), "description": "engine release whose log format the lines follow"},
         "lines": {"type": "array", "items": STR, "description": "the lines, verbatim in form, with kvplan's numbers"},

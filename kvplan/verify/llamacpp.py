@@ -175,10 +175,14 @@ def predict(geometry: Any, flags: LlamaCppFlags) -> Prediction:
     caches: list[CacheFigures] = []
     for entry in log["llama_caches"]:
         members = swa_members if entry["name"] == "swa" else base_members
+        state = "ratio" in entry  # NOTE: a DeepSeek-V4 compressor state: no rollback snapshots (rs_seq 0)
+        if state:
+            members = _state_members(est, entry["ratio"], indexer=entry["name"] == "lid_state")
         caches.append(predicted_figures(
-            entry["name"], cells=entry["cells"], layers=entry["layers"], seqs=entry["seqs"], streams=entry["streams"],
-            k_type=entry["k_type"], v_type=entry["v_type"], k_bytes=entry["k_bytes"], v_bytes=entry["v_bytes"],
-            layer_indices=members))
+            entry["name"], cells=entry["cells"], layers=entry["layers"], seqs=entry["seqs"],
+            streams=0 if state else entry["streams"], k_type=entry["k_type"], v_type=entry["v_type"],
+            k_bytes=entry["k_bytes"], v_bytes=entry["v_bytes"], layer_indices=members, ratio=entry.get("ratio"),
+            width=entry.get("width")))
     recurrent = _recurrent(est, geometry, n_seq)
     if recurrent is not None:
         caches.append(recurrent)
@@ -203,6 +207,13 @@ def _members(est: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
             continue
         (swa if kind in WINDOWED else base).extend(group.layer_indices)
     return tuple(sorted(swa)), tuple(sorted(base))
+
+
+def _state_members(est: Any, ratio: int, *, indexer: bool) -> tuple[int, ...]:
+    """The layers of a DeepSeek-V4 compressor state: those compressed by ``ratio`` (the indexer's: with an indexer
+    key)."""
+    return tuple(sorted(i for g in est.groups if getattr(g.spec, "compress_ratio", None) == ratio
+                        and (not indexer or getattr(g.spec, "index_head_size", 0)) for i in g.layer_indices))
 
 
 def _recurrent(est: Any, geometry: Any, n_seq: int) -> CacheFigures | None:
@@ -269,6 +280,8 @@ def compare_caches(logged: Sequence[CacheFigures], predicted: Sequence[CacheFigu
 
 
 def _differences(got: CacheFigures, want: CacheFigures, *, measure: str) -> list[str]:
+    if got.kind == "state":
+        return _state_differences(got, want, measure=measure)
     out: list[str] = []
     k, v = ("R", "S") if got.kind == "recurrent" else ("K", "V")
     for label, a, b in (("cells", got.cells, want.cells), ("layers", got.layers, want.layers),
@@ -291,7 +304,37 @@ def _differences(got: CacheFigures, want: CacheFigures, *, measure: str) -> list
     return out
 
 
-# ---- the report ----------------------------------------------------------------------------------------
+def _state_differences(got: CacheFigures, want: CacheFigures, *, measure: str) -> list[str]:
+    """A DeepSeek-V4 compressor state's line (``ratio``, ``state = rows x width``, ``streams``, ``rs_seq``,
+    ``layers``, ``size``; float32), its buffer line and, with tensors, its kv and score tensors' bytes."""
+    out = [f"{label}: llama.cpp {a}, kvplan {b}" for label, a, b in (
+        ("ratio", got.ratio, want.ratio), ("rows", got.cells, want.cells), ("width", got.width, want.width),
+        ("streams", got.seqs, want.seqs), ("rs_seq", got.streams, want.streams), ("layers", got.layers, want.layers),
+        ("kv type", got.k_type, want.k_type), ("score type", got.v_type, want.v_type),
+        ("size MiB", got.size_mib, want.size_mib)) if a != b]
+    if measure in ("buffers", "tensors") and got.buffer_mib != want.buffer_mib:
+        out.append(f"buffer MiB: llama.cpp {got.buffer_mib}, kvplan {want.buffer_mib}")
+    if measure == "tensors":
+        for name, measured, predicted in (("kv bytes", got.k_bytes, want.k_bytes),
+                                          ("score bytes", got.v_bytes, want.v_bytes),
+                                          ("buffer bytes", got.buffer_bytes, want.buffer_bytes)):
+            if measured is not None and measured != predicted:
+                out.append(f"{name}: llama.cpp {measured:,}, kvplan {predicted if predicted is None else f'{predicted:,}'}")
+    return out
+
+
+# ---- the report ------------------------------------------------------------------------------------------------
+#: What --measure compared, said once under the table.
+_MEASURED_NOTE = {
+    "log": "measured: llama.cpp's dry run (no_alloc, as its memory-fit pass): its cache lines are compared at "
+           "their printed resolution (0.01 MiB); --measure tensors compares bytes",
+    "buffers": "measured: the caches allocated for real (mmap'd weights); the buffer lines are compared at 0.01 MiB; "
+               "--measure tensors compares bytes",
+    "tensors": "measured: a one-token decode; every cache tensor's bytes and every cache buffer's size read from "
+               "ggml, compared to the byte",
+}
+
+
 def cache_row(verdict: CacheVerdict, *, measure: str) -> dict[str, Any]:
     got, want = verdict.logged, verdict.predicted
     exact = measure == "tensors"
@@ -320,7 +363,9 @@ def cache_row(verdict: CacheVerdict, *, measure: str) -> dict[str, Any]:
         "measured_bytes": total(got) if exact else None, "predicted_bytes": total(want),
         "measured_buffer_bytes": pick(got, "buffer_bytes") if exact else None,
         "predicted_buffer_bytes": pick(want, "buffer_bytes"),
-        "logged_k_mib": pick(got, "k_mib"), "logged_v_mib": pick(got, "v_mib"), "logged_mib": pick(got, "size_mib"),
+        # NOTE: a compressor state's line prints its size only (no K/V split): its kv and score MiB are null.
+        "logged_k_mib": pick(got, "k_mib") or None, "logged_v_mib": pick(got, "v_mib") or None,
+        "logged_mib": pick(got, "size_mib"),
         "logged_buffer_mib": pick(got, "buffer_mib") if measure != "log" else None,
         "layer_indices": list(pick(got, "layer_indices") or pick(want, "layer_indices") or []),
         "logged_line": pick(got, "line"), "predicted_line": pick(want, "line"),
@@ -374,15 +419,18 @@ def verify_report(outcome: Outcome, geometry: Any, *, gguf: str, generated_notes
         r["measured_bytes"] is not None for r in rows) else None
     predicted_total = sum(c.k_bytes or 0 for c in prediction.caches) + sum(c.v_bytes or 0 for c in prediction.caches)
     notes = [*generated_notes, *prediction.notes]
-    notes.append({
-        "log": "measured: llama.cpp's dry run (no_alloc, as its memory-fit pass): its cache lines are compared at "
-               "their printed resolution (0.01 MiB); --measure tensors compares bytes",
-        "buffers": "measured: the caches allocated for real (mmap'd weights); the buffer lines are compared at 0.01 MiB; "
-                   "--measure tensors compares bytes",
-        "tensors": "measured: a one-token decode; every cache tensor's bytes and every cache buffer's size read from "
-                   "ggml, compared to the byte",
-    }[measure])
+    unattributed = set(run.unattributed)
+    exact_ones = [r["name"] for r in rows if r["name"] not in unattributed]
+    if exact and unattributed:
+        # NOTE: only the caches whose tensors could be told apart are compared to the byte (the note before says why
+        # the others are not).
+        notes.append("measured: a one-token decode; the tensors' bytes and their buffers' sizes read from ggml, "
+                     + (f"compared to the byte for the {', '.join(exact_ones)} only" if exact_ones else
+                        "but no cache could be compared to the byte"))
+    else:
+        notes.append(_MEASURED_NOTE[measure])
     source = geometry.source
+
     return {
         "schema_version": SCHEMA_VERSION,
         "kvplan_version": __version__,

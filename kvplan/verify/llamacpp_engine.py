@@ -127,11 +127,13 @@ def _engine_run(answer: dict[str, Any]) -> EngineRun:
     if tensors:
         # NOTE: DeepSeek-V4's caches each name a layer's tensor cache_k_l<il>: a layer in two caches cannot tell
         # whose tensor is whose, so those caches keep their log lines (0.01 MiB) and buffer lines.
-        held = Counter(il for cache in caches if cache.kind != "recurrent" for il in cache.layer_indices)
+        held = Counter(il for cache in caches if cache.kind == "kv" for il in cache.layer_indices)
         shared = {il for il, count in held.items() if count > 1}
-        unattributed = tuple(c.name for c in caches if c.kind != "recurrent" and shared & set(c.layer_indices))
-        caches = [cache if cache.name in unattributed else _with_tensors(cache, tensors, answer.get("buffers", []))
-                  for cache in caches]
+        unattributed = tuple(c.name for c in caches if c.kind == "kv" and shared & set(c.layer_indices))
+        buffers = answer.get("buffers", [])
+        caches = [cache if cache.name in unattributed else
+                  _state_with_tensors(cache, tensors, buffers) if cache.kind == "state" else
+                  _with_tensors(cache, tensors, buffers) for cache in caches]
     error = answer.get("error")
     if error and not answer.get("ok"):
         said = [line.split(": ", 1)[-1] for line in lines if line.startswith("llama_init_from_model:")
@@ -143,6 +145,34 @@ def _engine_run(answer: dict[str, Any]) -> EngineRun:
 
 
 _TENSOR = re.compile(r"^cache_(?P<part>[a-z_]+?)_l(?P<il>\d+)$")
+
+
+_STATE_TENSOR = re.compile(r"^dsv4_(?P<name>[a-z]+)_state_(?P<part>kv|score)_l(?P<il>\d+)$")
+
+
+def _state_with_tensors(cache: CacheFigures, tensors: Sequence[dict[str, Any]],
+                        buffers: Sequence[dict[str, Any]]) -> CacheFigures:
+    """A DeepSeek-V4 compressor state's exact bytes: its own tensors (``dsv4_csa_state_kv_l2``,
+    ``dsv4_csa_state_score_l2`` ...: named per state, so told apart from the caches) and their buffers. A layer
+    the decode did not reach leaves the bytes unknown (compared by the log lines)."""
+    kv = score = 0
+    used: set[int] = set()
+    reached: set[int] = set()
+    for tensor in tensors:
+        match = _STATE_TENSOR.match(tensor["name"])
+        if not match or f"{match['name']}_state" != cache.name:
+            continue
+        if match["part"] == "kv":
+            kv += int(tensor["bytes"])
+        else:
+            score += int(tensor["bytes"])
+        reached.add(int(match["il"]))
+        if tensor.get("buffer") is not None:
+            used.add(int(tensor["buffer"]))
+    if reached != set(cache.layer_indices) or len(reached) != cache.layers:
+        return cache
+    buffer_bytes = sum(int(b["bytes"]) for b in buffers if int(b["id"]) in used) if used else None
+    return replace(cache, k_bytes=kv, v_bytes=score, buffer_bytes=buffer_bytes)
 
 
 def _with_tensors(cache: CacheFigures, tensors: Sequence[dict[str, Any]],

@@ -8,7 +8,11 @@ llama.cpp 0.3.36 (llama-cpp-python's vendored copy) logs, for every cache it mak
     llama_kv_cache: size =    0.40 MiB (   768 cells,   2 layers,  2/2 seqs), K (q8_0):    0.20 MiB, V (q8_0): ...
     llama_memory_recurrent: size =    0.06 MiB (     2 cells,   4 layers,  2 seqs  0 rs_seq), R (f32): ...
 
-and, at DEBUG level, which layers each cache holds (``llama_kv_cache: layer   3: dev = CPU``).
+and, at DEBUG level, which layers each cache holds (``llama_kv_cache: layer   3: dev = CPU``). DeepSeek-V4's
+compressor states (``src/llama-kv-cache-dsv4.cpp``, ``llama_dsv4_comp_state``) log::
+
+    llama_dsv4_comp_state:        CPU DSV4 csa state buffer size =     0.02 MiB
+    llama_dsv4_comp_state: csa ratio = 4, state = 8 x 128, streams = 2, rs_seq = 0, layers = 1, size =    0.02 MiB
 """
 
 from __future__ import annotations
@@ -26,18 +30,20 @@ class CacheFigures:
     """One cache: llama.cpp's ``size = ...`` line in numbers (logged) or kvplan's (predicted)."""
 
     name: str
-    """``base`` (the non-SWA or only KV cache), ``swa`` or ``recurrent``."""
+    """``base`` (the non-SWA or only KV cache), ``swa``, ``recurrent``; DeepSeek-V4's ``csa``, ``hca``, ``lid`` and
+    their compressor states ``csa_state``, ``hca_state``, ``lid_state``."""
     cells: int
     layers: int
     seqs: int
     streams: int
-    """KV caches: streams (1 unified, else one per sequence); recurrent: ``rs_seq`` snapshots (0)."""
+    """KV caches: streams (1 unified, else one per sequence); recurrent and compressor states: ``rs_seq``
+    snapshots (0). A state's ``cells`` are its rows per stream, its ``seqs`` its streams."""
     k_type: str
     v_type: str
     k_bytes: int | None = None
-    """K (recurrent: R) bytes; None where only the log's MiB are known."""
+    """K (recurrent: R, state: kv) bytes; None where only the log's MiB are known."""
     v_bytes: int | None = None
-    """V (recurrent: S) bytes."""
+    """V (recurrent: S, state: score) bytes."""
     k_mib: str = ""
     """As llama.cpp prints them: ``%.2f`` MiB of K, V, their sum, and the cache's buffers."""
     v_mib: str = ""
@@ -46,10 +52,16 @@ class CacheFigures:
     buffer_bytes: int | None = None
     layer_indices: tuple[int, ...] = ()
     line: str = ""
+    ratio: int | None = None
+    """A compressor state's compression ratio."""
+    width: int | None = None
+    """A compressor state's row width (``n_embd_state``)."""
 
     @property
     def kind(self) -> str:
-        return "recurrent" if self.name == "recurrent" else "kv"
+        if self.name == "recurrent":
+            return "recurrent"
+        return "state" if self.name.endswith("_state") else "kv"
 
 
 _KV_SIZE = re.compile(
@@ -65,7 +77,12 @@ _ISWA = re.compile(r"^llama_kv_cache_iswa: creating +(?P<which>non-SWA|SWA) KV c
 #: DeepSeek-V4's own caches after its raw iSWA one (src/llama-kv-cache-dsv4.cpp), named as kvplan's engine log names them.
 _DSV4 = re.compile(r"^llama_kv_cache_dsv4: creating DSV4 (?P<which>CSA compressed|HCA compressed|lightning-indexer) KV cache")
 DSV4_NAMES = {"CSA compressed": "csa", "HCA compressed": "hca", "lightning-indexer": "lid"}
-_LAYER = re.compile(r"^(?:llama_kv_cache|llama_memory_recurrent)[:,] layer +(?P<il>\d+): dev = ")
+_LAYER = re.compile(r"^(?:llama_kv_cache|llama_memory_recurrent|llama_dsv4_comp_state)[:,] layer +(?P<il>\d+): dev = ")
+_STATE_BUFFER = re.compile(r"^llama_dsv4_comp_state: *(?P<dev>\S+) DSV4 (?P<name>\w+) state buffer size = "
+                           r"*(?P<mib>[\d.]+) MiB")
+_STATE_SIZE = re.compile(
+    r"^llama_dsv4_comp_state: (?P<name>\w+) ratio = (?P<ratio>\d+), state = (?P<rows>\d+) x (?P<width>\d+), "
+    r"streams = (?P<streams>\d+), rs_seq = (?P<rs>\d+), layers = (?P<layers>\d+), size = *(?P<size>[\d.]+) MiB")
 
 
 def parse_log(lines: Sequence[str]) -> list[CacheFigures]:
@@ -81,8 +98,16 @@ def parse_log(lines: Sequence[str]) -> list[CacheFigures]:
             which = DSV4_NAMES[match["which"]]
         elif match := _LAYER.match(line):
             layers.append(int(match["il"]))
-        elif match := _BUFFER.match(line):
+        elif (match := _BUFFER.match(line)) or (match := _STATE_BUFFER.match(line)):
             buffers.append(match["mib"])
+        elif match := _STATE_SIZE.match(line):
+            # NOTE: a state prints no K/V split: its kv and score tensors are the same size, float32.
+            caches.append(CacheFigures(
+                name=f"{match['name']}_state", cells=int(match["rows"]), layers=int(match["layers"]),
+                seqs=int(match["streams"]), streams=int(match["rs"]), k_type="f32", v_type="f32",
+                size_mib=match["size"], buffer_mib=f"{sum(float(b) for b in buffers):.2f}" if buffers else None,
+                layer_indices=tuple(layers), line=line.strip(), ratio=int(match["ratio"]), width=int(match["width"])))
+            buffers, layers, which = [], [], "base"
         elif (match := _KV_SIZE.match(line)) or (match := _RS_SIZE.match(line)):
             recurrent = line.startswith("llama_memory_recurrent")
             buffer_mib = f"{sum(float(b) for b in buffers):.2f}" if buffers else None
@@ -107,10 +132,20 @@ def _mib(num_bytes: int) -> str:
 
 def predicted_figures(name: str, *, cells: int, layers: int, seqs: int, streams: int, k_type: str, v_type: str,
                       k_bytes: int, v_bytes: int, layer_indices: tuple[int, ...] = (), buffer_bytes: int | None = None,
-                      logged_layers: int | None = None) -> CacheFigures:
+                      logged_layers: int | None = None, ratio: int | None = None,
+                      width: int | None = None) -> CacheFigures:
     """kvplan's numbers for one cache, with the line llama.cpp would print for them."""
     size = k_bytes + v_bytes
     shown = logged_layers if logged_layers is not None else layers
+    buffer = size if buffer_bytes is None else buffer_bytes
+    if name.endswith("_state"):
+        # NOTE: llama_dsv4_comp_state's line: n_stream, n_rs_seq, layers.size(), total_size() (its buffers).
+        line = (f"llama_dsv4_comp_state: {name.removesuffix('_state')} ratio = {ratio}, state = {cells} x {width}, "
+                f"streams = {seqs}, rs_seq = {streams}, layers = {shown}, size = {_mib(buffer):>7} MiB")
+        return CacheFigures(name=name, cells=cells, layers=shown, seqs=seqs, streams=streams, k_type=k_type,
+                            v_type=v_type, k_bytes=k_bytes, v_bytes=v_bytes, size_mib=_mib(buffer),
+                            buffer_mib=_mib(buffer) if shown else None, buffer_bytes=buffer if shown else None,
+                            layer_indices=layer_indices, line=line, ratio=ratio, width=width)
     if name == "recurrent":
         line = (f"llama_memory_recurrent: size = {_mib_f32(size):>7} MiB ({cells:6d} cells, {shown:3d} layers, "
                 f"{seqs:2d} seqs {streams:2d} rs_seq), R ({k_type}): {_mib_f32(k_bytes):>7} MiB, S ({v_type}): "
@@ -119,7 +154,6 @@ def predicted_figures(name: str, *, cells: int, layers: int, seqs: int, streams:
         line = (f"llama_kv_cache: size = {_mib_f32(size):>7} MiB ({cells:6d} cells, {shown:3d} layers, "
                 f"{seqs:2d}/{streams} seqs), K ({k_type}): {_mib_f32(k_bytes):>7} MiB, V ({v_type}): "
                 f"{_mib_f32(v_bytes):>7} MiB")
-    buffer = size if buffer_bytes is None else buffer_bytes
     return CacheFigures(name=name, cells=cells, layers=shown, seqs=seqs, streams=streams, k_type=k_type, v_type=v_type,
                         k_bytes=k_bytes, v_bytes=v_bytes, k_mib=_mib_f32(k_bytes), v_mib=_mib_f32(v_bytes),
                         size_mib=_mib_f32(size), buffer_mib=_mib(buffer), buffer_bytes=buffer,
@@ -129,4 +163,5 @@ def predicted_figures(name: str, *, cells: int, layers: int, seqs: int, streams:
 def is_cache_line(line: str) -> bool:
     """A line llama.cpp logs about a cache it makes (sizes, buffers, the iSWA split)."""
     return bool(_KV_SIZE.match(line) or _RS_SIZE.match(line) or _BUFFER.match(line) or _ISWA.match(line)
+                or _STATE_BUFFER.match(line) or _STATE_SIZE.match(line)
                 or line.startswith("llama_kv_cache_iswa: using full-size SWA cache"))

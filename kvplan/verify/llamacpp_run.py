@@ -45,7 +45,8 @@ FLASH_ATTN = {"auto": -1, "off": 0, "on": 1}
 #: ``enum ggml_log_level``: DEBUG lines are dropped (but the caches' layer lines), CONT continues the previous line.
 LOG_DEBUG, LOG_CONT = 1, 5
 #: DEBUG lines kept: which layers each cache holds (``llama_kv_cache: layer   3: dev = CPU`` or ``: filtered``).
-DEBUG_KEPT = ("llama_kv_cache: layer", "llama_memory_recurrent, layer", "llama_memory_recurrent: layer")
+DEBUG_KEPT = ("llama_kv_cache: layer", "llama_memory_recurrent, layer", "llama_memory_recurrent: layer",
+              "llama_dsv4_comp_state: layer")
 LOAD_MODE_NONE = 0  # llama_load_mode: no mmap (llama.cpp's no_alloc pass maps nothing)
 
 _ggml = ctypes.CDLL(str(Path(llama_cpp.__file__).parent / "lib" / "libggml-base.so"))
@@ -169,7 +170,8 @@ class CacheTensors:
         if name != (_ggml.ggml_get_name(address) or b"").decode("utf-8", "replace"):
             self.layout_error = "struct ggml_tensor of this build does not match ggml.h"
             return
-        if name.startswith("cache_") and not tensor.view_src and name not in self.found:
+        # NOTE: DeepSeek-V4's compressor states name theirs dsv4_csa_state_kv_l2 ... (src/llama-kv-cache-dsv4.cpp).
+        if name.startswith(("cache_", "dsv4_")) and not tensor.view_src and name not in self.found:
             self.found[name] = {
                 "name": name, "type": (_ggml.ggml_type_name(tensor.type) or b"?").decode(),
                 "ne": [int(n) for n in tensor.ne], "bytes": int(_ggml.ggml_nbytes(address)),
