@@ -70,3 +70,32 @@ def test_pi05_without_its_decoder_config_is_refused() -> None:
 
 def test_capacity_counts_pi05_weights(runner, tmp_path) -> None:
     assert_capacity_counts_the_weights(runner, tmp_path, "pi05")
+
+
+def test_pi05_cache_is_the_vlm_prefix_transformers_keeps(tmp_path) -> None:
+    """PI05ForConditionalGeneration.sample_actions runs the PaliGemma once over the prefix and keeps its cache (the
+    action expert attends over it and keeps none): transformers' cache of T prefix tokens, measured, is kvplan's."""
+    import json
+
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    import kvplan
+
+    text = {"model_type": "gemma", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2,
+            "num_key_value_heads": 1, "head_dim": 32, "intermediate_size": 128, "vocab_size": 128}
+    vision = {"model_type": "siglip_vision_model", "hidden_size": 32, "num_hidden_layers": 1, "intermediate_size": 64,
+              "num_attention_heads": 2, "patch_size": 14, "image_size": 28}
+    dit = {**text, "hidden_size": 32, "intermediate_size": 64}
+    config = transformers.PI05Config(vlm_config={"model_type": "paligemma", "text_config": text,
+                                                 "vision_config": vision, "projection_dim": 64}, dit_config=dit)
+    torch.manual_seed(0)
+    model = transformers.PI05ForConditionalGeneration(config).eval()
+    tokens = 37
+    with torch.no_grad():
+        cache = model.model.vlm(inputs_embeds=torch.randn(1, tokens, text["hidden_size"]), use_cache=True).cache
+    measured = sum(t.numel() * t.element_size() for layer in cache.layers for t in (layer.keys, layer.values))
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config.to_dict()))
+    estimate = kvplan.estimate(str(path), seq_len=tokens, engine="hf-dynamic", kv_dtype="fp32")
+    expected = 2 * text["num_hidden_layers"] * tokens * text["num_key_value_heads"] * text["head_dim"] * 4  # K+V, fp32
+    assert measured == estimate.kv_cache_bytes == expected
